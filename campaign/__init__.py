@@ -1,0 +1,4 @@
+"""The campaign runner: Hydra config, Ray orchestration, evaluation, results and findings.
+
+Only this package imports Ray, and only `campaign.driver` does so: workers are plain classes.
+"""

@@ -1,0 +1,31 @@
+"""`Materialized`: the forms of one test case that backends consume, each built at most once."""
+from __future__ import annotations
+
+from functools import cached_property
+
+import onnx
+
+from campaign.testcase import TestCase
+from ir.to_onnx import to_onnx
+from ir.to_torch import GraphModule
+
+
+class Materialized:
+    """Lazily built ONNX model (checked with the full checker) and torch module for a test."""
+
+    def __init__(self, tc: TestCase):
+        self.tc = tc
+
+    @cached_property
+    def onnx_model(self) -> onnx.ModelProto:
+        model = to_onnx(self.tc.graph, self.tc.params())
+        onnx.checker.check_model(model, full_check=True)
+        return model
+
+    @cached_property
+    def onnx_bytes(self) -> bytes:
+        return self.onnx_model.SerializeToString()
+
+    @cached_property
+    def torch_module(self) -> GraphModule:
+        return GraphModule(self.tc.graph, self.tc.params())

@@ -1,0 +1,201 @@
+"""`FuzzWorker`: makes one test (generate, maybe mutate, pick inputs), evaluates it on the
+reference and every configured backend, and reports rows and finding artifacts.
+
+A plain class (no Ray): the driver wraps it in `ray.remote`, tests use it directly. Everything it
+returns is plain data and bytes, so it can cross process and node boundaries.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+from campaign.artifacts import Materialized
+from campaign.backends import BackendResult, make_backend
+from campaign.oracle import TOLERANCES, compare
+from campaign.reference import ReferenceResult, run_reference
+from campaign.signature import normalize
+from campaign.testcase import TestCase, npz_bytes, random_values
+from campaign.verdict import Stage, Verdict
+from ir.generate import GenConfig, generate
+from ir.graph import Graph
+from ir.precision import output_precisions
+from ir.text import graph_hash, print_graph
+from mutators import MutationConfig, MutationEngine
+
+MAX_MSG = 2000
+
+
+@dataclass
+class WorkerConfig:
+    generator: GenConfig = field(default_factory=GenConfig)
+    backends: list[str] = field(default_factory=lambda: ["ort"])
+    mutation: MutationConfig = field(default_factory=MutationConfig)
+
+
+@dataclass
+class Finding:
+    """Artifacts of one non-pass (test, backend), as bytes so they can cross processes/nodes."""
+
+    test_id: str
+    backend: str
+    verdict: str
+    error_sig: str
+    files: dict[str, bytes]
+
+
+@dataclass
+class TestReport:
+    rows: list[dict[str, Any]]
+    findings: list[Finding]
+
+
+def set_single_thread() -> None:
+    """One thread per worker for torch (ORT sessions set their own): 2 cores otherwise thrash."""
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # may only be set once per process
+        pass
+
+
+class FuzzWorker:
+    def __init__(self, cfg: WorkerConfig, name: str = "worker"):
+        set_single_thread()
+        self.cfg = cfg
+        self.name = name
+        self.host = socket.gethostname()
+        self.backends = [make_backend(b) for b in cfg.backends]
+        self.engine = MutationEngine(cfg.mutation, cfg.generator)
+
+    # ---- making a test -------------------------------------------------------------------------
+    def make_test(self, test_id: str, seed: int) -> TestCase:
+        g = generate(seed, self.cfg.generator)
+        lineage: list[dict[str, Any]] = [{"seed": seed}]
+        rng = random.Random(seed ^ 0x5EED)
+        if self.engine.mutators and rng.random() < self.cfg.mutation.rate:
+            outcome = self.engine.mutate(g, rng)
+            g = outcome.graph
+            lineage += outcome.steps
+        return TestCase(test_id, seed, g, random_values(g, seed), lineage)
+
+    # ---- running it ----------------------------------------------------------------------------
+    def run(self, test_id: str, seed: int) -> TestReport:
+        t0 = time.perf_counter()
+        try:
+            tc = self.make_test(test_id, seed)
+        except Exception as e:  # a generator bug: recorded as invalid, never fatal
+            gen_ms = (time.perf_counter() - t0) * 1e3
+            return self._generator_failure(test_id, seed, e, gen_ms)
+        gen_ms = (time.perf_counter() - t0) * 1e3
+        m = Materialized(tc)
+        base = self._base_row(tc, gen_ms)
+        try:
+            m.onnx_model
+        except Exception as e:  # our ONNX is ill-formed: our bug, not the compiler's
+            return self._invalid_all(m, base, Stage.IMPORT, type(e).__name__, f"ONNX build/check failed: {e}")
+        ref = run_reference(m)
+        if ref.problem:
+            return self._invalid_all(m, base, Stage.REFERENCE, ref.error_class or "InvalidReference",
+                                     ref.problem, ref_ms=ref.ms)
+        rows, findings = [], []
+        precisions = output_precisions(tc.graph)
+        for backend in self.backends:
+            result = backend.evaluate(m)
+            row = {**base, "backend": backend.name, "target": backend.target, "ref_ms": ref.ms,
+                   "compile_ms": result.compile_ms, "run_ms": result.run_ms}
+            if result.failed:
+                sig = normalize(result.error_class or "Error", result.error_msg or "")
+                row.update(verdict=Verdict.CRASH.value, stage=result.stage.value,
+                           error_class=result.error_class, error_sig=sig,
+                           error_msg=(result.error_msg or "")[:MAX_MSG])
+            else:
+                cmp = compare(ref.outputs, result.outputs, precisions)
+                if cmp.ok:
+                    row["verdict"] = Verdict.PASS.value
+                else:
+                    row.update(verdict=Verdict.MISMATCH.value, stage=Stage.COMPARE.value,
+                               error_class="Mismatch", error_sig=f"Mismatch: output {cmp.output}",
+                               error_msg=cmp.message, mismatch_output=cmp.output,
+                               max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err)
+            rows.append(row)
+            if Verdict(row["verdict"]).is_finding:
+                findings.append(self._finding(m, row, ref, result))
+        return TestReport(rows, findings)
+
+    # ---- rows and findings ---------------------------------------------------------------------
+    def _base_row(self, tc: TestCase, gen_ms: float) -> dict[str, Any]:
+        g: Graph = tc.graph
+        return {
+            "test_id": tc.test_id, "seed": tc.seed, "lineage": json.dumps(tc.lineage),
+            "mutators": [s["mutator"] for s in tc.lineage[1:]],
+            "graph_hash": graph_hash(g), "n_insts": g.num_insts(), "n_inputs": len(g.inputs),
+            "n_params": len(g.params), "max_depth": g.max_depth(),
+            "ops": sorted(g.op_counts()), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),
+            "dialect": "eager", "stage": None, "error_class": None, "error_sig": None,
+            "error_msg": None, "mismatch_output": None, "max_abs_err": None, "max_rel_err": None,
+            "gen_ms": gen_ms, "ref_ms": None, "compile_ms": None, "run_ms": None,
+            "host": self.host, "worker": f"{self.name}@{os.getpid()}",
+            "ts": datetime.now(timezone.utc),
+        }
+
+    def _invalid_all(self, m: Materialized, base: dict, stage: Stage, error_class: str, msg: str,
+                     ref_ms: float | None = None) -> TestReport:
+        sig = normalize(error_class, msg)
+        rows = [{**base, "backend": b.name, "target": b.target, "verdict": Verdict.INVALID.value,
+                 "stage": stage.value, "error_class": error_class, "error_sig": sig,
+                 "error_msg": msg[:MAX_MSG], "ref_ms": ref_ms} for b in self.backends]
+        findings = [self._finding(m, row, None, None) for row in rows[:1]]
+        return TestReport(rows, findings)
+
+    def _generator_failure(self, test_id: str, seed: int, e: Exception, gen_ms: float) -> TestReport:
+        msg = f"{type(e).__name__}: {e}"
+        row = {
+            "test_id": test_id, "seed": seed, "lineage": json.dumps([{"seed": seed}]), "mutators": [],
+            "graph_hash": "", "n_insts": 0, "n_inputs": 0, "n_params": 0, "max_depth": 0, "ops": [],
+            "dtypes": [], "dialect": "eager", "verdict": Verdict.INVALID.value,
+            "stage": Stage.GENERATE.value, "error_class": type(e).__name__,
+            "error_sig": normalize(type(e).__name__, str(e)), "error_msg": msg[:MAX_MSG],
+            "mismatch_output": None, "max_abs_err": None, "max_rel_err": None, "gen_ms": gen_ms,
+            "ref_ms": None, "compile_ms": None, "run_ms": None, "host": self.host,
+            "worker": f"{self.name}@{os.getpid()}", "ts": datetime.now(timezone.utc),
+        }
+        rows = [{**row, "backend": b.name, "target": b.target} for b in self.backends]
+        files = {"info.json": json.dumps({"seed": seed, "error": msg,
+                                          "traceback": traceback.format_exc()}, indent=2).encode()}
+        return TestReport(rows, [Finding(test_id, rows[0]["backend"], Verdict.INVALID.value,
+                                         rows[0]["error_sig"], files)])
+
+    def _finding(self, m: Materialized, row: dict, ref: ReferenceResult | None,
+                 result: BackendResult | None) -> Finding:
+        tc = m.tc
+        files: dict[str, bytes] = {
+            "graph.gir": print_graph(tc.graph).encode(),
+            "inputs.npz": npz_bytes(tc.values),
+        }
+        try:
+            files["model.onnx"] = m.onnx_bytes
+        except Exception:  # the ONNX build itself failed; info.json says how
+            pass
+        if ref is not None and ref.outputs is not None:
+            files["expected.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(ref.outputs)})
+        if result is not None and result.outputs is not None:
+            files["actual.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(result.outputs)})
+        info = {k: row[k] for k in ("test_id", "seed", "backend", "target", "verdict", "stage",
+                                    "error_class", "error_sig", "error_msg", "max_abs_err",
+                                    "max_rel_err", "mismatch_output")}
+        info["lineage"] = tc.lineage
+        info["tolerances"] = TOLERANCES
+        info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
+        if result is not None and result.traceback:
+            info["traceback"] = result.traceback
+        files["info.json"] = json.dumps(info, indent=2, default=str).encode()
+        return Finding(tc.test_id, row["backend"], row["verdict"], row["error_sig"] or "", files)

@@ -1,0 +1,13 @@
+"""GraphIR: the graph representation, its verifier, text form, generator and materializers."""
+import ir.ops  # noqa: F401  (registers the op library)
+from ir.dtypes import DType
+from ir.generate import GenConfig, generate
+from ir.graph import Graph, Inst, Value
+from ir.text import ParseError, canonical_text, graph_hash, parse, print_graph
+from ir.types import TensorType
+from ir.verify import VerifyError, verify
+
+__all__ = [
+    "DType", "GenConfig", "Graph", "Inst", "ParseError", "TensorType", "Value", "VerifyError",
+    "canonical_text", "generate", "graph_hash", "parse", "print_graph", "verify",
+]

@@ -1,0 +1,246 @@
+"""The NNSmith-style generator: grow a graph one op at a time, each op's shape constraints added
+to a z3 solver, then solve once and concretize every shape and numeric attribute.
+
+Per step: pick an op, pick its first input among existing values, fill its other inputs with
+existing values or new placeholders (graph inputs, or params for weights), sample attributes
+(numeric ones as fresh z3 ints), and keep the op only if its constraints stay satisfiable.
+
+Element bound: every value of rank r has each dim <= floor(max_elems ** (1/r)), which bounds its
+element count (weights included) by `max_elems` with linear constraints only.
+
+Determinism: all choices come from one `random.Random(seed)`, z3 names come from one counter and
+z3 itself is deterministic for an identical constraint sequence, so a seed always yields the same
+graph.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import z3
+
+import ir.ops  # noqa: F401  (registers the op library)
+from ir.dtypes import DType
+from ir.graph import Graph, Inst, Value
+from ir.op import OP_REGISTRY, Op
+from ir.sampling import SampleContext
+from ir.types import TensorType
+from ir.verify import verify
+
+
+@dataclass
+class GenConfig:
+    """Generator options (also the `generator` group of the campaign config)."""
+
+    nodes: int = 10
+    max_elems: int = 4096
+    max_rank: int = 4
+    dtypes: list[str] = field(default_factory=lambda: ["f32", "f64", "i32", "i64"])
+    ops_include: list[str] = field(default_factory=list)
+    ops_exclude: list[str] = field(default_factory=list)
+    #: preferred upper bound for input dims (z3 is nudged towards random values up to this)
+    dim_hint: int = 8
+    #: chance that a new placeholder for an operand that may be either becomes a param
+    param_rate: float = 0.5
+
+    def enabled_ops(self) -> list[type[Op]]:
+        unknown = sorted(set(self.ops_include + self.ops_exclude) - set(OP_REGISTRY))
+        if unknown:
+            raise ValueError(f"generator: unknown op {unknown[0]!r} in ops_include/ops_exclude")
+        names = self.ops_include or sorted(OP_REGISTRY)
+        return [OP_REGISTRY[n] for n in names if n not in self.ops_exclude]
+
+    def enabled_dtypes(self) -> list[DType]:
+        return [DType.from_name(d) for d in self.dtypes]
+
+
+class GenerationError(RuntimeError):
+    """The generator could not build a graph (e.g. no op accepts the configured dtypes)."""
+
+
+class SymbolicGraphBuilder:
+    """A graph under construction whose shapes/attributes may be z3 terms, with its solver.
+
+    Invariant: every constraint of every added op is in `solver`, and the solver is satisfiable.
+    """
+
+    def __init__(self, rng: random.Random, cfg: GenConfig, names: Sequence[str] = ()):
+        self.rng = rng
+        self.cfg = cfg
+        self.ctx = SampleContext(rng)
+        self.solver = z3.Solver()
+        self.inputs: list[Value] = []
+        self.params: list[Value] = []
+        self.insts: list[Inst] = []
+        self.taken = set(names)
+        self._ids = itertools.count()
+
+    # ---- names, placeholders -------------------------------------------------------------
+    def fresh_name(self, prefix: str) -> str:
+        while True:
+            name = f"{prefix}{next(self._ids)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+    def dim_cap(self, rank: int) -> int:
+        return max(1, int(math.floor(self.cfg.max_elems ** (1.0 / rank) + 1e-9))) if rank else 1
+
+    def bounds(self, t: TensorType) -> list:
+        cap = self.dim_cap(t.rank)
+        return [c for d in t.shape for c in (d >= 1, d <= cap)]
+
+    def placeholder_type(self, rank: int, dtype: DType) -> TensorType:
+        return TensorType(tuple(z3.Int(f"d_{next(self._ids)}") for _ in range(rank)), dtype)
+
+    def add_input(self, t: TensorType, param: bool = False) -> Value:
+        v = Value(self.fresh_name("w" if param else "x"), t)
+        (self.params if param else self.inputs).append(v)
+        self.solver.add(*[c for c in self.bounds(t) if not isinstance(c, bool)])
+        return v
+
+    # ---- op insertion ------------------------------------------------------------------------
+    def try_op(
+        self,
+        op_cls: type[Op],
+        first: Value,
+        candidates: Sequence[Value],
+        dtypes: tuple[DType, ...],
+        arity: int,
+        target: TensorType | None = None,
+    ) -> Inst | None:
+        """Build `op_cls(first, ...)`; return the instruction if its constraints are satisfiable
+        (they are then kept in the solver), else None. `target` forces the result type."""
+        new_inputs: list[tuple[Value, bool]] = []
+        args = [first]
+        for slot, dtype in zip(op_cls.slots(arity, first.type), dtypes[1:]):
+            usable = [v for v in candidates if v.type.dtype == dtype and v.type.rank in slot.ranks]
+            if usable and slot.param is not True and self.rng.random() < 0.5:
+                args.append(self.rng.choice(usable))
+                continue
+            is_param = slot.param if slot.param is not None else self.rng.random() < self.cfg.param_rate
+            t = self.placeholder_type(self.rng.choice(slot.ranks), dtype)
+            v = Value(f"?{len(new_inputs)}", t)
+            new_inputs.append((v, is_param))
+            args.append(v)
+        in_types = [a.type for a in args]
+        op = op_cls.sample(self.ctx, in_types)
+        out_dtypes = op.result_dtypes(tuple(t.dtype for t in in_types))
+        if out_dtypes is None or any(d not in self.cfg.enabled_dtypes() for d in out_dtypes):
+            return None
+        outs = op.infer(in_types)
+        cons = list(op.requires(in_types))
+        for t in outs:
+            cons += self.bounds(t)
+        for v, _ in new_inputs:
+            cons += self.bounds(v.type)
+        if target is not None:
+            if len(outs) != 1 or outs[0].rank != target.rank or outs[0].dtype != target.dtype:
+                return None
+            cons += [a == b for a, b in zip(outs[0].shape, target.shape)]
+        if any(c is False for c in cons):
+            return None
+        cons = [c for c in cons if not isinstance(c, bool)]
+        self.solver.push()
+        self.solver.add(*cons)
+        if self.solver.check() != z3.sat:
+            self.solver.pop()
+            return None
+        renamed = {}
+        for v, is_param in new_inputs:
+            real = Value(self.fresh_name("w" if is_param else "x"), v.type)
+            (self.params if is_param else self.inputs).append(real)
+            renamed[v.name] = real.name
+        arg_names = tuple(renamed.get(a.name, a.name) for a in args)
+        results = tuple(Value(self.fresh_name("v"), t) for t in outs)
+        return Inst(op, arg_names, results)
+
+    # ---- solving -----------------------------------------------------------------------------
+    def solve(self) -> z3.ModelRef:
+        """A model of the constraints, nudged so input dims take varied values (not all 1)."""
+        hints = []
+        for v in (*self.inputs, *self.params):
+            cap = min(self.dim_cap(v.type.rank), self.cfg.dim_hint)
+            for d in v.type.shape:
+                if z3.is_expr(d):
+                    hints.append(d == self.rng.randint(1, cap))
+        for s in self.ctx.symbols:
+            hints.append(s == self.rng.randint(0, self.cfg.dim_hint))
+        lits = {z3.Bool(f"hint_{i}"): h for i, h in enumerate(hints)}
+        for lit, h in lits.items():
+            self.solver.add(z3.Implies(lit, h))
+        active = list(lits)
+        for _ in range(8):
+            if self.solver.check(*active) == z3.sat:
+                return self.solver.model()
+            core = {str(c) for c in self.solver.unsat_core()}
+            active = [a for a in active if str(a) not in core] if core else []
+        if self.solver.check() != z3.sat:  # cannot happen: the builder's invariant
+            raise GenerationError("constraints became unsatisfiable")
+        return self.solver.model()
+
+    def concrete_graph(self, name: str, insts: Sequence[Inst], outputs: Sequence[str],
+                       inputs: Sequence[Value], params: Sequence[Value]) -> Graph:
+        model = self.solve()
+
+        def cv(v: Value) -> Value:
+            return Value(v.name, v.type.concretize(model))
+
+        cinsts = tuple(
+            Inst(i.op.concretize(model), i.args, tuple(cv(r) for r in i.results), i.blocks) for i in insts
+        )
+        return Graph(name, tuple(cv(v) for v in inputs), cinsts, tuple(outputs),
+                     tuple(cv(v) for v in params))
+
+
+def _first_input_dtype(rng: random.Random, dtypes: list[DType]) -> DType:
+    if DType.float32 in dtypes and rng.random() < 0.6:
+        return DType.float32
+    return rng.choice(dtypes)
+
+
+def generate(seed: int, cfg: GenConfig | None = None) -> Graph:
+    """A verified, concrete graph with up to `cfg.nodes` instructions, determined by `seed`."""
+    cfg = cfg or GenConfig()
+    rng = random.Random(seed)
+    ops = cfg.enabled_ops()
+    dtypes = cfg.enabled_dtypes()
+    if not ops or not dtypes:
+        raise GenerationError("generator: no ops or no dtypes enabled")
+    b = SymbolicGraphBuilder(rng, cfg)
+    first_rank = rng.randint(1, cfg.max_rank)
+    b.add_input(b.placeholder_type(first_rank, _first_input_dtype(rng, dtypes)))
+    values: list[Value] = list(b.inputs)
+    used: set[str] = set()
+    attempts = 0
+    while len(b.insts) < cfg.nodes and attempts < 20 * cfg.nodes:
+        attempts += 1
+        op_cls = rng.choice(ops)
+        arity = op_cls.sample_arity(b.ctx)
+        combos = sorted({ins for ins, _ in op_cls.signatures(arity) if all(d in dtypes for d in ins)},
+                        key=lambda c: [d.value for d in c])
+        if not combos:
+            continue
+        in_dtypes = rng.choice(combos)
+        firsts = [v for v in values if v.type.dtype == in_dtypes[0] and v.type.rank in op_cls.first_ranks()
+                  and v.type.rank <= cfg.max_rank]
+        if not firsts:
+            continue
+        # Prefer values nobody reads yet: it grows deeper graphs with fewer dead ends.
+        fresh = [v for v in firsts if v.name not in used]
+        first = rng.choice(fresh if fresh and rng.random() < 0.7 else firsts)
+        inst = b.try_op(op_cls, first, values, in_dtypes, arity)
+        if inst is None or any(r.type.rank > cfg.max_rank for r in inst.results):
+            continue
+        b.insts.append(inst)
+        used.update(inst.args)
+        values.extend(inst.results)
+        values.extend(v for v in (*b.inputs, *b.params) if v not in values)
+    if not b.insts:
+        raise GenerationError(f"generator: no op could be placed (seed {seed})")
+    outputs = [r.name for inst in b.insts for r in inst.results if r.name not in used]
+    g = b.concrete_graph("main", b.insts, outputs, b.inputs, b.params)
+    return verify(g)

@@ -1,0 +1,191 @@
+"""The operator base class, its registry, and the attribute conventions every op follows.
+
+An `Op` is a frozen dataclass whose fields are its attributes. It owns, for one operator:
+  - its signatures (accepted input dtypes -> result dtypes) and input slots (ranks, param role);
+  - `infer`: result types from input types (works on z3 shapes and on ints);
+  - `requires`: the constraints under which the op is defined (z3 terms or Python bools);
+  - `sample`: fresh attributes for the generator (numeric ones may be z3 terms);
+  - materializers: `torch(*tensors)` and `onnx(builder, ins, outs)`.
+Ops are side-effect free and registered by `name`, which is how the text form refers to them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+import z3
+
+from ir.dtypes import DType
+from ir.shapes import concretize, is_symbolic
+from ir.types import TensorType
+
+if typing.TYPE_CHECKING:
+    from ir.sampling import SampleContext
+    from ir.to_onnx import OnnxBuilder
+
+Signature = tuple[tuple[DType, ...], tuple[DType, ...]]
+
+OP_REGISTRY: dict[str, type["Op"]] = {}
+
+
+class OpError(ValueError):
+    """An op was named or configured wrongly (unknown op, bad attribute)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """How the generator may fill one input: allowed ranks, and whether it must be a new weight."""
+
+    ranks: tuple[int, ...]
+    param: bool = False
+
+
+@dataclass(frozen=True)
+class Op:
+    name: ClassVar[str]
+    family: ClassVar[str]
+    #: number of inputs, or (min, max) for variadic ops
+    arity: ClassVar[int | tuple[int, int]] = 1
+    num_results: ClassVar[int] = 1
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "name" in cls.__dict__:
+            if cls.name in OP_REGISTRY:
+                raise OpError(f"op {cls.name!r} registered twice")
+            OP_REGISTRY[cls.name] = cls
+
+    # ---- typing ------------------------------------------------------------------------------
+    @classmethod
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
+        raise NotImplementedError
+
+    @classmethod
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
+        """Slots for inputs 1.. given input 0's type (input 0 is always an existing value)."""
+        return [Slot((first.rank,)) for _ in range(n_inputs - 1)]
+
+    @classmethod
+    def first_ranks(cls) -> tuple[int, ...]:
+        """Ranks input 0 may have."""
+        return tuple(range(0, 5))
+
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
+        raise NotImplementedError
+
+    def requires(self, ins: Sequence[TensorType]) -> list:
+        return []
+
+    def result_dtypes(self, in_dtypes: tuple[DType, ...]) -> tuple[DType, ...] | None:
+        """The result dtypes for these input dtypes, or None if the op does not accept them."""
+        for ins, outs in self.signatures(len(in_dtypes)):
+            if ins == in_dtypes:
+                return outs
+        return None
+
+    # ---- generation --------------------------------------------------------------------------
+    @classmethod
+    def sample(cls, ctx: "SampleContext", ins: Sequence[TensorType]) -> "Op":
+        """Fresh attributes for inputs of these types. Default: an op with no attributes."""
+        return cls()
+
+    @classmethod
+    def arities(cls) -> range:
+        if isinstance(cls.arity, int):
+            return range(cls.arity, cls.arity + 1)
+        return range(cls.arity[0], cls.arity[1] + 1)
+
+    @classmethod
+    def sample_arity(cls, ctx: "SampleContext") -> int:
+        if isinstance(cls.arity, int):
+            return cls.arity
+        lo, hi = cls.arity
+        return ctx.rng.randint(lo, hi)
+
+    # ---- materialization ---------------------------------------------------------------------
+    def torch(self, *xs):
+        raise NotImplementedError
+
+    def onnx(self, b: "OnnxBuilder", ins: list[str], outs: list[str]) -> None:
+        raise NotImplementedError
+
+    # ---- attributes --------------------------------------------------------------------------
+    def attrs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @property
+    def is_concrete(self) -> bool:
+        return not any(_has_symbol(v) for v in self.attrs().values())
+
+    def concretize(self, model: z3.ModelRef) -> "Op":
+        return dataclasses.replace(
+            self, **{k: _concretize_attr(v, model) for k, v in self.attrs().items()}
+        )
+
+    @classmethod
+    def from_attrs(cls, attrs: dict[str, Any]) -> "Op":
+        """Build from parsed attribute values, coercing lists to tuples and names to dtypes."""
+        hints = typing.get_type_hints(cls)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(attrs) - fields)
+        if unknown:
+            raise OpError(f"op {cls.name!r} has no attribute {unknown[0]!r}")
+        missing = sorted(fields - set(attrs))
+        if missing:
+            raise OpError(f"op {cls.name!r} needs attribute {missing[0]!r}")
+        return cls(**{k: _coerce(cls.name, k, hints[k], v) for k, v in attrs.items()})
+
+
+def _has_symbol(v: Any) -> bool:
+    if isinstance(v, tuple):
+        return any(_has_symbol(x) for x in v)
+    return is_symbolic(v)
+
+
+def _concretize_attr(v: Any, model: z3.ModelRef) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_concretize_attr(x, model) for x in v)
+    if is_symbolic(v):
+        return concretize(v, model)
+    return v
+
+
+_SCALARS: dict[Any, Callable[[Any], bool]] = {
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    bool: lambda v: isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+}
+
+
+def _coerce(op: str, key: str, hint: Any, v: Any) -> Any:
+    bad = OpError(f"op {op!r} attribute {key!r}: bad value {v!r}")
+    if hint is DType:
+        if not isinstance(v, str):
+            raise bad
+        try:
+            return DType.from_name(v)
+        except ValueError as e:
+            raise OpError(f"op {op!r} attribute {key!r}: {e}") from None
+    if typing.get_origin(hint) is tuple:
+        (elem, *_) = typing.get_args(hint)
+        if not isinstance(v, (tuple, list)) or not all(_SCALARS[elem](x) for x in v):
+            raise bad
+        return tuple(v)
+    if not _SCALARS[hint](v):
+        raise bad
+    return float(v) if hint is float else v
+
+
+def lookup_op(name: str) -> type[Op]:
+    try:
+        return OP_REGISTRY[name]
+    except KeyError:
+        raise OpError(f"unknown op {name!r}") from None
+
+
+def np_const(value, dtype: DType) -> np.ndarray:
+    return np.asarray(value, dtype=dtype.numpy)

@@ -1,0 +1,50 @@
+"""Element type conversion.
+
+Float -> int/bool casts are not generated: they are discontinuous (a last-bit difference between
+two correct float results becomes an off-by-one integer), which would turn rounding into false
+alarms. Int -> float, widening/narrowing within a kind, and int/bool -> bool or back are exact.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ir.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
+from ir.op import Op
+from ir.types import TensorType
+
+_ALLOWED: dict[DType, frozenset[DType]] = {
+    **{f: FLOAT_DTYPES for f in FLOAT_DTYPES},
+    **{i: INT_DTYPES | FLOAT_DTYPES | {DType.bool} for i in INT_DTYPES},
+    DType.bool: frozenset(DType),
+}
+
+
+@dataclass(frozen=True)
+class Cast(Op):
+    name: ClassVar[str] = "cast"
+    family: ClassVar[str] = "cast"
+    to: DType
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return [((src,), (dst,)) for src, dsts in _ALLOWED.items() for dst in dsts]
+
+    def result_dtypes(self, in_dtypes):
+        if len(in_dtypes) == 1 and self.to in _ALLOWED[in_dtypes[0]] and self.to != in_dtypes[0]:
+            return (self.to,)
+        return None
+
+    @classmethod
+    def sample(cls, ctx, ins):
+        options = sorted(_ALLOWED[ins[0].dtype] - {ins[0].dtype}, key=lambda d: d.value)
+        return cls(to=ctx.rng.choice(options))
+
+    def infer(self, ins):
+        return [TensorType(ins[0].shape, self.to)]
+
+    def torch(self, x):
+        return x.to(self.to.torch)
+
+    def onnx(self, b, ins, outs):
+        b.node("Cast", ins, outs, to=self.to.onnx)

@@ -1,0 +1,81 @@
+"""Graph rewrites shared by the generator, mutators and reducer.
+
+Graphs are immutable; every function here returns a new graph and keeps the SSA invariants the
+verifier checks (names stay unique, definitions precede uses) when its preconditions hold.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import Iterable
+
+from ir.graph import Graph, Inst, Value
+
+
+def rename_canonically(g: Graph) -> Graph:
+    """Rename every value in definition order (x: inputs, w: params, v: results, one counter
+    across nesting levels), so graphs equal up to naming print identically."""
+    counter = itertools.count()
+    return _rename(g, {}, counter)
+
+
+def _rename(g: Graph, outer: dict[str, str], counter) -> Graph:
+    names = dict(outer)
+
+    def fresh(v: Value, prefix: str) -> Value:
+        names[v.name] = f"{prefix}{next(counter)}"
+        return Value(names[v.name], v.type)
+
+    inputs = tuple(fresh(v, "x") for v in g.inputs)
+    params = tuple(fresh(v, "w") for v in g.params)
+    insts = []
+    for inst in g.insts:
+        args = tuple(names.get(a, a) for a in inst.args)
+        blocks = tuple(_rename(b, {}, counter) for b in inst.blocks)
+        results = tuple(fresh(r, "v") for r in inst.results)
+        insts.append(Inst(inst.op, args, results, blocks))
+    outputs = tuple(names.get(o, o) for o in g.outputs)
+    return Graph(g.name, inputs, tuple(insts), outputs, params)
+
+
+def replace_uses(g: Graph, old: str, new: str, start: int = 0, outputs: bool = True) -> Graph:
+    """Make instructions from index `start` on (and the outputs, if asked) read `new` for `old`."""
+    insts = list(g.insts)
+    for i in range(start, len(insts)):
+        inst = insts[i]
+        if old in inst.args:
+            insts[i] = replace(inst, args=tuple(new if a == old else a for a in inst.args))
+    outs = tuple(new if o == old else o for o in g.outputs) if outputs else g.outputs
+    return g.with_insts(insts, outs)
+
+
+def insert_insts(g: Graph, index: int, new: Iterable[Inst]) -> Graph:
+    insts = list(g.insts)
+    insts[index:index] = list(new)
+    return g.with_insts(insts)
+
+
+def add_params(g: Graph, params: Iterable[Value]) -> Graph:
+    return replace(g, params=g.params + tuple(params))
+
+
+def add_inputs(g: Graph, inputs: Iterable[Value]) -> Graph:
+    return replace(g, inputs=g.inputs + tuple(inputs))
+
+
+def remove_unused(g: Graph) -> Graph:
+    """Drop instructions (at this level) whose results are never read, and unread inputs/params.
+    Control-flow instructions are dropped the same way: ops are side-effect free."""
+    live = set(g.outputs)
+    kept: list[Inst] = []
+    for inst in reversed(g.insts):
+        if any(r.name in live for r in inst.results):
+            kept.append(inst)
+            live.update(inst.args)
+    kept.reverse()
+    return replace(
+        g,
+        insts=tuple(kept),
+        inputs=tuple(v for v in g.inputs if v.name in live) or g.inputs[:1],
+        params=tuple(v for v in g.params if v.name in live),
+    )

@@ -1,0 +1,72 @@
+"""GraphIR -> ONNX, built directly with `onnx.helper`.
+
+Inputs become ONNX graph inputs, params become initializers carrying their values (so backends
+see real constants to fold), and every instruction contributes nodes through `Op.onnx`.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Mapping
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ir.graph import Graph, Value
+
+OPSET = 18
+IR_VERSION = 10  # the newest IR version every backend under test loads
+
+
+class OnnxBuilder:
+    """Collects nodes and constants for one ONNX graph; names it invents never clash with values."""
+
+    def __init__(self, prefix: str = "_c"):
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._ids = itertools.count()
+        self._prefix = prefix
+        self._consts: dict[tuple, str] = {}
+
+    def fresh(self, hint: str = "t") -> str:
+        return f"{self._prefix}{hint}{next(self._ids)}"
+
+    def node(self, op_type: str, inputs: list[str], outputs: list[str], **attrs) -> None:
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=self.fresh("n"), **attrs))
+
+    def const(self, array: np.ndarray) -> str:
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key not in self._consts:
+            name = self.fresh("k")
+            self.initializers.append(numpy_helper.from_array(array, name))
+            self._consts[key] = name
+        return self._consts[key]
+
+    def const_i64(self, values: list[int]) -> str:
+        return self.const(np.asarray(values, dtype=np.int64))
+
+
+def value_info(v: Value) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(v.name, v.type.dtype.onnx, list(v.type.shape))
+
+
+def to_onnx(g: Graph, params: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    b = OnnxBuilder()
+    for inst in g.insts:
+        inst.op.onnx(b, list(inst.args), list(inst.result_names))
+    inits = [numpy_helper.from_array(np.asarray(params[p.name], order="C"), p.name) for p in g.params]
+    types = g.types()
+    graph = helper.make_graph(
+        b.nodes,
+        g.name,
+        [value_info(v) for v in g.inputs],
+        [value_info(Value(o, types[o])) for o in g.outputs],
+        initializer=inits + b.initializers,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="dynsmith",
+        ir_version=IR_VERSION,
+    )
+    return model

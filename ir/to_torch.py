@@ -1,0 +1,52 @@
+"""GraphIR -> torch: an `nn.Module` whose forward interprets the graph (the eager reference).
+
+Params become buffers; `forward` takes the graph inputs positionally and returns a tuple of the
+graph outputs. The interpreter is plain Python over the instruction list, which Dynamo traces
+straight through, so the same module serves eager and `torch.compile`.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from ir.graph import Graph
+
+
+def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Evaluate `g` given tensors for its inputs and params; returns every value of this level
+    by name (the reference checks intermediates too, not only outputs)."""
+    env = dict(env)
+    for inst in g.insts:
+        res = inst.op.torch(*(env[a] for a in inst.args))
+        if len(inst.results) == 1:
+            res = (res,)
+        for r, t in zip(inst.results, res):
+            env[r.name] = t
+    return env
+
+
+def run_graph_torch(g: Graph, env: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Evaluate `g`; returns its outputs in order."""
+    values = evaluate_torch(g, env)
+    return [values[o] for o in g.outputs]
+
+
+class GraphModule(torch.nn.Module):
+    """forward(*inputs) -> tuple of outputs, for a concrete graph and its param values."""
+
+    def __init__(self, g: Graph, params: Mapping[str, np.ndarray]):
+        super().__init__()
+        self.graph = g
+        for p in g.params:
+            self.register_buffer(f"p_{p.name}", torch.from_numpy(np.asarray(params[p.name], order="C")))
+
+    def forward(self, *inputs: torch.Tensor):
+        env = {v.name: x for v, x in zip(self.graph.inputs, inputs)}
+        env.update({p.name: getattr(self, f"p_{p.name}") for p in self.graph.params})
+        return tuple(run_graph_torch(self.graph, env))
+
+
+def torch_inputs(g: Graph, values: Mapping[str, np.ndarray]) -> list[torch.Tensor]:
+    return [torch.from_numpy(np.asarray(values[v.name], order="C")) for v in g.inputs]

@@ -1,0 +1,34 @@
+"""The mutator interface: propose one rewritten graph (or decline), never mutate in place."""
+from __future__ import annotations
+
+import abc
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from ir.generate import GenConfig
+from ir.graph import Graph
+
+MUTATORS: dict[str, type["Mutator"]] = {}
+
+
+@dataclass
+class Mutant:
+    graph: Graph
+    #: what was done, for lineage (JSON-serializable)
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class Mutator(abc.ABC):
+    """A named graph rewrite. `propose` returns a candidate or None when it found nothing to do;
+    the engine verifies every candidate and discards (and counts) the ill-formed ones."""
+
+    name: str
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "name" in cls.__dict__:
+            MUTATORS[cls.name] = cls
+
+    @abc.abstractmethod
+    def propose(self, g: Graph, rng: random.Random, gen: GenConfig) -> Mutant | None: ...
