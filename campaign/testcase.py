@@ -19,6 +19,8 @@ INT_RANGE = 4
 
 @dataclass
 class TestCase:
+    __test__ = False  # not a pytest class
+
     test_id: str
     seed: int
     graph: Graph

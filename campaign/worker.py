@@ -54,6 +54,8 @@ class Finding:
 
 @dataclass
 class TestReport:
+    __test__ = False  # not a pytest class
+
     rows: list[dict[str, Any]]
     findings: list[Finding]
 

@@ -10,7 +10,8 @@ element count (weights included) by `max_elems` with linear constraints only.
 
 Determinism: all choices come from one `random.Random(seed)`, z3 names come from one counter and
 z3 itself is deterministic for an identical constraint sequence, so a seed always yields the same
-graph.
+graph. Solver effort is capped by z3's resource limit (`rlimit`), never by wall-clock time, so a
+hard (nonlinear) query fails the same way on every machine instead of hanging.
 """
 from __future__ import annotations
 
@@ -57,6 +58,10 @@ class GenConfig:
         return [DType.from_name(d) for d in self.dtypes]
 
 
+#: z3 resource units per check: ~10x the costliest query seen in normal generation
+RLIMIT = 2_000_000
+
+
 class GenerationError(RuntimeError):
     """The generator could not build a graph (e.g. no op accepts the configured dtypes)."""
 
@@ -72,6 +77,7 @@ class SymbolicGraphBuilder:
         self.cfg = cfg
         self.ctx = SampleContext(rng)
         self.solver = z3.Solver()
+        self.solver.set("rlimit", RLIMIT)
         self.inputs: list[Value] = []
         self.params: list[Value] = []
         self.insts: list[Inst] = []
@@ -146,7 +152,7 @@ class SymbolicGraphBuilder:
         cons = [c for c in cons if not isinstance(c, bool)]
         self.solver.push()
         self.solver.add(*cons)
-        if self.solver.check() != z3.sat:
+        if self.solver.check() != z3.sat:  # unsat, or unknown when the rlimit ran out
             self.solver.pop()
             return None
         renamed = {}
@@ -160,27 +166,50 @@ class SymbolicGraphBuilder:
 
     # ---- solving -----------------------------------------------------------------------------
     def solve(self) -> z3.ModelRef:
-        """A model of the constraints, nudged so input dims take varied values (not all 1)."""
-        hints = []
+        """A model of the constraints in which every symbol takes a value drawn from `rng`
+        where possible, nudging shapes towards varied values (not z3's favourite 0s and 1s).
+
+        Determinism: z3's choice among models is not reproducible within one process, so no
+        symbol is left to it. The fast path assumes every drawn value at once; if that is
+        unsatisfiable, symbols are fixed one at a time in creation order: the drawn value if
+        feasible, else the smallest feasible value found by bisection. Either way the model is
+        a function of the seed and of sat/unsat answers only.
+        """
+        draws = []
+        for sym, lo, hi in self._symbols():
+            draws.append((sym, self.rng.randint(lo, hi)))
+        lits = [z3.Bool(f"hint_{i}") for i in range(len(draws))]
+        self.solver.add(*[z3.Implies(lit, sym == v) for lit, (sym, v) in zip(lits, draws)])
+        if self.solver.check(*lits) == z3.sat:
+            return self.solver.model()
+        for sym, v in draws:
+            if self.solver.check(sym == v) != z3.sat:
+                v = self._smallest_feasible(sym)
+            self.solver.add(sym == v)
+        if self.solver.check() != z3.sat:
+            raise GenerationError("generator: could not fix a model within the solver's limits")
+        return self.solver.model()
+
+    def _symbols(self) -> list[tuple[z3.ArithRef, int, int]]:
+        """Every symbol with the range its value is drawn from, in creation order."""
+        out = []
         for v in (*self.inputs, *self.params):
             cap = min(self.dim_cap(v.type.rank), self.cfg.dim_hint)
-            for d in v.type.shape:
-                if z3.is_expr(d):
-                    hints.append(d == self.rng.randint(1, cap))
-        for s in self.ctx.symbols:
-            hints.append(s == self.rng.randint(0, self.cfg.dim_hint))
-        lits = {z3.Bool(f"hint_{i}"): h for i, h in enumerate(hints)}
-        for lit, h in lits.items():
-            self.solver.add(z3.Implies(lit, h))
-        active = list(lits)
-        for _ in range(8):
-            if self.solver.check(*active) == z3.sat:
-                return self.solver.model()
-            core = {str(c) for c in self.solver.unsat_core()}
-            active = [a for a in active if str(a) not in core] if core else []
-        if self.solver.check() != z3.sat:  # cannot happen: the builder's invariant
-            raise GenerationError("constraints became unsatisfiable")
-        return self.solver.model()
+            out += [(d, 1, cap) for d in v.type.shape if z3.is_expr(d)]
+        out += [(s, 0, self.cfg.dim_hint) for s in self.ctx.symbols]
+        return out
+
+    def _smallest_feasible(self, sym: z3.ArithRef) -> int:
+        lo, hi = -1, self.cfg.max_elems  # invariant: sym <= lo infeasible, sym <= hi feasible
+        if self.solver.check(sym <= hi) != z3.sat:
+            raise GenerationError(f"generator: no value for {sym} within the solver's limits")
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.solver.check(sym <= mid) == z3.sat:
+                hi = mid
+            else:
+                lo = mid
+        return hi
 
     def concrete_graph(self, name: str, insts: Sequence[Inst], outputs: Sequence[str],
                        inputs: Sequence[Value], params: Sequence[Value]) -> Graph:
@@ -216,11 +245,13 @@ def generate(seed: int, cfg: GenConfig | None = None) -> Graph:
     values: list[Value] = list(b.inputs)
     used: set[str] = set()
     attempts = 0
-    while len(b.insts) < cfg.nodes and attempts < 20 * cfg.nodes:
+    while len(b.insts) < cfg.nodes and attempts < 20 * cfg.nodes + 40:
         attempts += 1
         op_cls = rng.choice(ops)
         arity = op_cls.sample_arity(b.ctx)
-        combos = sorted({ins for ins, _ in op_cls.signatures(arity) if all(d in dtypes for d in ins)},
+        have = {v.type.dtype for v in values}
+        combos = sorted({ins for ins, _ in op_cls.signatures(arity)
+                         if ins[0] in have and all(d in dtypes for d in ins)},
                         key=lambda c: [d.value for d in c])
         if not combos:
             continue

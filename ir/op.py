@@ -162,7 +162,8 @@ _SCALARS: dict[Any, Callable[[Any], bool]] = {
 
 
 def _coerce(op: str, key: str, hint: Any, v: Any) -> Any:
-    bad = OpError(f"op {op!r} attribute {key!r}: bad value {v!r}")
+    shown = "[" + ",".join(map(str, v)) + "]" if isinstance(v, tuple) else repr(v)
+    bad = OpError(f"op {op!r} attribute {key!r}: bad value {shown}")
     if hint is DType:
         if not isinstance(v, str):
             raise bad
