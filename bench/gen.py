@@ -1,0 +1,89 @@
+"""Generator benchmark: ms per graph (generation, inputs, ONNX build+check, and together) and
+validity (reference finite, ONNX checker, ORT with optimizations off agrees), at 10 and 20 nodes.
+
+    python bench/gen.py [--n 300] [--nodes 10 20]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from campaign.artifacts import Materialized  # noqa: E402
+from campaign.backends import make_backend  # noqa: E402
+from campaign.oracle import compare  # noqa: E402
+from campaign.reference import run_reference  # noqa: E402
+from campaign.testcase import TestCase, random_values  # noqa: E402
+from campaign.worker import set_single_thread  # noqa: E402
+from ir import GenConfig, generate  # noqa: E402
+from ir.precision import output_precisions  # noqa: E402
+
+
+def stats(xs: list[float]) -> str:
+    a = np.asarray(xs)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return f"median {med:7.2f} ms  IQR [{q1:.2f}, {q3:.2f}]  max {a.max():.1f}"
+
+
+def run(nodes: int, n: int) -> None:
+    cfg = GenConfig(nodes=nodes)
+    ort = make_backend("ort_noopt")
+    t_gen, t_inp, t_onnx = [], [], []
+    outcome: Counter[str] = Counter()
+    for seed in range(n):
+        t0 = time.perf_counter()
+        g = generate(seed, cfg)
+        t1 = time.perf_counter()
+        values = random_values(g, seed)
+        t2 = time.perf_counter()
+        m = Materialized(TestCase(str(seed), seed, g, values))
+        try:
+            m.onnx_bytes
+        except Exception:
+            outcome["onnx checker failed"] += 1
+            continue
+        t3 = time.perf_counter()
+        t_gen.append((t1 - t0) * 1e3)
+        t_inp.append((t2 - t1) * 1e3)
+        t_onnx.append((t3 - t2) * 1e3)
+        ref = run_reference(m)
+        if ref.problem:
+            outcome["reference invalid"] += 1
+            continue
+        res = ort.evaluate(m)
+        if res.failed:
+            outcome["ort failed"] += 1
+        elif not compare(ref.outputs, res.outputs, output_precisions(g)).ok:
+            outcome["ort mismatch"] += 1
+        else:
+            outcome["valid and agrees"] += 1
+    total = [a + b + c for a, b, c in zip(t_gen, t_inp, t_onnx)]
+    print(f"== {nodes} nodes, {n} graphs")
+    print(f"  generation     {stats(t_gen)}")
+    print(f"  inputs         {stats(t_inp)}")
+    print(f"  onnx build+chk {stats(t_onnx)}")
+    print(f"  together       {stats(total)}")
+    valid = n - outcome["onnx checker failed"] - outcome["reference invalid"]
+    print(f"  validity (reference finite + ONNX checker): {valid}/{n} = {100 * valid / n:.1f}%")
+    print(f"  ORT (no opt) agrees on valid: {outcome['valid and agrees']}/{valid}")
+    print(f"  outcomes: {dict(outcome)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--nodes", type=int, nargs="+", default=[10, 20])
+    args = ap.parse_args()
+    set_single_thread()
+    for nodes in args.nodes:
+        run(nodes, args.n)
+
+
+if __name__ == "__main__":
+    main()
