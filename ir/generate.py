@@ -28,6 +28,7 @@ from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
 from ir.op import OP_REGISTRY, Op
 from ir.sampling import SampleContext
+from ir.shapes import eq, is_symbolic
 from ir.types import TensorType
 from ir.verify import verify
 
@@ -66,6 +67,10 @@ class GenerationError(RuntimeError):
     """The generator could not build a graph (e.g. no op accepts the configured dtypes)."""
 
 
+class SolverGaveUp(GenerationError):
+    """z3 hit its resource limit while fixing a model; the caller may retry another draw."""
+
+
 class SymbolicGraphBuilder:
     """A graph under construction whose shapes/attributes may be z3 terms, with its solver.
 
@@ -83,6 +88,9 @@ class SymbolicGraphBuilder:
         self.insts: list[Inst] = []
         self.taken = set(names)
         self._ids = itertools.count()
+        #: (z3 id, cap) -> dim, for dims whose bounds are already in the solver; holding the dim
+        #: keeps its id from being recycled by z3 for another term
+        self._bounded: dict[tuple[int, int], z3.ArithRef] = {}
 
     # ---- names, placeholders -------------------------------------------------------------
     def fresh_name(self, prefix: str) -> str:
@@ -95,17 +103,32 @@ class SymbolicGraphBuilder:
     def dim_cap(self, rank: int) -> int:
         return max(1, int(math.floor(self.cfg.max_elems ** (1.0 / rank) + 1e-9))) if rank else 1
 
-    def bounds(self, t: TensorType) -> list:
+    def bounds(self, t: TensorType, fresh: dict | None = None) -> list:
+        """1 <= d <= cap(rank) for every dim of `t`, skipping dims already bounded that tightly
+        (their keys are added to `fresh`, to be committed once the constraints are kept)."""
         cap = self.dim_cap(t.rank)
-        return [c for d in t.shape for c in (d >= 1, d <= cap)]
+        out: list = []
+        for d in t.shape:
+            if not is_symbolic(d):
+                out.append(1 <= d <= cap)
+                continue
+            key = (d.get_id(), cap)
+            if key in self._bounded or (fresh is not None and key in fresh):
+                continue
+            if fresh is not None:
+                fresh[key] = d
+            out += [d >= 1, d <= cap]
+        return out
 
     def placeholder_type(self, rank: int, dtype: DType) -> TensorType:
-        return TensorType(tuple(z3.Int(f"d_{next(self._ids)}") for _ in range(rank)), dtype)
+        return TensorType(tuple(self.ctx.dim(rank) for _ in range(rank)), dtype)
 
     def add_input(self, t: TensorType, param: bool = False) -> Value:
         v = Value(self.fresh_name("w" if param else "x"), t)
         (self.params if param else self.inputs).append(v)
-        self.solver.add(*[c for c in self.bounds(t) if not isinstance(c, bool)])
+        fresh: dict = {}
+        self.solver.add(*[c for c in self.bounds(t, fresh) if not isinstance(c, bool)])
+        self._bounded.update(fresh)
         return v
 
     # ---- op insertion ------------------------------------------------------------------------
@@ -119,42 +142,48 @@ class SymbolicGraphBuilder:
         target: TensorType | None = None,
     ) -> Inst | None:
         """Build `op_cls(first, ...)`; return the instruction if its constraints are satisfiable
-        (they are then kept in the solver), else None. `target` forces the result type."""
+        (they are then kept in the solver), else None. `target` forces the result type.
+
+        New placeholders take the op's `operand_type` (constraints hold by construction) when
+        it offers one; the solver is asked only when a constraint is not decided in Python."""
+        op = op_cls.sample(self.ctx, first.type)
         new_inputs: list[tuple[Value, bool]] = []
         args = [first]
-        for slot, dtype in zip(op_cls.slots(arity, first.type), dtypes[1:]):
+        for index, (slot, dtype) in enumerate(zip(op_cls.slots(arity, first.type), dtypes[1:]), 1):
             usable = [v for v in candidates if v.type.dtype == dtype and v.type.rank in slot.ranks]
             if usable and slot.param is not True and self.rng.random() < 0.5:
                 args.append(self.rng.choice(usable))
                 continue
             is_param = slot.param if slot.param is not None else self.rng.random() < self.cfg.param_rate
-            t = self.placeholder_type(self.rng.choice(slot.ranks), dtype)
+            t = op.operand_type(index, first.type, dtype, self.ctx)
+            if t is None:
+                t = self.placeholder_type(self.rng.choice(slot.ranks), dtype)
             v = Value(f"?{len(new_inputs)}", t)
             new_inputs.append((v, is_param))
             args.append(v)
         in_types = [a.type for a in args]
-        op = op_cls.sample(self.ctx, in_types)
         out_dtypes = op.result_dtypes(tuple(t.dtype for t in in_types))
         if out_dtypes is None or any(d not in self.cfg.enabled_dtypes() for d in out_dtypes):
             return None
         outs = op.infer(in_types)
+        fresh: dict = {}
         cons = list(op.requires(in_types))
-        for t in outs:
-            cons += self.bounds(t)
-        for v, _ in new_inputs:
-            cons += self.bounds(v.type)
+        for t in [*outs, *(v.type for v, _ in new_inputs)]:
+            cons += self.bounds(t, fresh)
         if target is not None:
             if len(outs) != 1 or outs[0].rank != target.rank or outs[0].dtype != target.dtype:
                 return None
-            cons += [a == b for a, b in zip(outs[0].shape, target.shape)]
+            cons += [eq(a, b) for a, b in zip(outs[0].shape, target.shape)]
         if any(c is False for c in cons):
             return None
         cons = [c for c in cons if not isinstance(c, bool)]
-        self.solver.push()
-        self.solver.add(*cons)
-        if self.solver.check() != z3.sat:  # unsat, or unknown when the rlimit ran out
-            self.solver.pop()
-            return None
+        if cons:
+            self.solver.push()
+            self.solver.add(*cons)
+            if self.solver.check() != z3.sat:  # unsat, or unknown when the rlimit ran out
+                self.solver.pop()
+                return None
+        self._bounded.update(fresh)
         renamed = {}
         for v, is_param in new_inputs:
             real = Value(self.fresh_name("w" if is_param else "x"), v.type)
@@ -187,22 +216,20 @@ class SymbolicGraphBuilder:
                 v = self._smallest_feasible(sym)
             self.solver.add(sym == v)
         if self.solver.check() != z3.sat:
-            raise GenerationError("generator: could not fix a model within the solver's limits")
+            raise SolverGaveUp("generator: could not fix a model within the solver's limits")
         return self.solver.model()
 
     def _symbols(self) -> list[tuple[z3.ArithRef, int, int]]:
         """Every symbol with the range its value is drawn from, in creation order."""
-        out = []
-        for v in (*self.inputs, *self.params):
-            cap = min(self.dim_cap(v.type.rank), self.cfg.dim_hint)
-            out += [(d, 1, cap) for d in v.type.shape if z3.is_expr(d)]
+        out = [(d, 1, min(self.dim_cap(rank), self.cfg.dim_hint)) for d, rank in self.ctx.dims]
         out += [(s, 0, self.cfg.dim_hint) for s in self.ctx.symbols]
         return out
 
     def _smallest_feasible(self, sym: z3.ArithRef) -> int:
+        """Bisection over [0, max_elems]; a check that hits the rlimit counts as infeasible."""
         lo, hi = -1, self.cfg.max_elems  # invariant: sym <= lo infeasible, sym <= hi feasible
         if self.solver.check(sym <= hi) != z3.sat:
-            raise GenerationError(f"generator: no value for {sym} within the solver's limits")
+            raise SolverGaveUp(f"generator: no value for {sym} within the solver's limits")
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if self.solver.check(sym <= mid) == z3.sat:
@@ -231,10 +258,22 @@ def _first_input_dtype(rng: random.Random, dtypes: list[DType]) -> DType:
     return rng.choice(dtypes)
 
 
+#: attempts per seed when z3 gives up (rlimit) while fixing a model; each uses a derived RNG
+ATTEMPTS = 3
+
+
 def generate(seed: int, cfg: GenConfig | None = None) -> Graph:
     """A verified, concrete graph with up to `cfg.nodes` instructions, determined by `seed`."""
     cfg = cfg or GenConfig()
-    rng = random.Random(seed)
+    for attempt in range(ATTEMPTS):
+        try:
+            return _generate_once(random.Random(seed if attempt == 0 else f"{seed}/{attempt}"), cfg, seed)
+        except SolverGaveUp:
+            continue
+    raise GenerationError(f"generator: z3 gave up on seed {seed} {ATTEMPTS} times")
+
+
+def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
     ops = cfg.enabled_ops()
     dtypes = cfg.enabled_dtypes()
     if not ops or not dtypes:

@@ -88,9 +88,15 @@ class Op:
 
     # ---- generation --------------------------------------------------------------------------
     @classmethod
-    def sample(cls, ctx: "SampleContext", ins: Sequence[TensorType]) -> "Op":
-        """Fresh attributes for inputs of these types. Default: an op with no attributes."""
+    def sample(cls, ctx: "SampleContext", first: TensorType) -> "Op":
+        """Fresh attributes given input 0's type. Default: an op with no attributes."""
         return cls()
+
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: "SampleContext") -> TensorType | None:
+        """The type of a *new* placeholder for input `index` (>= 1), built from input 0's dims
+        so the op's constraints hold by construction; None: fresh dims of a slot rank."""
+        return None
 
     @classmethod
     def arities(cls) -> range:

@@ -24,11 +24,22 @@ def floordiv(a: Dim, b: Dim) -> Dim:
     return a // b
 
 
+def same(a: Dim, b: Dim) -> bool:
+    """Structurally identical (a sufficient, cheap test for equality)."""
+    if is_symbolic(a) and is_symbolic(b):
+        return a.eq(b)
+    if is_symbolic(a) or is_symbolic(b):
+        return False
+    return a == b
+
+
 def eq(a: Dim, b: Dim):
-    """`a == b` as a Python bool when both are concrete, else as a z3 constraint."""
+    """`a == b`: a Python bool when decidable structurally or concretely, else a z3 term."""
+    if same(a, b):
+        return True
     if is_symbolic(a) or is_symbolic(b):
         return a == b
-    return a == b
+    return False
 
 
 def if_then_else(cond, a: Dim, b: Dim) -> Dim:
@@ -38,16 +49,19 @@ def if_then_else(cond, a: Dim, b: Dim) -> Dim:
 
 
 def And(*cs):
-    """Conjunction that stays a Python bool when every part is concrete."""
-    if all(isinstance(c, bool) for c in cs):
-        return all(cs)
-    return z3.And(*[z3.BoolVal(c) if isinstance(c, bool) else c for c in cs])
+    """Conjunction; a Python bool when the Python-bool parts decide it."""
+    if any(c is False for c in cs):
+        return False
+    rest = [c for c in cs if not isinstance(c, bool)]
+    return z3.And(*rest) if rest else True
 
 
 def Or(*cs):
-    if all(isinstance(c, bool) for c in cs):
-        return any(cs)
-    return z3.Or(*[z3.BoolVal(c) if isinstance(c, bool) else c for c in cs])
+    """Disjunction; a Python bool when the Python-bool parts decide it."""
+    if any(c is True for c in cs):
+        return True
+    rest = [c for c in cs if not isinstance(c, bool)]
+    return z3.Or(*rest) if rest else False
 
 
 def product(dims) -> Dim:

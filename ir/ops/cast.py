@@ -36,8 +36,8 @@ class Cast(Op):
         return None
 
     @classmethod
-    def sample(cls, ctx, ins):
-        options = sorted(_ALLOWED[ins[0].dtype] - {ins[0].dtype}, key=lambda d: d.value)
+    def sample(cls, ctx, first):
+        options = sorted(_ALLOWED[first.dtype] - {first.dtype}, key=lambda d: d.value)
         return cls(to=ctx.rng.choice(options))
 
     def infer(self, ins):

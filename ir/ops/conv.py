@@ -39,13 +39,16 @@ class Conv2d(Op):
         return [Slot((4,), param=True)]
 
     @classmethod
-    def sample(cls, ctx, ins):
+    def sample(cls, ctx, first):
         r = ctx.rng
         return cls(
             stride=(r.randint(1, 2), r.randint(1, 2)),
             padding=(ctx.sym("pad"), ctx.sym("pad")),
             dilation=(r.choice((1, 1, 2)), r.choice((1, 1, 2))),
         )
+
+    def operand_type(self, index, first, dtype, ctx):
+        return TensorType((ctx.dim(4), first.shape[1], ctx.dim(4), ctx.dim(4)), dtype)
 
     def requires(self, ins):
         x, w = ins
@@ -94,7 +97,7 @@ class Pool2d(Op):
         return (4,)
 
     @classmethod
-    def sample(cls, ctx, ins):
+    def sample(cls, ctx, first):
         r = ctx.rng
         return cls(
             kernel=(ctx.sym("k"), ctx.sym("k")),

@@ -6,7 +6,7 @@ from typing import ClassVar, Sequence
 
 from ir.dtypes import DType, FLOAT_DTYPES, NUMERIC_DTYPES
 from ir.op import Op, Signature, Slot
-from ir.shapes import Or, eq, if_then_else
+from ir.shapes import Or, eq, if_then_else, same
 from ir.types import TensorType
 
 # ---------------------------------------------------------------------------------------------
@@ -66,7 +66,12 @@ def broadcast_shape(a: TensorType, b: TensorType) -> tuple:
     for i in range(max(ra, rb)):
         da = a.shape[ra - 1 - i] if i < ra else 1
         db = b.shape[rb - 1 - i] if i < rb else 1
-        out.append(if_then_else(eq(da, 1), db, da))
+        if same(da, db) or same(db, 1):
+            out.append(da)
+        elif same(da, 1):
+            out.append(db)
+        else:
+            out.append(if_then_else(eq(da, 1), db, da))
     return tuple(reversed(out))
 
 
@@ -94,6 +99,12 @@ class Binary(Op):
     @classmethod
     def slots(cls, n_inputs, first):
         return [Slot(tuple(range(first.rank + 1)), param=None)]
+
+    def operand_type(self, index, first, dtype, ctx):
+        """A suffix of input 0's dims with some set to 1: broadcasts by construction."""
+        rank = ctx.rng.randint(0, first.rank)
+        dims = tuple(1 if ctx.rng.random() < 0.25 else d for d in first.shape[first.rank - rank:])
+        return TensorType(dims, dtype)
 
     def infer(self, ins):
         return [TensorType(broadcast_shape(ins[0], ins[1]), ins[0].dtype)]

@@ -30,6 +30,9 @@ class MatMul(Op):
     def slots(cls, n_inputs, first):
         return [Slot((2,), param=None)]
 
+    def operand_type(self, index, first, dtype, ctx):
+        return TensorType((first.shape[-1], ctx.dim(2)), dtype)
+
     def requires(self, ins):
         return [eq(ins[0].shape[-1], ins[1].shape[0])]
 

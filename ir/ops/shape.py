@@ -29,7 +29,7 @@ class Reshape(Op):
         return _same_dtype(1)
 
     @classmethod
-    def sample(cls, ctx, ins):
+    def sample(cls, ctx, first):
         return cls(shape=tuple(ctx.sym("rs") for _ in range(ctx.rng.randint(1, 4))))
 
     def requires(self, ins):
@@ -60,8 +60,8 @@ class Transpose(Op):
         return (2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, ins):
-        perm = list(range(ins[0].rank))
+    def sample(cls, ctx, first):
+        perm = list(range(first.rank))
         while perm == sorted(perm):
             ctx.rng.shuffle(perm)
         return cls(perm=tuple(perm))
@@ -95,8 +95,13 @@ class Concat(Op):
         return (1, 2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, ins):
-        return cls(axis=ctx.rng.randrange(ins[0].rank))
+    def sample(cls, ctx, first):
+        return cls(axis=ctx.rng.randrange(first.rank))
+
+    def operand_type(self, index, first, dtype, ctx):
+        dims = list(first.shape)
+        dims[self.axis] = ctx.dim(first.rank)
+        return TensorType(tuple(dims), dtype)
 
     def requires(self, ins):
         first = ins[0]
@@ -139,9 +144,9 @@ class Slice(Op):
         return (1, 2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, ins):
+    def sample(cls, ctx, first):
         r = ctx.rng
-        return cls(axis=r.randrange(ins[0].rank), start=ctx.sym("start"), end=ctx.sym("end"),
+        return cls(axis=r.randrange(first.rank), start=ctx.sym("start"), end=ctx.sym("end"),
                    step=r.choice((1, 1, 2)))
 
     def requires(self, ins):
