@@ -111,6 +111,16 @@ class Op:
         lo, hi = cls.arity
         return ctx.rng.randint(lo, hi)
 
+    # ---- numerical domain ----------------------------------------------------------------------
+    def domain(self, *xs) -> list:
+        """Violations of the op's numerically safe input domain, as float torch tensors that are
+        >= 0 everywhere and == 0 exactly where the inputs are safe (e.g. log:
+        `relu(1e-3 - x)`; floor: distance to the nearest integer below a margin). The input
+        search drives them to zero by gradient descent and the reference rejects a test whose
+        values violate any of them, so undefined results (NaN, overflow) and discontinuities
+        that amplify rounding (floor, comparisons) never become false alarms. Default: none."""
+        return []
+
     # ---- materialization ---------------------------------------------------------------------
     def torch(self, *xs):
         raise NotImplementedError
