@@ -1,0 +1,66 @@
+"""Numerical validity of a graph's values: the single check shared by the reference and the
+input search.
+
+A value set is valid when, at every instruction, (1) every `Op.domain` violation of its inputs is
+zero, (2) every float result is finite and (3) every int result satisfies
+|x| < 2**(bits/2 - 1), which keeps every product of two values and every sum of up to
+2**(bits/2 - 2) values exact, so no backend can legitimately differ by wrapping around.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+
+from ir.graph import Graph
+
+
+@dataclass
+class Violation:
+    index: int  #: instruction index at the top level
+    message: str
+    #: differentiable violation measures (sum > 0), or empty when not differentiable
+    penalties: list[torch.Tensor]
+
+
+def int_limit(dtype: torch.dtype) -> int:
+    return 2 ** (torch.iinfo(dtype).bits // 2 - 1)
+
+
+def result_problem(name: str, t: torch.Tensor) -> str | None:
+    if t.dtype.is_floating_point:
+        if not bool(torch.isfinite(t).all()):
+            return f"value %{name} is not finite"
+    elif t.dtype in (torch.int32, torch.int64) and t.numel():
+        peak = int(t.abs().max())
+        if peak >= int_limit(t.dtype):
+            return f"value %{name} reaches {peak} (>= {int_limit(t.dtype)}: integer overflow risk)"
+    return None
+
+
+def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor]
+                     ) -> tuple[dict[str, torch.Tensor], Violation | None]:
+    """Evaluate `g` instruction by instruction and stop at the first invalid one.
+
+    Returns every value computed so far and the violation (None when all values are valid)."""
+    values = dict(env)
+    for name, t in env.items():
+        problem = result_problem(name, t)
+        if problem:
+            return values, Violation(-1, problem, [])
+    for index, inst in enumerate(g.insts):
+        args = [values[a] for a in inst.args]
+        penalties = [p for p in inst.op.domain(*args) if bool((p.detach() > 0).any())]
+        if penalties:
+            return values, Violation(index, f"inst {index} ({inst.op.name}): inputs outside the op's safe domain",
+                                     penalties)
+        res = inst.op.torch(*args)
+        if len(inst.results) == 1:
+            res = (res,)
+        for r, t in zip(inst.results, res):
+            values[r.name] = t
+            problem = result_problem(r.name, t)
+            if problem:
+                return values, Violation(index, f"inst {index} ({inst.op.name}): {problem}", [])
+    return values, None

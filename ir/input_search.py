@@ -1,0 +1,75 @@
+"""Input search: find inputs and weights for which every value of the graph is valid
+(`ir.domain`): no NaN/Inf, no op outside its safe domain, no integer overflow risk.
+
+Gradient-guided, as in NNSmith: evaluate until the first invalid instruction; if the op's domain
+is violated, descend on the summed violation measures w.r.t. every float input and param (a step
+of fixed size along the normalized gradient); when there is no usable gradient (a non-finite or
+overflowing result, or a non-differentiable path), draw fresh data in narrower ranges. Everything
+is deterministic given the seed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from ir.domain import evaluate_checked
+from ir.graph import Graph
+from ir.values import ValueRanges, random_values
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    max_iters: int = 24
+    #: gradient step, as a fraction of the input range
+    step: float = 0.1
+
+
+@dataclass
+class SearchResult:
+    values: dict[str, np.ndarray]
+    ok: bool
+    #: gradient steps + redraws taken (0: the first draw was valid)
+    iters: int
+    violation: str | None = None
+
+
+def _narrow(r: ValueRanges) -> ValueRanges:
+    return replace(r, input_scale=r.input_scale / 2, param_scale=r.param_scale / 2,
+                   int_range=max(1, r.int_range // 2))
+
+
+def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
+                  cfg: SearchConfig = SearchConfig()) -> SearchResult:
+    rng = np.random.default_rng(seed)
+    values = random_values(g, rng, ranges)
+    message = None
+    for it in range(cfg.max_iters + 1):
+        leaves = {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}
+        floats = [t for t in leaves.values() if t.dtype.is_floating_point]
+        for t in floats:
+            t.requires_grad_(True)
+        with torch.enable_grad():
+            _, violation = evaluate_checked(g, leaves)
+            if violation is None:
+                return SearchResult(values, True, it)
+            message = violation.message
+            grads = None
+            if violation.penalties and floats:
+                loss = sum(p.sum() for p in violation.penalties)
+                if loss.requires_grad:
+                    grads = torch.autograd.grad(loss, floats, allow_unused=True)
+        if grads is None or all(gr is None or not bool(gr.abs().sum() > 0) for gr in grads):
+            ranges = _narrow(ranges)
+            values = random_values(g, rng, ranges)
+            continue
+        peak = max(float(gr.abs().max()) for gr in grads if gr is not None)
+        for t, gr in zip(floats, grads):
+            if gr is None:
+                continue
+            name = next(k for k, v in leaves.items() if v is t)
+            scale = ranges.param_scale if name in {p.name for p in g.params} else ranges.input_scale
+            new = t.detach() - cfg.step * scale * 2 * gr / peak
+            values[name] = new.numpy().astype(values[name].dtype)
+    return SearchResult(values, False, cfg.max_iters, message)
