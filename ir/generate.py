@@ -47,6 +47,9 @@ class GenConfig:
     dim_hint: int = 8
     #: chance that a new placeholder for an operand that may be either becomes a param
     param_rate: float = 0.5
+    #: op signatures never to generate, as `signature_key`s (e.g. "avgpool2d(f64)->f64");
+    #: campaigns fill it from the support probes of their backends
+    deny: list[str] = field(default_factory=list)
 
     def enabled_ops(self) -> list[type[Op]]:
         unknown = sorted(set(self.ops_include + self.ops_exclude) - set(OP_REGISTRY))
@@ -61,6 +64,11 @@ class GenConfig:
 
 #: z3 resource units per check: ~10x the costliest query seen in normal generation
 RLIMIT = 2_000_000
+
+
+def signature_key(op: str, ins: Sequence[DType], outs: Sequence[DType]) -> str:
+    """`name(in,dtypes)->out,dtypes`, e.g. `cast(i32)->f16`: the unit of backend support."""
+    return f"{op}({','.join(d.short for d in ins)})->{','.join(d.short for d in outs)}"
 
 
 class GenerationError(RuntimeError):
@@ -91,6 +99,7 @@ class SymbolicGraphBuilder:
         #: (z3 id, cap) -> dim, for dims whose bounds are already in the solver; holding the dim
         #: keeps its id from being recycled by z3 for another term
         self._bounded: dict[tuple[int, int], z3.ArithRef] = {}
+        self._deny = frozenset(cfg.deny)
 
     # ---- names, placeholders -------------------------------------------------------------
     def fresh_name(self, prefix: str) -> str:
@@ -164,6 +173,8 @@ class SymbolicGraphBuilder:
         in_types = [a.type for a in args]
         out_dtypes = op.result_dtypes(tuple(t.dtype for t in in_types))
         if out_dtypes is None or any(d not in self.cfg.enabled_dtypes() for d in out_dtypes):
+            return None
+        if self._deny and signature_key(op.name, [t.dtype for t in in_types], out_dtypes) in self._deny:
             return None
         outs = op.infer(in_types)
         fresh: dict = {}

@@ -28,7 +28,8 @@ class Cast(Op):
 
     @classmethod
     def signatures(cls, n_inputs):
-        return [((src,), (dst,)) for src, dsts in _ALLOWED.items() for dst in dsts]
+        return [((src,), (dst,)) for src, dsts in _ALLOWED.items() for dst in sorted(dsts, key=lambda d: d.value)
+                if dst != src]
 
     def result_dtypes(self, in_dtypes):
         if len(in_dtypes) == 1 and self.to in _ALLOWED[in_dtypes[0]] and self.to != in_dtypes[0]:
