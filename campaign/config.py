@@ -7,6 +7,7 @@ by `validate`, whose errors are one line naming the field.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -15,18 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from ir.generate import GenConfig
-
-# TODO(lead's worker): import MutationConfig from campaign.worker once it exists, and drop this.
-@dataclass
-class MutationConfig:
-    """How tests are mutated after generation (the `mutation` group)."""
-
-    #: chance that a generated graph is mutated before evaluation
-    rate: float = 0.0
-    #: the most mutation steps applied to one test
-    max_steps: int = 3
-    #: relative weight per mutator name; an empty dict means every mutator weighs the same
-    weights: dict[str, float] = field(default_factory=dict)
+from mutators import MutationConfig
 
 
 class ConfigError(ValueError):
@@ -139,10 +129,31 @@ def parse_budget(s: str | int) -> Budget:
     return Budget(seconds=seconds)
 
 
+def _unknown_keys(node: DictConfig, path: str = "") -> list[str]:
+    """Keys of `node` that its dataclass schema lacks (Hydra's `+key=` adds them silently)."""
+    schema = OmegaConf.get_type(node)
+    fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
+    found = []
+    for key in node.keys():
+        full = f"{path}{key}"
+        if fields is not None and key not in fields:
+            found.append(full)
+        if OmegaConf.is_missing(node, key):
+            continue
+        child = node[key]
+        if isinstance(child, DictConfig):
+            found += _unknown_keys(child, full + ".")
+    return found
+
+
 def to_config(cfg: Config | DictConfig) -> Config:
-    """The plain dataclass form of a (Hydra-composed) config; raises on missing values."""
+    """The plain dataclass form of a (Hydra-composed) config; raises on missing values and on
+    keys the schema lacks."""
     if isinstance(cfg, Config):
         return cfg
+    unknown = _unknown_keys(cfg)
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: not a config key (added with '+'? see campaign/config.py)")
     obj: Any = OmegaConf.to_object(cfg)
     if not isinstance(obj, Config):
         raise ConfigError(f"expected a campaign Config, got {type(obj).__name__}")

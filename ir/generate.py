@@ -210,25 +210,36 @@ class SymbolicGraphBuilder:
         where possible, nudging shapes towards varied values (not z3's favourite 0s and 1s).
 
         Determinism: z3's choice among models is not reproducible within one process, so no
-        symbol is left to it. The fast path assumes every drawn value at once; if that is
-        unsatisfiable, symbols are fixed one at a time in creation order: the drawn value if
-        feasible, else the smallest feasible value found by bisection. Either way the model is
-        a function of the seed and of sat/unsat answers only.
+        symbol is left to it. Draws are fixed in order: the longest prefix of draws consistent
+        with those already fixed is found by bisection on its length (one check when all agree),
+        the symbol that breaks it gets its smallest feasible value (exponential then binary
+        search), and so on. The model is a function of the seed and of sat/unsat answers only.
         """
-        draws = []
-        for sym, lo, hi in self._symbols():
-            draws.append((sym, self.rng.randint(lo, hi)))
-        lits = [z3.Bool(f"hint_{i}") for i in range(len(draws))]
-        self.solver.add(*[z3.Implies(lit, sym == v) for lit, (sym, v) in zip(lits, draws)])
-        if self.solver.check(*lits) == z3.sat:
-            return self.solver.model()
-        for sym, v in draws:
-            if self.solver.check(sym == v) != z3.sat:
-                v = self._smallest_feasible(sym)
-            self.solver.add(sym == v)
-        if self.solver.check() != z3.sat:
+        draws = [sym == self.rng.randint(lo, hi) for sym, lo, hi in self._symbols()]
+        fixed: list = []
+        i = 0
+        while i < len(draws):
+            if self._sat(fixed + draws[i:]):
+                fixed += draws[i:]
+                break
+            ok, bad = i, len(draws)  # draws[i:ok] are consistent, draws[i:bad] are not
+            while bad - ok > 1:
+                mid = (ok + bad) // 2
+                if self._sat(fixed + draws[i:mid]):
+                    ok = mid
+                else:
+                    bad = mid
+            fixed += draws[i:ok]
+            sym = draws[ok].arg(0)
+            fixed.append(sym == self._smallest_feasible(sym, fixed))
+            i = ok + 1
+        if self.solver.check(*fixed) != z3.sat:
             raise SolverGaveUp("generator: could not fix a model within the solver's limits")
         return self.solver.model()
+
+    def _sat(self, assumptions: list) -> bool:
+        """Satisfiable under `assumptions`; running out of rlimit counts as unsatisfiable."""
+        return self.solver.check(*assumptions) == z3.sat
 
     def _symbols(self) -> list[tuple[z3.ArithRef, int, int]]:
         """Every symbol with the range its value is drawn from, in creation order."""
@@ -236,14 +247,16 @@ class SymbolicGraphBuilder:
         out += [(s, 0, self.cfg.dim_hint) for s in self.ctx.symbols]
         return out
 
-    def _smallest_feasible(self, sym: z3.ArithRef) -> int:
-        """Bisection over [0, max_elems]; a check that hits the rlimit counts as infeasible."""
-        lo, hi = -1, self.cfg.max_elems  # invariant: sym <= lo infeasible, sym <= hi feasible
-        if self.solver.check(sym <= hi) != z3.sat:
-            raise SolverGaveUp(f"generator: no value for {sym} within the solver's limits")
+    def _smallest_feasible(self, sym: z3.ArithRef, fixed: list) -> int:
+        """Smallest value of `sym` (>= 0) consistent with `fixed`: exponential, then binary search."""
+        lo, hi = -1, 1  # invariant once found: sym <= lo infeasible, sym <= hi feasible
+        while not self._sat(fixed + [sym <= hi]):
+            if hi >= self.cfg.max_elems:
+                raise SolverGaveUp(f"generator: no value for {sym} within the solver's limits")
+            lo, hi = hi, min(2 * hi + 1, self.cfg.max_elems)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self.solver.check(sym <= mid) == z3.sat:
+            if self._sat(fixed + [sym <= mid]):
                 hi = mid
             else:
                 lo = mid

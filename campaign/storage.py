@@ -1,0 +1,132 @@
+"""The results dataset: Parquet files of RESULT_SCHEMA rows under `<root>/results/`.
+
+Invariant: every file named `part-*.parquet` in `results/` is complete. A batch is written to a
+temp file whose name starts with "." (pyarrow.dataset ignores names starting with "." or "_")
+and then `os.replace`d into place, so a kill at any moment leaves only whole files plus, at
+worst, an ignored temp file. A single long-lived ParquetWriter would not do: killed, it leaves
+nothing readable.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+from campaign.schema import RESULT_SCHEMA
+
+RESULTS_DIR = "results"
+#: columns the sink fills; rows from workers must not set campaign/run_id (finding_dir may be set)
+_SINK_COLUMNS = ("campaign", "run_id")
+_REQUIRED = tuple(f.name for f in RESULT_SCHEMA if not f.nullable and f.name not in _SINK_COLUMNS)
+_KNOWN = frozenset(RESULT_SCHEMA.names)
+
+
+class RowError(ValueError):
+    """A result row that does not fit RESULT_SCHEMA (a harness bug: fail loudly)."""
+
+
+def check_row(row: dict[str, Any]) -> None:
+    """Raise RowError unless `row` has only schema columns and every non-nullable one set."""
+    tid = row.get("test_id", "?")
+    unknown = sorted(set(row) - _KNOWN)
+    if unknown:
+        raise RowError(f"result row {tid}: unknown column {unknown[0]!r}")
+    for name in _REQUIRED:
+        if row.get(name) is None:
+            raise RowError(f"result row {tid}: column {name!r} is missing or null")
+
+
+class ResultSink:
+    """Buffers result rows of one run and writes each batch as one complete Parquet file
+    `results/part-<run_id>-<seq>.parquet`; fills the `campaign` and `run_id` columns (and a null
+    `finding_dir` where the row has none).
+
+    `add` flushes by itself once `flush_rows` rows are buffered; `maybe_flush` also flushes when
+    `flush_every_s` passed since the last flush; `close` flushes what is left.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        run_id: str,
+        campaign: str,
+        *,
+        flush_rows: int = 2000,
+        flush_every_s: float = 30.0,
+    ) -> None:
+        self.dir = Path(root) / RESULTS_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.run_id = run_id
+        self.campaign = campaign
+        self.flush_rows = flush_rows
+        self.flush_every_s = flush_every_s
+        self.rows_written = 0
+        self.files: list[Path] = []
+        self._buffer: list[dict[str, Any]] = []
+        self._seq = 0
+        self._last_flush = time.monotonic()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def add(self, row: dict[str, Any]) -> None:
+        check_row(row)
+        self._buffer.append(
+            {**row, "campaign": self.campaign, "run_id": self.run_id,
+             "finding_dir": row.get("finding_dir")}
+        )
+        if len(self._buffer) >= self.flush_rows:
+            self.flush()
+
+    def add_many(self, rows: Iterable[dict[str, Any]]) -> None:
+        for row in rows:
+            self.add(row)
+
+    def maybe_flush(self) -> Optional[Path]:
+        if self._buffer and time.monotonic() - self._last_flush >= self.flush_every_s:
+            return self.flush()
+        return None
+
+    def flush(self) -> Optional[Path]:
+        """Write the buffered rows as one file; return its path (None if nothing was buffered)."""
+        self._last_flush = time.monotonic()
+        if not self._buffer:
+            return None
+        table = pa.Table.from_pylist(self._buffer, schema=RESULT_SCHEMA)
+        final = self.dir / f"part-{self.run_id}-{self._seq:06d}.parquet"
+        tmp = self.dir / f".tmp-{final.name}"
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+        self._seq += 1
+        self.rows_written += len(self._buffer)
+        self._buffer.clear()
+        self.files.append(final)
+        return final
+
+    def close(self) -> None:
+        self.flush()
+
+    def __enter__(self) -> "ResultSink":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def results_dataset(root: Path) -> pads.Dataset:
+    """The results of every run under `root` as a pyarrow dataset (temp files are ignored)."""
+    return pads.dataset(Path(root) / RESULTS_DIR, format="parquet", schema=RESULT_SCHEMA,
+                        ignore_prefixes=[".", "_"])
+
+
+def read_results(root: Path) -> pa.Table:
+    """All result rows under `root` (an empty table with the schema if there are none)."""
+    if not (Path(root) / RESULTS_DIR).is_dir():
+        return RESULT_SCHEMA.empty_table()
+    return results_dataset(root).to_table()

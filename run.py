@@ -1,0 +1,41 @@
+"""Run a fuzzing campaign: `python run.py [campaign=cpu_ort] [campaign.budget=30s] [...]`.
+
+Config: conf/config.yaml on the schema in campaign/config.py. Output: results/ (Parquet),
+findings/, config.yaml and summary.json in `output.dir`, by default the Hydra run dir.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from campaign.config import ConfigError, register_configs, to_config, validate
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    try:
+        conf = to_config(cfg)
+        validate(conf)  # before the slow imports below, so a bad value fails at once
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    from campaign.driver import CampaignError, run_campaign  # imports Ray and torch
+
+    out_dir = Path(conf.output.dir or HydraConfig.get().runtime.output_dir)
+    try:
+        summary = run_campaign(conf, out_dir)
+    except (ConfigError, CampaignError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if summary.interrupted:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

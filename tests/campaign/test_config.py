@@ -1,0 +1,96 @@
+"""The Hydra config: presets compose, typos are errors naming the key, budgets parse."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+
+from campaign.config import (Budget, CampaignConfig, Config, ConfigError, parse_budget, to_config,
+                             validate)
+from ir.generate import GenConfig
+from mutators import MutationConfig
+
+CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def test_smoke_is_the_default_and_converts_to_dataclasses():
+    cfg = to_config(_compose())
+    assert cfg.campaign.name == "smoke"
+    assert cfg.campaign.backends == ["ort"]
+    assert isinstance(cfg.generator, GenConfig) and isinstance(cfg.mutation, MutationConfig)
+    assert cfg.ray.address is None and cfg.output.dir is None
+    budget = validate(cfg)
+    assert budget.tests is not None and budget.tests >= 50
+
+
+def test_cpu_ort_preset_and_budget_override():
+    cfg = to_config(_compose("campaign=cpu_ort", "campaign.budget=30s"))
+    assert cfg.campaign.name == "cpu_ort"
+    assert validate(cfg) == Budget(seconds=30.0)
+    assert validate(to_config(_compose("campaign=cpu_ort"))) == Budget(seconds=600.0)
+
+
+def test_mistyped_key_is_a_clear_error():
+    with pytest.raises(ConfigCompositionException) as ei:
+        _compose("campaign.budgett=1")
+    assert "Could not override 'campaign.budgett'" in str(ei.value)
+    assert "Key 'budgett' not in 'CampaignConfig'" in str(ei.value.__cause__)
+
+
+def test_mistyped_value_is_a_clear_error():
+    with pytest.raises(ConfigCompositionException) as ei:
+        _compose("campaign.workers=two")
+    assert "campaign.workers=two" in str(ei.value)
+    assert "Value 'two' of type 'str' could not be converted to Integer" in str(ei.value.__cause__)
+
+
+@pytest.mark.parametrize("text, budget", [
+    ("30s", Budget(seconds=30.0)), ("10m", Budget(seconds=600.0)), ("2h", Budget(seconds=7200.0)),
+    ("1.5m", Budget(seconds=90.0)), ("500", Budget(tests=500)), (" 20 ", Budget(tests=20)),
+    (150, Budget(tests=150)),
+])
+def test_parse_budget_good(text, budget):
+    assert parse_budget(text) == budget
+
+
+@pytest.mark.parametrize("text, message", [
+    ("10q", "campaign.budget: cannot parse '10q' (expected e.g. 30s, 10m, 2h or a test count)"),
+    ("", "campaign.budget: cannot parse '' (expected e.g. 30s, 10m, 2h or a test count)"),
+    ("-5", "campaign.budget: cannot parse '-5' (expected e.g. 30s, 10m, 2h or a test count)"),
+    ("m", "campaign.budget: cannot parse 'm' (expected e.g. 30s, 10m, 2h or a test count)"),
+    ("0", "campaign.budget: must be positive, got '0'"),
+    ("0s", "campaign.budget: must be positive, got '0s'"),
+])
+def test_parse_budget_bad(text, message):
+    with pytest.raises(ConfigError) as ei:
+        parse_budget(text)
+    assert str(ei.value) == message
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("workers", 0, "campaign.workers: must be >= 1, got 0"),
+    ("in_flight_per_worker", 0, "campaign.in_flight_per_worker: must be >= 1, got 0"),
+    ("backends", [], "campaign.backends: must name at least one backend"),
+    ("backends", ["ort", "ort"], "campaign.backends: duplicate backend in ['ort', 'ort']"),
+    ("flush_rows", 0, "campaign.flush_rows: must be >= 1, got 0"),
+])
+def test_validate_names_the_field(field, value, message):
+    cfg = Config(campaign=CampaignConfig(name="t", **{field: value}))
+    with pytest.raises(ConfigError) as ei:
+        validate(cfg)
+    assert str(ei.value) == message
+
+
+@pytest.mark.parametrize("override, key", [("+campaign.foo=1", "campaign.foo"),
+                                           ("+generator.nodez=3", "generator.nodez")])
+def test_key_appended_with_plus_is_rejected(override, key):
+    with pytest.raises(ConfigError) as ei:
+        to_config(_compose(override))
+    assert str(ei.value) == f"{key}: not a config key (added with '+'? see campaign/config.py)"
