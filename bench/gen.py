@@ -1,5 +1,6 @@
-"""Generator benchmark: ms per graph (generation, inputs, ONNX build+check, and together) and
-validity (reference finite, ONNX checker, ORT with optimizations off agrees), at 10 and 20 nodes.
+"""Generator benchmark: ms per graph (generation, input search, ONNX build+check, and together)
+and validity (input search succeeds, ONNX checker passes, reference valid, ORT with optimizations
+off agrees), at 10 and 20 nodes.
 
     python bench/gen.py [--n 300] [--nodes 10 20]
 """
@@ -19,9 +20,10 @@ from campaign.artifacts import Materialized  # noqa: E402
 from campaign.backends import make_backend  # noqa: E402
 from campaign.oracle import compare  # noqa: E402
 from campaign.reference import run_reference  # noqa: E402
-from campaign.testcase import TestCase, random_values  # noqa: E402
+from campaign.testcase import TestCase  # noqa: E402
 from campaign.worker import set_single_thread  # noqa: E402
 from ir import GenConfig, generate  # noqa: E402
+from ir.input_search import search_inputs  # noqa: E402
 from ir.precision import output_precisions  # noqa: E402
 
 
@@ -34,14 +36,18 @@ def stats(xs: list[float]) -> str:
 def run(nodes: int, n: int) -> None:
     cfg = GenConfig(nodes=nodes)
     ort = make_backend("ort_noopt")
-    t_gen, t_inp, t_onnx = [], [], []
+    t_gen, t_inp, t_onnx, iters = [], [], [], []
     outcome: Counter[str] = Counter()
     for seed in range(n):
         t0 = time.perf_counter()
         g = generate(seed, cfg)
         t1 = time.perf_counter()
-        values = random_values(g, seed)
+        search = search_inputs(g, seed)
+        values = search.values
         t2 = time.perf_counter()
+        iters.append(search.iters)
+        if not search.ok:
+            outcome["input search failed"] += 1
         m = Materialized(TestCase(str(seed), seed, g, values))
         try:
             m.onnx_bytes
@@ -55,6 +61,8 @@ def run(nodes: int, n: int) -> None:
         ref = run_reference(m)
         if ref.problem:
             outcome["reference invalid"] += 1
+            if search.ok:
+                outcome["search ok but reference invalid"] += 1
             continue
         res = ort.evaluate(m)
         if res.failed:
@@ -66,12 +74,15 @@ def run(nodes: int, n: int) -> None:
     total = [a + b + c for a, b, c in zip(t_gen, t_inp, t_onnx)]
     print(f"== {nodes} nodes, {n} graphs")
     print(f"  generation     {stats(t_gen)}")
-    print(f"  inputs         {stats(t_inp)}")
+    print(f"  input search   {stats(t_inp)}")
     print(f"  onnx build+chk {stats(t_onnx)}")
     print(f"  together       {stats(total)}")
     valid = n - outcome["onnx checker failed"] - outcome["reference invalid"]
     print(f"  validity (reference finite + ONNX checker): {valid}/{n} = {100 * valid / n:.1f}%")
     print(f"  ORT (no opt) agrees on valid: {outcome['valid and agrees']}/{valid}")
+    searched = sum(1 for i in iters if i > 0)
+    print(f"  input search: {n - outcome['input search failed']}/{n} valid; "
+          f"{searched} needed search steps (max {max(iters)})")
     print(f"  outcomes: {dict(outcome)}")
 
 

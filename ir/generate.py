@@ -100,6 +100,7 @@ class SymbolicGraphBuilder:
         #: keeps its id from being recycled by z3 for another term
         self._bounded: dict[tuple[int, int], z3.ArithRef] = {}
         self._deny = frozenset(cfg.deny)
+        self._dtypes = frozenset(cfg.enabled_dtypes())
 
     # ---- names, placeholders -------------------------------------------------------------
     def fresh_name(self, prefix: str) -> str:
@@ -172,7 +173,7 @@ class SymbolicGraphBuilder:
             args.append(v)
         in_types = [a.type for a in args]
         out_dtypes = op.result_dtypes(tuple(t.dtype for t in in_types))
-        if out_dtypes is None or any(d not in self.cfg.enabled_dtypes() for d in out_dtypes):
+        if out_dtypes is None or any(d not in self._dtypes for d in out_dtypes):
             return None
         if self._deny and signature_key(op.name, [t.dtype for t in in_types], out_dtypes) in self._deny:
             return None
@@ -332,7 +333,8 @@ def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
         b.insts.append(inst)
         used.update(inst.args)
         values.extend(inst.results)
-        values.extend(v for v in (*b.inputs, *b.params) if v not in values)
+        known = {v.name for v in values}
+        values.extend(v for v in (*b.inputs, *b.params) if v.name not in known)
     if not b.insts:
         raise GenerationError(f"generator: no op could be placed (seed {seed})")
     outputs = [r.name for inst in b.insts for r in inst.results if r.name not in used]
