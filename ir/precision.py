@@ -6,6 +6,8 @@ bodies included, conservatively: every float value inside a body counts for all 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ir.dtypes import DType
 from ir.graph import Graph
 
@@ -48,3 +50,69 @@ def value_precisions(g: Graph) -> dict[str, DType | None]:
 def output_precisions(g: Graph) -> list[DType | None]:
     prec = value_precisions(g)
     return [prec[o] for o in g.outputs]
+
+
+# ---------------------------------------------------------------------------------------------
+# tolerances
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise acceptance: |actual - expected| <= atol + rtol * |expected|."""
+
+    rtol: float
+    atol: float
+
+    @property
+    def exact(self) -> bool:
+        return self.rtol == 0.0 and self.atol == 0.0
+
+
+#: base tolerance per float precision (docs/results-schema.md#tolerances)
+BASE_TOLERANCE: dict[DType, Tolerance] = {
+    DType.float16: Tolerance(1e-2, 1e-2),
+    DType.float32: Tolerance(1e-3, 1e-4),
+    DType.float64: Tolerance(1e-7, 1e-9),
+}
+EXACT = Tolerance(0.0, 0.0)
+
+#: op families whose results legitimately differ more between correct implementations, with the
+#: factor their presence in an output's cone applies to the base tolerance: long accumulations
+#: (summation order), and transcendental functions (libm vs. vectorized approximations)
+FAMILY_FACTOR: dict[str, float] = {
+    "matmul": 2.0, "conv": 2.0, "reduce": 2.0, "norm": 4.0, "softmax": 2.0, "cumsum": 2.0,
+    "transcendental": 2.0,
+}
+MAX_FACTOR = 8.0
+
+
+def _cone_families(g: Graph) -> dict[str, frozenset[str]]:
+    fams: dict[str, frozenset[str]] = {v.name: frozenset() for v in (*g.inputs, *g.params)}
+    for inst in g.insts:
+        here = frozenset().union(*(fams[a] for a in inst.args)) | {inst.op.family}
+        for block in inst.blocks:
+            here |= {i.op.family for i, _ in block.walk()}
+        for r in inst.results:
+            fams[r.name] = here
+    return fams
+
+
+def output_tolerances(g: Graph) -> list[Tolerance]:
+    """The tolerance of each output: the base tolerance of the least precise float dtype in its
+    cone, loosened by the product of the family factors present in the cone (capped at
+    MAX_FACTOR); exact when no float is involved."""
+    prec = value_precisions(g)
+    fams = _cone_families(g)
+    out = []
+    for o in g.outputs:
+        p = prec[o]
+        if p is None:
+            out.append(EXACT)
+            continue
+        factor = 1.0
+        for fam in fams[o]:
+            factor *= FAMILY_FACTOR.get(fam, 1.0)
+        factor = min(factor, MAX_FACTOR)
+        base = BASE_TOLERANCE[p]
+        out.append(Tolerance(base.rtol * factor, base.atol * factor))
+    return out
