@@ -39,6 +39,36 @@ def result_problem(name: str, t: torch.Tensor) -> str | None:
     return None
 
 
+class _Invalid(Exception):
+    def __init__(self, violation: Violation):
+        self.violation = violation
+
+
+def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str) -> None:
+    """Evaluate `g` into `values`, raising _Invalid at the first invalid instruction. Bodies of
+    control-flow instructions are run (as the op decides) through the same checks."""
+    for index, inst in enumerate(g.insts):
+        label = f"{where}inst {index} ({inst.op.name})"
+        args = [values[a] for a in inst.args]
+        penalties = [p for p in inst.op.domain(*args) if bool((p.detach() > 0).any())]
+        if penalties:
+            raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain", penalties))
+
+        def run_block(body: Graph, body_args, label=label) -> list[torch.Tensor]:
+            inner = {v.name: t for v, t in zip(body.inputs, body_args)}
+            _run_checked(body, inner, f"{label} > {body.name}: ")
+            return [inner[o] for o in body.outputs]
+
+        res = inst.op.torch_call(args, inst.blocks, run_block)
+        if len(inst.results) == 1:
+            res = (res,)
+        for r, t in zip(inst.results, res):
+            values[r.name] = t
+            problem = result_problem(r.name, t)
+            if problem:
+                raise _Invalid(Violation(index, f"{label}: {problem}", []))
+
+
 def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor]
                      ) -> tuple[dict[str, torch.Tensor], Violation | None]:
     """Evaluate `g` instruction by instruction and stop at the first invalid one.
@@ -49,18 +79,8 @@ def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor]
         problem = result_problem(name, t)
         if problem:
             return values, Violation(-1, problem, [])
-    for index, inst in enumerate(g.insts):
-        args = [values[a] for a in inst.args]
-        penalties = [p for p in inst.op.domain(*args) if bool((p.detach() > 0).any())]
-        if penalties:
-            return values, Violation(index, f"inst {index} ({inst.op.name}): inputs outside the op's safe domain",
-                                     penalties)
-        res = inst.op.torch(*args)
-        if len(inst.results) == 1:
-            res = (res,)
-        for r, t in zip(inst.results, res):
-            values[r.name] = t
-            problem = result_problem(r.name, t)
-            if problem:
-                return values, Violation(index, f"inst {index} ({inst.op.name}): {problem}", [])
+    try:
+        _run_checked(g, values, "")
+    except _Invalid as e:
+        return values, e.violation
     return values, None

@@ -23,6 +23,7 @@ from ir.shapes import concretize, is_symbolic
 from ir.types import TensorType
 
 if typing.TYPE_CHECKING:
+    from ir.graph import Graph
     from ir.sampling import SampleContext
     from ir.to_onnx import OnnxBuilder
 
@@ -49,7 +50,10 @@ class Op:
     family: ClassVar[str]
     #: number of inputs, or (min, max) for variadic ops
     arity: ClassVar[int | tuple[int, int]] = 1
-    num_results: ClassVar[int] = 1
+    #: number of results, or None when the sub-graphs decide it (control flow)
+    num_results: ClassVar[int | None] = 1
+    #: control-flow ops hold sub-graphs in `Inst.blocks`; every other op must have none
+    takes_blocks: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -78,6 +82,16 @@ class Op:
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         return []
+
+    # ---- sub-graphs (control flow) -------------------------------------------------------------
+    def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence["Graph"]) -> list[TensorType]:
+        """Result types of an instruction; control-flow ops read them off their bodies."""
+        return self.infer(ins)
+
+    def check_blocks(self, ins: Sequence[TensorType], blocks: Sequence["Graph"]) -> str | None:
+        """Why these bodies do not fit this op and operands (None: they fit). Each body has
+        already been verified as a graph on its own."""
+        return "op takes no sub-graphs" if blocks else None
 
     def result_dtypes(self, in_dtypes: tuple[DType, ...]) -> tuple[DType, ...] | None:
         """The result dtypes for these input dtypes, or None if the op does not accept them."""
@@ -125,8 +139,19 @@ class Op:
     def torch(self, *xs):
         raise NotImplementedError
 
+    def torch_call(self, args: list, blocks: Sequence["Graph"], run_block) -> Any:
+        """Evaluate with sub-graphs: `run_block(graph, tensors) -> list of tensors` runs a body.
+        Plain ops ignore both and call `torch`."""
+        return self.torch(*args)
+
     def onnx(self, b: "OnnxBuilder", ins: list[str], outs: list[str]) -> None:
         raise NotImplementedError
+
+    def onnx_call(self, b: "OnnxBuilder", ins: list[str], outs: list[str],
+                  blocks: Sequence["Graph"], build_block) -> None:
+        """Emit nodes with sub-graphs: `build_block(graph) -> onnx.GraphProto` builds a body.
+        Plain ops ignore both and call `onnx`."""
+        self.onnx(b, ins, outs)
 
     # ---- attributes --------------------------------------------------------------------------
     def attrs(self) -> dict[str, Any]:

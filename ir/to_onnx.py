@@ -21,12 +21,13 @@ IR_VERSION = 10  # the newest IR version every backend under test loads
 class OnnxBuilder:
     """Collects nodes and constants for one ONNX graph; names it invents never clash with values."""
 
-    def __init__(self, prefix: str = "_c"):
+    def __init__(self, prefix: str = "_c", constants_as_nodes: bool = False):
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self._ids = itertools.count()
         self._prefix = prefix
         self._consts: dict[tuple, str] = {}
+        self._constants_as_nodes = constants_as_nodes
 
     def fresh(self, hint: str = "t") -> str:
         return f"{self._prefix}{hint}{next(self._ids)}"
@@ -38,7 +39,11 @@ class OnnxBuilder:
         key = (array.dtype.str, array.shape, array.tobytes())
         if key not in self._consts:
             name = self.fresh("k")
-            self.initializers.append(numpy_helper.from_array(array, name))
+            tensor = numpy_helper.from_array(array, name)
+            if self._constants_as_nodes:
+                self.nodes.append(helper.make_node("Constant", [], [name], name=self.fresh("n"), value=tensor))
+            else:
+                self.initializers.append(tensor)
             self._consts[key] = name
         return self._consts[key]
 
@@ -50,10 +55,27 @@ def value_info(v: Value) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(v.name, v.type.dtype.onnx, list(v.type.shape))
 
 
+def build_body(g: Graph, b: OnnxBuilder) -> onnx.GraphProto:
+    """An ONNX sub-graph for a body: its inputs and outputs typed, nodes from its instructions.
+    Constants it needs are emitted as Constant nodes inside it (initializers of subgraphs are
+    not universally supported); names stay unique model-wide because GraphIR names are."""
+    inner = OnnxBuilder(prefix=b.fresh("s") + "_", constants_as_nodes=True)
+    _emit(g, inner)
+    types = g.types()
+    return helper.make_graph(inner.nodes, g.name + inner.fresh("g"),
+                             [value_info(v) for v in g.inputs],
+                             [value_info(Value(o, types[o])) for o in g.outputs])
+
+
+def _emit(g: Graph, b: OnnxBuilder) -> None:
+    for inst in g.insts:
+        inst.op.onnx_call(b, list(inst.args), list(inst.result_names), inst.blocks,
+                          lambda body: build_body(body, b))
+
+
 def to_onnx(g: Graph, params: Mapping[str, np.ndarray]) -> onnx.ModelProto:
     b = OnnxBuilder()
-    for inst in g.insts:
-        inst.op.onnx(b, list(inst.args), list(inst.result_names))
+    _emit(g, b)
     inits = [numpy_helper.from_array(np.asarray(params[p.name], order="C"), p.name) for p in g.params]
     types = g.types()
     graph = helper.make_graph(

@@ -19,12 +19,17 @@ def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor]) -> dict[str, torch
     by name (the reference checks intermediates too, not only outputs)."""
     env = dict(env)
     for inst in g.insts:
-        res = inst.op.torch(*(env[a] for a in inst.args))
+        res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block)
         if len(inst.results) == 1:
             res = (res,)
         for r, t in zip(inst.results, res):
             env[r.name] = t
     return env
+
+
+def run_block(g: Graph, args) -> list[torch.Tensor]:
+    """Run a closed sub-graph on positional tensors (its inputs in order)."""
+    return run_graph_torch(g, {v.name: t for v, t in zip(g.inputs, args)})
 
 
 def run_graph_torch(g: Graph, env: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:

@@ -104,7 +104,7 @@ class _Checker:
             fail(f"expects {arity} operands, got {n}")
         if isinstance(arity, tuple) and not arity[0] <= n <= arity[1]:
             fail(f"expects {arity[0]} to {arity[1]} operands, got {n}")
-        if len(inst.results) != op.num_results:
+        if op.num_results is not None and len(inst.results) != op.num_results:
             fail(f"binds {len(inst.results)} results, op has {op.num_results}")
         if not op.is_concrete:
             fail("attributes are not concrete")
@@ -116,16 +116,14 @@ class _Checker:
         for c in op.requires(ins):
             if not holds(c):
                 fail(f"constraint violated: {c}")
-        if inst.blocks or hasattr(op, "check_blocks"):
-            checker = getattr(op, "check_blocks", None)
-            if checker is None:
-                fail("op takes no sub-graphs")
-            for b_index, block in enumerate(inst.blocks):
-                self.graph(block, f"{where} > block {b_index} graph {block.name}", top=False)
-            problem = checker(ins, inst.blocks)
-            if problem:
-                fail(problem)
-        expected = op.infer(ins)
+        if inst.blocks and not op.takes_blocks:
+            fail("op takes no sub-graphs")
+        for b_index, block in enumerate(inst.blocks):
+            self.graph(block, f"{where} > block {b_index} graph {block.name}", top=False)
+        problem = op.check_blocks(ins, inst.blocks)
+        if problem:
+            fail(problem)
+        expected = op.infer_inst(ins, inst.blocks)
         got = [r.type for r in inst.results]
         if expected != got:
             fail(f"result types {_fmt(got)} differ from the type rule's {_fmt(expected)}")
