@@ -1,5 +1,6 @@
 """GraphIR: the graph representation, its verifier, text form, generator and materializers."""
 import ir.ops  # noqa: F401  (registers the op library)
+import ir.ops.control  # noqa: F401  (registers control flow)
 from ir.dtypes import DType
 from ir.generate import GenConfig, generate
 from ir.graph import Graph, Inst, Value

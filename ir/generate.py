@@ -40,13 +40,17 @@ class GenConfig:
     nodes: int = 10
     max_elems: int = 4096
     max_rank: int = 4
-    dtypes: list[str] = field(default_factory=lambda: ["f32", "f64", "i32", "i64"])
+    dtypes: list[str] = field(default_factory=lambda: ["f32", "f64", "i32", "i64", "b8"])
     ops_include: list[str] = field(default_factory=list)
     ops_exclude: list[str] = field(default_factory=list)
     #: preferred upper bound for input dims (z3 is nudged towards random values up to this)
     dim_hint: int = 8
     #: chance that a new placeholder for an operand that may be either becomes a param
     param_rate: float = 0.5
+    #: chance that a generation step tries an `if` (control flow) instead of a plain op
+    p_if: float = 0.0
+    #: longest op chain per output in a generated body
+    body_nodes: int = 3
     #: op signatures never to generate, as `signature_key`s (e.g. "avgpool2d(f64)->f64");
     #: campaigns fill it from the support probes of their backends
     deny: list[str] = field(default_factory=list)
@@ -56,7 +60,8 @@ class GenConfig:
         if unknown:
             raise ValueError(f"generator: unknown op {unknown[0]!r} in ops_include/ops_exclude")
         names = self.ops_include or sorted(OP_REGISTRY)
-        return [OP_REGISTRY[n] for n in names if n not in self.ops_exclude]
+        return [OP_REGISTRY[n] for n in names
+                if n not in self.ops_exclude and not OP_REGISTRY[n].takes_blocks]
 
     def enabled_dtypes(self) -> list[DType]:
         return [DType.from_name(d) for d in self.dtypes]
@@ -150,20 +155,26 @@ class SymbolicGraphBuilder:
         dtypes: tuple[DType, ...],
         arity: int,
         target: TensorType | None = None,
+        op: Op | None = None,
+        allow_new: bool = True,
     ) -> Inst | None:
         """Build `op_cls(first, ...)`; return the instruction if its constraints are satisfiable
         (they are then kept in the solver), else None. `target` forces the result type.
 
         New placeholders take the op's `operand_type` (constraints hold by construction) when
-        it offers one; the solver is asked only when a constraint is not decided in Python."""
-        op = op_cls.sample(self.ctx, first.type)
+        it offers one; the solver is asked only when a constraint is not decided in Python.
+        `op` gives the attributes instead of sampling them; `allow_new=False` forbids new
+        placeholders (inside closed bodies every operand must already exist)."""
+        op = op if op is not None else op_cls.sample(self.ctx, first.type)
         new_inputs: list[tuple[Value, bool]] = []
         args = [first]
         for index, (slot, dtype) in enumerate(zip(op_cls.slots(arity, first.type), dtypes[1:]), 1):
             usable = [v for v in candidates if v.type.dtype == dtype and v.type.rank in slot.ranks]
-            if usable and slot.param is not True and self.rng.random() < 0.5:
+            if usable and slot.param is not True and (self.rng.random() < 0.5 or not allow_new):
                 args.append(self.rng.choice(usable))
                 continue
+            if not allow_new:
+                return None
             is_param = slot.param if slot.param is not None else self.rng.random() < self.cfg.param_rate
             t = op.operand_type(index, first.type, dtype, self.ctx)
             if t is None:
@@ -266,15 +277,22 @@ class SymbolicGraphBuilder:
     def concrete_graph(self, name: str, insts: Sequence[Inst], outputs: Sequence[str],
                        inputs: Sequence[Value], params: Sequence[Value]) -> Graph:
         model = self.solve()
+        return _concretize(Graph(name, tuple(inputs), tuple(insts), tuple(outputs), tuple(params)), model)
 
-        def cv(v: Value) -> Value:
-            return Value(v.name, v.type.concretize(model))
 
-        cinsts = tuple(
-            Inst(i.op.concretize(model), i.args, tuple(cv(r) for r in i.results), i.blocks) for i in insts
-        )
-        return Graph(name, tuple(cv(v) for v in inputs), cinsts, tuple(outputs),
-                     tuple(cv(v) for v in params))
+def _concretize(g: Graph, model: z3.ModelRef) -> Graph:
+    """Every shape and attribute of `g`, nested bodies included, evaluated in `model`."""
+
+    def cv(v: Value) -> Value:
+        return Value(v.name, v.type.concretize(model))
+
+    insts = tuple(
+        Inst(i.op.concretize(model), i.args, tuple(cv(r) for r in i.results),
+             tuple(_concretize(blk, model) for blk in i.blocks))
+        for i in g.insts
+    )
+    return Graph(g.name, tuple(cv(v) for v in g.inputs), insts, g.outputs,
+                 tuple(cv(v) for v in g.params))
 
 
 def _first_input_dtype(rng: random.Random, dtypes: list[DType]) -> DType:
@@ -311,6 +329,18 @@ def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
     attempts = 0
     while len(b.insts) < cfg.nodes and attempts < 20 * cfg.nodes + 40:
         attempts += 1
+        if cfg.p_if and rng.random() < cfg.p_if:
+            from ir.gen_control import try_if
+
+            placed = try_if(b, values, ops)
+            if placed:
+                for inst in placed:
+                    b.insts.append(inst)
+                    used.update(inst.args)
+                    values.extend(inst.results)
+                known = {v.name for v in values}
+                values.extend(v for v in (*b.inputs, *b.params) if v.name not in known)
+            continue
         op_cls = rng.choice(ops)
         arity = op_cls.sample_arity(b.ctx)
         have = {v.type.dtype for v in values}

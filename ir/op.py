@@ -139,9 +139,12 @@ class Op:
     def torch(self, *xs):
         raise NotImplementedError
 
-    def torch_call(self, args: list, blocks: Sequence["Graph"], run_block) -> Any:
-        """Evaluate with sub-graphs: `run_block(graph, tensors) -> list of tensors` runs a body.
-        Plain ops ignore both and call `torch`."""
+    def torch_call(self, args: list, blocks: Sequence["Graph"], run_block,
+                   dialect: str = "python") -> Any:
+        """Evaluate with sub-graphs: `run_block(graph, tensors) -> list of tensors` runs a body;
+        `dialect` says how control flow is expressed ("python": plain if/for on concrete values;
+        "hop": torch.cond / torch.while_loop higher-order ops). Returns one tensor for a
+        one-result instruction, else a sequence. Plain ops ignore all this and call `torch`."""
         return self.torch(*args)
 
     def onnx(self, b: "OnnxBuilder", ins: list[str], outs: list[str]) -> None:
@@ -149,8 +152,10 @@ class Op:
 
     def onnx_call(self, b: "OnnxBuilder", ins: list[str], outs: list[str],
                   blocks: Sequence["Graph"], build_block) -> None:
-        """Emit nodes with sub-graphs: `build_block(graph) -> onnx.GraphProto` builds a body.
-        Plain ops ignore both and call `onnx`."""
+        """Emit nodes with sub-graphs: `build_block(graph, bind=None) -> onnx.GraphProto` builds
+        a body; with `bind` (outer value names, one per body input) the body takes no ONNX
+        inputs and reads those outer values instead (ONNX If bodies capture, not take,
+        operands). Plain ops ignore both and call `onnx`."""
         self.onnx(b, ins, outs)
 
     # ---- attributes --------------------------------------------------------------------------

@@ -55,22 +55,34 @@ def value_info(v: Value) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(v.name, v.type.dtype.onnx, list(v.type.shape))
 
 
-def build_body(g: Graph, b: OnnxBuilder) -> onnx.GraphProto:
-    """An ONNX sub-graph for a body: its inputs and outputs typed, nodes from its instructions.
-    Constants it needs are emitted as Constant nodes inside it (initializers of subgraphs are
-    not universally supported); names stay unique model-wide because GraphIR names are."""
+def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.GraphProto:
+    """An ONNX sub-graph for a body: outputs typed, nodes from its instructions. Without `bind`
+    its inputs are ONNX inputs (Loop, Scan); with `bind` they are Identity copies of those
+    outer values (If). Constants are Constant nodes inside it (subgraph initializers are not
+    universally supported); names stay unique model-wide because GraphIR names are."""
     inner = OnnxBuilder(prefix=b.fresh("s") + "_", constants_as_nodes=True)
+    if bind is not None:
+        for v, outer in zip(g.inputs, bind):
+            inner.node("Identity", [outer], [v.name])
     _emit(g, inner)
     types = g.types()
+    outputs = []
+    for o in g.outputs:  # ONNX bodies must produce their outputs; an input passed through
+        if o in {v.name for v in g.inputs} or o in outputs:  # or repeated needs an Identity
+            alias = inner.fresh("o")
+            inner.node("Identity", [o], [alias])
+            outputs.append(alias)
+        else:
+            outputs.append(o)
     return helper.make_graph(inner.nodes, g.name + inner.fresh("g"),
-                             [value_info(v) for v in g.inputs],
-                             [value_info(Value(o, types[o])) for o in g.outputs])
+                             [] if bind is not None else [value_info(v) for v in g.inputs],
+                             [value_info(Value(n, types[o])) for n, o in zip(outputs, g.outputs)])
 
 
 def _emit(g: Graph, b: OnnxBuilder) -> None:
     for inst in g.insts:
         inst.op.onnx_call(b, list(inst.args), list(inst.result_names), inst.blocks,
-                          lambda body: build_body(body, b))
+                          lambda body, bind=None: build_body(body, b, bind))
 
 
 def to_onnx(g: Graph, params: Mapping[str, np.ndarray]) -> onnx.ModelProto:

@@ -14,12 +14,19 @@ import torch
 from ir.graph import Graph
 
 
-def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "python"
+                   ) -> dict[str, torch.Tensor]:
     """Evaluate `g` given tensors for its inputs and params; returns every value of this level
-    by name (the reference checks intermediates too, not only outputs)."""
+    by name (the reference checks intermediates too, not only outputs). `dialect` selects how
+    control flow is expressed (see `Op.torch_call`)."""
     env = dict(env)
+
+    def run_block(body: Graph, args) -> list[torch.Tensor]:
+        values = evaluate_torch(body, {v.name: t for v, t in zip(body.inputs, args)}, dialect)
+        return [values[o] for o in body.outputs]
+
     for inst in g.insts:
-        res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block)
+        res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block, dialect)
         if len(inst.results) == 1:
             res = (res,)
         for r, t in zip(inst.results, res):
@@ -27,30 +34,27 @@ def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor]) -> dict[str, torch
     return env
 
 
-def run_block(g: Graph, args) -> list[torch.Tensor]:
-    """Run a closed sub-graph on positional tensors (its inputs in order)."""
-    return run_graph_torch(g, {v.name: t for v, t in zip(g.inputs, args)})
-
-
-def run_graph_torch(g: Graph, env: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+def run_graph_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "python"
+                    ) -> list[torch.Tensor]:
     """Evaluate `g`; returns its outputs in order."""
-    values = evaluate_torch(g, env)
+    values = evaluate_torch(g, env, dialect)
     return [values[o] for o in g.outputs]
 
 
 class GraphModule(torch.nn.Module):
     """forward(*inputs) -> tuple of outputs, for a concrete graph and its param values."""
 
-    def __init__(self, g: Graph, params: Mapping[str, np.ndarray]):
+    def __init__(self, g: Graph, params: Mapping[str, np.ndarray], dialect: str = "python"):
         super().__init__()
         self.graph = g
+        self.dialect = dialect
         for p in g.params:
             self.register_buffer(f"p_{p.name}", torch.from_numpy(np.asarray(params[p.name], order="C")))
 
     def forward(self, *inputs: torch.Tensor):
         env = {v.name: x for v, x in zip(self.graph.inputs, inputs)}
         env.update({p.name: getattr(self, f"p_{p.name}") for p in self.graph.params})
-        return tuple(run_graph_torch(self.graph, env))
+        return tuple(run_graph_torch(self.graph, env, self.dialect))
 
 
 def torch_inputs(g: Graph, values: Mapping[str, np.ndarray]) -> list[torch.Tensor]:

@@ -1,0 +1,81 @@
+"""Control-flow ops: instructions whose bodies are closed sub-graphs (`Inst.blocks`).
+
+`if(pred, operands...) { then(...) else(...) }`: pred is a bool scalar computed from data; both
+bodies take the operands (explicitly: a body sees only its own inputs) and return values of one
+signature, which are the instruction's results.
+
+Materialization: torch in two dialects that reach different compiler paths, "python" (plain
+`if` on the predicate's value: Dynamo specializes or graph-breaks) and "hop" (`torch.cond`, a
+higher-order op traced as a whole); ONNX `If`, whose bodies capture the operands by name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
+
+from ir.dtypes import DType
+from ir.op import Op
+from ir.types import TensorType
+
+
+def _types(ts: Sequence[TensorType]) -> str:
+    return "(" + ", ".join(str(t) for t in ts) + ")"
+
+
+def _single(out: list):
+    return out[0] if len(out) == 1 else out
+
+
+@dataclass(frozen=True)
+class If(Op):
+    name: ClassVar[str] = "if"
+    family: ClassVar[str] = "control"
+    arity: ClassVar[tuple[int, int]] = (1, 64)
+    num_results: ClassVar[None] = None
+    takes_blocks: ClassVar[bool] = True
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return []  # any operand dtypes after a bool predicate; see result_dtypes
+
+    def result_dtypes(self, in_dtypes):
+        return () if in_dtypes and in_dtypes[0] is DType.bool else None
+
+    def requires(self, ins):
+        return [ins[0].rank == 0]
+
+    def infer_inst(self, ins, blocks):
+        return blocks[0].output_types() if blocks else []
+
+    def check_blocks(self, ins, blocks):
+        if len(blocks) != 2:
+            return f"expects 2 bodies (then, else), got {len(blocks)}"
+        operands = list(ins[1:])
+        for body in blocks:
+            takes = [v.type for v in body.inputs]
+            if takes != operands:
+                return f"body {body.name} takes {_types(takes)} but the operands are {_types(operands)}"
+        if blocks[0].output_types() != blocks[1].output_types():
+            return (f"bodies return {_types(blocks[0].output_types())} and "
+                    f"{_types(blocks[1].output_types())}: they must match")
+        return None
+
+    def torch_call(self, args, blocks, run_block, dialect="python"):
+        pred, *operands = args
+        then_g, else_g = blocks
+        if dialect == "hop":
+            import torch
+
+            def branch(body):
+                # torch.cond forbids returning an alias of an operand: clone pass-throughs
+                def fn(*xs):
+                    return tuple(t.clone() for t in run_block(body, list(xs)))
+                return fn
+
+            return _single(list(torch.cond(pred, branch(then_g), branch(else_g), tuple(operands))))
+        return _single(run_block(then_g if bool(pred) else else_g, operands))
+
+    def onnx_call(self, b, ins, outs, blocks, build_block):
+        pred, *operands = ins
+        b.node("If", [pred], outs, then_branch=build_block(blocks[0], bind=operands),
+               else_branch=build_block(blocks[1], bind=operands))
