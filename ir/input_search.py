@@ -16,6 +16,7 @@ import torch
 
 from ir.domain import evaluate_checked
 from ir.graph import Graph
+from ir.rewrite import remove_unused, replace_uses
 from ir.values import ValueRanges, random_values
 
 
@@ -33,6 +34,8 @@ class SearchResult:
     #: gradient steps + redraws taken (0: the first draw was valid)
     iters: int
     violation: str | None = None
+    #: top-level instruction of the last violation (-1: an input itself), None when ok
+    index: int | None = None
 
 
 def _narrow(r: ValueRanges) -> ValueRanges:
@@ -44,7 +47,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
                   cfg: SearchConfig = SearchConfig()) -> SearchResult:
     rng = np.random.default_rng(seed)
     values = random_values(g, rng, ranges)
-    message = None
+    message, index = None, None
     for it in range(cfg.max_iters + 1):
         leaves = {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}
         floats = [t for t in leaves.values() if t.dtype.is_floating_point]
@@ -54,7 +57,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
             _, violation = evaluate_checked(g, leaves)
             if violation is None:
                 return SearchResult(values, True, it)
-            message = violation.message
+            message, index = violation.message, violation.index
             grads = None
             if violation.penalties and floats:
                 loss = sum(p.sum() for p in violation.penalties)
@@ -72,4 +75,60 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
             scale = ranges.param_scale if name in {p.name for p in g.params} else ranges.input_scale
             new = t.detach() - cfg.step * scale * 2 * gr / peak
             values[name] = new.numpy().astype(values[name].dtype)
-    return SearchResult(values, False, cfg.max_iters, message)
+    return SearchResult(values, False, cfg.max_iters, message, index)
+
+
+# ---------------------------------------------------------------------------------------------
+# repair: drop what no input can make valid
+
+
+@dataclass
+class ValidTest:
+    graph: Graph
+    search: SearchResult
+    #: instructions dropped because no input could make them valid ("op@index" per drop)
+    dropped: list[str]
+
+
+def drop_instruction(g: Graph, index: int) -> Graph | None:
+    """`g` without instruction `index`: its single result is replaced by an operand of the same
+    type when there is one, else it goes with every instruction reading it; outputs that go are
+    dropped, then dead code and unread inputs/params. None when no output would remain."""
+    inst = g.insts[index]
+    types = g.types()
+    same = [a for a in inst.args if len(inst.results) == 1 and types[a] == inst.results[0].type]
+    if same:
+        out = replace_uses(g, inst.results[0].name, same[0], start=index + 1)
+        return remove_unused(out.with_insts(out.insts[:index] + out.insts[index + 1:]))
+    gone = set(inst.result_names)
+    kept = []
+    for i, other in enumerate(g.insts):
+        if i == index or gone & set(other.args):
+            gone |= set(other.result_names)
+            continue
+        kept.append(other)
+    outputs = [o for o in g.outputs if o not in gone]
+    if not outputs or not kept:
+        return None
+    return remove_unused(g.with_insts(kept, outputs))
+
+
+def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = ValueRanges(),
+               cfg: SearchConfig = SearchConfig()) -> ValidTest | None:
+    """Search inputs for `g`; while the search fails at an instruction, drop it (see
+    `drop_instruction`) and search again. None when nothing valid remains."""
+    dropped: list[str] = []
+    for _ in range(max_drops + 1):
+        result = search_inputs(g, seed, ranges, cfg)
+        if result.ok:
+            return ValidTest(g, result, dropped)
+        index = result.index
+        if index is None or index < 0:
+            return None
+        name = g.insts[index].op.name
+        smaller = drop_instruction(g, index)
+        if smaller is None:
+            return None
+        dropped.append(f"{name}@{index}")
+        g = smaller
+    return None

@@ -67,12 +67,16 @@ class If(Op):
             import torch
 
             def branch(body):
-                # torch.cond forbids returning an alias of an operand: clone pass-throughs
+                # torch.cond forbids returning an alias of an operand and wants both branches'
+                # outputs to agree in strides too: return fresh contiguous tensors
                 def fn(*xs):
-                    return tuple(t.clone() for t in run_block(body, list(xs)))
+                    return tuple(t.clone(memory_format=torch.contiguous_format)
+                                 for t in run_block(body, list(xs)))
                 return fn
 
-            return _single(list(torch.cond(pred, branch(then_g), branch(else_g), tuple(operands))))
+            # ... and operands that alias one another (a view and its base): pass copies
+            fresh = tuple(t.clone() for t in operands)
+            return _single(list(torch.cond(pred, branch(then_g), branch(else_g), fresh)))
         return _single(run_block(then_g if bool(pred) else else_g, operands))
 
     def onnx_call(self, b, ins, outs, blocks, build_block):

@@ -1,4 +1,9 @@
-"""2-D convolution and pooling over NCHW tensors."""
+"""Convolutions over N,C,spatial... tensors: conv1d, conv2d (stride, padding, dilation, groups)
+and conv_transpose2d. No bias (a following add is the bias); the weight is always a param.
+
+`groups` is a concrete int drawn by `sample`; the weight is built as [groups * o, C / groups, k...]
+so divisibility holds by construction and the solver only ties C = groups * (C / groups).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,6 +11,7 @@ from typing import ClassVar
 
 from ir.dtypes import DType
 from ir.op import Op, Slot
+from ir.ops.common import F16_32, same_dtype
 from ir.shapes import eq, floordiv
 from ir.types import TensorType
 
@@ -15,144 +21,136 @@ def window_out(size, kernel, stride, pad, dilation=1):
     return floordiv(size + 2 * pad - dilation * (kernel - 1) - 1, stride) + 1
 
 
-@dataclass(frozen=True)
-class Conv2d(Op):
-    """y = conv2d(x[N,C,H,W], w[O,C,kh,kw]); groups = 1, no bias (a following add is the bias)."""
+def transposed_out(size, kernel, stride, pad, dilation=1):
+    """Output length of a transposed convolution (no output padding)."""
+    return (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + 1
 
-    name: ClassVar[str] = "conv2d"
+
+@dataclass(frozen=True)
+class ConvBase(Op):
+    """Shared attributes and ONNX attribute layout of the convolutions."""
+
     family: ClassVar[str] = "conv"
     arity: ClassVar[int] = 2
+    spatial: ClassVar[int]
+    dtypes: ClassVar[frozenset[DType]] = F16_32
     stride: tuple[int, ...]
     padding: tuple[int, ...]
     dilation: tuple[int, ...]
+    groups: int
 
     @classmethod
     def signatures(cls, n_inputs):
-        return [((DType.float32, DType.float32), (DType.float32,))]
+        return same_dtype(cls.dtypes, 2)
 
     @classmethod
     def first_ranks(cls):
-        return (4,)
+        return (cls.spatial + 2,)
 
     @classmethod
     def slots(cls, n_inputs, first):
-        return [Slot((4,), param=True)]
+        return [Slot((cls.spatial + 2,), param=True)]
 
     @classmethod
     def sample(cls, ctx, first):
-        r = ctx.rng
+        r, n = ctx.rng, cls.spatial
         return cls(
-            stride=(r.randint(1, 2), r.randint(1, 2)),
-            padding=(ctx.sym("pad"), ctx.sym("pad")),
-            dilation=(r.choice((1, 1, 2)), r.choice((1, 1, 2))),
+            stride=tuple(r.randint(1, 2) for _ in range(n)),
+            padding=tuple(ctx.sym("pad") for _ in range(n)),
+            dilation=tuple(r.choice((1, 1, 2)) for _ in range(n)),
+            groups=r.choice((1, 1, 1, 2, 3)),
         )
 
+    def _attr_requires(self) -> list:
+        cons = [self.groups >= 1]
+        for i in range(self.spatial):
+            cons += [self.padding[i] >= 0, self.padding[i] <= 2, self.stride[i] >= 1, self.dilation[i] >= 1]
+        return cons
+
+    def _onnx_attrs(self) -> dict:
+        return dict(strides=list(self.stride), pads=list(self.padding) * 2,
+                    dilations=list(self.dilation), group=self.groups)
+
+    def _torch_kw(self) -> dict:
+        return dict(stride=self.stride, padding=self.padding, dilation=self.dilation, groups=self.groups)
+
+
+@dataclass(frozen=True)
+class Conv(ConvBase):
+    """y = conv(x[N, C, *S], w[O, C/groups, *K]), O divisible by groups."""
+
     def operand_type(self, index, first, dtype, ctx):
-        return TensorType((ctx.dim(4), first.shape[1], ctx.dim(4), ctx.dim(4)), dtype)
+        kernel = tuple(ctx.dim(self.spatial + 2) for _ in range(self.spatial))
+        return TensorType((self.groups * ctx.dim(self.spatial + 2), ctx.dim(self.spatial + 2)) + kernel, dtype)
 
     def requires(self, ins):
         x, w = ins
-        cons = [eq(w.shape[1], x.shape[1])]
-        for i in range(2):
-            cons += [self.padding[i] >= 0, self.padding[i] <= 2, self.stride[i] >= 1, self.dilation[i] >= 1]
+        if x.rank != self.spatial + 2 or w.rank != self.spatial + 2:
+            return [False]
+        cons = self._attr_requires() + [eq(x.shape[1], self.groups * w.shape[1]), w.shape[0] % self.groups == 0]
+        for i in range(self.spatial):
             cons.append(window_out(x.shape[2 + i], w.shape[2 + i], self.stride[i], self.padding[i],
                                    self.dilation[i]) >= 1)
         return cons
 
     def infer(self, ins):
         x, w = ins
-        hw = tuple(
-            window_out(x.shape[2 + i], w.shape[2 + i], self.stride[i], self.padding[i], self.dilation[i])
-            for i in range(2)
-        )
-        return [TensorType((x.shape[0], w.shape[0]) + hw, x.dtype)]
+        out = tuple(window_out(x.shape[2 + i], w.shape[2 + i], self.stride[i], self.padding[i], self.dilation[i])
+                    for i in range(self.spatial))
+        return [TensorType((x.shape[0], w.shape[0]) + out, x.dtype)]
 
     def torch(self, x, w):
-        import torch
+        import torch.nn.functional as F
 
-        return torch.nn.functional.conv2d(x, w, stride=self.stride, padding=self.padding,
-                                          dilation=self.dilation)
+        return getattr(F, f"conv{self.spatial}d")(x, w, **self._torch_kw())
 
     def onnx(self, b, ins, outs):
-        ph, pw = self.padding
-        b.node("Conv", ins, outs, strides=list(self.stride), pads=[ph, pw, ph, pw],
-               dilations=list(self.dilation))
+        b.node("Conv", ins, outs, **self._onnx_attrs())
 
 
 @dataclass(frozen=True)
-class Pool2d(Op):
-    """Max or average pooling with a (kh, kw) window; padding at most half the window."""
+class Conv1d(Conv):
+    name: ClassVar[str] = "conv1d"
+    spatial: ClassVar[int] = 1
 
-    family: ClassVar[str] = "pool"
-    kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    padding: tuple[int, ...]
 
-    @classmethod
-    def signatures(cls, n_inputs):
-        return [((d,), (d,)) for d in (DType.float32, DType.float64)]
+@dataclass(frozen=True)
+class Conv2d(Conv):
+    name: ClassVar[str] = "conv2d"
+    spatial: ClassVar[int] = 2
 
-    @classmethod
-    def first_ranks(cls):
-        return (4,)
 
-    @classmethod
-    def sample(cls, ctx, first):
-        r = ctx.rng
-        return cls(
-            kernel=(ctx.sym("k"), ctx.sym("k")),
-            stride=(r.randint(1, 2), r.randint(1, 2)),
-            padding=(ctx.sym("pad"), ctx.sym("pad")),
-        )
+@dataclass(frozen=True)
+class ConvTranspose2d(ConvBase):
+    """y = conv_transpose2d(x[N, C, H, W], w[C, O/groups, kh, kw]); no output padding. Padding is
+    at most dilation * (k - 1) per side, so every output position has a contribution."""
+
+    name: ClassVar[str] = "conv_transpose2d"
+    spatial: ClassVar[int] = 2
+
+    def operand_type(self, index, first, dtype, ctx):
+        kernel = tuple(ctx.dim(4) for _ in range(self.spatial))
+        return TensorType((first.shape[1], ctx.dim(4)) + kernel, dtype)
 
     def requires(self, ins):
-        x = ins[0]
-        cons = []
-        for i in range(2):
-            k, p = self.kernel[i], self.padding[i]
-            cons += [k >= 1, k <= 5, p >= 0, 2 * p <= k, self.stride[i] >= 1,
-                     window_out(x.shape[2 + i], k, self.stride[i], p) >= 1]
+        x, w = ins
+        if x.rank != 4 or w.rank != 4:
+            return [False]
+        cons = self._attr_requires() + [eq(x.shape[1], w.shape[0]), x.shape[1] % self.groups == 0]
+        for i in range(self.spatial):
+            cons.append(2 * self.padding[i] <= self.dilation[i] * (w.shape[2 + i] - 1))
         return cons
 
     def infer(self, ins):
-        x = ins[0]
-        hw = tuple(window_out(x.shape[2 + i], self.kernel[i], self.stride[i], self.padding[i])
-                   for i in range(2))
-        return [TensorType(x.shape[:2] + hw, x.dtype)]
+        x, w = ins
+        out = tuple(transposed_out(x.shape[2 + i], w.shape[2 + i], self.stride[i], self.padding[i],
+                                   self.dilation[i]) for i in range(self.spatial))
+        return [TensorType((x.shape[0], self.groups * w.shape[1]) + out, x.dtype)]
 
-    def _onnx_attrs(self) -> dict:
-        ph, pw = self.padding
-        return dict(kernel_shape=list(self.kernel), strides=list(self.stride), pads=[ph, pw, ph, pw])
+    def torch(self, x, w):
+        import torch.nn.functional as F
 
-
-@dataclass(frozen=True)
-class MaxPool2d(Pool2d):
-    name: ClassVar[str] = "maxpool2d"
-
-    def torch(self, x):
-        import torch
-
-        return torch.nn.functional.max_pool2d(x, self.kernel, self.stride, self.padding)
+        return F.conv_transpose2d(x, w, **self._torch_kw())
 
     def onnx(self, b, ins, outs):
-        b.node("MaxPool", ins, outs, **self._onnx_attrs())
-
-
-@dataclass(frozen=True)
-class AvgPool2d(Pool2d):
-    """Average pooling counting padded zeros (torch's default, ONNX count_include_pad=1)."""
-
-    name: ClassVar[str] = "avgpool2d"
-
-    @classmethod
-    def signatures(cls, n_inputs):
-        return [((DType.float32,), (DType.float32,))]  # ORT's CPU AveragePool has no double kernel
-
-    def torch(self, x):
-        import torch
-
-        return torch.nn.functional.avg_pool2d(x, self.kernel, self.stride, self.padding,
-                                              count_include_pad=True)
-
-    def onnx(self, b, ins, outs):
-        b.node("AveragePool", ins, outs, count_include_pad=1, **self._onnx_attrs())
+        b.node("ConvTranspose", ins, outs, **self._onnx_attrs())

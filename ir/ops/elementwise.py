@@ -1,138 +1,253 @@
-"""Elementwise ops: unary maps and binary maps with numpy-style broadcasting."""
+"""Elementwise unary ops: y = f(x), same shape and dtype.
+
+Most map one-to-one onto a torch function and an ONNX op; the rest say how they differ:
+  - `gelu` (exact, erf form): ONNX Gelu exists only from opset 20, so it is built from Erf.
+  - `softplus`: torch returns x above its threshold (20); ONNX computes log(exp(x) + 1), which
+    overflows in float32 for x > 88: the domain keeps x <= 20, where both agree.
+  - `round`: torch.round and ONNX Round both round half to even; the domain keeps inputs away
+    from the halves anyway, where rounding noise would flip the result.
+  - `floor`, `ceil`, `sign`: discontinuous, so inputs stay a margin away from the jumps.
+  - `clip`: the bounds are attributes, passed to ONNX Clip as constants of x's dtype (CastLike).
+Constants in ONNX compositions are float64 tensors cast to x's type with CastLike, so one graph
+serves every float dtype.
+"""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import Callable, ClassVar, Sequence
 
-from ir.dtypes import DType, FLOAT_DTYPES, NUMERIC_DTYPES
-from ir.op import Op, Signature, Slot
-from ir.shapes import Or, eq, if_then_else, same
-from ir.types import TensorType
-
-# ---------------------------------------------------------------------------------------------
-# unary
+from ir.dtypes import DType
+from ir.op import Op, Signature
+from ir.ops.common import (
+    BOOL, F16_32, FLOATS, INTS, NUMERIC, apart, as_float, at_least, at_most,
+    away_from_integers, const_like, is_float, margin, same_dtype, unless_zero,
+)
 
 
 @dataclass(frozen=True)
 class Unary(Op):
-    """y = f(x), same shape and dtype. Subclasses name f for torch and ONNX."""
+    """y = f(x). Subclasses name f for torch (`torch.<name>` or `F.<name>`, called with the
+    attributes positionally after x) and ONNX (called with the attributes as ONNX attributes),
+    and may give `safe`: float x -> violation of the op's safe domain."""
 
     family: ClassVar[str] = "unary"
-    dtypes: ClassVar[frozenset[DType]] = FLOAT_DTYPES
+    dtypes: ClassVar[frozenset[DType]] = FLOATS
     torch_name: ClassVar[str]
     onnx_name: ClassVar[str]
+    safe: ClassVar[Callable | None] = None
+    #: attribute name -> the values `sample` draws from
+    choices: ClassVar[dict[str, tuple]] = {}
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
-        return [((d,), (d,)) for d in sorted(cls.dtypes, key=lambda d: d.value)]
+        return same_dtype(cls.dtypes)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(**{k: ctx.rng.choice(v) for k, v in cls.choices.items()})
 
     def infer(self, ins):
         return [ins[0]]
 
+    def domain(self, x):
+        if self.safe is None or not is_float(x):
+            return []
+        return [type(self).safe(x)]
+
     def torch(self, x):
         import torch
+        import torch.nn.functional as F
 
-        return getattr(torch, self.torch_name)(x)
+        module, _, name = self.torch_name.rpartition(".")
+        fn = getattr(F if module == "F" else torch, name)
+        return fn(x, *self.attrs().values())
 
     def onnx(self, b, ins, outs):
-        b.node(self.onnx_name, ins, outs)
+        b.node(self.onnx_name, ins, outs, **self.attrs())
 
 
-def _unary(name: str, torch_name: str, onnx_name: str, dtypes=FLOAT_DTYPES) -> type[Unary]:
+def _unary(name: str, torch_name: str, onnx_name: str, dtypes=FLOATS, safe: Callable | None = None,
+           doc: str = "", family: str = "unary") -> type[Unary]:
     cls = type(
-        name.capitalize(),
+        "".join(p.capitalize() for p in name.split("_")),
         (Unary,),
         {"name": name, "torch_name": torch_name, "onnx_name": onnx_name, "dtypes": dtypes,
-         "__module__": __name__, "__doc__": f"Elementwise {name}."},
+         "safe": staticmethod(safe) if safe else None, "family": family, "__module__": __name__,
+         "__doc__": doc or f"Elementwise {name}."},
     )
     return dataclass(frozen=True)(cls)
 
 
-Relu = _unary("relu", "relu", "Relu", frozenset({DType.float32, DType.float64}))
-Abs = _unary("abs", "abs", "Abs", NUMERIC_DTYPES)
-Neg = _unary("neg", "neg", "Neg", NUMERIC_DTYPES)
-Sigmoid = _unary("sigmoid", "sigmoid", "Sigmoid")
-Tanh = _unary("tanh", "tanh", "Tanh")
-Sin = _unary("sin", "sin", "Sin", frozenset({DType.float32, DType.float64}))
-Cos = _unary("cos", "cos", "Cos", frozenset({DType.float32, DType.float64}))
-
-# ---------------------------------------------------------------------------------------------
-# binary with broadcasting
+#: libm-style functions: correct implementations differ by their approximations, which the
+#: oracle's per-family tolerance allows for (ir.precision.FAMILY_FACTOR)
+T = "transcendental"
 
 
-def broadcast_shape(a: TensorType, b: TensorType) -> tuple:
-    ra, rb = a.rank, b.rank
-    out = []
-    for i in range(max(ra, rb)):
-        da = a.shape[ra - 1 - i] if i < ra else 1
-        db = b.shape[rb - 1 - i] if i < rb else 1
-        if same(da, db) or same(db, 1):
-            out.append(da)
-        elif same(da, 1):
-            out.append(db)
-        else:
-            out.append(if_then_else(eq(da, 1), db, da))
-    return tuple(reversed(out))
+def _positive(x):
+    """Violation of x >= margin (log: undefined at and below 0, steep near it)."""
+    return at_least(x, margin(x.dtype, 0.0))
 
 
-def broadcast_requires(a: TensorType, b: TensorType) -> list:
-    cons = []
-    for da, db in zip(reversed(a.shape), reversed(b.shape)):
-        cons.append(Or(eq(da, db), eq(da, 1), eq(db, 1)))
-    return cons
+def _sqrt_safe(x):
+    """Violation of x >= margin, or x exactly 0 (sqrt(0) = 0 exactly)."""
+    return unless_zero(_positive(x), x)
+
+
+def _nonzero(x):
+    return apart(x, 0.0, x.dtype)
+
+
+def _sign_safe(x):
+    """Violation of |x| >= margin, or x exactly 0."""
+    return unless_zero(_nonzero(x), x)
+
+
+def _integral_safe(x):
+    """floor/ceil: x a margin away from integers, or exactly 0."""
+    return unless_zero(away_from_integers(x), x)
+
+
+def _off_poles(x):
+    """Violation of |cos x| >= 0.3 (|tan| <= 3.2 and its slope <= 11, away from the poles)."""
+    import torch
+
+    return at_least(torch.cos(as_float(x)).abs(), 0.3)
+
+
+# ---- plain maps ---------------------------------------------------------------------------------
+Abs = _unary("abs", "abs", "Abs", NUMERIC)
+Neg = _unary("neg", "neg", "Neg", NUMERIC)
+Relu = _unary("relu", "relu", "Relu", NUMERIC)
+Sigmoid = _unary("sigmoid", "sigmoid", "Sigmoid", family=T)
+Tanh = _unary("tanh", "tanh", "Tanh", family=T)
+Sin = _unary("sin", "sin", "Sin", FLOATS, family=T)
+Cos = _unary("cos", "cos", "Cos", FLOATS, family=T)
+Tan = _unary("tan", "tan", "Tan", F16_32, safe=_off_poles,
+             doc="Elementwise tan; |cos x| >= 0.3 keeps it away from its poles.", family=T)
+Atan = _unary("atan", "atan", "Atan", F16_32, family=T)
+Asin = _unary("asin", "asin", "Asin", F16_32, safe=lambda x: at_most(x.abs(), 0.99),
+              doc="Elementwise asin; |x| <= 0.99 (undefined beyond 1, steep near it).", family=T)
+Acos = _unary("acos", "acos", "Acos", F16_32, safe=lambda x: at_most(x.abs(), 0.99),
+              doc="Elementwise acos; |x| <= 0.99 (undefined beyond 1, steep near it).", family=T)
+Sinh = _unary("sinh", "sinh", "Sinh", F16_32, safe=lambda x: at_most(x.abs(), 10.0), family=T)
+Cosh = _unary("cosh", "cosh", "Cosh", F16_32, safe=lambda x: at_most(x.abs(), 10.0), family=T)
+Exp = _unary("exp", "exp", "Exp", safe=lambda x: at_most(x, 10.0),
+             doc="Elementwise exp; x <= 10 keeps it finite in float16 and the graph tame.", family=T)
+Log = _unary("log", "log", "Log", safe=_positive, family=T,
+             doc="Elementwise natural log; x >= margin > 0.")
+Sqrt = _unary("sqrt", "sqrt", "Sqrt", safe=_sqrt_safe, family=T,
+              doc="Elementwise sqrt; x >= margin > 0 or x = 0.")
+Reciprocal = _unary("reciprocal", "reciprocal", "Reciprocal", safe=_nonzero,
+                    doc="Elementwise 1/x; |x| >= margin.")
+Erf = _unary("erf", "erf", "Erf", F16_32, family=T)
+Floor = _unary("floor", "floor", "Floor", FLOATS, safe=_integral_safe,
+               doc="Elementwise floor; float inputs stay a margin away from integers (or are 0).")
+Ceil = _unary("ceil", "ceil", "Ceil", FLOATS, safe=_integral_safe,
+              doc="Elementwise ceil; float inputs stay a margin away from integers (or are 0).")
+Round = _unary("round", "round", "Round", FLOATS, safe=lambda x: away_from_integers(x, 0.5),
+               doc="Round half to even (torch and ONNX agree); inputs stay away from halves.")
+Sign = _unary("sign", "sign", "Sign", NUMERIC, safe=_sign_safe,
+              doc="Elementwise sign; float inputs stay a margin away from 0 (or are exactly 0).")
+Softplus = _unary("softplus", "F.softplus", "Softplus", FLOATS, safe=lambda x: at_most(x, 20.0),
+                  doc="log(1 + exp(x)); x <= 20 (torch switches to x above 20, ONNX overflows "
+                      "above 88 in float32).", family=T)
+Softsign = _unary("softsign", "F.softsign", "Softsign", FLOATS)
+Selu = _unary("selu", "F.selu", "Selu", FLOATS, family=T,
+              doc="SELU with the standard constants (ONNX defaults).")
+Hardswish = _unary("hardswish", "F.hardswish", "HardSwish", FLOATS)
+LogicalNot = _unary("logical_not", "logical_not", "Not", BOOL)
+BitwiseNot = _unary("bitwise_not", "bitwise_not", "BitwiseNot", INTS, doc="~x on integers.")
 
 
 @dataclass(frozen=True)
-class Binary(Op):
-    """z = f(x, y) with numpy broadcasting; both inputs share one dtype."""
+class Hardsigmoid(Unary):
+    """relu6(x + 3) / 6; ONNX HardSigmoid with alpha = 1/6, beta = 1/2."""
 
-    family: ClassVar[str] = "binary"
-    arity: ClassVar[int] = 2
-    dtypes: ClassVar[frozenset[DType]] = NUMERIC_DTYPES
-    torch_name: ClassVar[str]
-    onnx_name: ClassVar[str]
-
-    @classmethod
-    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
-        return [((d, d), (d,)) for d in sorted(cls.dtypes, key=lambda d: d.value)]
-
-    @classmethod
-    def slots(cls, n_inputs, first):
-        return [Slot(tuple(range(first.rank + 1)), param=None)]
-
-    def operand_type(self, index, first, dtype, ctx):
-        """A suffix of input 0's dims with some set to 1: broadcasts by construction."""
-        rank = ctx.rng.randint(0, first.rank)
-        dims = tuple(1 if ctx.rng.random() < 0.25 else d for d in first.shape[first.rank - rank:])
-        return TensorType(dims, dtype)
-
-    def infer(self, ins):
-        return [TensorType(broadcast_shape(ins[0], ins[1]), ins[0].dtype)]
-
-    def requires(self, ins):
-        return broadcast_requires(ins[0], ins[1])
-
-    def torch(self, x, y):
-        import torch
-
-        return getattr(torch, self.torch_name)(x, y)
+    name: ClassVar[str] = "hardsigmoid"
+    torch_name: ClassVar[str] = "F.hardsigmoid"
+    dtypes: ClassVar[frozenset[DType]] = FLOATS
 
     def onnx(self, b, ins, outs):
-        b.node(self.onnx_name, ins, outs)
+        b.node("HardSigmoid", ins, outs, alpha=1.0 / 6.0, beta=0.5)
 
 
-def _binary(name: str, torch_name: str, onnx_name: str, dtypes=NUMERIC_DTYPES) -> type[Binary]:
-    cls = type(
-        name.capitalize(),
-        (Binary,),
-        {"name": name, "torch_name": torch_name, "onnx_name": onnx_name, "dtypes": dtypes,
-         "__module__": __name__, "__doc__": f"Broadcasting {name}."},
-    )
-    return dataclass(frozen=True)(cls)
+@dataclass(frozen=True)
+class Gelu(Unary):
+    """Exact GELU, 0.5 * x * (1 + erf(x / sqrt(2))) (torch approximate="none"). ONNX Gelu is
+    opset 20, so the ONNX side is built from Erf."""
+
+    name: ClassVar[str] = "gelu"
+    family: ClassVar[str] = T
+    torch_name: ClassVar[str] = "F.gelu"
+    dtypes: ClassVar[frozenset[DType]] = F16_32
+
+    def onnx(self, b, ins, outs):
+        (x,) = ins
+        t, e, one_plus, h = (b.fresh("gelu") for _ in range(4))
+        b.node("Mul", [x, const_like(b, 1.0 / math.sqrt(2.0), x)], [t])
+        b.node("Erf", [t], [e])
+        b.node("Add", [e, const_like(b, 1.0, x)], [one_plus])
+        b.node("Mul", [x, one_plus], [h])
+        b.node("Mul", [h, const_like(b, 0.5, x)], outs)
 
 
-Add = _binary("add", "add", "Add")
-Sub = _binary("sub", "sub", "Sub")
-Mul = _binary("mul", "mul", "Mul")
-Maximum = _binary("max", "maximum", "Max")
-Minimum = _binary("min", "minimum", "Min")
+# ---- maps with attributes -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class LeakyRelu(Unary):
+    """x if x >= 0 else alpha * x (continuous: no domain)."""
+
+    name: ClassVar[str] = "leaky_relu"
+    torch_name: ClassVar[str] = "F.leaky_relu"
+    onnx_name: ClassVar[str] = "LeakyRelu"
+    dtypes: ClassVar[frozenset[DType]] = FLOATS
+    choices: ClassVar[dict[str, tuple]] = {"alpha": (0.01, 0.1, 0.2, 0.5)}
+    alpha: float
+
+
+@dataclass(frozen=True)
+class Elu(Unary):
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+
+    name: ClassVar[str] = "elu"
+    family: ClassVar[str] = T
+    torch_name: ClassVar[str] = "F.elu"
+    onnx_name: ClassVar[str] = "Elu"
+    dtypes: ClassVar[frozenset[DType]] = FLOATS
+    choices: ClassVar[dict[str, tuple]] = {"alpha": (0.5, 1.0, 1.5)}
+    alpha: float
+
+
+@dataclass(frozen=True)
+class Clip(Unary):
+    """min(max(x, lo), hi) with lo <= hi; integer-valued bounds for integer x (continuous).
+    Float bounds avoid integers and halves (other than 0): clipped values equal a bound exactly,
+    and a later floor/round/asin would find them on a discontinuity no search can leave."""
+
+    name: ClassVar[str] = "clip"
+    dtypes: ClassVar[frozenset[DType]] = NUMERIC
+    lo: float
+    hi: float
+
+    @classmethod
+    def sample(cls, ctx, first):
+        if first.dtype.is_int:
+            lo, hi = ctx.rng.choice((-3.0, -1.0, 0.0)), ctx.rng.choice((0.0, 1.0, 2.0, 3.0))
+        else:
+            lo, hi = ctx.rng.choice((-2.25, -0.75, 0.0)), ctx.rng.choice((0.25, 0.75, 1.75))
+        return cls(lo=lo, hi=hi)
+
+    def requires(self, ins):
+        integral = self.lo == int(self.lo) and self.hi == int(self.hi)
+        return [self.lo <= self.hi, integral or not ins[0].dtype.is_int]
+
+    def torch(self, x):
+        import torch
+
+        if x.dtype.is_floating_point:
+            return torch.clamp(x, self.lo, self.hi)
+        return torch.clamp(x, int(self.lo), int(self.hi))
+
+    def onnx(self, b, ins, outs):
+        (x,) = ins
+        b.node("Clip", [x, const_like(b, self.lo, x), const_like(b, self.hi, x)], outs)

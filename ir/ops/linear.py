@@ -1,4 +1,4 @@
-"""Matrix multiplication: x[..., k] @ w[k, n] (w is usually a weight)."""
+"""Matrix products: `matmul` (x[..., k] @ w[k, n]) and `linear` (x @ W^T + b, weights as params)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,21 +6,23 @@ from typing import ClassVar
 
 from ir.dtypes import DType
 from ir.op import Op, Slot
+from ir.ops.common import NUMERIC, same_dtype
 from ir.shapes import eq
 from ir.types import TensorType
 
 
 @dataclass(frozen=True)
 class MatMul(Op):
-    """ONNX MatMul / torch.matmul with a rank-2 right operand."""
+    """ONNX MatMul / torch.matmul with a rank-2 right operand (a value or a weight)."""
 
     name: ClassVar[str] = "matmul"
     family: ClassVar[str] = "matmul"
     arity: ClassVar[int] = 2
+    dtypes: ClassVar[frozenset[DType]] = NUMERIC
 
     @classmethod
     def signatures(cls, n_inputs):
-        return [((d, d), (d,)) for d in (DType.float32, DType.float64)]
+        return same_dtype(cls.dtypes, n_inputs)
 
     @classmethod
     def first_ranks(cls):
@@ -46,3 +48,44 @@ class MatMul(Op):
 
     def onnx(self, b, ins, outs):
         b.node("MatMul", ins, outs)
+
+
+@dataclass(frozen=True)
+class Linear(MatMul):
+    """torch.nn.functional.linear: x[..., k] @ W[n, k]^T + b[n]; W and b are weights. ONNX:
+    Transpose + MatMul + Add (Gemm would need rank 2)."""
+
+    name: ClassVar[str] = "linear"
+    arity: ClassVar[int] = 3
+
+    @classmethod
+    def first_ranks(cls):
+        return (1, 2, 3, 4)
+
+    @classmethod
+    def slots(cls, n_inputs, first):
+        return [Slot((2,), param=True), Slot((1,), param=True)]
+
+    def operand_type(self, index, first, dtype, ctx):
+        if index == 1:
+            return TensorType((ctx.dim(2), first.shape[-1]), dtype)
+        return None  # the bias: any rank-1 dims; `requires` ties it to W's rows
+
+    def requires(self, ins):
+        x, w, bias = ins
+        return [eq(x.shape[-1], w.shape[1]), eq(bias.shape[0], w.shape[0])]
+
+    def infer(self, ins):
+        return [TensorType(ins[0].shape[:-1] + ins[1].shape[:1], ins[0].dtype)]
+
+    def torch(self, x, w, bias):
+        import torch
+
+        return torch.nn.functional.linear(x, w, bias)
+
+    def onnx(self, b, ins, outs):
+        x, w, bias = ins
+        wt, xw = b.fresh("wt"), b.fresh("xw")
+        b.node("Transpose", [w], [wt], perm=[1, 0])
+        b.node("MatMul", [x, wt], [xw])
+        b.node("Add", [xw, bias], outs)

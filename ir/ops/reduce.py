@@ -1,45 +1,56 @@
-"""Reductions over one axis, with keepdim."""
+"""Reductions over one axis with keepdim (sum, mean, max, min, prod), argmax/argmin (-> int64)
+and the cumulative sum.
+
+  - torch promotes integer sum/prod/cumsum to int64; the result keeps the input dtype (as ONNX
+    does) by passing `dtype=`.
+  - argmax/argmin return the first extreme index (torch; ONNX select_last_index=0). On floats a
+    near-tie flips with rounding, so the top two values along the axis must differ by the margin.
+  - cumsum: ONNX CumSum with exclusive=0, reverse=0 and the axis as a constant input.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType, FLOAT_DTYPES, NUMERIC_DTYPES
-from ir.op import Op
+from ir.dtypes import DType
+from ir.ops.common import AxisOp, FLOATS, NUMERIC, distinct_sorted, float_only, nonempty, same_dtype
 from ir.types import TensorType
 
 
 @dataclass(frozen=True)
-class Reduce(Op):
+class AlongAxis(AxisOp):
+    """A same-dtype op along one axis (the result has the input's type unless said otherwise)."""
+
     family: ClassVar[str] = "reduce"
-    dtypes: ClassVar[frozenset[DType]] = NUMERIC_DTYPES
-    onnx_name: ClassVar[str]
-    axis: int
-    keepdim: bool
+    dtypes: ClassVar[frozenset[DType]] = NUMERIC
 
     @classmethod
     def signatures(cls, n_inputs):
-        return [((d,), (d,)) for d in sorted(cls.dtypes, key=lambda d: d.value)]
+        return same_dtype(cls.dtypes)
 
-    @classmethod
-    def first_ranks(cls):
-        return (1, 2, 3, 4)
+    def infer(self, ins):
+        return [ins[0]]
+
+
+@dataclass(frozen=True)
+class Reduce(AlongAxis):
+    onnx_name: ClassVar[str]
+    keepdim: bool
 
     @classmethod
     def sample(cls, ctx, first):
         return cls(axis=ctx.rng.randrange(first.rank), keepdim=ctx.rng.random() < 0.5)
 
-    def requires(self, ins):
-        return [0 <= self.axis < ins[0].rank]
+    def result_dtype(self, x: TensorType) -> DType:
+        return x.dtype
 
     def infer(self, ins):
         s = ins[0].shape
         out = s[: self.axis] + ((1,) if self.keepdim else ()) + s[self.axis + 1 :]
-        return [TensorType(out, ins[0].dtype)]
+        return [TensorType(out, self.result_dtype(ins[0]))]
 
     def onnx(self, b, ins, outs):
-        axes = b.const_i64([self.axis])
-        b.node(self.onnx_name, [ins[0], axes], outs, keepdims=int(self.keepdim))
+        b.node(self.onnx_name, [ins[0], b.const_i64([self.axis])], outs, keepdims=int(self.keepdim))
 
 
 @dataclass(frozen=True)
@@ -55,7 +66,90 @@ class ReduceSum(Reduce):
 class ReduceMean(Reduce):
     name: ClassVar[str] = "reduce_mean"
     onnx_name: ClassVar[str] = "ReduceMean"
-    dtypes: ClassVar[frozenset[DType]] = FLOAT_DTYPES
+    dtypes: ClassVar[frozenset[DType]] = FLOATS
 
     def torch(self, x):
         return x.mean(dim=self.axis, keepdim=self.keepdim)
+
+
+@dataclass(frozen=True)
+class ReduceProd(Reduce):
+    name: ClassVar[str] = "reduce_prod"
+    onnx_name: ClassVar[str] = "ReduceProd"
+
+    def torch(self, x):
+        return x.prod(dim=self.axis, keepdim=self.keepdim, dtype=x.dtype)
+
+
+@dataclass(frozen=True)
+class ReduceMax(Reduce):
+    """Max along the axis (continuous in the input: no domain)."""
+
+    name: ClassVar[str] = "reduce_max"
+    onnx_name: ClassVar[str] = "ReduceMax"
+
+    def torch(self, x):
+        return x.amax(dim=self.axis, keepdim=self.keepdim)
+
+
+@dataclass(frozen=True)
+class ReduceMin(Reduce):
+    name: ClassVar[str] = "reduce_min"
+    onnx_name: ClassVar[str] = "ReduceMin"
+
+    def torch(self, x):
+        return x.amin(dim=self.axis, keepdim=self.keepdim)
+
+
+@dataclass(frozen=True)
+class ArgReduce(Reduce):
+    """Index of the first extreme value along the axis, as int64."""
+
+    largest: ClassVar[bool]
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return same_dtype(cls.dtypes, 1, DType.int64)
+
+    def result_dtype(self, x):
+        return DType.int64
+
+    @float_only
+    def domain(self, x):
+        return nonempty([distinct_sorted(x, self.axis, 1, self.largest)])
+
+    def torch(self, x):
+        import torch
+
+        fn = torch.argmax if self.largest else torch.argmin
+        return fn(x, dim=self.axis, keepdim=self.keepdim)
+
+    def onnx(self, b, ins, outs):
+        b.node(self.onnx_name, ins, outs, axis=self.axis, keepdims=int(self.keepdim), select_last_index=0)
+
+
+@dataclass(frozen=True)
+class ArgMax(ArgReduce):
+    name: ClassVar[str] = "argmax"
+    onnx_name: ClassVar[str] = "ArgMax"
+    largest: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class ArgMin(ArgReduce):
+    name: ClassVar[str] = "argmin"
+    onnx_name: ClassVar[str] = "ArgMin"
+    largest: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class CumSum(AlongAxis):
+    """Inclusive forward cumulative sum along the axis."""
+
+    name: ClassVar[str] = "cumsum"
+
+    def torch(self, x):
+        return x.cumsum(dim=self.axis, dtype=x.dtype)
+
+    def onnx(self, b, ins, outs):
+        b.node("CumSum", [ins[0], b.const_i64(self.axis)], outs, exclusive=0, reverse=0)

@@ -1,32 +1,49 @@
-"""Data-movement ops: reshape, transpose, concat, slice. They accept every dtype."""
+"""Data-movement ops that accept every dtype: reshape, flatten, squeeze, unsqueeze, expand,
+transpose, tile, concat, slice, split. They move values without arithmetic, so they are exact
+and have no numerical domain.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
-from ir.op import Op, Slot
-from ir.shapes import eq, floordiv, product
+from ir.op import Op
+from ir.ops.common import ALL, AxisOp, same_dtype
+from ir.shapes import And, Or, eq, floordiv, product
 from ir.types import TensorType
-
-_ALL = sorted(DType, key=lambda d: d.value)
-
-
-def _same_dtype(n: int):
-    return [((d,) * n, (d,)) for d in _ALL]
 
 
 @dataclass(frozen=True)
-class Reshape(Op):
-    """Reshape to `shape` (no -1: every target dim is explicit and solved)."""
+class Movement(Op):
+    """A one-input data-movement op (any dtype, result dtype = input dtype)."""
 
-    name: ClassVar[str] = "reshape"
     family: ClassVar[str] = "shape"
-    shape: tuple[int, ...]
 
     @classmethod
     def signatures(cls, n_inputs):
-        return _same_dtype(1)
+        return same_dtype(ALL, n_inputs)
+
+
+@dataclass(frozen=True)
+class ToShape(Movement):
+    """An op producing the explicit target `shape` (an ONNX int64 constant input)."""
+
+    onnx_name: ClassVar[str]
+    shape: tuple[int, ...]
+
+    def infer(self, ins):
+        return [TensorType(tuple(self.shape), ins[0].dtype)]
+
+    def onnx(self, b, ins, outs):
+        b.node(self.onnx_name, [ins[0], b.const_i64(list(self.shape))], outs)
+
+
+@dataclass(frozen=True)
+class Reshape(ToShape):
+    """Reshape to `shape` (no -1: every target dim is explicit and solved)."""
+
+    name: ClassVar[str] = "reshape"
+    onnx_name: ClassVar[str] = "Reshape"
 
     @classmethod
     def sample(cls, ctx, first):
@@ -35,25 +52,123 @@ class Reshape(Op):
     def requires(self, ins):
         return [d >= 1 for d in self.shape] + [eq(product(self.shape), product(ins[0].shape))]
 
-    def infer(self, ins):
-        return [TensorType(tuple(self.shape), ins[0].dtype)]
-
     def torch(self, x):
         return x.reshape(self.shape)
 
+
+@dataclass(frozen=True)
+class Flatten(Movement):
+    """ONNX Flatten: [prod(dims[:axis]), prod(dims[axis:])] (always rank 2)."""
+
+    name: ClassVar[str] = "flatten"
+    axis: int
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(axis=ctx.rng.randint(0, first.rank))
+
+    def requires(self, ins):
+        return [0 <= self.axis <= ins[0].rank]
+
+    def infer(self, ins):
+        s = ins[0].shape
+        return [TensorType((product(s[: self.axis]), product(s[self.axis:])), ins[0].dtype)]
+
+    def torch(self, x):
+        import math
+
+        return x.reshape(math.prod(x.shape[: self.axis]), math.prod(x.shape[self.axis:]))
+
     def onnx(self, b, ins, outs):
-        b.node("Reshape", [ins[0], b.const_i64(list(self.shape))], outs)
+        b.node("Flatten", ins, outs, axis=self.axis)
 
 
 @dataclass(frozen=True)
-class Transpose(Op):
-    name: ClassVar[str] = "transpose"
-    family: ClassVar[str] = "shape"
-    perm: tuple[int, ...]
+class Squeeze(Movement, AxisOp):
+    """Drop axis `axis`, which must have size 1."""
+
+    name: ClassVar[str] = "squeeze"
+
+    def requires(self, ins):
+        if not self.axis_ok(ins[0]):
+            return [False]
+        return [eq(ins[0].shape[self.axis], 1)]
+
+    def infer(self, ins):
+        s = ins[0].shape
+        return [TensorType(s[: self.axis] + s[self.axis + 1:], ins[0].dtype)]
+
+    def torch(self, x):
+        return x.squeeze(self.axis)
+
+    def onnx(self, b, ins, outs):
+        b.node("Squeeze", [ins[0], b.const_i64([self.axis])], outs)
+
+
+@dataclass(frozen=True)
+class Unsqueeze(Movement):
+    """Insert a size-1 axis at position `axis` of the result."""
+
+    name: ClassVar[str] = "unsqueeze"
+    axis: int
 
     @classmethod
-    def signatures(cls, n_inputs):
-        return _same_dtype(1)
+    def first_ranks(cls):
+        return (0, 1, 2, 3)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(axis=ctx.rng.randint(0, first.rank))
+
+    def requires(self, ins):
+        return [0 <= self.axis <= ins[0].rank]
+
+    def infer(self, ins):
+        s = ins[0].shape
+        return [TensorType(s[: self.axis] + (1,) + s[self.axis:], ins[0].dtype)]
+
+    def torch(self, x):
+        return x.unsqueeze(self.axis)
+
+    def onnx(self, b, ins, outs):
+        b.node("Unsqueeze", [ins[0], b.const_i64([self.axis])], outs)
+
+
+@dataclass(frozen=True)
+class Expand(ToShape):
+    """Broadcast to `shape` (same rank or more): each input dim equals its target or is 1."""
+
+    name: ClassVar[str] = "expand"
+    onnx_name: ClassVar[str] = "Expand"
+
+    @classmethod
+    def first_ranks(cls):
+        return (0, 1, 2, 3, 4)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        extra = ctx.rng.randint(0, 1) if first.rank < 4 else 0
+        return cls(shape=tuple(ctx.sym("ex") for _ in range(first.rank + extra)))
+
+    def requires(self, ins):
+        s = ins[0].shape
+        if len(self.shape) < len(s):
+            return [False]
+        cons = [d >= 1 for d in self.shape]
+        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s))]
+        # something must actually grow, else expand is a no-op
+        grows = [And(eq(d, 1), t > 1) for t, d in zip(reversed(self.shape), reversed(s))]
+        cons.append(Or(len(self.shape) > len(s), *grows))
+        return cons
+
+    def torch(self, x):
+        return x.expand(self.shape)
+
+
+@dataclass(frozen=True)
+class Transpose(Movement):
+    name: ClassVar[str] = "transpose"
+    perm: tuple[int, ...]
 
     @classmethod
     def first_ranks(cls):
@@ -80,15 +195,11 @@ class Transpose(Op):
 
 
 @dataclass(frozen=True)
-class Concat(Op):
-    name: ClassVar[str] = "concat"
-    family: ClassVar[str] = "shape"
-    arity: ClassVar[tuple[int, int]] = (2, 3)
-    axis: int
+class Tile(Movement):
+    """Repeat the whole tensor `repeats[i]` times along each axis i."""
 
-    @classmethod
-    def signatures(cls, n_inputs):
-        return _same_dtype(n_inputs)
+    name: ClassVar[str] = "tile"
+    repeats: tuple[int, ...]
 
     @classmethod
     def first_ranks(cls):
@@ -96,7 +207,25 @@ class Concat(Op):
 
     @classmethod
     def sample(cls, ctx, first):
-        return cls(axis=ctx.rng.randrange(first.rank))
+        return cls(repeats=tuple(ctx.rng.choice((1, 1, 2, 3)) for _ in range(first.rank)))
+
+    def requires(self, ins):
+        return [len(self.repeats) == ins[0].rank, all(r >= 1 for r in self.repeats)]
+
+    def infer(self, ins):
+        return [TensorType(tuple(d * r for d, r in zip(ins[0].shape, self.repeats)), ins[0].dtype)]
+
+    def torch(self, x):
+        return x.repeat(self.repeats)
+
+    def onnx(self, b, ins, outs):
+        b.node("Tile", [ins[0], b.const_i64(list(self.repeats))], outs)
+
+
+@dataclass(frozen=True)
+class Concat(Movement, AxisOp):
+    name: ClassVar[str] = "concat"
+    arity: ClassVar[tuple[int, int]] = (2, 3)
 
     def operand_type(self, index, first, dtype, ctx):
         dims = list(first.shape)
@@ -105,7 +234,7 @@ class Concat(Op):
 
     def requires(self, ins):
         first = ins[0]
-        if not 0 <= self.axis < first.rank or any(t.rank != first.rank for t in ins):
+        if not self.axis_ok(first) or any(t.rank != first.rank for t in ins):
             return [False]
         return [eq(t.shape[i], first.shape[i]) for t in ins[1:] for i in range(first.rank) if i != self.axis]
 
@@ -125,23 +254,13 @@ class Concat(Op):
 
 
 @dataclass(frozen=True)
-class Slice(Op):
+class Slice(Movement, AxisOp):
     """x[..., start:end:step, ...] on one axis, 0 <= start < end <= size."""
 
     name: ClassVar[str] = "slice"
-    family: ClassVar[str] = "shape"
-    axis: int
     start: int
     end: int
     step: int
-
-    @classmethod
-    def signatures(cls, n_inputs):
-        return _same_dtype(1)
-
-    @classmethod
-    def first_ranks(cls):
-        return (1, 2, 3, 4)
 
     @classmethod
     def sample(cls, ctx, first):
@@ -150,7 +269,7 @@ class Slice(Op):
                    step=r.choice((1, 1, 2)))
 
     def requires(self, ins):
-        if not 0 <= self.axis < ins[0].rank:
+        if not self.axis_ok(ins[0]):
             return [False]
         size = ins[0].shape[self.axis]
         return [self.start >= 0, self.start < self.end, self.end <= size, self.step >= 1]
@@ -167,3 +286,42 @@ class Slice(Op):
     def onnx(self, b, ins, outs):
         args = [b.const_i64([v]) for v in (self.start, self.end, self.axis, self.step)]
         b.node("Slice", [ins[0], *args], outs)
+
+
+@dataclass(frozen=True)
+class Split(Movement, AxisOp):
+    """Split along `axis` into `len(sizes)` parts of the given (>= 1) sizes, bound in place as
+    several results. One op per part count (`num_results` is a class constant)."""
+
+    sizes: tuple[int, ...]
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(axis=ctx.rng.randrange(first.rank), sizes=tuple(ctx.sym("sp") for _ in range(cls.num_results)))
+
+    def requires(self, ins):
+        if not self.axis_ok(ins[0]) or len(self.sizes) != self.num_results:
+            return [False]
+        return [s >= 1 for s in self.sizes] + [eq(sum(self.sizes[1:], self.sizes[0]), ins[0].shape[self.axis])]
+
+    def infer(self, ins):
+        s = ins[0].shape
+        return [TensorType(s[: self.axis] + (n,) + s[self.axis + 1:], ins[0].dtype) for n in self.sizes]
+
+    def torch(self, x):
+        return tuple(x.split(list(self.sizes), dim=self.axis))
+
+    def onnx(self, b, ins, outs):
+        b.node("Split", [ins[0], b.const_i64(list(self.sizes))], outs, axis=self.axis)
+
+
+@dataclass(frozen=True)
+class Split2(Split):
+    name: ClassVar[str] = "split2"
+    num_results: ClassVar[int] = 2
+
+
+@dataclass(frozen=True)
+class Split3(Split):
+    name: ClassVar[str] = "split3"
+    num_results: ClassVar[int] = 3

@@ -1,36 +1,20 @@
-"""Softmax over one axis."""
+"""Softmax and log-softmax over one axis."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
 from ir.dtypes import DType
-from ir.op import Op
+from ir.ops.common import FLOATS
+from ir.ops.reduce import AlongAxis
 
 
 @dataclass(frozen=True)
-class Softmax(Op):
+class Softmax(AlongAxis):
     name: ClassVar[str] = "softmax"
     family: ClassVar[str] = "softmax"
-    axis: int
-
-    @classmethod
-    def signatures(cls, n_inputs):
-        return [((d,), (d,)) for d in (DType.float32, DType.float64)]
-
-    @classmethod
-    def first_ranks(cls):
-        return (1, 2, 3, 4)
-
-    @classmethod
-    def sample(cls, ctx, first):
-        return cls(axis=ctx.rng.randrange(first.rank))
-
-    def requires(self, ins):
-        return [0 <= self.axis < ins[0].rank]
-
-    def infer(self, ins):
-        return [ins[0]]
+    dtypes: ClassVar[frozenset[DType]] = FLOATS
+    onnx_name: ClassVar[str] = "Softmax"
 
     def torch(self, x):
         import torch
@@ -38,4 +22,15 @@ class Softmax(Op):
         return torch.softmax(x, dim=self.axis)
 
     def onnx(self, b, ins, outs):
-        b.node("Softmax", ins, outs, axis=self.axis)
+        b.node(self.onnx_name, ins, outs, axis=self.axis)
+
+
+@dataclass(frozen=True)
+class LogSoftmax(Softmax):
+    name: ClassVar[str] = "log_softmax"
+    onnx_name: ClassVar[str] = "LogSoftmax"
+
+    def torch(self, x):
+        import torch
+
+        return torch.log_softmax(x, dim=self.axis)

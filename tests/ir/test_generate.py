@@ -11,12 +11,12 @@ seeds = st.integers(min_value=0, max_value=2**31 - 1)
 
 
 @settings(max_examples=150, deadline=None)
-@given(seed=seeds, nodes=st.integers(1, 20))
-def test_generated_graphs_verify_and_round_trip(seed: int, nodes: int):
-    g = generate(seed, GenConfig(nodes=nodes))
+@given(seed=seeds, nodes=st.integers(1, 20), p_if=st.sampled_from([0.0, 0.3]))
+def test_generated_graphs_verify_and_round_trip(seed: int, nodes: int, p_if: float):
+    g = generate(seed, GenConfig(nodes=nodes, p_if=p_if))
     verify(g)
     assert g.is_concrete
-    assert 1 <= len(g.insts) <= nodes
+    assert 1 <= len(g.insts)
     text = print_graph(g)
     assert parse(text) == g
     assert print_graph(parse(text)) == text
@@ -46,13 +46,14 @@ def test_every_op_family_is_generated_and_round_trips():
         g = generate(seed, GenConfig(nodes=12))
         assert parse(print_graph(g)) == g
         seen.update(g.op_counts())
-        if seen == set(OP_REGISTRY):
+        if seen >= {n for n, c in OP_REGISTRY.items() if not c.takes_blocks}:
             break
-    assert seen == set(OP_REGISTRY), sorted(set(OP_REGISTRY) - seen)
+    plain = {n for n, c in OP_REGISTRY.items() if not c.takes_blocks}
+    assert seen == plain, sorted(plain - seen)
 
 
 def test_include_and_exclude_restrict_ops():
-    cfg = GenConfig(ops_include=["relu", "add", "matmul"], ops_exclude=["matmul"])
+    cfg = GenConfig(ops_include=["relu", "add", "matmul"], ops_exclude=["matmul"], dtypes=["f32", "f64"])
     for seed in range(20):
         assert set(generate(seed, cfg).op_counts()) <= {"relu", "add"}
 

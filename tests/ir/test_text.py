@@ -6,7 +6,7 @@ import pytest
 from ir import ParseError, canonical_text, parse, print_graph
 
 TEXT = """graph main(%x0: f32[2,3,8,8], %w1: param f32[4,3,3,3]) {
-  %v2 = conv2d[stride=[1,1], padding=[1,1], dilation=[1,1]](%x0, %w1) : f32[2,4,8,8]
+  %v2 = conv2d[stride=[1,1], padding=[1,1], dilation=[1,1], groups=1](%x0, %w1) : f32[2,4,8,8]
   %v3 = reduce_sum[axis=1, keepdim=true](%v2) : f32[2,1,8,8]
   %v4 = cast[to=f64](%v3) : f64[2,1,8,8]
   return %v4, %v2

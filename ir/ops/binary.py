@@ -1,0 +1,196 @@
+"""Binary elementwise ops with numpy broadcasting, comparisons, logical ops and `where`.
+
+Semantics kept equal on both sides:
+  - `div` is float only: torch's int division is true division (a float result) while ONNX Div
+    truncates integers.
+  - `pow` is float only with base >= margin and |exponent * log(base)| <= 10, so the result is
+    defined, finite and not steep.
+  - comparisons on floats need |x - y| above a margin (rounding noise flips a near-tie).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, ClassVar, Sequence
+
+from ir.dtypes import DType
+from ir.op import Op, Signature, Slot
+from ir.ops.common import (
+    ALL, BOOL, FLOATS, NO_BOOL, INTS, NUMERIC, apart, as_float, at_least, at_most, is_float, margin,
+    ordered, same_dtype,
+)
+from ir.shapes import Or, eq, if_then_else, same
+from ir.types import TensorType
+
+
+def broadcast_shape(a: TensorType, b: TensorType) -> tuple:
+    ra, rb = a.rank, b.rank
+    out = []
+    for i in range(max(ra, rb)):
+        da = a.shape[ra - 1 - i] if i < ra else 1
+        db = b.shape[rb - 1 - i] if i < rb else 1
+        if same(da, db) or same(db, 1):
+            out.append(da)
+        elif same(da, 1):
+            out.append(db)
+        else:
+            out.append(if_then_else(eq(da, 1), db, da))
+    return tuple(reversed(out))
+
+
+def broadcast_requires(a: TensorType, b: TensorType) -> list:
+    return [Or(eq(da, db), eq(da, 1), eq(db, 1)) for da, db in zip(reversed(a.shape), reversed(b.shape))]
+
+
+def broadcast_operand(first: TensorType, dtype: DType, ctx) -> TensorType:
+    """A suffix of `first`'s dims with some set to 1: broadcasts against it by construction."""
+    rank = ctx.rng.randint(0, first.rank)
+    dims = tuple(1 if ctx.rng.random() < 0.25 else d for d in first.shape[first.rank - rank:])
+    return TensorType(dims, dtype)
+
+
+@dataclass(frozen=True)
+class Broadcasting(Op):
+    """An elementwise op over all its inputs, broadcast together (numpy rules)."""
+
+    @classmethod
+    def slots(cls, n_inputs, first):
+        return [Slot(tuple(range(first.rank + 1)), param=None) for _ in range(n_inputs - 1)]
+
+    def operand_type(self, index, first, dtype, ctx):
+        return broadcast_operand(first, dtype, ctx)
+
+    @staticmethod
+    def _shape(ins: Sequence[TensorType]) -> TensorType:
+        out = ins[0]
+        for t in ins[1:]:
+            out = TensorType(broadcast_shape(out, t), out.dtype)
+        return out
+
+    def requires(self, ins):
+        cons, acc = [], ins[0]
+        for t in ins[1:]:
+            cons += broadcast_requires(acc, t)
+            acc = TensorType(broadcast_shape(acc, t), acc.dtype)
+        return cons
+
+
+@dataclass(frozen=True)
+class Binary(Broadcasting):
+    """z = f(x, y); both inputs share one dtype, the result has it too (or `result`)."""
+
+    family: ClassVar[str] = "binary"
+    arity: ClassVar[int] = 2
+    dtypes: ClassVar[frozenset[DType]] = NUMERIC
+    result: ClassVar[DType | None] = None
+    torch_name: ClassVar[str]
+    onnx_name: ClassVar[str]
+    safe: ClassVar[Callable | None] = None
+
+    @classmethod
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
+        return same_dtype(cls.dtypes, 2, cls.result)
+
+    def infer(self, ins):
+        return [TensorType(self._shape(ins).shape, self.result or ins[0].dtype)]
+
+    def domain(self, x, y):
+        if self.safe is None or not (is_float(x) or is_float(y)):
+            return []
+        return [type(self).safe(x, y)]
+
+    def torch(self, x, y):
+        import torch
+
+        return getattr(torch, self.torch_name)(x, y)
+
+    def onnx(self, b, ins, outs):
+        b.node(self.onnx_name, ins, outs)
+
+
+def _binary(name: str, torch_name: str, onnx_name: str, dtypes=NUMERIC, result: DType | None = None,
+            safe: Callable | None = None, doc: str = "", family: str = "binary") -> type[Binary]:
+    cls = type(
+        "".join(p.capitalize() for p in name.split("_")),
+        (Binary,),
+        {"name": name, "torch_name": torch_name, "onnx_name": onnx_name, "dtypes": dtypes,
+         "result": result, "safe": staticmethod(safe) if safe else None, "family": family,
+         "__module__": __name__,
+         "__doc__": doc or f"Broadcasting {name}."},
+    )
+    return dataclass(frozen=True)(cls)
+
+
+def _divisor(x, y):
+    """Violation of |y| >= margin."""
+    return apart(y, 0.0, y.dtype)
+
+
+def _pow_safe(x, y):
+    """Violation of: x >= margin and |y * log x| <= 10 (x ** y within [e^-10, e^10])."""
+    import torch
+
+    low = at_least(x, margin(x.dtype, 0.0))
+    logx = torch.log(torch.clamp(as_float(x), min=margin(x.dtype, 0.0)))
+    steep = at_most((as_float(y) * logx).abs(), 10.0)
+    return low + steep
+
+
+def _apart(x, y):
+    """Violation of |x - y| >= margin(max(|x|, |y|)); none when x and y are the same value
+    (the comparison of a value with itself is exact)."""
+    import torch
+
+    if x is y:
+        return torch.zeros(x.shape, dtype=as_float(x).dtype)
+    xf, yf = as_float(x), as_float(y)
+    return apart(xf - yf, torch.maximum(xf.abs(), yf.abs()), x.dtype)
+
+
+Add = _binary("add", "add", "Add")
+Sub = _binary("sub", "sub", "Sub")
+Mul = _binary("mul", "mul", "Mul")
+Div = _binary("div", "div", "Div", FLOATS, safe=_divisor,
+              doc="Float division; |y| >= margin (int division differs: true vs truncating).")
+Pow = _binary("pow", "pow", "Pow", FLOATS, safe=_pow_safe,
+              doc="x ** y on floats with x > 0 and a bounded result.", family="transcendental")
+Maximum = _binary("max", "maximum", "Max")
+Minimum = _binary("min", "minimum", "Min")
+BitwiseAnd = _binary("bitwise_and", "bitwise_and", "BitwiseAnd", INTS)
+BitwiseOr = _binary("bitwise_or", "bitwise_or", "BitwiseOr", INTS)
+BitwiseXor = _binary("bitwise_xor", "bitwise_xor", "BitwiseXor", INTS)
+
+# comparisons -> bool; float operands must differ by the margin
+Equal = _binary("eq", "eq", "Equal", ALL, DType.bool, _apart, "x == y (bool).")
+Less = _binary("lt", "lt", "Less", NUMERIC, DType.bool, _apart, "x < y (bool).")
+Greater = _binary("gt", "gt", "Greater", NUMERIC, DType.bool, _apart, "x > y (bool).")
+LessEqual = _binary("le", "le", "LessOrEqual", NUMERIC, DType.bool, _apart, "x <= y (bool).")
+GreaterEqual = _binary("ge", "ge", "GreaterOrEqual", NUMERIC, DType.bool, _apart, "x >= y (bool).")
+
+LogicalAnd = _binary("logical_and", "logical_and", "And", BOOL)
+LogicalOr = _binary("logical_or", "logical_or", "Or", BOOL)
+LogicalXor = _binary("logical_xor", "logical_xor", "Xor", BOOL)
+
+
+@dataclass(frozen=True)
+class Where(Broadcasting):
+    """where(cond, x, y): x where cond else y; all three broadcast together. Exact selection
+    (a float-derived condition gets its margin from the comparison that made it)."""
+
+    name: ClassVar[str] = "where"
+    family: ClassVar[str] = "binary"
+    arity: ClassVar[int] = 3
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return [((DType.bool, d, d), (d,)) for d in ordered(NO_BOOL)]  # ORT: no bool Where
+
+    def infer(self, ins):
+        return [TensorType(self._shape(ins).shape, ins[1].dtype)]
+
+    def torch(self, c, x, y):
+        import torch
+
+        return torch.where(c, x, y)
+
+    def onnx(self, b, ins, outs):
+        b.node("Where", ins, outs)

@@ -1,0 +1,169 @@
+"""Helpers shared by the op families: dtype sets, signature builders and numerical-domain measures.
+
+Domain measures (see `Op.domain`) are float torch tensors that are >= 0 and == 0 exactly where
+the inputs are safe. They are computed with differentiable torch ops so the input search can
+drive them to zero by gradient descent; `torch.round`/`floor` have a zero gradient, so distances
+such as `x - round(x)` keep the gradient of `x`.
+
+Margins: a value within `margin(x)` of a discontinuity (an integer for floor, zero for sign, the
+other operand for a comparison) could land on either side in two correct implementations, so it
+is rejected. The margin is absolute plus relative to the magnitude, larger for float16.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ir.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
+from ir.op import Op, Signature
+
+F32_64 = frozenset({DType.float32, DType.float64})
+F16_32 = frozenset({DType.float16, DType.float32})
+F32 = frozenset({DType.float32})
+NO_BOOL = frozenset(DType) - {DType.bool}
+FLOATS = FLOAT_DTYPES
+INTS = INT_DTYPES
+F32_64_INTS = F32_64 | INT_DTYPES
+NUMERIC = FLOAT_DTYPES | INT_DTYPES
+BOOL = frozenset({DType.bool})
+ALL = frozenset(DType)
+
+#: (absolute, relative) distance to a discontinuity under which a float input is unsafe
+MARGINS: dict[str, tuple[float, float]] = {
+    "float16": (5e-2, 1e-2),
+    "float32": (1e-2, 1e-3),
+    "float64": (1e-2, 1e-3),
+}
+
+
+def ordered(dtypes: Iterable[DType]) -> list[DType]:
+    return sorted(dtypes, key=lambda d: d.value)
+
+
+def same_dtype(dtypes: Iterable[DType], n_inputs: int = 1, result: DType | None = None) -> list[Signature]:
+    """(d, ..., d) -> (d,) (or -> (result,)) for each d."""
+    return [((d,) * n_inputs, (result or d,)) for d in ordered(dtypes)]
+
+
+def const_like(b, value: float, like: str) -> str:
+    """An ONNX value holding scalar `value` in the element type of ONNX value `like` (a float64
+    constant through CastLike, so one graph serves every dtype)."""
+    import numpy as np
+
+    out = b.fresh("cl")
+    b.node("CastLike", [b.const(np.asarray(value, dtype=np.float64)), like], [out])
+    return out
+
+
+@dataclass(frozen=True)
+class AxisOp(Op):
+    """An op along one axis (0 <= axis < rank) of its rank >= 1 first input."""
+
+    axis: int
+
+    @classmethod
+    def first_ranks(cls):
+        return (1, 2, 3, 4)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(axis=ctx.rng.randrange(first.rank))
+
+    def axis_ok(self, x) -> bool:
+        return 0 <= self.axis < x.rank
+
+    def requires(self, ins):
+        return [self.axis_ok(ins[0])]
+
+
+# ---- domain measures ------------------------------------------------------------------------
+
+
+def as_float(x):
+    """`x` as a float tensor fit for measuring (float16 and ints widened to float32)."""
+    import torch
+
+    return x if x.dtype in (torch.float32, torch.float64) else x.to(torch.float32)
+
+
+def is_float(x) -> bool:
+    return x.dtype.is_floating_point
+
+
+def margin(dtype, magnitude):
+    """The unsafe distance around a discontinuity for values of `dtype` of size `magnitude`."""
+    absolute, relative = MARGINS.get(str(dtype).removeprefix("torch."), MARGINS["float32"])
+    return absolute + relative * magnitude
+
+
+def at_least(x, lo: float):
+    """Violation of x >= lo."""
+    import torch
+
+    return torch.relu(lo - as_float(x))
+
+
+def at_most(x, hi: float):
+    """Violation of x <= hi."""
+    import torch
+
+    return torch.relu(as_float(x) - hi)
+
+
+def apart(d, magnitude, dtype):
+    """Violation of |d| >= margin: `d` is the distance of values of `dtype` and size
+    `magnitude` to a discontinuity."""
+    import torch
+
+    size = as_float(magnitude).abs() if isinstance(magnitude, torch.Tensor) else abs(magnitude)
+    return torch.relu(margin(dtype, size) - as_float(d).abs())
+
+
+def away_from_integers(x, offset: float = 0.0):
+    """Violation of: x - offset is not within the margin of an integer (floor, ceil; round with
+    offset 0.5)."""
+    import torch
+
+    xf = as_float(x) - offset
+    return apart(xf - torch.round(xf).detach(), xf + offset, x.dtype)
+
+
+def unless_zero(violation, x):
+    """`violation` except where x is exactly zero. Exact zeros are mostly structural (relu,
+    triu/tril, padding, where) and then exactly zero in every implementation; floor, ceil, sign
+    and sqrt are exact there, while noise around a computed zero is what the margin is for."""
+    return violation * (x != 0).to(violation.dtype)
+
+
+def float_only(fn):
+    """Decorator for `domain`: integer and bool inputs are exact, so they have no domain."""
+
+    def domain(self, *xs):
+        if not any(is_float(x) for x in xs):
+            return []
+        return fn(self, *xs)
+
+    domain.__doc__ = fn.__doc__
+    domain.__name__ = fn.__name__
+    return domain
+
+
+def distinct_sorted(x, dim: int, count: int | None = None, largest: bool = True):
+    """Violation of: the `count` largest (or smallest) values along `dim` and the next one differ
+    pairwise by the margin (all values when `count` is None). Ties in argmax/topk are broken
+    differently by different implementations, and near-ties flip with rounding."""
+    import torch
+
+    n = x.shape[dim]
+    if n < 2:
+        return None
+    xf = as_float(x)
+    s = torch.sort(xf, dim=dim, descending=largest).values
+    upto = n - 1 if count is None else min(count, n - 1)
+    hi = s.narrow(dim, 0, upto)
+    lo = s.narrow(dim, 1, upto)
+    return apart(hi - lo, torch.maximum(hi.abs(), lo.abs()), x.dtype)
+
+
+def nonempty(measures: Sequence) -> list:
+    return [m for m in measures if m is not None]

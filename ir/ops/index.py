@@ -1,0 +1,143 @@
+"""Indexing ops: gather (indices as an attribute), topk (values and indices) and triu/tril.
+
+  - gather's indices are an attribute of symbols constrained to [0, size), materialized as an
+    int64 constant in both forms, so they can never be out of range.
+  - topk is sorted; which index a tie yields differs between implementations, so (on floats) the
+    k largest values and the next one must differ pairwise by the margin. Integer inputs tie
+    exactly and often, so topk is declared for floats only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ir.dtypes import DType
+from ir.op import Op
+from ir.ops.common import ALL, FLOATS, AxisOp, distinct_sorted, float_only, nonempty, same_dtype
+from ir.types import TensorType
+
+
+@dataclass(frozen=True)
+class Gather(AxisOp):
+    """x.index_select(axis, indices) == ONNX Gather with 1-D indices (repeats allowed)."""
+
+    name: ClassVar[str] = "gather"
+    family: ClassVar[str] = "index"
+    indices: tuple[int, ...]
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return same_dtype(ALL)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        n = ctx.rng.randint(1, 4)
+        return cls(axis=ctx.rng.randrange(first.rank), indices=tuple(ctx.sym("ix") for _ in range(n)))
+
+    def requires(self, ins):
+        if not self.axis_ok(ins[0]):
+            return [False]
+        size = ins[0].shape[self.axis]
+        return [c for i in self.indices for c in (i >= 0, i < size)]
+
+    def infer(self, ins):
+        s = ins[0].shape
+        return [TensorType(s[: self.axis] + (len(self.indices),) + s[self.axis + 1:], ins[0].dtype)]
+
+    def torch(self, x):
+        import torch
+
+        return x.index_select(self.axis, torch.tensor(self.indices, dtype=torch.int64))
+
+    def onnx(self, b, ins, outs):
+        b.node("Gather", [ins[0], b.const_i64(list(self.indices))], outs, axis=self.axis)
+
+
+@dataclass(frozen=True)
+class TopK(AxisOp):
+    """(values, indices) of the k largest (or smallest) along `axis`, sorted; indices int64."""
+
+    name: ClassVar[str] = "topk"
+    family: ClassVar[str] = "index"
+    num_results: ClassVar[int] = 2
+    k: int
+    largest: bool
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return [((d,), (d, DType.int64)) for d in sorted(FLOATS, key=lambda d: d.value)]
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(axis=ctx.rng.randrange(first.rank), k=ctx.sym("k"), largest=ctx.rng.random() < 0.7)
+
+    def requires(self, ins):
+        if not self.axis_ok(ins[0]):
+            return [False]
+        return [self.k >= 1, self.k <= ins[0].shape[self.axis]]
+
+    def infer(self, ins):
+        s, d = ins[0].shape, ins[0].dtype
+        shape = s[: self.axis] + (self.k,) + s[self.axis + 1:]
+        return [TensorType(shape, d), TensorType(shape, DType.int64)]
+
+    @float_only
+    def domain(self, x):
+        return nonempty([distinct_sorted(x, self.axis, self.k, self.largest)])
+
+    def torch(self, x):
+        import torch
+
+        values, indices = torch.topk(x, self.k, dim=self.axis, largest=self.largest, sorted=True)
+        return values, indices
+
+    def onnx(self, b, ins, outs):
+        b.node("TopK", [ins[0], b.const_i64([self.k])], outs, axis=self.axis, largest=int(self.largest),
+               sorted=1)
+
+
+@dataclass(frozen=True)
+class Trilu(Op):
+    """Keep the upper (triu) or lower (tril) triangle of the last two dims from diagonal k."""
+
+    family: ClassVar[str] = "index"
+    upper: ClassVar[bool]
+    k: int
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return same_dtype(ALL)
+
+    @classmethod
+    def first_ranks(cls):
+        return (2, 3, 4)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(k=ctx.rng.randint(-2, 2))
+
+    def requires(self, ins):
+        return [ins[0].rank >= 2]
+
+    def infer(self, ins):
+        return [ins[0]]
+
+    def torch(self, x):
+        import torch
+
+        return (torch.triu if self.upper else torch.tril)(x, self.k)
+
+    def onnx(self, b, ins, outs):
+        b.node("Trilu", [ins[0], b.const_i64(self.k)], outs, upper=int(self.upper))
+
+
+@dataclass(frozen=True)
+class Triu(Trilu):
+    name: ClassVar[str] = "triu"
+    upper: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class Tril(Trilu):
+    name: ClassVar[str] = "tril"
+    upper: ClassVar[bool] = False

@@ -1,0 +1,151 @@
+"""Normalizations in inference mode; scale, bias (and batch_norm's running stats) are params.
+
+Domains: batch_norm's running variance must be clearly positive. layer_norm and instance_norm
+divide by the standard deviation of a group of input values; a nearly constant group (std below
+the margin, but not exactly one element) amplifies rounding noise, so it is rejected.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ir.dtypes import DType
+from ir.op import Op, Slot
+from ir.ops.common import F32, FLOATS, as_float, at_least, is_float, margin, same_dtype
+from ir.shapes import Or, eq
+from ir.types import TensorType
+
+EPS = 1e-5
+
+
+def spread(x, dims: tuple[int, ...]) -> list:
+    """Violation of: the variance of x over `dims` is at least margin**2 (groups of one element
+    are exact: x - mean(x) = 0)."""
+    import math
+
+    if not is_float(x) or math.prod(x.shape[d] for d in dims) < 2:
+        return []
+    var = as_float(x).var(dim=dims, unbiased=False)
+    return [at_least(var, margin(x.dtype, 0.0) ** 2)]
+
+
+@dataclass(frozen=True)
+class Norm(Op):
+    """x plus per-channel (or per-element) params built from x's dims."""
+
+    family: ClassVar[str] = "norm"
+    dtypes: ClassVar[frozenset[DType]] = FLOATS
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return same_dtype(cls.dtypes, n_inputs)
+
+    @classmethod
+    def slots(cls, n_inputs, first):
+        return [Slot((1, 2), param=True) for _ in range(n_inputs - 1)]
+
+    def param_shape(self, first: TensorType) -> tuple:
+        return (first.shape[1],)
+
+    def operand_type(self, index, first, dtype, ctx):
+        return TensorType(self.param_shape(first), dtype)
+
+    def requires(self, ins):
+        shape = self.param_shape(ins[0])
+        return [all(p.rank == len(shape) for p in ins[1:])] + [
+            eq(p.shape[i], shape[i]) for p in ins[1:] for i in range(len(shape)) if p.rank == len(shape)]
+
+    def infer(self, ins):
+        return [ins[0]]
+
+
+@dataclass(frozen=True)
+class BatchNorm(Norm):
+    """batch_norm(x[N, C, ...], scale, bias, mean, var) with running statistics (inference);
+    var >= margin."""
+
+    name: ClassVar[str] = "batch_norm"
+    arity: ClassVar[int] = 5
+
+    @classmethod
+    def first_ranks(cls):
+        return (2, 3, 4)
+
+    def domain(self, x, scale, bias, mean, var):
+        if not is_float(var):
+            return []
+        return [at_least(var, margin(var.dtype, 0.0))]
+
+    def torch(self, x, scale, bias, mean, var):
+        """Written out rather than F.batch_norm, which is not differentiable in the running
+        statistics (the input search differentiates the whole graph)."""
+        import torch
+
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        inv = torch.rsqrt(var + EPS).reshape(shape)
+        return (x - mean.reshape(shape)) * inv * scale.reshape(shape) + bias.reshape(shape)
+
+    def onnx(self, b, ins, outs):
+        b.node("BatchNormalization", ins, outs, epsilon=EPS)
+
+
+@dataclass(frozen=True)
+class LayerNorm(Norm):
+    """layer_norm over the last `dims` dims, with elementwise scale and bias of those dims."""
+
+    name: ClassVar[str] = "layer_norm"
+    arity: ClassVar[int] = 3
+    dims: int
+
+    @classmethod
+    def first_ranks(cls):
+        return (1, 2, 3, 4)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(dims=ctx.rng.randint(1, min(2, first.rank)))
+
+    def param_shape(self, first):
+        return first.shape[first.rank - self.dims:]
+
+    def requires(self, ins):
+        return [1 <= self.dims <= ins[0].rank] + super().requires(ins)
+
+    def domain(self, x, scale, bias):
+        return spread(x, tuple(range(x.dim() - self.dims, x.dim())))
+
+    def torch(self, x, scale, bias):
+        import torch.nn.functional as F
+
+        return F.layer_norm(x, tuple(x.shape[x.dim() - self.dims:]), scale, bias, eps=EPS)
+
+    def onnx(self, b, ins, outs):
+        b.node("LayerNormalization", ins, outs, axis=-self.dims, epsilon=EPS)
+
+
+@dataclass(frozen=True)
+class InstanceNorm(Norm):
+    """instance_norm(x[N, C, *S], scale[C], bias[C]): per (n, c) statistics over S."""
+
+    name: ClassVar[str] = "instance_norm"
+    arity: ClassVar[int] = 3
+    dtypes: ClassVar[frozenset[DType]] = F32  # ORT: no double kernel
+
+    def requires(self, ins):
+        # torch's instance_norm rejects a single spatial element
+        return super().requires(ins) + [Or(*[d >= 2 for d in ins[0].shape[2:]])]
+
+    @classmethod
+    def first_ranks(cls):
+        return (3, 4)
+
+    def domain(self, x, scale, bias):
+        return spread(x, tuple(range(2, x.dim())))
+
+    def torch(self, x, scale, bias):
+        import torch.nn.functional as F
+
+        return F.instance_norm(x, weight=scale, bias=bias, eps=EPS)
+
+    def onnx(self, b, ins, outs):
+        b.node("InstanceNormalization", ins, outs, epsilon=EPS)

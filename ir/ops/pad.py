@@ -1,0 +1,152 @@
+"""Padding of the last one or two dims: constant, reflect and replicate (ONNX "edge").
+
+`pads` holds (before, after) pairs for the padded dims, outermost first. torch's F.pad takes them
+innermost first; ONNX Pad takes all begins then all ends over every dim. torch pads reflect and
+replicate only on the trailing 1-2 dims of rank n+1 or n+2 inputs, and reflect needs pad < size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ir.dtypes import DType
+from ir.op import Op
+from ir.ops.common import ALL, NUMERIC, const_like, same_dtype
+from ir.shapes import Or
+from ir.types import TensorType
+
+MAX_PAD = 3
+
+
+@dataclass(frozen=True)
+class Pad(Op):
+    family: ClassVar[str] = "pad"
+    dtypes: ClassVar[frozenset[DType]] = NUMERIC
+    mode: ClassVar[str]
+    onnx_mode: ClassVar[str]
+    pads: tuple[int, ...]
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return same_dtype(cls.dtypes)
+
+    @classmethod
+    def first_ranks(cls):
+        return (2, 3, 4)
+
+    @classmethod
+    def padded_dims(cls, rank: int) -> range:
+        """How many trailing dims may be padded for an input of this rank."""
+        return range(max(1, rank - 2), min(2, rank - 1) + 1)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        n = ctx.rng.choice(cls.padded_dims(first.rank))
+        return cls(pads=tuple(ctx.sym("pad") for _ in range(2 * n)))
+
+    def limit(self, size):
+        """The largest pad on a dim of this size."""
+        return MAX_PAD
+
+    def requires(self, ins):
+        x = ins[0]
+        n = len(self.pads) // 2
+        if len(self.pads) % 2 or n not in self.padded_dims(x.rank):
+            return [False]
+        sizes = x.shape[x.rank - n:]
+        cons = [c for i, p in enumerate(self.pads) for c in (p >= 0, p <= MAX_PAD, p <= self.limit(sizes[i // 2]))]
+        return cons + [Or(*[p > 0 for p in self.pads])]
+
+    def infer(self, ins):
+        x = ins[0]
+        n = len(self.pads) // 2
+        lead = x.shape[: x.rank - n]
+        padded = tuple(d + self.pads[2 * i] + self.pads[2 * i + 1] for i, d in enumerate(x.shape[x.rank - n:]))
+        return [TensorType(lead + padded, x.dtype)]
+
+    def torch_pads(self) -> list[int]:
+        pairs = [self.pads[i:i + 2] for i in range(0, len(self.pads), 2)]
+        return [p for pair in reversed(pairs) for p in pair]
+
+    def torch(self, x):
+        import torch.nn.functional as F
+
+        return F.pad(x, self.torch_pads(), mode=self.mode)
+
+    def onnx_inputs(self, b, x: str) -> list[str]:
+        """data, pads (begins then ends), constant value, axes (the last n, as negative axes:
+        Pad-18's axes input spares knowing the rank)."""
+        n = len(self.pads) // 2
+        pads = b.const_i64(list(self.pads[0::2]) + list(self.pads[1::2]))
+        return [x, pads, self.onnx_value(b, x), b.const_i64(list(range(-n, 0)))]
+
+    def onnx_value(self, b, x: str) -> str:
+        return ""
+
+    def onnx(self, b, ins, outs):
+        b.node("Pad", self.onnx_inputs(b, ins[0]), outs, mode=self.onnx_mode)
+
+
+@dataclass(frozen=True)
+class PadReflect(Pad):
+    """Mirror padding without repeating the edge; each pad < the padded dim's size."""
+
+    name: ClassVar[str] = "pad_reflect"
+    mode: ClassVar[str] = "reflect"
+    onnx_mode: ClassVar[str] = "reflect"
+
+    def limit(self, size):
+        return size - 1
+
+
+@dataclass(frozen=True)
+class PadReplicate(Pad):
+    """Repeat the edge value (ONNX mode "edge")."""
+
+    name: ClassVar[str] = "pad_replicate"
+    mode: ClassVar[str] = "replicate"
+    onnx_mode: ClassVar[str] = "edge"
+
+
+@dataclass(frozen=True)
+class PadConstant(Pad):
+    """Pad with the constant `value` (integer-valued for integer inputs)."""
+
+    name: ClassVar[str] = "pad_constant"
+    mode: ClassVar[str] = "constant"
+    onnx_mode: ClassVar[str] = "constant"
+    dtypes: ClassVar[frozenset[DType]] = ALL
+    value: float
+    pads: tuple[int, ...]
+
+    @classmethod
+    def first_ranks(cls):
+        return (1, 2, 3, 4)
+
+    @classmethod
+    def padded_dims(cls, rank):
+        return range(1, min(2, rank) + 1)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        n = ctx.rng.choice(cls.padded_dims(first.rank))
+        if first.dtype is DType.bool:
+            value = ctx.rng.choice((0.0, 1.0))
+        else:
+            # float pad values avoid integers and halves other than 0 (see clip)
+            value = ctx.rng.choice((0.0, 0.25, -0.75) if first.dtype.is_float else (0.0, 1.0, -1.0, 2.0))
+        return cls(value=value, pads=tuple(ctx.sym("pad") for _ in range(2 * n)))
+
+    def requires(self, ins):
+        if ins[0].dtype is DType.bool:
+            return super().requires(ins) + [self.value in (0.0, 1.0)]
+        return super().requires(ins) + [ins[0].dtype.is_float or self.value == int(self.value)]
+
+    def torch(self, x):
+        import torch.nn.functional as F
+
+        value = self.value if x.dtype.is_floating_point else int(self.value)  # bool: 0 or 1
+        return F.pad(x, self.torch_pads(), mode="constant", value=value)
+
+    def onnx_value(self, b, x):
+        return const_like(b, self.value, x)

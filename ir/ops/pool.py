@@ -1,0 +1,112 @@
+"""Max and average pooling over 1 or 2 trailing spatial dims (N, C, *S), floor mode.
+
+Max pooling's values are continuous in the input (only the argmax jumps), so it needs no domain.
+Average pooling counts padded zeros (torch's default, ONNX count_include_pad=1); padding is at
+most half the window, as torch requires.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ir.dtypes import DType
+from ir.op import Op
+from ir.ops.common import F16_32, FLOATS, same_dtype
+from ir.ops.conv import window_out
+from ir.types import TensorType
+
+
+@dataclass(frozen=True)
+class Pool(Op):
+    family: ClassVar[str] = "pool"
+    spatial: ClassVar[int]
+    dtypes: ClassVar[frozenset[DType]] = F16_32
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return same_dtype(cls.dtypes)
+
+    @classmethod
+    def first_ranks(cls):
+        return (cls.spatial + 2,)
+
+    @classmethod
+    def sample(cls, ctx, first):
+        n = cls.spatial
+        return cls(
+            kernel=tuple(ctx.sym("k") for _ in range(n)),
+            stride=tuple(ctx.rng.randint(1, 2) for _ in range(n)),
+            padding=tuple(ctx.sym("pad") for _ in range(n)),
+        )
+
+    def requires(self, ins):
+        x = ins[0]
+        if x.rank != self.spatial + 2:
+            return [False]
+        cons = []
+        for i in range(self.spatial):
+            k, p = self.kernel[i], self.padding[i]
+            cons += [k >= 1, k <= 5, p >= 0, 2 * p <= k, self.stride[i] >= 1,
+                     window_out(x.shape[2 + i], k, self.stride[i], p) >= 1]
+        return cons
+
+    def infer(self, ins):
+        x = ins[0]
+        out = tuple(window_out(x.shape[2 + i], self.kernel[i], self.stride[i], self.padding[i])
+                    for i in range(self.spatial))
+        return [TensorType(x.shape[:2] + out, x.dtype)]
+
+    def _onnx_attrs(self) -> dict:
+        return dict(kernel_shape=list(self.kernel), strides=list(self.stride), pads=list(self.padding) * 2)
+
+
+@dataclass(frozen=True)
+class MaxPool(Pool):
+    dtypes: ClassVar[frozenset[DType]] = FLOATS
+
+    def torch(self, x):
+        import torch.nn.functional as F
+
+        return getattr(F, f"max_pool{self.spatial}d")(x, self.kernel, self.stride, self.padding)
+
+    def onnx(self, b, ins, outs):
+        b.node("MaxPool", ins, outs, **self._onnx_attrs())
+
+
+@dataclass(frozen=True)
+class AvgPool(Pool):
+    def torch(self, x):
+        import torch.nn.functional as F
+
+        return getattr(F, f"avg_pool{self.spatial}d")(x, self.kernel, self.stride, self.padding,
+                                                      count_include_pad=True)
+
+    def onnx(self, b, ins, outs):
+        b.node("AveragePool", ins, outs, count_include_pad=1, **self._onnx_attrs())
+
+
+@dataclass(frozen=True)
+class MaxPool1d(MaxPool):
+    name: ClassVar[str] = "maxpool1d"
+    spatial: ClassVar[int] = 1
+
+
+@dataclass(frozen=True)
+class MaxPool2d(MaxPool):
+    name: ClassVar[str] = "maxpool2d"
+    spatial: ClassVar[int] = 2
+
+
+@dataclass(frozen=True)
+class AvgPool1d(AvgPool):
+    name: ClassVar[str] = "avgpool1d"
+    spatial: ClassVar[int] = 1
+
+
+@dataclass(frozen=True)
+class AvgPool2d(AvgPool):
+    name: ClassVar[str] = "avgpool2d"
+    spatial: ClassVar[int] = 2
