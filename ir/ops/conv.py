@@ -102,7 +102,7 @@ class Conv(ConvBase):
     def torch(self, x, w):
         import torch.nn.functional as F
 
-        return getattr(F, f"conv{self.spatial}d")(x, w, **self._torch_kw())
+        return (F.conv1d, F.conv2d, F.conv3d)[self.spatial - 1](x, w, **self._torch_kw())
 
     def onnx(self, b, ins, outs):
         b.node("Conv", ins, outs, **self._onnx_attrs())

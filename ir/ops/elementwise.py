@@ -108,11 +108,19 @@ def _integral_safe(x):
     return unless_zero(away_from_integers(x), x)
 
 
+def _small_argument(x):
+    """Periodic functions: |x| <= 64. The result's error is the argument's absolute rounding
+    error, which grows with |x| (an exp() upstream easily makes it thousands: float32 spacing
+    there is ~1e-3, far beyond any tolerance of the result)."""
+    return at_most(as_float(x).abs(), 64.0)
+
+
 def _off_poles(x):
-    """Violation of |cos x| >= 0.3 (|tan| <= 3.2 and its slope <= 11, away from the poles)."""
+    """Violation of |cos x| >= 0.3 (|tan| <= 3.2 and its slope <= 11, away from the poles),
+    and of a small argument (see `_small_argument`)."""
     import torch
 
-    return at_least(torch.cos(as_float(x)).abs(), 0.3)
+    return at_least(torch.cos(as_float(x)).abs(), 0.3) + _small_argument(x)
 
 
 # ---- plain maps ---------------------------------------------------------------------------------
@@ -121,8 +129,10 @@ Neg = _unary("neg", "neg", "Neg", NUMERIC)
 Relu = _unary("relu", "relu", "Relu", NUMERIC)
 Sigmoid = _unary("sigmoid", "sigmoid", "Sigmoid", family=T)
 Tanh = _unary("tanh", "tanh", "Tanh", family=T)
-Sin = _unary("sin", "sin", "Sin", FLOATS, family=T)
-Cos = _unary("cos", "cos", "Cos", FLOATS, family=T)
+Sin = _unary("sin", "sin", "Sin", FLOATS, safe=_small_argument, family=T,
+             doc="Elementwise sin; |x| <= 64 (see _small_argument).")
+Cos = _unary("cos", "cos", "Cos", FLOATS, safe=_small_argument, family=T,
+             doc="Elementwise cos; |x| <= 64 (see _small_argument).")
 Tan = _unary("tan", "tan", "Tan", F16_32, safe=_off_poles,
              doc="Elementwise tan; |cos x| >= 0.3 keeps it away from its poles.", family=T)
 Atan = _unary("atan", "atan", "Atan", F16_32, family=T)

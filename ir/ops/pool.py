@@ -70,7 +70,7 @@ class MaxPool(Pool):
     def torch(self, x):
         import torch.nn.functional as F
 
-        return getattr(F, f"max_pool{self.spatial}d")(x, self.kernel, self.stride, self.padding)
+        return (F.max_pool1d, F.max_pool2d, F.max_pool3d)[self.spatial - 1](x, self.kernel, self.stride, self.padding)
 
     def onnx(self, b, ins, outs):
         b.node("MaxPool", ins, outs, **self._onnx_attrs())
@@ -81,7 +81,7 @@ class AvgPool(Pool):
     def torch(self, x):
         import torch.nn.functional as F
 
-        return getattr(F, f"avg_pool{self.spatial}d")(x, self.kernel, self.stride, self.padding,
+        return (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)[self.spatial - 1](x, self.kernel, self.stride, self.padding,
                                                       count_include_pad=True)
 
     def onnx(self, b, ins, outs):
