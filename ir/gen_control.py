@@ -1,16 +1,20 @@
-"""Generation of control flow: `if` instructions with data-dependent predicates.
+"""Generation of control flow: `if` with data-dependent predicates, `loop` with data-dependent
+trip counts.
 
-An `if` here takes 1-2 existing values as operands; each body maps them to values of the same
-types through a chain of ops built with the generator's own typed insertion (result type forced
-to the operand's type, operands only from inside the body: bodies are closed). The predicate is
+Both take 1-2 existing values as operands; a body maps them to values of the same types through
+chains of ops built with the generator's own typed insertion (result type forced to the
+operand's type, operands only from inside the body: bodies are closed). An `if` predicate is
 `reduce(...(reduce(x))) > t`: a scalar from data compared with a new scalar input or param, so
-input data decides the branch (and the input search can steer it).
+input data decides the branch (and the input search can steer it). A `loop` trip count is a new
+int64 scalar input.
 """
 from __future__ import annotations
 
+from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
 from ir.op import OP_REGISTRY, Op
-from ir.ops.control import If
+from ir.ops.control import If, Loop
+from ir.types import TensorType
 
 
 def _typed_chain(b, start: Value, scope: list[Value], ops: list[type[Op]], length: int
@@ -61,24 +65,43 @@ def _predicate(b, values: list[Value]) -> list[Inst] | None:
     return insts + [inst]
 
 
+def _body(b, name: str, operands: list[Value], ops: list[type[Op]], head: tuple[Value, ...] = ()
+          ) -> Graph:
+    """A closed body taking `head` + copies of `operands` and returning values of the operands'
+    types (chains of up to `cfg.body_nodes` ops each; the head values are usable operands)."""
+    ins = [Value(b.fresh_name("b"), v.type) for v in operands]
+    head = tuple(Value(b.fresh_name("b"), v.type) for v in head)
+    scope = [*head, *ins]
+    insts: list[Inst] = []
+    outs = []
+    for v in ins:
+        chain, out = _typed_chain(b, v, scope, ops, b.rng.randint(0, b.cfg.body_nodes))
+        insts += chain
+        outs.append(out.name)
+    return Graph(name, (*head, *ins), tuple(insts), tuple(outs))
+
+
+def _operands(b, values: list[Value]) -> list[Value]:
+    return b.rng.sample(values, k=min(len(values), b.rng.randint(1, 2)))
+
+
 def try_if(b, values: list[Value], ops: list[type[Op]]) -> list[Inst] | None:
     """The instructions of a predicate and an `if` over existing values, or None."""
-    rng = b.rng
     pred = _predicate(b, values)
     if pred is None:
         return None
-    operands = rng.sample(values, k=min(len(values), rng.randint(1, 2)))
-    blocks = []
-    for name in ("then", "else"):
-        ins = [Value(b.fresh_name("b"), v.type) for v in operands]
-        scope = list(ins)
-        insts: list[Inst] = []
-        outs = []
-        for v in ins:
-            chain, out = _typed_chain(b, v, scope, ops, rng.randint(0, b.cfg.body_nodes))
-            insts += chain
-            outs.append(out.name)
-        blocks.append(Graph(name, tuple(ins), tuple(insts), tuple(outs)))
+    operands = _operands(b, values)
+    blocks = (_body(b, "then", operands, ops), _body(b, "else", operands, ops))
     results = tuple(Value(b.fresh_name("v"), v.type) for v in operands)
     cond = pred[-1].results[0].name
-    return pred + [Inst(If(), (cond, *[v.name for v in operands]), results, tuple(blocks))]
+    return pred + [Inst(If(), (cond, *[v.name for v in operands]), results, blocks)]
+
+
+def try_loop(b, values: list[Value], ops: list[type[Op]]) -> list[Inst] | None:
+    """A `loop` over existing values with a new int64 scalar input as its trip count."""
+    trip = b.add_input(TensorType((), DType.int64))
+    operands = _operands(b, values)
+    counter = Value("i", TensorType((), DType.int64))
+    body = _body(b, "body", operands, ops, head=(counter,))
+    results = tuple(Value(b.fresh_name("v"), v.type) for v in operands)
+    return [Inst(Loop(), (trip.name, *[v.name for v in operands]), results, (body,))]

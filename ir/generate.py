@@ -47,8 +47,9 @@ class GenConfig:
     dim_hint: int = 8
     #: chance that a new placeholder for an operand that may be either becomes a param
     param_rate: float = 0.5
-    #: chance that a generation step tries an `if` (control flow) instead of a plain op
+    #: chance that a generation step tries an `if` / a `loop` (control flow) instead of a plain op
     p_if: float = 0.0
+    p_loop: float = 0.0
     #: longest op chain per output in a generated body
     body_nodes: int = 3
     #: op signatures never to generate, as `signature_key`s (e.g. "avgpool2d(f64)->f64");
@@ -329,10 +330,11 @@ def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
     attempts = 0
     while len(b.insts) < cfg.nodes and attempts < 20 * cfg.nodes + 40:
         attempts += 1
-        if cfg.p_if and rng.random() < cfg.p_if:
-            from ir.gen_control import try_if
+        roll = rng.random() if cfg.p_if or cfg.p_loop else 1.0
+        if roll < cfg.p_if + cfg.p_loop:
+            from ir.gen_control import try_if, try_loop
 
-            placed = try_if(b, values, ops)
+            placed = (try_if if roll < cfg.p_if else try_loop)(b, values, ops)
             if placed:
                 for inst in placed:
                     b.insts.append(inst)

@@ -1,5 +1,7 @@
 """Control-flow ops: instructions whose bodies are closed sub-graphs (`Inst.blocks`).
 
+`loop(trip, carried...) { body(i, carried...) }`: see `Loop`.
+
 `if(pred, operands...) { then(...) else(...) }`: pred is a bool scalar computed from data; both
 bodies take the operands (explicitly: a body sees only its own inputs) and return values of one
 signature, which are the instruction's results.
@@ -83,3 +85,85 @@ class If(Op):
         pred, *operands = ins
         b.node("If", [pred], outs, then_branch=build_block(blocks[0], bind=operands),
                else_branch=build_block(blocks[1], bind=operands))
+
+
+MAX_TRIPS = 8
+
+
+@dataclass(frozen=True)
+class Loop(Op):
+    """`results = loop(trip, carried...) { body(i, carried...) -> carried... }`: runs the body
+    `trip` times (0 allowed), `i` counting from 0; carried types are invariant. `trip` is an
+    int64 scalar from data, kept in [0, MAX_TRIPS] by the op's domain.
+
+    torch dialects: "python" (a `for` over `range(int(trip))`) and "hop" (`torch.while_loop`
+    with the counter carried); ONNX `Loop` with an empty condition input (its body gets and
+    returns the condition, passed through)."""
+
+    name: ClassVar[str] = "loop"
+    family: ClassVar[str] = "control"
+    arity: ClassVar[tuple[int, int]] = (2, 64)
+    num_results: ClassVar[None] = None
+    takes_blocks: ClassVar[bool] = True
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return []
+
+    def result_dtypes(self, in_dtypes):
+        return () if in_dtypes and in_dtypes[0] is DType.int64 else None
+
+    def requires(self, ins):
+        return [ins[0].rank == 0]
+
+    def infer_inst(self, ins, blocks):
+        return list(ins[1:])
+
+    def check_blocks(self, ins, blocks):
+        if len(blocks) != 1:
+            return f"expects 1 body, got {len(blocks)}"
+        (body,) = blocks
+        takes = [v.type for v in body.inputs]
+        wants = [TensorType((), DType.int64), *ins[1:]]
+        if takes != wants:
+            return f"body takes {_types(takes)} but must take the counter and the carried values {_types(wants)}"
+        if body.output_types() != list(ins[1:]):
+            return f"body returns {_types(body.output_types())} but carries {_types(ins[1:])}"
+        return None
+
+    def domain(self, trip, *carried):
+        import torch
+
+        t = trip.to(torch.float32)
+        return [torch.relu(-t) + torch.relu(t - MAX_TRIPS)]
+
+    def torch_call(self, args, blocks, run_block, dialect="python"):
+        import torch
+
+        trip, *carried = args
+        (body,) = blocks
+        if dialect == "hop":
+            def cond_fn(i, n, *vs):
+                return i < n
+
+            def body_fn(i, n, *vs):
+                outs = run_block(body, [i, *vs])
+                return (i + 1, n.clone(), *(t.clone(memory_format=torch.contiguous_format) for t in outs))
+
+            start = torch.zeros((), dtype=torch.int64)
+            final = torch.while_loop(cond_fn, body_fn, (start, trip.clone(), *(t.clone() for t in carried)))
+            return _single(list(final[2:]))
+        for i in range(int(trip)):
+            carried = run_block(body, [torch.tensor(i, dtype=torch.int64), *carried])
+        return _single(list(carried))
+
+    def onnx_call(self, b, ins, outs, blocks, build_block):
+        from onnx import TensorProto, helper
+
+        trip, *carried = ins
+        body = build_block(blocks[0])
+        cond_in, cond_out = b.fresh("cond_in"), b.fresh("cond_out")
+        body.input.insert(1, helper.make_tensor_value_info(cond_in, TensorProto.BOOL, []))
+        body.node.append(helper.make_node("Identity", [cond_in], [cond_out], name=b.fresh("n")))
+        body.output.insert(0, helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []))
+        b.node("Loop", [trip, "", *carried], outs, body=body)
