@@ -1,25 +1,57 @@
-"""Comparison of a backend's outputs with the reference, with dtype-aware tolerances.
+"""Comparison of a backend's outputs with the reference, with per-output tolerances, and the
+float64-shadow judgement of a float mismatch.
 
-|actual - expected| <= atol + rtol * |expected| elementwise. The tolerance of an output is that of
-the least precise float dtype in its dependency cone (`ir.precision`), so a float64 output computed
-through float32 gets float32 tolerances; outputs with no float in their cone must be exact. Shapes and dtypes must match exactly. NaN positions must agree (the reference has
-none: it is rejected when non-finite).
+|actual - expected| <= atol + rtol * |expected| elementwise. Each output's tolerance comes from
+`ir.precision.output_tolerances`: the base tolerance of the least precise float dtype in its
+dependency cone (a float64 output computed through float32 gets float32 tolerances), loosened by
+the op families in the cone; outputs with no float in their cone must be exact. Shapes and dtypes
+must match exactly. NaN positions must agree (the reference has none: it is rejected when
+non-finite).
+
+When a float output differs, `judge` asks the float64 shadow (`campaign.reference.run_shadow`, a
+near-exact result) who is off (`judge_with_truth`):
+  - the target is within tolerance of the truth everywhere: the float32 reference was the
+    inaccurate one -> pass;
+  - somewhere the target is off the truth while the reference is not, or is off by more than
+    tolerance + `SHADOW_SLACK` x the reference's own error there -> a confirmed mismatch;
+  - otherwise the target is off only where the reference is off too, by a comparable amount:
+    the test is numerically ill-conditioned at this tolerance -> invalid (our generator's
+    problem), never a finding.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence, Union
 
 import numpy as np
 
+from campaign.verdict import Verdict
 from ir.dtypes import DType
+from ir.precision import BASE_TOLERANCE, EXACT, Tolerance
 
-#: (rtol, atol) per numpy dtype name; missing dtypes compare exactly
+#: (rtol, atol) per numpy dtype name, the base tolerances (for reports)
 TOLERANCES: dict[str, tuple[float, float]] = {
-    "float16": (1e-2, 1e-2),
-    "float32": (1e-3, 1e-4),
-    "float64": (1e-7, 1e-9),
+    d.numpy.name: (t.rtol, t.atol) for d, t in BASE_TOLERANCE.items()
 }
+
+#: how many times the reference's own error (vs the float64 truth) a target may be off by
+#: where the reference is off too, before the mismatch is confirmed anyway
+SHADOW_SLACK = 4.0
+
+#: an output's tolerance, or the float dtype whose base tolerance applies (None: by its dtype)
+TolSpec = Union[Tolerance, DType, None]
+
+
+def tolerance(spec: TolSpec, dtype: np.dtype) -> Tolerance:
+    """The tolerance for an output of numpy `dtype` given its spec."""
+    if isinstance(spec, Tolerance):
+        return spec
+    if isinstance(spec, DType):
+        return BASE_TOLERANCE.get(spec, EXACT)
+    try:
+        return BASE_TOLERANCE.get(DType.from_numpy(np.dtype(dtype)), EXACT)
+    except ValueError:
+        return EXACT
 
 
 @dataclass
@@ -31,36 +63,144 @@ class Comparison:
     message: str = ""
 
 
+def _errors(e: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, float, float]:
+    ef, af = e.astype(np.float64), a.astype(np.float64)
+    diff = np.abs(af - ef)
+    max_abs = float(np.nanmax(diff)) if not np.all(np.isnan(diff)) else float("nan")
+    rel = diff / np.maximum(np.abs(ef), np.finfo(np.float64).tiny)
+    max_rel = float(np.nanmax(rel)) if not np.all(np.isnan(rel)) else float("nan")
+    return diff, max_abs, max_rel
+
+
 def compare(
     expected: Sequence[np.ndarray],
     actual: Sequence[np.ndarray],
-    precisions: Sequence[DType | None] | None = None,
+    tolerances: Sequence[TolSpec] | None = None,
 ) -> Comparison:
-    """First failing output wins; errors are reported for that output. `precisions[i]` is the
-    float dtype whose tolerance applies to output i (default: the output's own dtype)."""
+    """First failing output wins; errors are reported for that output. `tolerances[i]` is
+    output i's tolerance (default: the base tolerance of the output's own dtype)."""
     if len(expected) != len(actual):
         return Comparison(False, None, message=f"{len(actual)} outputs, expected {len(expected)}")
     for i, (e, a) in enumerate(zip(expected, actual)):
-        a = np.asarray(a)
-        if a.shape != e.shape:
-            return Comparison(False, i, message=f"output {i}: shape {a.shape}, expected {e.shape}")
-        if a.dtype != e.dtype:
-            return Comparison(False, i, message=f"output {i}: dtype {a.dtype}, expected {e.dtype}")
-        if e.size == 0:
-            continue
-        prec = precisions[i].numpy.name if precisions and precisions[i] else e.dtype.name
-        rtol, atol = TOLERANCES.get(prec, (0.0, 0.0))
-        ef, af = e.astype(np.float64), a.astype(np.float64)
-        diff = np.abs(af - ef)
-        nan_mismatch = np.isnan(af) != np.isnan(ef)
-        bad = nan_mismatch | ~(diff <= atol + rtol * np.abs(ef))
-        bad &= ~(np.isnan(af) & np.isnan(ef))
-        max_abs = float(np.nanmax(diff)) if not np.all(np.isnan(diff)) else float("nan")
-        rel = diff / np.maximum(np.abs(ef), np.finfo(np.float64).tiny)
-        max_rel = float(np.nanmax(rel)) if not np.all(np.isnan(rel)) else float("nan")
-        if bad.any():
-            n = int(bad.sum())
-            return Comparison(False, i, max_abs, max_rel,
-                              f"output {i}: {n}/{e.size} elements differ (max abs {max_abs:.3g}, "
-                              f"max rel {max_rel:.3g}, rtol {rtol}, atol {atol})")
+        c = compare_one(i, e, np.asarray(a), tolerances[i] if tolerances else None)
+        if not c.ok:
+            return c
     return Comparison(True)
+
+
+def compare_one(i: int, e: np.ndarray, a: np.ndarray, tol: TolSpec = None) -> Comparison:
+    """Compare output `i` alone."""
+    if a.shape != e.shape:
+        return Comparison(False, i, message=f"output {i}: shape {a.shape}, expected {e.shape}")
+    if a.dtype != e.dtype:
+        return Comparison(False, i, message=f"output {i}: dtype {a.dtype}, expected {e.dtype}")
+    if e.size == 0:
+        return Comparison(True)
+    t = tolerance(tol, e.dtype)
+    rtol, atol = t.rtol, t.atol
+    diff, max_abs, max_rel = _errors(e, a)
+    ef, af = e.astype(np.float64), a.astype(np.float64)
+    nan_mismatch = np.isnan(af) != np.isnan(ef)
+    bad = nan_mismatch | ~(diff <= atol + rtol * np.abs(ef))
+    bad &= ~(np.isnan(af) & np.isnan(ef))
+    if bad.any():
+        n = int(bad.sum())
+        return Comparison(False, i, max_abs, max_rel,
+                          f"output {i}: {n}/{e.size} elements differ (max abs {max_abs:.3g}, "
+                          f"max rel {max_rel:.3g}, rtol {rtol}, atol {atol})")
+    return Comparison(True)
+
+
+# ---- the float64 shadow ------------------------------------------------------------------------
+
+@dataclass
+class TruthJudgement:
+    """Who is off the float64 truth, for one output. `outcome` is `confirmed`,
+    `reference_off` or `ill_conditioned` (see the module doc)."""
+
+    outcome: str
+    target_err: float  #: max |target - truth|
+    reference_err: float  #: max |reference - truth|
+    message: str
+
+
+def judge_with_truth(expected: np.ndarray, actual: np.ndarray, truth: np.ndarray,
+                     tol: TolSpec = None) -> TruthJudgement:
+    """Judge a float output that differs from the reference against the float64 truth."""
+    tt = tolerance(tol, expected.dtype)
+    rtol, atol = tt.rtol, tt.atol
+    t = truth.astype(np.float64)
+    a = np.asarray(actual).astype(np.float64)
+    e = expected.astype(np.float64)
+    tol = atol + rtol * np.abs(t)
+    a_err, r_err = np.abs(a - t), np.abs(e - t)
+    a_off = ~(a_err <= tol)  # NaN counts as off
+    r_off = ~(r_err <= tol)
+    max_a = float(np.nanmax(a_err)) if a_err.size and not np.all(np.isnan(a_err)) else float("nan")
+    max_r = float(np.nanmax(r_err)) if r_err.size else 0.0
+    errs = f"target off the float64 truth by {max_a:.3g}, reference by {max_r:.3g}"
+    if not a_off.any():
+        return TruthJudgement("reference_off", max_a, max_r,
+                              f"float64 shadow: the target is within tolerance of the truth, the "
+                              f"float32 reference is not ({errs})")
+    beyond = a_off & (~r_off | ~(a_err <= tol + SHADOW_SLACK * r_err))
+    if beyond.any():
+        return TruthJudgement("confirmed", max_a, max_r,
+                              f"float64 shadow confirms: {int(beyond.sum())} elements off the "
+                              f"truth where the reference is not ({errs})")
+    return TruthJudgement("ill_conditioned", max_a, max_r,
+                          f"float64 shadow: ill-conditioned, the float32 reference is itself off "
+                          f"the truth wherever the target is ({errs})")
+
+
+@dataclass
+class Judgement:
+    """The verdict on a finished backend run: pass, mismatch, or invalid (ill-conditioned);
+    `comparison` describes the output that decided it; `note` tells what the shadow said."""
+
+    verdict: Verdict
+    comparison: Comparison
+    note: str | None = None
+
+
+def judge(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
+          tolerances: Sequence[TolSpec], precisions: Sequence[DType | None],
+          truth: Callable[[], Sequence[np.ndarray] | None] | None = None) -> Judgement:
+    """Compare every output; an output out of tolerance whose cone's least precise float is
+    float32 or float16 (`precisions[i]`), with the right shape and dtype, is judged against the
+    float64 truth (`truth()` is called at most once, only then; None: no shadow).
+    The first confirmed mismatch decides; else any ill-conditioned output makes the test
+    invalid; else it passes (possibly with a note that the reference was the inaccurate one)."""
+    first = compare(expected, actual, tolerances)
+    if first.ok:
+        return Judgement(Verdict.PASS, first)
+    if first.output is None or truth is None:
+        return Judgement(Verdict.MISMATCH, first)
+    truths: Sequence[np.ndarray] | None = None
+    ill: tuple[Comparison, str] | None = None
+    notes: list[str] = []
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        a = np.asarray(a)
+        c = compare_one(i, e, a, tolerances[i])
+        if c.ok:
+            continue
+        float_case = (a.shape == e.shape and a.dtype == e.dtype and precisions[i] is not None
+                      and precisions[i] is not DType.float64)
+        if not float_case:
+            return Judgement(Verdict.MISMATCH, c)
+        if truths is None:
+            try:
+                truths = truth()
+            except Exception as err:  # no shadow: keep the plain comparison
+                return Judgement(Verdict.MISMATCH, c, f"float64 shadow failed: {err}")
+            if truths is None:
+                return Judgement(Verdict.MISMATCH, c)
+        j = judge_with_truth(e, a, truths[i], tolerances[i])
+        if j.outcome == "confirmed":
+            return Judgement(Verdict.MISMATCH, c, j.message)
+        if j.outcome == "ill_conditioned" and ill is None:
+            ill = (c, j.message)
+        notes.append(f"output {i}: {j.message}")
+    if ill is not None:
+        return Judgement(Verdict.INVALID, ill[0], ill[1])
+    return Judgement(Verdict.PASS, Comparison(True), "; ".join(notes) or None)

@@ -3,6 +3,12 @@ reference and every configured backend, and reports rows and finding artifacts.
 
 A plain class (no Ray): the driver wraps it in `ray.remote`, tests use it directly. Everything it
 returns is plain data and bytes, so it can cross process and node boundaries.
+
+Each backend evaluates in its own `campaign.sandbox.Sandbox` process (long-lived, replaced when a
+test kills or hangs it), so a segfault, abort, out-of-memory or hang of a compiler becomes a row
+(`signal`, `crash`, `timeout`) and the worker goes on. `WorkerConfig.sandbox = False` evaluates
+in-process instead (debugging, benchmarks). The reference (and its float64 shadow, consulted
+only when a float output mismatches) runs in the worker itself.
 """
 from __future__ import annotations
 
@@ -19,15 +25,17 @@ from typing import Any
 import torch
 
 from campaign.artifacts import Materialized
-from campaign.backends import BackendResult, make_backend
-from campaign.oracle import TOLERANCES, compare
-from campaign.reference import ReferenceResult, run_reference
+from campaign.backends import Backend, BackendResult, make_backend
+from campaign.oracle import TOLERANCES, Judgement, judge
+from campaign.reference import ReferenceResult, run_reference, run_shadow
+from campaign.sandbox import Job, Sandbox, SandboxConfig
 from campaign.signature import normalize
-from campaign.testcase import TestCase, npz_bytes, random_values
+from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
 from ir.generate import GenConfig, generate
 from ir.graph import Graph
-from ir.precision import output_precisions
+from ir.input_search import search_inputs
+from ir.precision import output_precisions, output_tolerances
 from ir.text import graph_hash, print_graph
 from mutators import MutationConfig, MutationEngine
 
@@ -37,8 +45,15 @@ MAX_MSG = 2000
 @dataclass
 class WorkerConfig:
     generator: GenConfig = field(default_factory=GenConfig)
+    #: backend specs (`campaign.backends.make_backend`); rows carry them as `backend`
     backends: list[str] = field(default_factory=lambda: ["ort"])
     mutation: MutationConfig = field(default_factory=MutationConfig)
+    #: evaluate each backend in a sandbox process (False: in this process, unprotected)
+    sandbox: bool = True
+    #: per-test timeout, memory limit and recycling of the sandbox processes
+    limits: SandboxConfig = field(default_factory=SandboxConfig)
+    #: judge float mismatches against the float64 shadow of the reference
+    float64_shadow: bool = True
 
 
 @dataclass
@@ -75,8 +90,28 @@ class FuzzWorker:
         self.cfg = cfg
         self.name = name
         self.host = socket.gethostname()
-        self.backends = [make_backend(b) for b in cfg.backends]
+        self.backends: list[Backend] = [make_backend(b) for b in cfg.backends]
+        self.sandboxes: dict[str, Sandbox] = (
+            {b.name: Sandbox(b, cfg.limits) for b in self.backends} if cfg.sandbox else {})
         self.engine = MutationEngine(cfg.mutation, cfg.generator)
+
+    def close(self) -> None:
+        """Stop the sandbox processes (they also die with this process)."""
+        for sb in self.sandboxes.values():
+            sb.close()
+
+    def __enter__(self) -> "FuzzWorker":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def evaluate(self, backend: Backend, m: Materialized, job: Job | None = None) -> BackendResult:
+        """One backend on one test: in its sandbox, or in-process when sandboxing is off."""
+        sb = self.sandboxes.get(backend.name)
+        if sb is None:
+            return backend.evaluate(m)
+        return sb.evaluate(m, job)
 
     # ---- making a test -------------------------------------------------------------------------
     def make_test(self, test_id: str, seed: int) -> TestCase:
@@ -87,7 +122,10 @@ class FuzzWorker:
             outcome = self.engine.mutate(g, rng)
             g = outcome.graph
             lineage += outcome.steps
-        return TestCase(test_id, seed, g, random_values(g, seed), lineage)
+        # inputs for which every value is valid (NNSmith-style gradient search); if none is
+        # found, the last try is kept and the reference marks the test invalid
+        values = search_inputs(g, seed).values
+        return TestCase(test_id, seed, g, values, lineage)
 
     # ---- running it ----------------------------------------------------------------------------
     def run(self, test_id: str, seed: int) -> TestReport:
@@ -98,6 +136,10 @@ class FuzzWorker:
             gen_ms = (time.perf_counter() - t0) * 1e3
             return self._generator_failure(test_id, seed, e, gen_ms)
         gen_ms = (time.perf_counter() - t0) * 1e3
+        return self.run_case(tc, gen_ms)
+
+    def run_case(self, tc: TestCase, gen_ms: float = 0.0) -> TestReport:
+        """Evaluate a ready test case (reference, then every backend) into rows and findings."""
         m = Materialized(tc)
         base = self._base_row(tc, gen_ms)
         try:
@@ -110,28 +152,65 @@ class FuzzWorker:
                                      ref.problem, ref_ms=ref.ms)
         rows, findings = [], []
         precisions = output_precisions(tc.graph)
+        tolerances = output_tolerances(tc.graph)
+        shadow: list = []  # computed at most once per test, on the first float mismatch
+
+        def truth():
+            if not shadow:
+                shadow.append(run_shadow(m))
+            return shadow[0]
+
+        job = Job.of(m) if self.sandboxes else None
         for backend in self.backends:
-            result = backend.evaluate(m)
+            result = self.evaluate(backend, m, job)
             row = {**base, "backend": backend.name, "target": backend.target, "ref_ms": ref.ms,
                    "compile_ms": result.compile_ms, "run_ms": result.run_ms}
-            if result.failed:
-                sig = normalize(result.error_class or "Error", result.error_msg or "")
-                row.update(verdict=Verdict.CRASH.value, stage=result.stage.value,
-                           error_class=result.error_class, error_sig=sig,
-                           error_msg=(result.error_msg or "")[:MAX_MSG])
+            if backend.dialect is not None:
+                row["dialect"] = backend.dialect
+            if result.verdict is not None or result.failed:
+                row.update(self._failure_fields(result))
             else:
-                cmp = compare(ref.outputs, result.outputs, precisions)
-                if cmp.ok:
-                    row["verdict"] = Verdict.PASS.value
-                else:
-                    row.update(verdict=Verdict.MISMATCH.value, stage=Stage.COMPARE.value,
-                               error_class="Mismatch", error_sig=f"Mismatch: output {cmp.output}",
-                               error_msg=cmp.message, mismatch_output=cmp.output,
-                               max_abs_err=cmp.max_abs_err, max_rel_err=cmp.max_rel_err)
+                use_shadow = self.cfg.float64_shadow and backend.shadow_judged
+                j = judge(ref.outputs, result.outputs, tolerances, precisions,
+                          truth if use_shadow else None)
+                row.update(self._judgement_fields(j))
             rows.append(row)
             if Verdict(row["verdict"]).is_finding:
                 findings.append(self._finding(m, row, ref, result))
         return TestReport(rows, findings)
+
+    @staticmethod
+    def _failure_fields(result: BackendResult) -> dict[str, Any]:
+        """Row fields of a backend run that produced no outputs to compare."""
+        verdict = result.verdict or Verdict.CRASH
+        error_class = result.error_class or "Error"
+        msg = result.error_msg or ""
+        stage = result.stage or Stage.UNKNOWN
+        if verdict is Verdict.TIMEOUT:
+            sig = normalize(error_class, f"during {stage.value}", frames=result.frames)
+        else:
+            sig = normalize(error_class, msg, frames=result.frames)
+        return {"verdict": verdict.value,
+                "stage": None if verdict is Verdict.SKIPPED else stage.value,
+                "error_class": error_class, "error_sig": sig, "error_msg": msg[:MAX_MSG]}
+
+    @staticmethod
+    def _judgement_fields(j: Judgement) -> dict[str, Any]:
+        c = j.comparison
+        if j.verdict is Verdict.PASS:
+            # a pass decided by the shadow keeps its note (the reference was the inaccurate one)
+            return {"verdict": Verdict.PASS.value, "error_msg": j.note}
+        msg = c.message + (f"; {j.note}" if j.note else "")
+        if j.verdict is Verdict.INVALID:
+            return {"verdict": Verdict.INVALID.value, "stage": Stage.COMPARE.value,
+                    "error_class": "IllConditioned",
+                    "error_sig": f"IllConditioned: output {c.output}", "error_msg": msg[:MAX_MSG],
+                    "mismatch_output": c.output, "max_abs_err": c.max_abs_err,
+                    "max_rel_err": c.max_rel_err}
+        return {"verdict": Verdict.MISMATCH.value, "stage": Stage.COMPARE.value,
+                "error_class": "Mismatch", "error_sig": f"Mismatch: output {c.output}",
+                "error_msg": msg[:MAX_MSG], "mismatch_output": c.output,
+                "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err}
 
     # ---- rows and findings ---------------------------------------------------------------------
     def _base_row(self, tc: TestCase, gen_ms: float) -> dict[str, Any]:
@@ -196,6 +275,7 @@ class FuzzWorker:
                                     "max_rel_err", "mismatch_output")}
         info["lineage"] = tc.lineage
         info["tolerances"] = TOLERANCES
+        info["output_tolerances"] = [[t.rtol, t.atol] for t in output_tolerances(tc.graph)]
         info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
         if result is not None and result.traceback:
             info["traceback"] = result.traceback

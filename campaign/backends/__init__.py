@@ -1,5 +1,10 @@
-"""Backends under test, registered by name (see `make_backend`)."""
-from campaign.backends.base import BACKENDS, Backend, BackendResult, make_backend
-from campaign.backends import ort  # noqa: F401  (registers ort, ort_noopt)
+"""Backends under test, registered by name (see `make_backend` for names, options and dotted
+paths to users' own backends). Importing this package registers every built-in backend; the
+heavy libraries (tvm, torch._dynamo, the ONNX exporter) are imported only when a backend of
+theirs is prepared or evaluates."""
+from campaign.backends.base import (BACKENDS, Backend, BackendResult, KnownUnsupported,
+                                    make_backend, parse_spec, register)
+from campaign.backends import eager, inductor, onnx_export, ort, tvm  # noqa: F401  (register)
 
-__all__ = ["BACKENDS", "Backend", "BackendResult", "make_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendResult", "KnownUnsupported", "make_backend",
+           "parse_spec", "register"]

@@ -1,27 +1,59 @@
-"""The backend interface: evaluate one materialized test case, report outputs or where it failed."""
+"""The backend interface, the registry of backends by name, and the table type for known
+unsupported features.
+
+A *backend* is one compiler configuration under test. `Backend.evaluate(m)` compiles and runs one
+materialized test case and reports the outputs, or the stage (import / compile / run) where it
+failed. It never raises for the compiler's own failures, so it can run in-process (tests, probes,
+benchmarks) or inside a `campaign.sandbox.Sandbox` process, which adds what a process can only
+tell from outside: signals, hangs, the stage a crash happened in.
+
+Backends are named in the campaign config by a *spec* (see `make_backend`):
+
+- a registered name: `ort`, `ort_noopt`, `tvm`, `inductor`, `onnx_export`, `eager`, ...;
+- a registered name with options, URL-query style: `tvm?opt_level=0&pipeline=default`
+  (quote it on the Hydra command line: `'campaign.backends=[ort,"tvm?opt_level=0"]'`);
+- a dotted path to a user's own backend class or factory: `mypkg.mod:MyBackend` or
+  `mypkg.mod.MyBackend` (options allowed too: `mypkg.mod:MyBackend?x=1`).
+
+Invariant: the `name` of a backend made by `make_backend(spec)` is `spec` itself, so the rows
+of a campaign carry exactly the names of its config.
+"""
 from __future__ import annotations
 
 import abc
+import importlib
+import re
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, ClassVar, Iterator, Optional
 
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.verdict import Stage
+from campaign.signature import python_frames
+from campaign.verdict import Stage, Verdict
 
 
 @dataclass
 class BackendResult:
+    """What one evaluation produced.
+
+    Invariants: `outputs` is set iff the backend finished every stage (`stage is None`);
+    `verdict` is set only when the outcome is decided without comparing outputs (signal,
+    timeout, unsupported, skipped, invalid); None means crash if `failed`, else compare.
+    """
+
     outputs: list[np.ndarray] | None = None
     stage: Stage | None = None  #: the stage that failed, None on success
     error_class: str | None = None
     error_msg: str | None = None
     traceback: str | None = None
-    compile_ms: float | None = None
+    compile_ms: float | None = None  #: import + compile time (ORT: session creation)
     run_ms: float | None = None
+    verdict: Verdict | None = None
+    #: top frames of the failure (innermost first, `campaign.signature.python_frames`)
+    frames: tuple[str, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -37,30 +69,173 @@ class StageFailed(Exception):
         self.error = error
 
 
+@dataclass(frozen=True)
+class KnownUnsupported:
+    """One documented limitation of a backend: a failure at `stage` whose exception class
+    matches `error_class` (regex, full match) and whose message matches `message` (regex,
+    searched) is verdict `unsupported`, never a bug. `None` fields match anything."""
+
+    reason: str
+    stage: Stage | None = None
+    error_class: str | None = None
+    message: str | None = None
+
+    def matches(self, result: BackendResult) -> bool:
+        if not result.failed:
+            return False
+        if self.stage is not None and result.stage != self.stage:
+            return False
+        if self.error_class is not None and not re.fullmatch(self.error_class,
+                                                             result.error_class or ""):
+            return False
+        if self.message is not None and not re.search(self.message, result.error_msg or ""):
+            return False
+        return True
+
+
+#: exception types that only wrap the real error, with a generic first line of their own
+#: (Dynamo's "backend='inductor' raised:", the exporter's "Failed to export the model ..."): a
+#: row records the class and message of the error they wrap
+WRAPPER_ERRORS = frozenset({"BackendCompilerFailed", "InternalTorchDynamoError",
+                            "TorchExportError", "ConversionError"})
+
+
+def root_error(e: BaseException) -> BaseException:
+    """The error a chain of wrapper exceptions (`WRAPPER_ERRORS`) wraps, or `e` itself."""
+    for _ in range(8):
+        if type(e).__name__ not in WRAPPER_ERRORS:
+            break
+        inner = getattr(e, "inner_exception", None) or e.__cause__
+        if not isinstance(inner, BaseException):
+            break
+        e = inner
+    return e
+
+
+#: called with each stage just before it starts; a sandbox process installs one so that a
+#: crash or hang is attributed to the stage it happened in
+StageListener = Callable[[Stage], None]
+_stage_listener: Optional[StageListener] = None
+
+
+def set_stage_listener(listener: Optional[StageListener]) -> None:
+    global _stage_listener
+    _stage_listener = listener
+
+
+def input_feeds(m: Materialized) -> dict[str, np.ndarray]:
+    """Graph input name -> value, in graph input order (= the ONNX model's input order).
+
+    A sandbox job carries these already (`feeds`), which spares ONNX-only backends parsing
+    the graph text."""
+    feeds = getattr(m, "feeds", None)
+    if feeds is not None:
+        return feeds
+    return {v.name: m.tc.values[v.name] for v in m.tc.graph.inputs}
+
+
 class Backend(abc.ABC):
-    """A compiler under test. `evaluate` never raises for the backend's own failures: it returns
-    a BackendResult naming the stage, the exception type and message."""
+    """A compiler under test.
 
-    name: str
-    target: str = "cpu"
+    Subclasses implement `_evaluate`, wrapping each stage in `self.stage(...)`; they may list
+    their known limitations in `UNSUPPORTED`, override `unavailable` (e.g. no GPU), `prepare`
+    (warm imports in the parent before a sandbox forks) and `reset` (per-test cleanup).
+    `evaluate` never raises for the compiler's failures.
+    """
 
+    name: str = "backend"
+    target: str = "cpu"  #: `cpu` or `cuda` (the row's `target`)
+    #: whether the worker may judge this backend's float mismatches with the float64 shadow
+    shadow_judged: ClassVar[bool] = True
+    #: how the torch module it compiles expresses control flow (`hop`, `python`); None for
+    #: backends that take the ONNX model (the row's `dialect` then stays the test's)
+    dialect: str | None = None
+    #: known-unsupported features of this backend (verdict `unsupported`)
+    UNSUPPORTED: ClassVar[tuple[KnownUnsupported, ...]] = ()
+
+    # ---- hooks -------------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Import heavy modules (and warm what is safe to warm) in the current process. A
+        sandbox calls it in the parent before forking, so every worker process starts warm.
+        Must not compile test cases. Idempotent."""
+
+    def child_init(self, work_dir: str) -> None:
+        """Per-process setup inside a sandbox process (caches into `work_dir`, thread counts)."""
+
+    def unavailable(self) -> str | None:
+        """Why this backend cannot run here (e.g. `cuda` target without a GPU), or None.
+        Called where the backend runs (inside the sandbox process), at most once per process."""
+        return None
+
+    def reset(self) -> None:
+        """Drop per-test state (compiled-code caches) after each evaluation."""
+
+    @property
+    def version(self) -> str:
+        """The compiler's version, for probe caches and reports."""
+        return "unknown"
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.target == "cuda"
+
+    # ---- evaluation --------------------------------------------------------------------------
     def evaluate(self, m: Materialized) -> BackendResult:
         result = BackendResult()
+        reason = self._unavailable_cached()
+        if reason:
+            return BackendResult(verdict=Verdict.SKIPPED, error_class="Unavailable",
+                                 error_msg=reason)
         try:
-            result.outputs = self._evaluate(m, result)
+            result.outputs = [np.asarray(o) for o in self._evaluate(m, result)]
         except StageFailed as f:
+            root = root_error(f.error)
+            result.outputs = None
             result.stage = f.stage
-            result.error_class = type(f.error).__name__
-            result.error_msg = str(f.error)
+            result.error_class = type(root).__name__
+            result.error_msg = str(root) or repr(root)
+            if root is not f.error:
+                outer = (str(f.error).strip().splitlines() or [""])[0]
+                result.error_msg += f"\n(raised as {type(f.error).__name__}: {outer})"
             result.traceback = "".join(traceback.format_exception(f.error))
+            result.frames = tuple(python_frames(
+                "".join(traceback.format_exception(type(root), root, root.__traceback__,
+                                                   chain=False))))
+            for known in self.UNSUPPORTED:
+                if known.matches(result):
+                    result.verdict = Verdict.UNSUPPORTED
+                    result.error_msg = f"{known.reason}: {result.error_msg}"
+                    break
+        except Exception as e:  # outside every stage: the harness (our code) failed
+            result.outputs = None
+            result.stage = Stage.UNKNOWN
+            result.verdict = Verdict.INVALID
+            result.error_class = type(e).__name__
+            result.error_msg = f"harness error in backend {self.name}: {e}"
+            result.traceback = traceback.format_exc()
+        finally:
+            try:
+                self.reset()
+            except Exception:  # a failed cleanup must not lose the result
+                pass
         return result
+
+    def _unavailable_cached(self) -> str | None:
+        if not hasattr(self, "_unavailable_reason"):
+            self._unavailable_reason = self.unavailable()
+        return self._unavailable_reason
 
     @abc.abstractmethod
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         """Compile and run; wrap each stage with `stage()` so failures are attributed."""
 
     @staticmethod
-    def stage(stage: Stage, fn: Callable, result: BackendResult | None = None, timing: str | None = None):
+    def stage(stage: Stage, fn: Callable[[], Any], result: BackendResult | None = None,
+              timing: str | None = None) -> Any:
+        """Run `fn` as `stage`: announce it (sandbox stage attribution), time it into
+        `result.<timing>` (accumulating), and turn its exception into `StageFailed`."""
+        if _stage_listener is not None:
+            _stage_listener(stage)
         t0 = time.perf_counter()
         try:
             return fn()
@@ -68,23 +243,140 @@ class Backend(abc.ABC):
             raise StageFailed(stage, e) from e
         finally:
             if result is not None and timing:
-                setattr(result, timing, (time.perf_counter() - t0) * 1e3)
+                spent = (time.perf_counter() - t0) * 1e3
+                setattr(result, timing, (getattr(result, timing) or 0.0) + spent)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} target={self.target}>"
 
 
-BACKENDS: dict[str, Callable[[], Backend]] = {}
+# ---- the registry ------------------------------------------------------------------------------
+
+BackendFactory = Callable[..., Backend]
 
 
-def register(name: str):
-    def deco(factory):
-        BACKENDS[name] = factory
-        return factory
+@dataclass(frozen=True)
+class _Entry:
+    """A registered preset: `factory` with default options; calling it makes the backend."""
 
-    return deco
+    factory: BackendFactory
+    defaults: dict[str, Any]
+
+    def __call__(self, **options: Any) -> Backend:
+        return self.factory(**{**self.defaults, **options})
 
 
-def make_backend(name: str) -> Backend:
+class BackendRegistry(dict):
+    """Registered backend names -> factories. `spec in BACKENDS` is true for any spec that
+    `make_backend` accepts (registered names, options, importable dotted paths), so a config
+    check (`b not in BACKENDS`) accepts users' own backends; iteration lists registered names."""
+
+    def __contains__(self, spec: object) -> bool:
+        if not isinstance(spec, str):
+            return False
+        if dict.__contains__(self, spec):
+            return True
+        try:
+            _resolve(spec)
+        except ValueError:
+            return False
+        return True
+
+    def __setitem__(self, name: str, factory: BackendFactory) -> None:
+        """`BACKENDS[name] = factory` registers like `register(name, factory)`."""
+        entry = factory if isinstance(factory, _Entry) else _Entry(factory, {})
+        dict.__setitem__(self, name, entry)
+
+    def names(self) -> Iterator[str]:
+        return iter(sorted(dict.keys(self)))
+
+
+BACKENDS: BackendRegistry = BackendRegistry()
+
+
+def register(name: str, factory: BackendFactory | None = None, **defaults: Any):
+    """Register `factory(**defaults, **options)` as backend `name`; usable as a decorator."""
+
+    def deco(f: BackendFactory) -> BackendFactory:
+        BACKENDS[name] = _Entry(f, dict(defaults))
+        return f
+
+    return deco(factory) if factory is not None else deco
+
+
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """`"tvm?opt_level=0&pipeline=default"` -> `("tvm", {"opt_level": 0, "pipeline": "default"})`
+    (values: int, float, true/false, none, else the string)."""
+    base, _, query = spec.partition("?")
+    options: dict[str, Any] = {}
+    for part in filter(None, query.split("&")):
+        key, eq, value = part.partition("=")
+        if not eq or not key.isidentifier():
+            raise ValueError(f"backend {spec!r}: bad option {part!r} (expected key=value)")
+        options[key] = _parse_value(value)
+    if not base:
+        raise ValueError(f"backend {spec!r}: empty name")
+    return base, options
+
+
+def _import_dotted(path: str) -> BackendFactory:
+    if ":" in path:
+        module, _, attr = path.partition(":")
+    else:
+        module, _, attr = path.rpartition(".")
+    if not module or not attr:
+        raise ValueError(f"unknown backend {path!r} (known: {', '.join(BACKENDS.names())}; "
+                         "or a dotted path like mypkg.mod:MyBackend)")
     try:
-        return BACKENDS[name]()
-    except KeyError:
-        known = ", ".join(sorted(BACKENDS))
-        raise ValueError(f"unknown backend {name!r} (known: {known})") from None
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise ValueError(f"backend {path!r}: cannot import module {module!r}: {e}") from None
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"backend {path!r}: module {module!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"backend {path!r}: {attr!r} is not a class or factory")
+    return obj
+
+
+def _resolve(spec: str) -> tuple[BackendFactory, dict[str, Any]]:
+    base, options = parse_spec(spec)
+    entry = dict.get(BACKENDS, base)
+    if entry is not None:
+        return entry.factory, {**entry.defaults, **options}
+    if "." not in base and ":" not in base:
+        raise ValueError(f"unknown backend {base!r} (known: {', '.join(BACKENDS.names())}; "
+                         "or a dotted path like mypkg.mod:MyBackend)")
+    return _import_dotted(base), options
+
+
+def make_backend(spec: str) -> Backend:
+    """Build the backend a config names (see the module doc for the forms of `spec`).
+    Raises ValueError with a one-line message for an unknown name, a bad option or an
+    unimportable path."""
+    factory, options = _resolve(spec)
+    try:
+        backend = factory(**options)
+    except TypeError as e:
+        raise ValueError(f"backend {spec!r}: {e}") from None
+    if not isinstance(backend, Backend):
+        raise ValueError(f"backend {spec!r}: the factory returned {type(backend).__name__}, "
+                         "not a campaign.backends.Backend")
+    backend.name = spec
+    return backend

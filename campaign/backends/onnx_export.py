@@ -1,0 +1,123 @@
+"""The torch.onnx exporter as a compiler: `torch.onnx.export(module, args, dynamo=True)` of the
+test's torch module, then ONNX Runtime on the exported model.
+
+Stages: import = the export (a failure there is the exporter's), compile = the ORT session on
+the exported model (an exported model ORT rejects is the exporter's bug or ORT's), run = ORT.
+The exported model takes the graph inputs positionally (params are initializers).
+
+Registered: `onnx_export`. Options: `optimize` (the exporter's onnxscript optimizer, default
+true), `opt_level` (ORT's, default `all`), `device` (`cpu` | `cuda`, the ORT provider),
+`dialect` of the torch module's control flow (`hop`: `torch.cond`, which torch.export captures
+and the exporter turns into ONNX If; `python`: plain `if`, which torch.export specializes).
+Needs the `onnxscript` package (the exporter imports it).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+
+import numpy as np
+
+from campaign.artifacts import Materialized
+from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
+from campaign.backends.ort import (ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers,
+                                   ort_session_options)
+from campaign.verdict import Stage
+
+ONNX_EXPORT_UNSUPPORTED = (
+    KnownUnsupported("the torch.onnx exporter has no translation for this op", Stage.IMPORT,
+                     r"DispatchError|UnsupportedOperatorError", None),
+    *ORT_UNSUPPORTED,
+)
+
+
+class ExportedInputsMismatch(RuntimeError):
+    """The exported model's inputs do not correspond to the graph inputs."""
+
+
+class OnnxExportBackend(Backend):
+    """torch.onnx.export(dynamo=True), run on ONNX Runtime."""
+
+    UNSUPPORTED = ONNX_EXPORT_UNSUPPORTED
+
+    def __init__(self, optimize: bool = True, opt_level: str = "all", device: str = "cpu",
+                 dialect: str = "hop"):
+        if device not in ("cpu", "cuda"):
+            raise ValueError(f"onnx_export: device must be cpu or cuda, got {device!r}")
+        if dialect not in ("hop", "python"):
+            raise ValueError(f"onnx_export: dialect must be hop or python, got {dialect!r}")
+        self.dialect = dialect
+        self.name = "onnx_export"
+        self.optimize = bool(optimize)
+        self.opt_level = opt_level
+        self.target = device
+        ort_session_options(opt_level)  # validates opt_level early
+
+    @property
+    def version(self) -> str:
+        import onnxruntime
+        import torch
+
+        return f"torch-{torch.__version__}-onnxruntime-{onnxruntime.__version__}"
+
+    def prepare(self) -> None:
+        import onnxruntime  # noqa: F401
+        import torch.onnx  # noqa: F401
+
+        try:
+            import onnxscript  # noqa: F401
+            from torch.onnx._internal.exporter import _core  # noqa: F401
+        except ImportError:  # reported per test by `unavailable`
+            pass
+
+    def child_init(self, work_dir: str) -> None:
+        # the exporter logs and warns a lot per export; the sandbox's stderr file keeps it anyway
+        logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+        warnings.filterwarnings("ignore")
+
+    def unavailable(self) -> str | None:
+        try:
+            import onnxscript  # noqa: F401
+        except ImportError:
+            return "onnx_export needs the onnxscript package (pip install onnxscript)"
+        return ort_cuda_unavailable() if self.is_gpu else None
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        import onnxruntime as ort
+        import torch
+
+        graph = m.tc.graph
+        args = tuple(torch.from_numpy(np.asarray(m.tc.values[v.name]))
+                     for v in graph.inputs)
+
+        def export() -> bytes:
+            from ir.to_torch import GraphModule
+
+            module = GraphModule(graph, m.tc.params(), dialect=self.dialect).eval()
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                warnings.simplefilter("ignore")
+                program = torch.onnx.export(module, args, dynamo=True, optimize=self.optimize,
+                                            verbose=False, report=False)
+            return program.model_proto.SerializeToString()
+
+        model_bytes = self.stage(Stage.IMPORT, export, result, "compile_ms")
+        sess = self.stage(
+            Stage.COMPILE,
+            lambda: ort.InferenceSession(model_bytes, ort_session_options(self.opt_level),
+                                         providers=ort_providers(self.target)),
+            result, "compile_ms")
+
+        def run():
+            names = [i.name for i in sess.get_inputs()]
+            if len(names) != len(args):
+                raise ExportedInputsMismatch(
+                    f"exported model has {len(names)} inputs, the graph has {len(args)}")
+            feeds = {n: a.numpy() for n, a in zip(names, args)}
+            return sess.run(None, feeds)
+
+        return self.stage(Stage.RUN, run, result, "run_ms")
+
+
+register("onnx_export", OnnxExportBackend)

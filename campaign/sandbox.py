@@ -1,0 +1,596 @@
+"""`Sandbox`: one backend evaluating in a long-lived worker process, which a crash or a hang
+kills instead of the caller.
+
+Design (one sandbox per backend per FuzzWorker):
+
+- The parent calls `backend.prepare()` (heavy imports, safe warm-ups), then forks a child with
+  `multiprocessing`'s fork context, so the child starts with every import warm. Parent and
+  child talk over a `Pipe` we own (not a ProcessPoolExecutor: that cannot kill a hung task).
+- Per test the parent sends a `Job` (the graph, whose ops travel as registry name +
+  attributes, input values, ONNX bytes; packed once per test for all sandboxes) and waits on
+  the pipe *and* the process sentinel with the per-test timeout. The child evaluates with
+  `Backend.evaluate` (which never raises for the compiler's own failures) and sends the
+  `BackendResult` back.
+- Before each stage the child writes the stage into a shared `RawValue`, so a segfault during
+  compile is recorded as stage `compile` without any message surviving the crash.
+- Death: the child's exit signal (SIGSEGV, SIGABRT, SIGKILL from the kernel's OOM killer, ...)
+  becomes verdict `signal` (a non-zero exit without a signal: `crash`, `ProcessExit`), with the
+  stage and a signature built from the child's stderr (faulthandler's Python stack, a C++
+  `what():` or check-failure line). Timeout: SIGUSR1 first (faulthandler dumps every thread's
+  stack: where it hangs), then the whole process group is SIGKILLed (compiler subprocesses
+  such as Inductor's C++ compiler die too), verdict `timeout`. Either way the
+  process is replaced on the next test; the test is not lost.
+- Child setup: own process group (a terminal's Ctrl-C reaches only the parent, which decides),
+  default signal handlers, faulthandler into its stderr file (never the console), stdout/stderr
+  into a per-process file (tail kept for crash reports, truncated per test), no core dumps,
+  `PR_SET_PDEATHSIG` (dies with the parent), optional address-space limit (`RLIMIT_AS`, cpu
+  targets only: CUDA reserves huge virtual ranges), one torch thread.
+- A child is recycled after `max_tests_per_process` tests, bounding leaks in the compilers.
+  Scratch dirs live under `WORK_ROOT/<parent pid>-...`; those of dead parents (a Ray actor
+  killed with SIGKILL cannot clean up) are swept by the next sandbox to start.
+
+Invariant: `evaluate` always returns a `BackendResult` and leaves the sandbox usable.
+"""
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import io
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import os
+import pickle
+import re
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import weakref
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import onnx
+
+from campaign.artifacts import Materialized
+from campaign.backends.base import Backend, BackendResult, set_stage_listener
+from campaign.signature import python_frames
+from campaign.testcase import TestCase
+from campaign.verdict import Stage, Verdict
+from ir.graph import Graph
+from ir.op import OP_REGISTRY, Op
+
+_CTX = mp.get_context("fork")
+
+#: stage codes in the shared value; IDLE: no test running (between tests)
+_STAGES = [None, Stage.UNKNOWN, Stage.IMPORT, Stage.COMPILE, Stage.RUN]
+_IDLE, _SETUP = 0, 1
+_CODE = {s: i for i, s in enumerate(_STAGES) if s is not None}
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (its process could not start): our problem, not a finding."""
+
+
+@dataclass
+class SandboxConfig:
+    """Limits of one sandbox."""
+
+    #: seconds for one test (import + compile + run); the process is killed past it
+    timeout_s: float = 60.0
+    #: seconds for a new process to come up (`backend.child_init`)
+    start_timeout_s: float = 120.0
+    #: address space (MiB) a cpu-target process may add to what it had at fork; None: no limit
+    memory_limit_mb: int | None = 8192
+    #: replace the process after this many tests (bounds leaks); None: never
+    max_tests_per_process: int | None = 500
+    #: bytes of the process's stdout/stderr kept in a crash or timeout report
+    output_tail_bytes: int = 4000
+
+
+@dataclass
+class SandboxStats:
+    """Counters of one sandbox (for logs and `bench/eval.py`)."""
+
+    processes: int = 0  #: processes started
+    tests: int = 0
+    deaths: int = 0
+    timeouts: int = 0
+    recycled: int = 0
+    start_s: list[float] = field(default_factory=list)  #: seconds each start took
+
+
+def _make_op(name: str, attrs: dict[str, Any]) -> Op:
+    return OP_REGISTRY[name](**attrs)
+
+
+class _JobPickler(pickle.Pickler):
+    """Pickles ops by registry name and attributes (op classes made by factories are not
+    importable by qualified name, and a name + attributes is all an op is)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, Op):
+            return _make_op, (obj.name, obj.attrs())
+        return NotImplemented
+
+
+@dataclass
+class Job:
+    """One test as plain data for a sandbox process: the graph (ops travel as registry name +
+    attributes), input and param values, the ONNX bytes the parent built, the lineage.
+    Between our own processes only: `pack` is a pickle, never written to disk."""
+
+    test_id: str
+    seed: int
+    graph: Graph
+    values: dict[str, np.ndarray]
+    input_names: list[str]
+    onnx_bytes: bytes | None
+    lineage: list[dict[str, Any]]
+    _packed: bytes | None = field(default=None, repr=False, compare=False)
+
+    @staticmethod
+    def of(m: Materialized) -> "Job":
+        tc = m.tc
+        try:
+            onnx_bytes: bytes | None = m.onnx_bytes
+        except Exception:  # backends that need ONNX will fail on it themselves
+            onnx_bytes = None
+        return Job(tc.test_id, tc.seed, tc.graph, dict(tc.values),
+                   [v.name for v in tc.graph.inputs], onnx_bytes, list(tc.lineage))
+
+    def pack(self) -> bytes:
+        """The job as bytes (computed once: every sandbox of a test gets the same)."""
+        if self._packed is None:
+            buf = io.BytesIO()
+            _JobPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(
+                {k: getattr(self, k) for k in ("test_id", "seed", "graph", "values",
+                                               "input_names", "onnx_bytes", "lineage")})
+            self._packed = buf.getvalue()
+        return self._packed
+
+    @staticmethod
+    def unpack(data: bytes) -> "Job":
+        return Job(**pickle.loads(data))
+
+
+class JobMaterialized(Materialized):
+    """`Materialized` rebuilt from a `Job` in the sandbox process; the ONNX model is the parent's
+    bytes, parsed only if a backend asks for the model."""
+
+    def __init__(self, job: Job):
+        super().__init__(TestCase(job.test_id, job.seed, job.graph, job.values, job.lineage))
+        self.job = job
+        #: graph input name -> value, in order (see `campaign.backends.base.input_feeds`)
+        self.feeds = {n: job.values[n] for n in job.input_names}
+
+    @cached_property
+    def onnx_bytes(self) -> bytes:
+        if self.job.onnx_bytes is not None:
+            return self.job.onnx_bytes
+        return self.onnx_model.SerializeToString()
+
+    @cached_property
+    def onnx_model(self) -> onnx.ModelProto:
+        if self.job.onnx_bytes is not None:
+            return onnx.load_from_string(self.job.onnx_bytes)
+        return Materialized.onnx_model.func(self)  # type: ignore[attr-defined]
+
+
+# ---- the child ---------------------------------------------------------------------------------
+
+def _vm_size_bytes() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _set_pdeathsig() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:  # not Linux: the parent's finalizer still kills us
+        pass
+
+
+def _setup_child(out_path: str, memory_limit: int | None, parent: int) -> None:
+    """Make this freshly forked process a quiet, killable, bounded sandbox process."""
+    os.setpgid(0, 0)
+    _set_pdeathsig()
+    try:  # a daemonic multiprocessing child may not start children; compilers may want to
+        mp.current_process().daemon = False
+    except (AssertionError, ValueError):
+        pass
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        os._exit(0)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGSEGV",
+                 "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGCHLD"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    # fresh Python streams on fds 1/2 (the inherited ones may write elsewhere, e.g. pytest's
+    # capture files); faulthandler dumps the Python stack of a fatal signal there too
+    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
+    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
+    faulthandler.disable()
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if memory_limit is not None:
+        limit = _vm_size_bytes() + memory_limit
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def _truncate_output() -> None:
+    """Start a test's output afresh (the file was opened without O_APPEND: seek back too)."""
+    for fd in (1, 2):
+        try:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+        except OSError:
+            pass
+
+
+def _child_main(backend: Backend, conn: Any, stage: Any, work_dir: str, out_path: str,
+                memory_limit: int | None, parent: int) -> None:
+    _setup_child(out_path, memory_limit, parent)
+    set_stage_listener(lambda s: setattr(stage, "value", _CODE[s]))
+    try:
+        backend.child_init(work_dir)
+    except BaseException as e:
+        conn.send(("init_error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            return
+        if kind == "stop":
+            return
+        _truncate_output()
+        stage.value = _SETUP
+        try:
+            m = JobMaterialized(Job.unpack(payload))
+        except Exception as e:  # our transport failed: a harness error, not the compiler's
+            result = BackendResult(stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
+                                   error_class=type(e).__name__,
+                                   error_msg=f"sandbox could not read the job: {e}")
+        else:
+            result = backend.evaluate(m)
+        stage.value = _IDLE
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            conn.send(("result", result))
+        except Exception as e:  # e.g. an output numpy cannot pickle
+            conn.send(("result", BackendResult(
+                stage=Stage.UNKNOWN, verdict=Verdict.INVALID, error_class=type(e).__name__,
+                error_msg=f"sandbox could not send the result: {e}")))
+
+
+# ---- crash reports ----------------------------------------------------------------------------
+
+#: stderr lines that say what went wrong when a native library aborts or a check fails
+_INFORMATIVE = re.compile(
+    r"what\(\):\s*(?P<what>.+)|(?P<line>(Check failed|Assertion|terminate called|InternalError|"
+    r"RuntimeError|Error:|ERROR).*)")
+
+
+def crash_summary(output: str) -> str | None:
+    """The most informative line of a dead process's output (a C++ `what():` line first)."""
+    best = None
+    for line in output.splitlines():
+        m = _INFORMATIVE.search(line)
+        if m is None:
+            continue
+        if m.group("what"):
+            return m.group("what").strip()
+        best = best or m.group("line").strip()
+    return best
+
+
+def _trim_dumps(text: str) -> str:
+    """Drop the frames below `_child_main` in faulthandler dumps, and the extension list."""
+    out, skipping = [], False
+    for line in text.splitlines():
+        is_frame = line.startswith('  File "')
+        if skipping and is_frame:
+            continue
+        skipping = False
+        if line.startswith("Extension modules:"):
+            continue
+        out.append(line)
+        if is_frame and line.endswith(" in _child_main"):
+            skipping = True
+    return "\n".join(out)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
+
+
+# ---- the parent --------------------------------------------------------------------------------
+
+def _kill_group(pid: int) -> None:
+    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+
+class Sandbox:
+    """A backend behind a process boundary. Not thread-safe: one test at a time."""
+
+    def __init__(self, backend: Backend, cfg: SandboxConfig | None = None):
+        self.backend = backend
+        self.cfg = cfg or SandboxConfig()
+        self.stats = SandboxStats()
+        self._proc: Any = None
+        self._conn: Any = None
+        self._stage = _CTX.RawValue("i", _IDLE)
+        self._work_dir: str | None = None
+        self._served = 0
+        self._prepared = False
+        self._finalizer: Any = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        """Start the process now (else the first `evaluate` does). Raises SandboxError."""
+        if self.alive:
+            return
+        self._reap()
+        if not self._prepared:
+            try:
+                self.backend.prepare()
+            except Exception as e:  # e.g. the compiler's package cannot be imported
+                raise SandboxError(f"preparing backend {self.backend.name} failed: "
+                                   f"{type(e).__name__}: {e}") from e
+            self._prepared = True
+        t0 = time.perf_counter()
+        self._work_dir = _new_work_dir(self.backend.name)
+        out_path = os.path.join(self._work_dir, "output.txt")
+        parent_end, child_end = _CTX.Pipe(duplex=True)
+        memory = (self.cfg.memory_limit_mb * 2**20
+                  if self.cfg.memory_limit_mb is not None and not self.backend.is_gpu else None)
+        self._stage.value = _IDLE
+        proc = _CTX.Process(
+            target=_child_main, name=f"sandbox-{self.backend.name}", daemon=True,
+            args=(self.backend, child_end, self._stage, self._work_dir, out_path, memory,
+                  os.getpid()))
+        proc.start()
+        child_end.close()
+        self._proc, self._conn, self._served = proc, parent_end, 0
+        self.stats.processes += 1
+        self._finalizer = weakref.finalize(self, _kill_group, proc.pid)
+        ready = mpc.wait([parent_end, proc.sentinel], self.cfg.start_timeout_s)
+        msg = None
+        if parent_end in ready:
+            try:
+                msg = parent_end.recv()
+            except (EOFError, OSError):
+                msg = None
+        if msg is None or msg[0] != "ready":
+            why = (msg[1] if msg and msg[0] == "init_error" else
+                   "no answer within start_timeout_s" if not ready else
+                   f"it died (exit code {proc.exitcode})")
+            tail = self._output_tail()
+            self._kill()
+            raise SandboxError(f"sandbox process for {self.backend.name} did not start: {why}"
+                               + (f"\n{tail}" if tail else ""))
+        self.stats.start_s.append(time.perf_counter() - t0)
+
+    def close(self) -> None:
+        """Stop the process (politely, then by force) and remove its scratch dir."""
+        if self.alive:
+            try:
+                self._conn.send(("stop", None))
+                self._proc.join(2.0)
+            except (OSError, ValueError):
+                pass
+        self._kill()
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.exitcode is None:
+            _kill_group(self._proc.pid)
+        self._reap()
+
+    def _reap(self) -> None:
+        if self._proc is not None:
+            _kill_group(self._proc.pid)  # its process group may outlive it (compiler children)
+            self._proc.join(5.0)
+            self._proc = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._work_dir is not None:
+            shutil.rmtree(self._work_dir, ignore_errors=True)
+            self._work_dir = None
+
+    def _output_tail(self) -> str:
+        """The end of this test's output, faulthandler dumps cut at the sandbox's entry point
+        (the frames above it are the parent's, inherited through fork)."""
+        if self._work_dir is None:
+            return ""
+        path = os.path.join(self._work_dir, "output.txt")
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 64 * 1024))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return _trim_dumps(text)[-self.cfg.output_tail_bytes:].strip()
+
+    # ---- evaluation --------------------------------------------------------------------------
+    def evaluate(self, m: Materialized, job: Job | None = None) -> BackendResult:
+        """Evaluate one test in the sandbox process (started or replaced as needed)."""
+        job = job if job is not None else Job.of(m)
+        for attempt in (1, 2):
+            try:
+                self.start()
+            except SandboxError as e:
+                return BackendResult(stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
+                                     error_class="SandboxError", error_msg=str(e))
+            try:
+                self._conn.send(("job", job.pack()))
+                break
+            except (BrokenPipeError, ConnectionResetError, OSError):  # died while idle
+                self._kill()
+                if attempt == 2:
+                    return BackendResult(stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
+                                         error_class="SandboxError",
+                                         error_msg="sandbox process died before the test started")
+        self.stats.tests += 1
+        deadline = time.monotonic() + self.cfg.timeout_s
+        t0 = time.perf_counter()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self._timed_out(time.perf_counter() - t0)
+            ready = mpc.wait([self._conn, self._proc.sentinel], remaining)
+            if self._conn in ready:
+                try:
+                    kind, result = self._conn.recv()
+                except (EOFError, OSError):
+                    return self._died()
+                if kind == "result":
+                    self._served += 1
+                    limit = self.cfg.max_tests_per_process
+                    if limit is not None and self._served >= limit:
+                        self.stats.recycled += 1
+                        self.close()
+                    return result
+            elif self._proc.sentinel in ready and not self._conn.poll(0):
+                return self._died()
+
+    def _current_stage(self) -> Stage:
+        return _STAGES[self._stage.value] or Stage.UNKNOWN
+
+    def _died(self) -> BackendResult:
+        stage = self._current_stage()
+        _kill_group(self._proc.pid)  # before reaping: leftover compiler children die too
+        self._proc.join(5.0)
+        code = self._proc.exitcode
+        tail = self._output_tail()
+        self.stats.deaths += 1
+        self._kill()
+        summary = crash_summary(tail)
+        if code is not None and code < 0:
+            name = _signal_name(-code)
+            head = f"{name} during {stage.value}" + (f": {summary}" if summary else "")
+            verdict, error_class = Verdict.SIGNAL, name
+        else:
+            head = f"sandbox process exited with code {code} during {stage.value}" + (
+                f": {summary}" if summary else "")
+            verdict, error_class = Verdict.CRASH, "ProcessExit"
+        msg = head + (f"\n--- process output (tail) ---\n{tail}" if tail else "")
+        return BackendResult(stage=stage, verdict=verdict, error_class=error_class,
+                             error_msg=msg, traceback=tail or None,
+                             frames=tuple(python_frames(tail, innermost_first=True)))
+
+    def _timed_out(self, elapsed: float) -> BackendResult:
+        stage = self._current_stage()
+        try:  # ask faulthandler for the stacks (where it hangs), then kill
+            os.kill(self._proc.pid, signal.SIGUSR1)
+            time.sleep(0.1)
+        except OSError:
+            pass
+        tail = self._output_tail()
+        self.stats.timeouts += 1
+        self._kill()
+        msg = (f"no result within {self.cfg.timeout_s:g} s (during {stage.value}); "
+               f"sandbox process killed after {elapsed:.1f} s")
+        if tail:
+            msg += f"\n--- process output (tail) ---\n{tail}"
+        return BackendResult(stage=stage, verdict=Verdict.TIMEOUT, error_class="Timeout",
+                             error_msg=msg, traceback=tail or None,
+                             frames=tuple(python_frames(tail, innermost_first=True)))
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", name)[:40]
+
+
+#: scratch dirs of sandbox processes: <root>/<parent pid>-<backend>-<random>
+WORK_ROOT = os.path.join(tempfile.gettempdir(), "dynsmith-sandbox")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_work_dirs(root: str = WORK_ROOT) -> int:
+    """Remove scratch dirs whose parent process is gone (a parent killed with SIGKILL, e.g. a
+    Ray actor, cannot clean up; its sandbox processes die with it). Returns how many."""
+    removed = 0
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return 0
+    for name in entries:
+        m = re.match(r"(\d+)-", name)
+        if m and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            removed += 1
+    return removed
+
+
+_swept = False
+
+
+def _new_work_dir(backend: str) -> str:
+    global _swept
+    os.makedirs(WORK_ROOT, exist_ok=True)
+    if not _swept:  # once per process
+        sweep_stale_work_dirs()
+        _swept = True
+    return tempfile.mkdtemp(prefix=f"{os.getpid()}-{_safe(backend)}-", dir=WORK_ROOT)

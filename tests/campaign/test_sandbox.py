@@ -1,0 +1,180 @@
+"""The sandbox process: transparent for a healthy backend; a kill, hang, exit or failed start
+is reported and the process replaced; leftovers (compiler subprocesses, scratch dirs, the
+process itself when its parent dies) are cleaned up."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from campaign.artifacts import Materialized
+from campaign.backends import Backend, BackendResult, make_backend
+from campaign.sandbox import (Job, JobMaterialized, Sandbox, SandboxConfig, crash_summary,
+                              sweep_stale_work_dirs)
+from campaign.testcase import TestCase
+from campaign.verdict import Stage, Verdict
+from ir.text import parse
+from ir.values import random_values
+
+REPO = Path(__file__).resolve().parents[2]
+GRAPH = """graph main(%x0: f32[2,3], %w1: param f32[3,4]) {
+  %v2 = matmul(%x0, %w1) : f32[2,4]
+  %v3 = add(%v2, %v2) : f32[2,4]
+  return %v3
+}"""
+
+
+def _m(seed: int = 0) -> Materialized:
+    g = parse(GRAPH)
+    return Materialized(TestCase(f"t{seed}", seed, g, random_values(g, seed)))
+
+
+class Scripted(Backend):
+    """Does what `self.plan` (set before the fork, or per call via the graph seed) says."""
+
+    def __init__(self, action: str = "ok", arg: float = 0.0):
+        self.name = "scripted"
+        self.action = action
+        self.arg = arg
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        action = self.action if m.tc.seed == 0 else "ok"
+        print(f"output of test {m.tc.test_id}", flush=True)
+
+        def compile_():
+            if action == "hang_with_child":
+                child = subprocess.Popen(["sleep", "600"])
+                Path(os.environ["SANDBOX_TEST_DIR"], "grandchild").write_text(str(child.pid))
+                child.wait()
+            if action == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        self.stage(Stage.COMPILE, compile_, result, "compile_ms")
+        return [np.full((2, 4), float(os.getpid()))]
+
+
+class BadInit(Scripted):
+    def child_init(self, work_dir: str) -> None:
+        raise RuntimeError("cannot set up")
+
+
+def test_sandbox_matches_in_process_results():
+    ort = make_backend("ort")
+    m = _m(3)
+    direct = ort.evaluate(m)
+    with Sandbox(make_backend("ort")) as sb:
+        boxed = sb.evaluate(m)
+        assert sb.pid != os.getpid()
+    assert boxed.verdict is None and not boxed.failed
+    assert [o.tobytes() for o in boxed.outputs] == [o.tobytes() for o in direct.outputs]
+    assert boxed.compile_ms is not None and boxed.run_ms is not None
+
+
+def test_job_round_trips_and_reuses_the_parents_onnx():
+    m = _m()
+    job = Job.unpack(Job.of(m).pack())
+    assert job.graph == m.tc.graph and job.onnx_bytes == m.onnx_bytes
+    assert all(np.array_equal(job.values[k], v) for k, v in m.tc.values.items())
+    jm = JobMaterialized(job)
+    assert not make_backend("ort").evaluate(jm).failed
+    assert "onnx_model" not in jm.__dict__  # ORT needed only the bytes: no rebuild, no parse
+
+
+def test_timeout_kills_the_process_group_and_the_next_test_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("SANDBOX_TEST_DIR", str(tmp_path))
+    with Sandbox(Scripted("hang_with_child"), SandboxConfig(timeout_s=1.5)) as sb:
+        t0 = time.monotonic()
+        r = sb.evaluate(_m(0))
+        assert time.monotonic() - t0 < 5
+        assert (r.verdict, r.stage, r.error_class) == (Verdict.TIMEOUT, Stage.COMPILE, "Timeout")
+        assert "subprocess.py" in r.traceback  # faulthandler's dump of where it hung
+        grandchild = int((tmp_path / "grandchild").read_text())
+        time.sleep(0.2)
+        assert not Path(f"/proc/{grandchild}").exists() or \
+            Path(f"/proc/{grandchild}/stat").read_text().split()[2] == "Z"
+        ok = sb.evaluate(_m(1))
+        assert not ok.failed and ok.verdict is None
+        assert sb.stats.processes == 2 and sb.stats.timeouts == 1
+
+
+def test_death_report_has_stage_signal_and_only_this_tests_output():
+    with Sandbox(Scripted("kill")) as sb:
+        assert not sb.evaluate(_m(1)).failed  # prints "output of test t1"
+        r = sb.evaluate(_m(0))
+        assert (r.verdict, r.stage, r.error_class) == (Verdict.SIGNAL, Stage.COMPILE, "SIGKILL")
+        assert "output of test t0" in r.error_msg and "t1" not in r.error_msg
+
+
+def test_process_killed_while_idle_is_replaced_transparently():
+    with Sandbox(Scripted()) as sb:
+        first = sb.evaluate(_m(1))
+        os.kill(sb.pid, signal.SIGKILL)
+        time.sleep(0.1)
+        second = sb.evaluate(_m(2))
+        assert not second.failed and second.outputs[0][0, 0] != first.outputs[0][0, 0]
+        assert sb.stats.processes == 2
+
+
+def test_recycled_after_max_tests():
+    with Sandbox(Scripted(), SandboxConfig(max_tests_per_process=2)) as sb:
+        pids = {int(sb.evaluate(_m(i)).outputs[0][0, 0]) for i in range(1, 6)}
+        assert len(pids) == 3 and sb.stats.recycled == 2
+
+
+def test_failed_start_is_our_problem_not_a_finding():
+    with Sandbox(BadInit()) as sb:
+        r = sb.evaluate(_m(1))
+        assert (r.verdict, r.error_class) == (Verdict.INVALID, "SandboxError")
+        assert "cannot set up" in r.error_msg
+        assert sb.evaluate(_m(2)).verdict is Verdict.INVALID  # and again, without hanging
+
+
+def test_close_removes_process_and_scratch_dir():
+    sb = Sandbox(Scripted())
+    sb.evaluate(_m(1))
+    pid, work_dir = sb.pid, sb._work_dir
+    assert os.path.isdir(work_dir)
+    sb.close()
+    assert not os.path.exists(work_dir)
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_sandbox_process_dies_with_its_parent(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(REPO)!r})
+        from campaign.backends import make_backend
+        from campaign.sandbox import Sandbox
+        sb = Sandbox(make_backend("ort"))
+        sb.start()
+        print(sb.pid, sb._work_dir, flush=True)
+        os._exit(0)  # no cleanup: only PR_SET_PDEATHSIG can stop the child now
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    child, work_dir = int(out.stdout.split()[0]), out.stdout.split()[1]
+    for _ in range(50):
+        if not Path(f"/proc/{child}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists()
+    # its scratch dir outlived both; the next sandbox to start in any process sweeps it
+    assert os.path.isdir(work_dir)
+    assert sweep_stale_work_dirs() >= 1 and not os.path.exists(work_dir)
+
+
+@pytest.mark.parametrize("text, summary", [
+    ("terminate called after throwing an instance of 'std::bad_alloc'\n  what():  std::bad_alloc",
+     "std::bad_alloc"),
+    ("noise\nCheck failed: x == y: bad shape\nmore", "Check failed: x == y: bad shape"),
+    ("Fatal Python error: Segmentation fault\n\nStack...", None),
+])
+def test_crash_summary_picks_the_informative_line(text, summary):
+    assert crash_summary(text) == summary
