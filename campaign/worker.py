@@ -34,7 +34,7 @@ from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
 from ir.generate import GenConfig, generate
 from ir.graph import Graph
-from ir.input_search import search_inputs
+from ir.input_search import make_valid, search_inputs
 from ir.precision import output_precisions, output_tolerances
 from ir.text import graph_hash, print_graph
 from mutators import MutationConfig, MutationEngine
@@ -122,10 +122,15 @@ class FuzzWorker:
             outcome = self.engine.mutate(g, rng)
             g = outcome.graph
             lineage += outcome.steps
-        # inputs for which every value is valid (NNSmith-style gradient search); if none is
-        # found, the last try is kept and the reference marks the test invalid
-        values = search_inputs(g, seed).values
-        return TestCase(test_id, seed, g, values, lineage)
+        # inputs for which every value is valid (NNSmith-style gradient search), dropping the
+        # instructions no input can make valid; if nothing valid remains, the plain search's
+        # last try is kept and the reference marks the test invalid
+        valid = make_valid(g, seed)
+        if valid is None:
+            return TestCase(test_id, seed, g, search_inputs(g, seed).values, lineage)
+        if valid.dropped:
+            lineage.append({"repair": "drop", "insts": valid.dropped})
+        return TestCase(test_id, seed, valid.graph, valid.search.values, lineage)
 
     # ---- running it ----------------------------------------------------------------------------
     def run(self, test_id: str, seed: int) -> TestReport:
@@ -217,7 +222,7 @@ class FuzzWorker:
         g: Graph = tc.graph
         return {
             "test_id": tc.test_id, "seed": tc.seed, "lineage": json.dumps(tc.lineage),
-            "mutators": [s["mutator"] for s in tc.lineage[1:]],
+            "mutators": [s["mutator"] for s in tc.lineage[1:] if "mutator" in s],
             "graph_hash": graph_hash(g), "n_insts": g.num_insts(), "n_inputs": len(g.inputs),
             "n_params": len(g.params), "max_depth": g.max_depth(),
             "ops": sorted(g.op_counts()), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),

@@ -163,8 +163,8 @@ Softplus = _unary("softplus", "F.softplus", "Softplus", FLOATS, safe=lambda x: a
                   doc="log(1 + exp(x)); x <= 20 (torch switches to x above 20, ONNX overflows "
                       "above 88 in float32).", family=T)
 Softsign = _unary("softsign", "F.softsign", "Softsign", FLOATS)
-Selu = _unary("selu", "F.selu", "Selu", FLOATS, family=T,
-              doc="SELU with the standard constants (ONNX defaults).")
+Selu = _unary("selu", "F.selu", "Selu", F16_32, family=T,
+              doc="SELU with the standard constants (ONNX defaults; float32 attributes, so no f64).")
 Hardswish = _unary("hardswish", "F.hardswish", "HardSwish", FLOATS)
 LogicalNot = _unary("logical_not", "logical_not", "Not", BOOL)
 BitwiseNot = _unary("bitwise_not", "bitwise_not", "BitwiseNot", INTS, doc="~x on integers.")
@@ -176,7 +176,7 @@ class Hardsigmoid(Unary):
 
     name: ClassVar[str] = "hardsigmoid"
     torch_name: ClassVar[str] = "F.hardsigmoid"
-    dtypes: ClassVar[frozenset[DType]] = FLOATS
+    dtypes: ClassVar[frozenset[DType]] = F16_32  # ONNX float attributes are float32: no f64
 
     def onnx(self, b, ins, outs):
         b.node("HardSigmoid", ins, outs, alpha=1.0 / 6.0, beta=0.5)
@@ -210,7 +210,7 @@ class LeakyRelu(Unary):
     name: ClassVar[str] = "leaky_relu"
     torch_name: ClassVar[str] = "F.leaky_relu"
     onnx_name: ClassVar[str] = "LeakyRelu"
-    dtypes: ClassVar[frozenset[DType]] = FLOATS
+    dtypes: ClassVar[frozenset[DType]] = F16_32  # ONNX float attributes are float32: no f64
     choices: ClassVar[dict[str, tuple]] = {"alpha": (0.01, 0.1, 0.2, 0.5)}
     alpha: float
 
@@ -223,7 +223,7 @@ class Elu(Unary):
     family: ClassVar[str] = T
     torch_name: ClassVar[str] = "F.elu"
     onnx_name: ClassVar[str] = "Elu"
-    dtypes: ClassVar[frozenset[DType]] = FLOATS
+    dtypes: ClassVar[frozenset[DType]] = F16_32  # ONNX float attributes are float32: no f64
     choices: ClassVar[dict[str, tuple]] = {"alpha": (0.5, 1.0, 1.5)}
     alpha: float
 
