@@ -48,6 +48,9 @@ class CampaignConfig:
     test_timeout_s: float = 300.0
     #: abort when this many tests in a row fail inside the worker (a harness bug, not a finding)
     max_consecutive_worker_failures: int = 20
+    #: backends whose support probe (campaign/probe.py, cached on disk) runs before the
+    #: campaign; every op signature one of them cannot compile is kept out of the generator
+    probe: list[str] = field(default_factory=list)
 
 
 @dataclass

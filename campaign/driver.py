@@ -141,6 +141,10 @@ def preflight(cfg: Config) -> Budget:
     if unknown:
         raise ConfigError(f"campaign.backends: unknown backend {unknown[0]!r} "
                           f"(known: {', '.join(sorted(BACKENDS))})")
+    unknown = [b for b in cfg.campaign.probe if b not in BACKENDS]
+    if unknown:
+        raise ConfigError(f"campaign.probe: unknown backend {unknown[0]!r} "
+                          f"(known: {', '.join(sorted(BACKENDS))})")
     try:
         if not cfg.generator.enabled_ops():
             raise ConfigError("generator: ops_include/ops_exclude leave no op enabled")
@@ -489,6 +493,12 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     the workers or they cannot start; results gathered so far are flushed either way."""
     conf = to_config(cfg)
     budget = preflight(conf)
+    if conf.campaign.probe:
+        from campaign.probe import deny_list  # runs the backends in this process, once cached
+
+        conf.generator.deny = sorted(set(conf.generator.deny) | set(deny_list(conf.campaign.probe)))
+        log.warning("support probe of %s: %d signatures kept out of the generator",
+                    ", ".join(conf.campaign.probe), len(conf.generator.deny))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))

@@ -94,3 +94,21 @@ def test_key_appended_with_plus_is_rejected(override, key):
     with pytest.raises(ConfigError) as ei:
         to_config(_compose(override))
     assert str(ei.value) == f"{key}: not a config key (added with '+'? see campaign/config.py)"
+
+
+def test_every_preset_composes_and_validates():
+    presets = sorted(p.stem for p in (Path(CONF_DIR) / "campaign").glob("*.yaml"))
+    assert {"smoke", "cpu_ort", "cpu_all", "cpu_dynamic"} <= set(presets)
+    for name in presets:
+        cfg = to_config(_compose(f"campaign={name}"))
+        assert cfg.campaign.name == name
+        validate(cfg)
+    dynamic = to_config(_compose("campaign=cpu_dynamic"))
+    assert dynamic.generator.p_if > 0 and dynamic.generator.p_loop > 0
+
+
+def test_unknown_probe_backend_is_a_clear_error():
+    from campaign.driver import preflight
+
+    with pytest.raises(ConfigError, match=r"^campaign.probe: unknown backend 'nope' \(known: "):
+        preflight(to_config(_compose("campaign.probe=[nope]")))
