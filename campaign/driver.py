@@ -329,7 +329,7 @@ class _Campaign:
             row = {
                 "test_id": call.test_id, "seed": call.seed,
                 "lineage": json.dumps([{"seed": call.seed}]), "mutators": [], "graph_hash": "",
-                "n_insts": 0, "n_inputs": 0, "n_params": 0, "max_depth": 0, "ops": [],
+                "n_insts": 0, "n_inputs": 0, "n_params": 0, "max_depth": 0, "n_if": 0, "n_loop": 0, "ops": [],
                 "dtypes": [], "dialect": "", "backend": backend,
                 "target": self.targets.get(backend, ""), "verdict": verdict.value,
                 "stage": Stage.UNKNOWN.value, "error_class": error_class, "error_sig": error_class,

@@ -220,12 +220,14 @@ class FuzzWorker:
     # ---- rows and findings ---------------------------------------------------------------------
     def _base_row(self, tc: TestCase, gen_ms: float) -> dict[str, Any]:
         g: Graph = tc.graph
+        counts = g.op_counts()
         return {
             "test_id": tc.test_id, "seed": tc.seed, "lineage": json.dumps(tc.lineage),
             "mutators": [s["mutator"] for s in tc.lineage[1:] if "mutator" in s],
             "graph_hash": graph_hash(g), "n_insts": g.num_insts(), "n_inputs": len(g.inputs),
             "n_params": len(g.params), "max_depth": g.max_depth(),
-            "ops": sorted(g.op_counts()), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),
+            "n_if": counts["if"], "n_loop": counts["loop"],
+            "ops": sorted(counts), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),
             "dialect": "eager", "stage": None, "error_class": None, "error_sig": None,
             "error_msg": None, "mismatch_output": None, "max_abs_err": None, "max_rel_err": None,
             "gen_ms": gen_ms, "ref_ms": None, "compile_ms": None, "run_ms": None,
@@ -246,7 +248,7 @@ class FuzzWorker:
         msg = f"{type(e).__name__}: {e}"
         row = {
             "test_id": test_id, "seed": seed, "lineage": json.dumps([{"seed": seed}]), "mutators": [],
-            "graph_hash": "", "n_insts": 0, "n_inputs": 0, "n_params": 0, "max_depth": 0, "ops": [],
+            "graph_hash": "", "n_insts": 0, "n_inputs": 0, "n_params": 0, "max_depth": 0, "n_if": 0, "n_loop": 0, "ops": [],
             "dtypes": [], "dialect": "eager", "verdict": Verdict.INVALID.value,
             "stage": Stage.GENERATE.value, "error_class": type(e).__name__,
             "error_sig": normalize(type(e).__name__, str(e)), "error_msg": msg[:MAX_MSG],

@@ -31,7 +31,7 @@ def sample_row(**overrides: Any) -> dict[str, Any]:
     """A complete worker row (every RESULT_SCHEMA column but campaign/run_id/finding_dir)."""
     row: dict[str, Any] = {
         "test_id": "r-000000", "seed": 7, "lineage": '[{"seed": 7}]', "mutators": [],
-        "graph_hash": "abc", "n_insts": 3, "n_inputs": 1, "n_params": 0, "max_depth": 1,
+        "graph_hash": "abc", "n_insts": 3, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 1, "n_loop": 0,
         "ops": ["add", "relu"], "dtypes": ["f32"], "dialect": "eager", "backend": "ort",
         "target": "cpu", "verdict": "pass", "stage": None, "error_class": None,
         "error_sig": None, "error_msg": None, "mismatch_output": None, "max_abs_err": None,

@@ -82,7 +82,7 @@ class FakeWorker:
     def report(self, test_id: str, seed: int, verdict: str) -> FakeReport:
         rows = [{
             "test_id": test_id, "seed": seed, "lineage": "[]", "mutators": [], "graph_hash": "h",
-            "n_insts": 1, "n_inputs": 1, "n_params": 0, "max_depth": 1, "ops": ["add"],
+            "n_insts": 1, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 1, "n_loop": 0, "ops": ["add"],
             "dtypes": ["f32"], "dialect": "eager", "backend": b, "target": "cpu",
             "verdict": verdict, "gen_ms": 0.1, "host": "fakehost", "worker": self.name,
             "ts": datetime.now(timezone.utc),
