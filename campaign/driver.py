@@ -35,6 +35,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from campaign.backends import BACKENDS
 from campaign.config import Budget, Config, ConfigError, to_config, validate
 from campaign.findings import FindingStore
+from campaign.schema import graphless_row
 from campaign.ids import new_run_id, test_id, test_seed
 from campaign.storage import ResultSink
 from campaign.verdict import Stage, Verdict
@@ -327,13 +328,10 @@ class _Campaign:
                 {"info.json": (json.dumps(info, indent=2) + "\n").encode()}))
         for k, backend in enumerate(self.c.backends):
             row = {
-                "test_id": call.test_id, "seed": call.seed,
-                "lineage": json.dumps([{"seed": call.seed}]), "mutators": [], "graph_hash": "",
-                "n_insts": 0, "n_inputs": 0, "n_params": 0, "max_depth": 0, "n_if": 0, "n_loop": 0, "ops": [],
-                "dtypes": [], "dialect": "", "backend": backend,
+                **graphless_row(call.test_id, call.seed), "backend": backend,
                 "target": self.targets.get(backend, ""), "verdict": verdict.value,
                 "stage": Stage.UNKNOWN.value, "error_class": error_class, "error_sig": error_class,
-                "error_msg": msg[:MAX_MSG], "gen_ms": 0.0, "host": slot.host,
+                "error_msg": msg[:MAX_MSG], "host": slot.host,
                 "worker": slot.name, "ts": now, "finding_dir": finding_dir if k == 0 else None,
             }
             self.sink.add(row)

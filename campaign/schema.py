@@ -3,6 +3,8 @@ tests check the two agree. Always write with this explicit schema (an all-null c
 otherwise be typed null and break readers)."""
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 
 RESULT_SCHEMA = pa.schema(
@@ -45,3 +47,17 @@ RESULT_SCHEMA = pa.schema(
 )
 
 COLUMNS = tuple(RESULT_SCHEMA.names)
+
+
+def graphless_row(test_id: str, seed: int) -> dict:
+    """The columns of a row for a test whose graph is unknown (the generator failed, or the
+    worker died before reporting): identity from the seed, every graph count zero, every
+    optional column null. Callers add backend, verdict, error and provenance columns."""
+    return {
+        "test_id": test_id, "seed": seed, "lineage": json.dumps([{"seed": seed}]),
+        "mutators": [], "graph_hash": "", "n_insts": 0, "n_inputs": 0, "n_params": 0,
+        "max_depth": 0, "n_if": 0, "n_loop": 0, "ops": [], "dtypes": [], "dialect": "",
+        "stage": None, "error_class": None, "error_sig": None, "error_msg": None,
+        "mismatch_output": None, "max_abs_err": None, "max_rel_err": None, "gen_ms": 0.0,
+        "ref_ms": None, "compile_ms": None, "run_ms": None,
+    }

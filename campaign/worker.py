@@ -29,6 +29,7 @@ from campaign.backends import Backend, BackendResult, make_backend
 from campaign.oracle import TOLERANCES, Judgement, judge
 from campaign.reference import ReferenceResult, run_reference, run_shadow
 from campaign.sandbox import Job, Sandbox, SandboxConfig
+from campaign.schema import graphless_row
 from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
@@ -247,14 +248,11 @@ class FuzzWorker:
     def _generator_failure(self, test_id: str, seed: int, e: Exception, gen_ms: float) -> TestReport:
         msg = f"{type(e).__name__}: {e}"
         row = {
-            "test_id": test_id, "seed": seed, "lineage": json.dumps([{"seed": seed}]), "mutators": [],
-            "graph_hash": "", "n_insts": 0, "n_inputs": 0, "n_params": 0, "max_depth": 0, "n_if": 0, "n_loop": 0, "ops": [],
-            "dtypes": [], "dialect": "eager", "verdict": Verdict.INVALID.value,
+            **graphless_row(test_id, seed), "dialect": "eager", "verdict": Verdict.INVALID.value,
             "stage": Stage.GENERATE.value, "error_class": type(e).__name__,
             "error_sig": normalize(type(e).__name__, str(e)), "error_msg": msg[:MAX_MSG],
-            "mismatch_output": None, "max_abs_err": None, "max_rel_err": None, "gen_ms": gen_ms,
-            "ref_ms": None, "compile_ms": None, "run_ms": None, "host": self.host,
-            "worker": f"{self.name}@{os.getpid()}", "ts": datetime.now(timezone.utc),
+            "gen_ms": gen_ms, "host": self.host, "worker": f"{self.name}@{os.getpid()}",
+            "ts": datetime.now(timezone.utc),
         }
         rows = [{**row, "backend": b.name, "target": b.target} for b in self.backends]
         files = {"info.json": json.dumps({"seed": seed, "error": msg,
