@@ -29,11 +29,6 @@ from campaign.verdict import Verdict
 from ir.dtypes import DType
 from ir.precision import BASE_TOLERANCE, EXACT, Tolerance
 
-#: (rtol, atol) per numpy dtype name, the base tolerances (for reports)
-TOLERANCES: dict[str, tuple[float, float]] = {
-    d.numpy.name: (t.rtol, t.atol) for d, t in BASE_TOLERANCE.items()
-}
-
 #: how many times the reference's own error (vs the float64 truth) a target may be off by
 #: where the reference is off too, before the mismatch is confirmed anyway
 SHADOW_SLACK = 4.0

@@ -26,7 +26,7 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult, make_backend
-from campaign.oracle import TOLERANCES, Judgement, judge
+from campaign.oracle import Judgement, judge
 from campaign.reference import ReferenceResult, run_reference, run_shadow
 from campaign.sandbox import Job, Sandbox, SandboxConfig
 from campaign.schema import graphless_row
@@ -279,7 +279,6 @@ class FuzzWorker:
                                     "error_class", "error_sig", "error_msg", "max_abs_err",
                                     "max_rel_err", "mismatch_output")}
         info["lineage"] = tc.lineage
-        info["tolerances"] = TOLERANCES
         info["output_tolerances"] = [[t.rtol, t.atol] for t in output_tolerances(tc.graph)]
         info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
         if result is not None and result.traceback:
