@@ -2,11 +2,16 @@
 and validity (input search succeeds, ONNX checker passes, reference valid, ORT with optimizations
 off agrees), at 10 and 20 nodes.
 
-    python bench/gen.py [--n 300] [--nodes 10 20]
+    python bench/gen.py [--n 300] [--nodes 10 20] [--nnsmith-python /tmp/nns/bin/python]
+
+With `--nnsmith-python`, NNSmith's own generator is timed in the same run (see
+bench/nnsmith_gen.py) and the generation times are given as a ratio against it.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -33,7 +38,14 @@ def stats(xs: list[float]) -> str:
     return f"median {med:7.2f} ms  IQR [{q1:.2f}, {q3:.2f}]  max {a.max():.1f}"
 
 
-def run(nodes: int, n: int) -> None:
+def nnsmith_ms(python: str, nodes: int, n: int) -> list[float]:
+    script = Path(__file__).with_name("nnsmith_gen.py")
+    out = subprocess.run([python, str(script), "--nodes", str(nodes), "--n", str(n)],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["ms"]
+
+
+def run(nodes: int, n: int, nnsmith_python: str | None = None) -> None:
     cfg = GenConfig(nodes=nodes)
     ort = make_backend("ort_noopt")
     t_gen, t_inp, t_onnx, iters, drops = [], [], [], [], []
@@ -77,6 +89,10 @@ def run(nodes: int, n: int) -> None:
     print(f"  search+repair  {stats(t_inp)}")
     print(f"  onnx build+chk {stats(t_onnx)}")
     print(f"  together       {stats(total)}")
+    if nnsmith_python:
+        base = nnsmith_ms(nnsmith_python, nodes, min(n, 100))
+        ratio = float(np.median(base) / np.median(t_gen))
+        print(f"  NNSmith gen    {stats(base)}  ({len(base)} graphs; ours is {ratio:.1f}x faster)")
     valid = n - outcome["onnx checker failed"] - outcome["reference invalid"] - outcome["input search failed"]
     print(f"  validity (search+repair ok, ONNX checker, reference valid): {valid}/{n} = {100 * valid / n:.1f}%")
     print(f"  repair dropped instructions in {sum(1 for d in drops if d)}/{len(drops)} graphs "
@@ -91,10 +107,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--nodes", type=int, nargs="+", default=[10, 20])
+    ap.add_argument("--nnsmith-python", help="an interpreter with NNSmith installed (baseline)")
     args = ap.parse_args()
     set_single_thread()
     for nodes in args.nodes:
-        run(nodes, args.n)
+        run(nodes, args.n, args.nnsmith_python)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ def probe_graphs(op_cls: type[Op], ins: tuple[DType, ...], outs: tuple[DType, ..
 
 def _one_probe(op_cls, ins, outs, rng, context) -> Graph | None:
     b = SymbolicGraphBuilder(rng, GenConfig(dtypes=ALL_DTYPES, max_elems=256))
-    x = b.add_input(b.placeholder_type(rng.choice(op_cls.first_ranks()), ins[0]))
+    x = b.add_input(b.concrete_type(rng.choice(op_cls.first_ranks()), ins[0]))
     insts: list[Inst] = []
     first = x
     pre = _unary_for(ins[0]) if context else None
@@ -116,7 +116,7 @@ def _one_probe(op_cls, ins, outs, rng, context) -> Graph | None:
             if after is not None:
                 insts.append(after)
                 outputs[0] = after.results[0].name
-    return b.concrete_graph("probe", insts, outputs, b.inputs, b.params)
+    return b.graph("probe", insts, outputs)
 
 
 def probe(backend_name: str, use_cache: bool = True) -> ProbeReport:

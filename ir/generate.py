@@ -1,17 +1,19 @@
-"""The NNSmith-style generator: grow a graph one op at a time, each op's shape constraints added
-to a z3 solver, then solve once and concretize every shape and numeric attribute.
+"""The generator: grow a graph one op at a time, each op solved with z3 as it is placed.
 
 Per step: pick an op, pick its first input among existing values, fill its other inputs with
 existing values or new placeholders (graph inputs, or params for weights), sample attributes
-(numeric ones as fresh z3 ints), and keep the op only if its constraints stay satisfiable.
+(numeric ones as fresh z3 ints), and keep the op only if its constraints can be met; its
+symbols are then fixed, so the graph under construction is concrete at every step (see
+`SymbolicGraphBuilder` for why per op and not per graph).
 
 Element bound: every value of rank r has each dim <= floor(max_elems ** (1/r)), which bounds its
 element count (weights included) by `max_elems` with linear constraints only.
 
-Determinism: all choices come from one `random.Random(seed)`, z3 names come from one counter and
-z3 itself is deterministic for an identical constraint sequence, so a seed always yields the same
-graph. Solver effort is capped by z3's resource limit (`rlimit`), never by wall-clock time, so a
-hard (nonlinear) query fails the same way on every machine instead of hanging.
+Determinism: all choices come from one `random.Random(seed)`, z3 names come from one counter,
+and every symbol's value is drawn from the RNG or found by a search whose steps depend only on
+sat/unsat answers, so a seed always yields the same graph. Solver effort is capped by z3's
+resource limit (`rlimit`), never by wall-clock time, so a hard (nonlinear) query fails the same
+way on every machine instead of hanging.
 """
 from __future__ import annotations
 
@@ -81,32 +83,34 @@ class GenerationError(RuntimeError):
     """The generator could not build a graph (e.g. no op accepts the configured dtypes)."""
 
 
-class SolverGaveUp(GenerationError):
-    """z3 hit its resource limit while fixing a model; the caller may retry another draw."""
-
-
 class SymbolicGraphBuilder:
-    """A graph under construction whose shapes/attributes may be z3 terms, with its solver.
+    """A graph under construction, grown one op at a time with every shape concrete.
 
-    Invariant: every constraint of every added op is in `solver`, and the solver is satisfiable.
+    Each new op is solved on its own: its sampled attributes and the dims of its new
+    placeholders are z3 symbols, constrained by the op's `requires`, the element bound and an
+    optional target type, while every existing value is already concrete. The symbols are fixed
+    at once (see `_fix`), so the instruction returned by `try_op` is concrete.
+
+    Why per op rather than one solver for the whole graph (NNSmith's way): with concrete
+    operands most constraints are decided in Python and the rest involve a handful of fresh
+    symbols, so z3 is called rarely and on tiny problems; a whole-graph solve spends most of
+    the generator's time in z3. What is given up: a later op cannot reshape an earlier
+    input; ops that need a fitting operand get a new placeholder built to fit (`operand_type`).
     """
 
     def __init__(self, rng: random.Random, cfg: GenConfig, names: Sequence[str] = ()):
         self.rng = rng
         self.cfg = cfg
         self.ctx = SampleContext(rng)
-        self.solver = z3.Solver()
-        self.solver.set("rlimit", RLIMIT)
         self.inputs: list[Value] = []
         self.params: list[Value] = []
         self.insts: list[Inst] = []
         self.taken = set(names)
         self._ids = itertools.count()
-        #: (z3 id, cap) -> dim, for dims whose bounds are already in the solver; holding the dim
-        #: keeps its id from being recycled by z3 for another term
-        self._bounded: dict[tuple[int, int], z3.ArithRef] = {}
         self._deny = frozenset(cfg.deny)
         self._dtypes = frozenset(cfg.enabled_dtypes())
+        self._solver = z3.Solver()
+        self._solver.set("rlimit", RLIMIT)
 
     # ---- names, placeholders -------------------------------------------------------------
     def fresh_name(self, prefix: str) -> str:
@@ -119,32 +123,31 @@ class SymbolicGraphBuilder:
     def dim_cap(self, rank: int) -> int:
         return max(1, int(math.floor(self.cfg.max_elems ** (1.0 / rank) + 1e-9))) if rank else 1
 
-    def bounds(self, t: TensorType, fresh: dict | None = None) -> list:
-        """1 <= d <= cap(rank) for every dim of `t`, skipping dims already bounded that tightly
-        (their keys are added to `fresh`, to be committed once the constraints are kept)."""
+    def bounds(self, t: TensorType) -> list:
+        """1 <= d <= cap(rank) for every dim of `t` (Python bools for concrete dims)."""
         cap = self.dim_cap(t.rank)
         out: list = []
         for d in t.shape:
-            if not is_symbolic(d):
+            if is_symbolic(d):
+                out += [d >= 1, d <= cap]
+            else:
                 out.append(1 <= d <= cap)
-                continue
-            key = (d.get_id(), cap)
-            if key in self._bounded or (fresh is not None and key in fresh):
-                continue
-            if fresh is not None:
-                fresh[key] = d
-            out += [d >= 1, d <= cap]
         return out
 
     def placeholder_type(self, rank: int, dtype: DType) -> TensorType:
+        """A type with fresh dimension symbols (fixed when the op using it is solved)."""
         return TensorType(tuple(self.ctx.dim(rank) for _ in range(rank)), dtype)
 
+    def concrete_type(self, rank: int, dtype: DType) -> TensorType:
+        """A type with dims drawn from [1, min(cap, dim_hint)]."""
+        hi = min(self.dim_cap(rank), self.cfg.dim_hint)
+        return TensorType(tuple(self.rng.randint(1, hi) for _ in range(rank)), dtype)
+
     def add_input(self, t: TensorType, param: bool = False) -> Value:
+        if not t.is_concrete:
+            raise ValueError(f"generator: new input of non-concrete type {t}")
         v = Value(self.fresh_name("w" if param else "x"), t)
         (self.params if param else self.inputs).append(v)
-        fresh: dict = {}
-        self.solver.add(*[c for c in self.bounds(t, fresh) if not isinstance(c, bool)])
-        self._bounded.update(fresh)
         return v
 
     # ---- op insertion ------------------------------------------------------------------------
@@ -159,13 +162,13 @@ class SymbolicGraphBuilder:
         op: Op | None = None,
         allow_new: bool = True,
     ) -> Inst | None:
-        """Build `op_cls(first, ...)`; return the instruction if its constraints are satisfiable
-        (they are then kept in the solver), else None. `target` forces the result type.
+        """Build `op_cls(first, ...)` over concrete values; return the concrete instruction if
+        the op's constraints can be met, else None. `target` forces the result type.
 
         New placeholders take the op's `operand_type` (constraints hold by construction) when
-        it offers one; the solver is asked only when a constraint is not decided in Python.
-        `op` gives the attributes instead of sampling them; `allow_new=False` forbids new
-        placeholders (inside closed bodies every operand must already exist)."""
+        it offers one. `op` gives the attributes instead of sampling them; `allow_new=False`
+        forbids new placeholders (inside closed bodies every operand must already exist)."""
+        n_dims, n_syms = len(self.ctx.dims), len(self.ctx.symbols)
         op = op if op is not None else op_cls.sample(self.ctx, first.type)
         new_inputs: list[tuple[Value, bool]] = []
         args = [first]
@@ -190,110 +193,102 @@ class SymbolicGraphBuilder:
         if self._deny and signature_key(op.name, [t.dtype for t in in_types], out_dtypes) in self._deny:
             return None
         outs = op.infer(in_types)
-        fresh: dict = {}
         cons = list(op.requires(in_types))
         for t in [*outs, *(v.type for v, _ in new_inputs)]:
-            cons += self.bounds(t, fresh)
+            cons += self.bounds(t)
         if target is not None:
             if len(outs) != 1 or outs[0].rank != target.rank or outs[0].dtype != target.dtype:
                 return None
             cons += [eq(a, b) for a, b in zip(outs[0].shape, target.shape)]
         if any(c is False for c in cons):
             return None
-        cons = [c for c in cons if not isinstance(c, bool)]
-        if cons:
-            self.solver.push()
-            self.solver.add(*cons)
-            if self.solver.check() != z3.sat:  # unsat, or unknown when the rlimit ran out
-                self.solver.pop()
+        symbols = self._symbols(self.ctx.dims[n_dims:], self.ctx.symbols[n_syms:])
+        if symbols:
+            model = self._fix([c for c in cons if not isinstance(c, bool)], symbols)
+            if model is None:
                 return None
-        self._bounded.update(fresh)
+            op = op.concretize(model)
+            outs = [t.concretize(model) for t in outs]
+            new_inputs = [(Value(v.name, v.type.concretize(model)), p) for v, p in new_inputs]
         renamed = {}
         for v, is_param in new_inputs:
-            real = Value(self.fresh_name("w" if is_param else "x"), v.type)
-            (self.params if is_param else self.inputs).append(real)
+            real = self.add_input(v.type, is_param)
             renamed[v.name] = real.name
         arg_names = tuple(renamed.get(a.name, a.name) for a in args)
         results = tuple(Value(self.fresh_name("v"), t) for t in outs)
         return Inst(op, arg_names, results)
 
     # ---- solving -----------------------------------------------------------------------------
-    def solve(self) -> z3.ModelRef:
-        """A model of the constraints in which every symbol takes a value drawn from `rng`
-        where possible, nudging shapes towards varied values (not z3's favourite 0s and 1s).
+    def _symbols(self, dims, syms) -> list[tuple[z3.ArithRef, int, int]]:
+        """The op's symbols with the range each value is drawn from, in creation order."""
+        out = [(d, 1, min(self.dim_cap(rank), self.cfg.dim_hint)) for d, rank in dims]
+        out += [(s, 0, self.cfg.dim_hint) for s in syms]
+        return out
 
-        Determinism: z3's choice among models is not reproducible within one process, so no
-        symbol is left to it. Draws are fixed in order: the longest prefix of draws consistent
-        with those already fixed is found by bisection on its length (one check when all agree),
-        the symbol that breaks it gets its smallest feasible value (exponential then binary
-        search), and so on. The model is a function of the seed and of sat/unsat answers only.
-        """
-        draws = [sym == self.rng.randint(lo, hi) for sym, lo, hi in self._symbols()]
+    def _fix(self, cons: list, symbols: list[tuple[z3.ArithRef, int, int]]) -> z3.ModelRef | None:
+        """A model of `cons` fixing every symbol to a value drawn from `rng` where possible
+        (varied shapes, not z3's favourite 0s and 1s); None when `cons` cannot hold.
+
+        Determinism: z3's choice among models is not reproducible, so no symbol is left to it.
+        The longest prefix of draws consistent with those already fixed is found by bisection
+        on its length (one check when all agree), the symbol that breaks it gets its smallest
+        feasible value (exponential then binary search), and so on. The model is a function of
+        the draws and of sat/unsat answers only. Solver effort is capped by `rlimit`; running
+        out counts as unsatisfiable."""
+        draws = [sym == self.rng.randint(lo, hi) for sym, lo, hi in symbols]
+        solver = self._solver
+        solver.push()
+        try:
+            solver.add(*cons)
+            return self._fix_draws(draws, lambda extra: solver.check(*extra) == z3.sat)
+        finally:
+            solver.pop()
+
+    def _fix_draws(self, draws: list, sat) -> z3.ModelRef | None:
+        if sat(draws):
+            return self._solver.model()
+        if not sat([]):
+            return None
         fixed: list = []
         i = 0
         while i < len(draws):
-            if self._sat(fixed + draws[i:]):
+            if sat(fixed + draws[i:]):
                 fixed += draws[i:]
                 break
             ok, bad = i, len(draws)  # draws[i:ok] are consistent, draws[i:bad] are not
             while bad - ok > 1:
                 mid = (ok + bad) // 2
-                if self._sat(fixed + draws[i:mid]):
+                if sat(fixed + draws[i:mid]):
                     ok = mid
                 else:
                     bad = mid
             fixed += draws[i:ok]
             sym = draws[ok].arg(0)
-            fixed.append(sym == self._smallest_feasible(sym, fixed))
+            value = self._smallest_feasible(sym, fixed, sat)
+            if value is None:
+                return None
+            fixed.append(sym == value)
             i = ok + 1
-        if self.solver.check(*fixed) != z3.sat:
-            raise SolverGaveUp("generator: could not fix a model within the solver's limits")
-        return self.solver.model()
+        return self._solver.model() if sat(fixed) else None
 
-    def _sat(self, assumptions: list) -> bool:
-        """Satisfiable under `assumptions`; running out of rlimit counts as unsatisfiable."""
-        return self.solver.check(*assumptions) == z3.sat
-
-    def _symbols(self) -> list[tuple[z3.ArithRef, int, int]]:
-        """Every symbol with the range its value is drawn from, in creation order."""
-        out = [(d, 1, min(self.dim_cap(rank), self.cfg.dim_hint)) for d, rank in self.ctx.dims]
-        out += [(s, 0, self.cfg.dim_hint) for s in self.ctx.symbols]
-        return out
-
-    def _smallest_feasible(self, sym: z3.ArithRef, fixed: list) -> int:
+    def _smallest_feasible(self, sym: z3.ArithRef, fixed: list, sat) -> int | None:
         """Smallest value of `sym` (>= 0) consistent with `fixed`: exponential, then binary search."""
         lo, hi = -1, 1  # invariant once found: sym <= lo infeasible, sym <= hi feasible
-        while not self._sat(fixed + [sym <= hi]):
+        while not sat(fixed + [sym <= hi]):
             if hi >= self.cfg.max_elems:
-                raise SolverGaveUp(f"generator: no value for {sym} within the solver's limits")
+                return None
             lo, hi = hi, min(2 * hi + 1, self.cfg.max_elems)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self._sat(fixed + [sym <= mid]):
+            if sat(fixed + [sym <= mid]):
                 hi = mid
             else:
                 lo = mid
         return hi
 
-    def concrete_graph(self, name: str, insts: Sequence[Inst], outputs: Sequence[str],
-                       inputs: Sequence[Value], params: Sequence[Value]) -> Graph:
-        model = self.solve()
-        return _concretize(Graph(name, tuple(inputs), tuple(insts), tuple(outputs), tuple(params)), model)
-
-
-def _concretize(g: Graph, model: z3.ModelRef) -> Graph:
-    """Every shape and attribute of `g`, nested bodies included, evaluated in `model`."""
-
-    def cv(v: Value) -> Value:
-        return Value(v.name, v.type.concretize(model))
-
-    insts = tuple(
-        Inst(i.op.concretize(model), i.args, tuple(cv(r) for r in i.results),
-             tuple(_concretize(blk, model) for blk in i.blocks))
-        for i in g.insts
-    )
-    return Graph(g.name, tuple(cv(v) for v in g.inputs), insts, g.outputs,
-                 tuple(cv(v) for v in g.params))
+    def graph(self, name: str, insts: Sequence[Inst], outputs: Sequence[str]) -> Graph:
+        """The graph of `insts` over this builder's inputs and params."""
+        return Graph(name, tuple(self.inputs), tuple(insts), tuple(outputs), tuple(self.params))
 
 
 def _first_input_dtype(rng: random.Random, dtypes: list[DType]) -> DType:
@@ -302,19 +297,9 @@ def _first_input_dtype(rng: random.Random, dtypes: list[DType]) -> DType:
     return rng.choice(dtypes)
 
 
-#: attempts per seed when z3 gives up (rlimit) while fixing a model; each uses a derived RNG
-ATTEMPTS = 3
-
-
 def generate(seed: int, cfg: GenConfig | None = None) -> Graph:
     """A verified, concrete graph with up to `cfg.nodes` instructions, determined by `seed`."""
-    cfg = cfg or GenConfig()
-    for attempt in range(ATTEMPTS):
-        try:
-            return _generate_once(random.Random(seed if attempt == 0 else f"{seed}/{attempt}"), cfg, seed)
-        except SolverGaveUp:
-            continue
-    raise GenerationError(f"generator: z3 gave up on seed {seed} {ATTEMPTS} times")
+    return _generate_once(random.Random(seed), cfg or GenConfig(), seed)
 
 
 def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
@@ -324,7 +309,7 @@ def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
         raise GenerationError("generator: no ops or no dtypes enabled")
     b = SymbolicGraphBuilder(rng, cfg)
     first_rank = rng.randint(1, cfg.max_rank)
-    b.add_input(b.placeholder_type(first_rank, _first_input_dtype(rng, dtypes)))
+    b.add_input(b.concrete_type(first_rank, _first_input_dtype(rng, dtypes)))
     values: list[Value] = list(b.inputs)
     used: set[str] = set()
     attempts = 0
@@ -370,5 +355,4 @@ def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
     if not b.insts:
         raise GenerationError(f"generator: no op could be placed (seed {seed})")
     outputs = [r.name for inst in b.insts for r in inst.results if r.name not in used]
-    g = b.concrete_graph("main", b.insts, outputs, b.inputs, b.params)
-    return verify(g)
+    return verify(b.graph("main", b.insts, outputs))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 
 from ir.generate import GenConfig, SymbolicGraphBuilder
-from ir.graph import Graph, Inst, Value
+from ir.graph import Graph, Value
 from ir.rewrite import add_inputs, add_params, insert_insts, replace_uses
 from mutators.base import Mutant, Mutator
 
@@ -40,14 +40,9 @@ class InsertOp(Mutator):
         inst = b.try_op(op_cls, v, earlier, in_dtypes, len(in_dtypes), target=v.type)
         if inst is None:
             return None
-        model = b.solve()
-        inputs = [Value(x.name, x.type.concretize(model)) for x in b.inputs]
-        params = [Value(x.name, x.type.concretize(model)) for x in b.params]
-        inst = Inst(inst.op.concretize(model), inst.args,
-                    tuple(Value(r.name, r.type.concretize(model)) for r in inst.results))
         new = inst.results[0].name
         out = replace_uses(g, v.name, new, start=at)
         out = insert_insts(out, at, [inst])
-        out = add_params(add_inputs(out, inputs), params)
+        out = add_params(add_inputs(out, b.inputs), b.params)
         return Mutant(out, {"op": op_cls.name, "at": v.name})
 
