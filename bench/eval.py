@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from campaign.artifacts import Materialized  # noqa: E402
 from campaign.backends import Backend, BackendResult, make_backend  # noqa: E402
+from campaign.backends.base import input_feed_sets  # noqa: E402
 from campaign.reference import run_reference  # noqa: E402
 from campaign.sandbox import Job, Sandbox, SandboxConfig  # noqa: E402
 from campaign.verdict import Stage  # noqa: E402
@@ -45,8 +46,8 @@ class NullBackend(Backend):
         self.name = "null"
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
-        return self.stage(Stage.RUN, lambda: list(m.feeds.values()) if hasattr(m, "feeds")
-                          else m.tc.inputs(), result, "run_ms")
+        return self.stage(Stage.RUN, lambda: [x for feeds in input_feed_sets(m)
+                                              for x in feeds.values()], result, "run_ms")
 
 
 def spread(xs: list[float]) -> str:

@@ -156,6 +156,8 @@ class Judgement:
     verdict: Verdict
     comparison: Comparison
     note: str | None = None
+    #: the input set whose outputs decided a non-pass (see `judge_sets`)
+    input_set: int | None = None
 
 
 def judge(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
@@ -198,4 +200,43 @@ def judge(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
         notes.append(f"output {i}: {j.message}")
     if ill is not None:
         return Judgement(Verdict.INVALID, ill[0], ill[1])
+    return Judgement(Verdict.PASS, Comparison(True), "; ".join(notes) or None)
+
+
+def judge_sets(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], n_outputs: int,
+               tolerances: Sequence[TolSpec], precisions: Sequence[DType | None],
+               truth: Callable[[], Sequence[np.ndarray] | None] | None = None) -> Judgement:
+    """`judge` for a test run on several input sets: `expected`, `actual` (and what `truth()`
+    returns) hold the `n_outputs` outputs of set 0, then of set 1, ...; `tolerances` and
+    `precisions` are per graph output. The first set with a mismatch decides; else the first
+    ill-conditioned set makes the test invalid; else it passes. Messages name the set when
+    there are several."""
+    if len(actual) != len(expected) or n_outputs <= 0 or len(expected) % n_outputs:
+        return Judgement(Verdict.MISMATCH, compare(expected, actual))
+    n_sets = len(expected) // n_outputs
+    truths: list = []
+
+    def truth_of(k: int):
+        if not truths:
+            truths.append(truth())
+        whole = truths[0]
+        return None if whole is None else whole[k * n_outputs:(k + 1) * n_outputs]
+
+    invalid: Judgement | None = None
+    notes: list[str] = []
+    for k in range(n_sets):
+        part = slice(k * n_outputs, (k + 1) * n_outputs)
+        j = judge(expected[part], actual[part], tolerances, precisions,
+                  (lambda k=k: truth_of(k)) if truth is not None else None)
+        where = f"input set {k}: " if n_sets > 1 else ""
+        if j.verdict is not Verdict.PASS:
+            j.comparison.message = where + j.comparison.message
+            j.input_set = k
+            if j.verdict is Verdict.MISMATCH:
+                return j
+            invalid = invalid or j
+        elif j.note:
+            notes.append(where + j.note)
+    if invalid is not None:
+        return invalid
     return Judgement(Verdict.PASS, Comparison(True), "; ".join(notes) or None)

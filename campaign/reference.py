@@ -37,10 +37,11 @@ class ReferenceResult:
     error_class: str | None = None
 
 
-def torch_env(m: Materialized, widen: bool = False) -> dict[str, torch.Tensor]:
-    """Tensors for every graph input and param (float ones widened to float64 if asked)."""
+def torch_env(values: dict[str, np.ndarray], widen: bool = False) -> dict[str, torch.Tensor]:
+    """Tensors for every graph input and param of one input set (float ones widened to float64
+    if asked)."""
     env = {}
-    for k, v in m.tc.values.items():
+    for k, v in values.items():
         t = torch.from_numpy(np.asarray(v, order="C"))
         if widen and t.dtype.is_floating_point:
             t = t.to(torch.float64)
@@ -49,18 +50,24 @@ def torch_env(m: Materialized, widen: bool = False) -> dict[str, torch.Tensor]:
 
 
 def run_reference(m: Materialized) -> ReferenceResult:
+    """The outputs of every input set, set after set (one flat list); invalid when any set is."""
     t0 = time.perf_counter()
     g = m.tc.graph
-    try:
-        with torch.no_grad():
-            values, violation = evaluate_checked(g, torch_env(m))
-    except Exception as e:
-        return ReferenceResult(None, (time.perf_counter() - t0) * 1e3, f"eager raised: {e}",
-                               type(e).__name__)
-    ms = (time.perf_counter() - t0) * 1e3
-    if violation is not None:
-        return ReferenceResult(None, ms, violation.message, "InvalidReference")
-    return ReferenceResult([values[o].numpy() for o in g.outputs], ms)
+    sets = m.tc.value_sets()
+    outputs: list[np.ndarray] = []
+    for k, env in enumerate(sets):
+        where = f"input set {k}: " if len(sets) > 1 else ""
+        try:
+            with torch.no_grad():
+                values, violation = evaluate_checked(g, torch_env(env))
+        except Exception as e:
+            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                   f"{where}eager raised: {e}", type(e).__name__)
+        if violation is not None:
+            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                   where + violation.message, "InvalidReference")
+        outputs += [values[o].numpy() for o in g.outputs]
+    return ReferenceResult(outputs, (time.perf_counter() - t0) * 1e3)
 
 
 # ---- the float64 shadow --------------------------------------------------------------------
@@ -99,12 +106,14 @@ def widen_graph(g: Graph) -> Graph:
 
 def run_shadow(m: Materialized) -> list[np.ndarray]:
     """The graph's outputs computed with every float in float64 (float outputs come back as
-    float64; int/bool outputs keep their dtype). Raises what eager raises."""
+    float64; int/bool outputs keep their dtype), for every input set as `run_reference` lays
+    them out. Raises what eager raises."""
     g = widen_graph(m.tc.graph)
-    with torch.no_grad():
-        values = evaluate_torch(g, torch_env(m, widen=True))
     out = []
-    for o in g.outputs:
-        t = values[o]
-        out.append((t.to(torch.float64) if t.dtype.is_floating_point else t).numpy())
+    for env in m.tc.value_sets():
+        with torch.no_grad():
+            values = evaluate_torch(g, torch_env(env, widen=True))
+        for o in g.outputs:
+            t = values[o]
+            out.append((t.to(torch.float64) if t.dtype.is_floating_point else t).numpy())
     return out

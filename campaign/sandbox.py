@@ -131,6 +131,7 @@ class Job:
     input_names: list[str]
     onnx_bytes: bytes | None
     lineage: list[dict[str, Any]]
+    extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
@@ -141,7 +142,8 @@ class Job:
         except Exception:  # backends that need ONNX will fail on it themselves
             onnx_bytes = None
         return Job(tc.test_id, tc.seed, tc.graph, dict(tc.values),
-                   [v.name for v in tc.graph.inputs], onnx_bytes, list(tc.lineage))
+                   [v.name for v in tc.graph.inputs], onnx_bytes, list(tc.lineage),
+                   list(tc.extra_inputs))
 
     def pack(self) -> bytes:
         """The job as bytes (computed once: every sandbox of a test gets the same)."""
@@ -149,7 +151,8 @@ class Job:
             buf = io.BytesIO()
             _JobPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(
                 {k: getattr(self, k) for k in ("test_id", "seed", "graph", "values",
-                                               "input_names", "onnx_bytes", "lineage")})
+                                               "input_names", "onnx_bytes", "lineage",
+                                               "extra_inputs")})
             self._packed = buf.getvalue()
         return self._packed
 
@@ -163,10 +166,12 @@ class JobMaterialized(Materialized):
     bytes, parsed only if a backend asks for the model."""
 
     def __init__(self, job: Job):
-        super().__init__(TestCase(job.test_id, job.seed, job.graph, job.values, job.lineage))
+        super().__init__(TestCase(job.test_id, job.seed, job.graph, job.values, job.lineage,
+                                  job.extra_inputs))
         self.job = job
-        #: graph input name -> value, in order (see `campaign.backends.base.input_feeds`)
-        self.feeds = {n: job.values[n] for n in job.input_names}
+        #: per input set, graph input name -> value, in order (`backends.base.input_feed_sets`)
+        self.feed_sets = [{n: s[n] for n in job.input_names}
+                          for s in [job.values, *job.extra_inputs]]
 
     @cached_property
     def onnx_bytes(self) -> bytes:

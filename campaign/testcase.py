@@ -1,4 +1,10 @@
-"""`TestCase`: one graph with the concrete values it runs on, and where it came from."""
+"""`TestCase`: one graph with the concrete values it runs on, and where it came from.
+
+A test runs on one or more *input sets*: set 0 is `values` (every input and param); the others,
+`extra_inputs`, give new values to the graph inputs only (params are the model's weights, the
+same in every set). Several sets let one compiled model see an `if` take both branches and a
+`loop` run different trip counts; backends compile once and run every set.
+"""
 from __future__ import annotations
 
 import io
@@ -23,9 +29,26 @@ class TestCase:
     values: dict[str, np.ndarray]
     #: the generation/mutation history: [{"seed": s}, {"mutator": name, ...params}, ...]
     lineage: list[dict[str, Any]] = field(default_factory=list)
+    #: input sets 1.., each a value for every graph input (not params), by name
+    extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
+    #: what the input sets exercise (`ir.coverage.Coverage.summary()`), when measured
+    coverage: dict[str, Any] | None = None
+
+    @property
+    def n_sets(self) -> int:
+        return 1 + len(self.extra_inputs)
 
     def inputs(self) -> list[np.ndarray]:
         return [self.values[v.name] for v in self.graph.inputs]
+
+    def feed_sets(self) -> list[dict[str, np.ndarray]]:
+        """Per input set: graph input name -> value, in graph input order."""
+        sets = [self.values, *self.extra_inputs]
+        return [{v.name: s[v.name] for v in self.graph.inputs} for s in sets]
+
+    def value_sets(self) -> list[dict[str, np.ndarray]]:
+        """Per input set: every graph input and param by name (params shared)."""
+        return [self.values] + [{**self.values, **extra} for extra in self.extra_inputs]
 
     def params(self) -> dict[str, np.ndarray]:
         return {p.name: self.values[p.name] for p in self.graph.params}

@@ -26,13 +26,14 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult, make_backend
-from campaign.oracle import Judgement, judge
+from campaign.oracle import Judgement, judge_sets
 from campaign.reference import ReferenceResult, run_reference, run_shadow
 from campaign.sandbox import Job, Sandbox, SandboxConfig
 from campaign.schema import graphless_row
 from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
+from ir.coverage import CoverConfig, cover
 from ir.generate import GenConfig, generate
 from ir.graph import Graph
 from ir.input_search import make_valid, search_inputs
@@ -41,6 +42,8 @@ from ir.text import graph_hash, print_graph
 from mutators import MutationConfig, MutationEngine
 
 MAX_MSG = 2000
+#: the recurrent-cell ops (one callable instruction each), counted in the rows' `n_rnn`
+RNN_OPS = ("lstm", "gru", "rnn")
 
 
 @dataclass
@@ -55,6 +58,8 @@ class WorkerConfig:
     limits: SandboxConfig = field(default_factory=SandboxConfig)
     #: judge float mismatches against the float64 shadow of the reference
     float64_shadow: bool = True
+    #: extra input sets for tests with control flow (`ir.coverage`)
+    coverage: CoverConfig = field(default_factory=CoverConfig)
 
 
 @dataclass
@@ -131,7 +136,10 @@ class FuzzWorker:
             return TestCase(test_id, seed, g, search_inputs(g, seed).values, lineage)
         if valid.dropped:
             lineage.append({"repair": "drop", "insts": valid.dropped})
-        return TestCase(test_id, seed, valid.graph, valid.search.values, lineage)
+        g, values = valid.graph, valid.search.values
+        # more input sets, so every `if` takes both branches and loops run other trip counts
+        extra, coverage = cover(g, values, seed, self.cfg.coverage)
+        return TestCase(test_id, seed, g, values, lineage, extra, coverage.summary())
 
     # ---- running it ----------------------------------------------------------------------------
     def run(self, test_id: str, seed: int) -> TestReport:
@@ -157,7 +165,7 @@ class FuzzWorker:
             return self._invalid_all(m, base, Stage.REFERENCE, ref.error_class or "InvalidReference",
                                      ref.problem, ref_ms=ref.ms)
         rows, findings = [], []
-        precisions = output_precisions(tc.graph)
+        precisions = output_precisions(tc.graph)  # per graph output, the same in every input set
         tolerances = output_tolerances(tc.graph)
         shadow: list = []  # computed at most once per test, on the first float mismatch
 
@@ -171,14 +179,14 @@ class FuzzWorker:
             result = self.evaluate(backend, m, job)
             row = {**base, "backend": backend.name, "target": backend.target, "ref_ms": ref.ms,
                    "compile_ms": result.compile_ms, "run_ms": result.run_ms}
-            if backend.dialect is not None:
-                row["dialect"] = backend.dialect
+            if result.dialect or backend.dialect:
+                row["dialect"] = result.dialect or backend.dialect
             if result.verdict is not None or result.failed:
                 row.update(self._failure_fields(result))
             else:
                 use_shadow = self.cfg.float64_shadow and backend.shadow_judged
-                j = judge(ref.outputs, result.outputs, tolerances, precisions,
-                          truth if use_shadow else None)
+                j = judge_sets(ref.outputs, result.outputs, len(tc.graph.outputs), tolerances,
+                               precisions, truth if use_shadow else None)
                 row.update(self._judgement_fields(j))
             rows.append(row)
             if Verdict(row["verdict"]).is_finding:
@@ -207,16 +215,14 @@ class FuzzWorker:
             # a pass decided by the shadow keeps its note (the reference was the inaccurate one)
             return {"verdict": Verdict.PASS.value, "error_msg": j.note}
         msg = c.message + (f"; {j.note}" if j.note else "")
+        fields = {"stage": Stage.COMPARE.value, "error_msg": msg[:MAX_MSG],
+                  "mismatch_output": c.output, "mismatch_input_set": j.input_set,
+                  "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err}
         if j.verdict is Verdict.INVALID:
-            return {"verdict": Verdict.INVALID.value, "stage": Stage.COMPARE.value,
-                    "error_class": "IllConditioned",
-                    "error_sig": f"IllConditioned: output {c.output}", "error_msg": msg[:MAX_MSG],
-                    "mismatch_output": c.output, "max_abs_err": c.max_abs_err,
-                    "max_rel_err": c.max_rel_err}
-        return {"verdict": Verdict.MISMATCH.value, "stage": Stage.COMPARE.value,
-                "error_class": "Mismatch", "error_sig": f"Mismatch: output {c.output}",
-                "error_msg": msg[:MAX_MSG], "mismatch_output": c.output,
-                "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err}
+            return {**fields, "verdict": Verdict.INVALID.value, "error_class": "IllConditioned",
+                    "error_sig": f"IllConditioned: output {c.output}"}
+        return {**fields, "verdict": Verdict.MISMATCH.value, "error_class": "Mismatch",
+                "error_sig": f"Mismatch: output {c.output}"}
 
     # ---- rows and findings ---------------------------------------------------------------------
     def _base_row(self, tc: TestCase, gen_ms: float) -> dict[str, Any]:
@@ -227,11 +233,15 @@ class FuzzWorker:
             "mutators": [s["mutator"] for s in tc.lineage[1:] if "mutator" in s],
             "graph_hash": graph_hash(g), "n_insts": g.num_insts(), "n_inputs": len(g.inputs),
             "n_params": len(g.params), "max_depth": g.max_depth(),
-            "n_if": counts["if"], "n_loop": counts["loop"],
+            "n_if": counts["if"], "n_loop": counts["loop"], "n_scan": counts["scan"],
+            "n_rnn": sum(counts[op] for op in RNN_OPS),
+            "n_input_sets": tc.n_sets,
+            "branch_coverage": (tc.coverage or {}).get("branch_coverage"),
+            "trip_counts": (tc.coverage or {}).get("trip_counts", []),
             "ops": sorted(counts), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),
             "dialect": "eager", "stage": None, "error_class": None, "error_sig": None,
-            "error_msg": None, "mismatch_output": None, "max_abs_err": None, "max_rel_err": None,
-            "gen_ms": gen_ms, "ref_ms": None, "compile_ms": None, "run_ms": None,
+            "error_msg": None, "mismatch_output": None, "mismatch_input_set": None,
+            "max_abs_err": None, "max_rel_err": None, "gen_ms": gen_ms, "ref_ms": None, "compile_ms": None, "run_ms": None,
             "host": self.host, "worker": f"{self.name}@{os.getpid()}",
             "ts": datetime.now(timezone.utc),
         }
@@ -267,6 +277,8 @@ class FuzzWorker:
             "graph.gir": print_graph(tc.graph).encode(),
             "inputs.npz": npz_bytes(tc.values),
         }
+        for k, extra in enumerate(tc.extra_inputs, 1):
+            files[f"inputs_set{k}.npz"] = npz_bytes(extra)
         try:
             files["model.onnx"] = m.onnx_bytes
         except Exception:  # the ONNX build itself failed; info.json says how
@@ -277,8 +289,11 @@ class FuzzWorker:
             files["actual.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(result.outputs)})
         info = {k: row[k] for k in ("test_id", "seed", "backend", "target", "verdict", "stage",
                                     "error_class", "error_sig", "error_msg", "max_abs_err",
-                                    "max_rel_err", "mismatch_output")}
+                                    "max_rel_err", "mismatch_output", "mismatch_input_set")}
         info["lineage"] = tc.lineage
+        info["input_sets"] = tc.n_sets
+        if tc.coverage is not None:
+            info["coverage"] = tc.coverage
         info["output_tolerances"] = [[t.rtol, t.atol] for t in output_tolerances(tc.graph)]
         info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
         if result is not None and result.traceback:

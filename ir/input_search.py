@@ -10,6 +10,7 @@ is deterministic given the seed.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 import torch
@@ -43,40 +44,58 @@ def _narrow(r: ValueRanges) -> ValueRanges:
                    int_range=max(1, r.int_range // 2))
 
 
+#: extra penalties a search must also drive to zero once every value is valid (e.g. "this
+#: predicate is true"), from the evaluated values; each >= 0, == 0 where satisfied
+Goal = Callable[[dict[str, torch.Tensor]], list[torch.Tensor]]
+
+
 def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
-                  cfg: SearchConfig = SearchConfig()) -> SearchResult:
+                  cfg: SearchConfig = SearchConfig(), start: dict[str, np.ndarray] | None = None,
+                  goal: Goal | None = None, frozen: frozenset[str] = frozenset(),
+                  explore: bool = False) -> SearchResult:
+    """Values for every input and param of `g` that make every value valid (and meet `goal`).
+
+    `start`: the first values tried (default: a random draw); `frozen`: names never changed
+    (e.g. the params of a test whose other input sets are being searched); `explore`: the
+    branches of every `if` not taken must be valid too (`ir.domain.evaluate_checked`)."""
     rng = np.random.default_rng(seed)
-    values = random_values(g, rng, ranges)
+    values = dict(start) if start is not None else random_values(g, rng, ranges)
+    pinned = {k: values[k] for k in frozen}
+    params = {p.name for p in g.params}
     message, index = None, None
     for it in range(cfg.max_iters + 1):
         leaves = {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}
-        floats = [t for t in leaves.values() if t.dtype.is_floating_point]
+        movable = [k for k, t in leaves.items() if t.dtype.is_floating_point and k not in frozen]
+        floats = [leaves[k] for k in movable]
         for t in floats:
             t.requires_grad_(True)
         with torch.enable_grad():
-            _, violation = evaluate_checked(g, leaves)
+            env, violation = evaluate_checked(g, leaves, explore=explore)
             if violation is None:
-                return SearchResult(values, True, it)
-            message, index = violation.message, violation.index
+                penalties = [p for p in (goal(env) if goal else []) if bool((p.detach() > 0).any())]
+                if not penalties:
+                    return SearchResult(values, True, it)
+                message, index = "goal not met", None
+            else:
+                message, index = violation.message, violation.index
+                penalties = violation.penalties
             grads = None
-            if violation.penalties and floats:
-                loss = sum(p.sum() for p in violation.penalties)
+            if penalties and floats:
+                loss = sum(p.sum() for p in penalties)
                 if loss.requires_grad:
                     grads = torch.autograd.grad(loss, floats, allow_unused=True)
         if grads is None or all(gr is None or not bool(gr.abs().sum() > 0) for gr in grads):
             ranges = _narrow(ranges)
-            values = random_values(g, rng, ranges)
+            values = {**random_values(g, rng, ranges), **pinned}
             continue
         peak = max(float(gr.abs().max()) for gr in grads if gr is not None)
-        for t, gr in zip(floats, grads):
+        for name, t, gr in zip(movable, floats, grads):
             if gr is None:
                 continue
-            name = next(k for k, v in leaves.items() if v is t)
-            scale = ranges.param_scale if name in {p.name for p in g.params} else ranges.input_scale
+            scale = ranges.param_scale if name in params else ranges.input_scale
             new = t.detach() - cfg.step * scale * 2 * gr / peak
             values[name] = new.numpy().astype(values[name].dtype)
     return SearchResult(values, False, cfg.max_iters, message, index)
-
 
 # ---------------------------------------------------------------------------------------------
 # repair: drop what no input can make valid
@@ -116,8 +135,15 @@ def drop_instruction(g: Graph, index: int) -> Graph | None:
 def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = ValueRanges(),
                cfg: SearchConfig = SearchConfig()) -> ValidTest | None:
     """Search inputs for `g`; while the search fails at an instruction, drop it (see
-    `drop_instruction`) and search again. None when nothing valid remains."""
+    `drop_instruction`) and search again. None when nothing valid remains.
+
+    A graph with an `if` is first searched for values valid on the branches not taken too, so
+    that other input sets can take them (`ir.coverage`); failing that, the taken ones suffice."""
     dropped: list[str] = []
+    if any(inst.op.name == "if" for inst, _ in g.walk()):
+        result = search_inputs(g, seed, ranges, cfg, explore=True)
+        if result.ok:
+            return ValidTest(g, result, dropped)
     for _ in range(max_drops + 1):
         result = search_inputs(g, seed, ranges, cfg)
         if result.ok:

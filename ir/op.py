@@ -38,10 +38,11 @@ class OpError(ValueError):
 
 @dataclass(frozen=True)
 class Slot:
-    """How the generator may fill one input: allowed ranks, and whether it must be a new weight."""
+    """How the generator may fill one input: allowed ranks, and what a new placeholder for it
+    is: a weight (`param=True`), a graph input (False), or either (None: `GenConfig.param_rate`)."""
 
     ranks: tuple[int, ...]
-    param: bool = False
+    param: bool | None = False
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import random
 import re
 import time
 import traceback
@@ -54,6 +55,9 @@ class BackendResult:
     verdict: Verdict | None = None
     #: top frames of the failure (innermost first, `campaign.signature.python_frames`)
     frames: tuple[str, ...] = ()
+    #: the control-flow dialect of the torch module this run compiled, when the backend
+    #: chose it per test (`Backend.dialect_of`)
+    dialect: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -123,23 +127,26 @@ def set_stage_listener(listener: Optional[StageListener]) -> None:
     _stage_listener = listener
 
 
-def input_feeds(m: Materialized) -> dict[str, np.ndarray]:
-    """Graph input name -> value, in graph input order (= the ONNX model's input order).
+def input_feed_sets(m: Materialized) -> list[dict[str, np.ndarray]]:
+    """Per input set (`TestCase.feed_sets`): graph input name -> value, in graph input order
+    (= the ONNX model's input order).
 
-    A sandbox job carries these already (`feeds`), which spares ONNX-only backends parsing
+    A sandbox job carries these already (`feed_sets`), which spares ONNX-only backends parsing
     the graph text."""
-    feeds = getattr(m, "feeds", None)
-    if feeds is not None:
-        return feeds
-    return {v.name: m.tc.values[v.name] for v in m.tc.graph.inputs}
+    sets = getattr(m, "feed_sets", None)
+    if sets is not None:
+        return sets
+    return m.tc.feed_sets()
 
 
 class Backend(abc.ABC):
     """A compiler under test.
 
-    Subclasses implement `_evaluate`, wrapping each stage in `self.stage(...)`; they may list
-    their known limitations in `UNSUPPORTED`, override `unavailable` (e.g. no GPU), `prepare`
-    (warm imports in the parent before a sandbox forks) and `reset` (per-test cleanup).
+    Subclasses implement `_evaluate`, wrapping each stage in `self.stage(...)`: it compiles the
+    test once and runs every input set, returning the outputs of set 0, then of set 1, ...
+    (one flat list). They may list their known limitations in `UNSUPPORTED`, override
+    `unavailable` (e.g. no GPU), `prepare` (warm imports in the parent before a sandbox forks)
+    and `reset` (per-test cleanup).
     `evaluate` never raises for the compiler's failures.
     """
 
@@ -147,8 +154,9 @@ class Backend(abc.ABC):
     target: str = "cpu"  #: `cpu` or `cuda` (the row's `target`)
     #: whether the worker may judge this backend's float mismatches with the float64 shadow
     shadow_judged: ClassVar[bool] = True
-    #: how the torch module it compiles expresses control flow (`hop`, `python`); None for
-    #: backends that take the ONNX model (the row's `dialect` then stays the test's)
+    #: how the torch module it compiles expresses control flow (`hop`, `python`, or `mixed`:
+    #: per test, see `dialect_of`); None for backends that take the ONNX model (the row's
+    #: `dialect` then stays the test's)
     dialect: str | None = None
     #: known-unsupported features of this backend (verdict `unsupported`)
     UNSUPPORTED: ClassVar[tuple[KnownUnsupported, ...]] = ()
@@ -178,6 +186,13 @@ class Backend(abc.ABC):
     @property
     def is_gpu(self) -> bool:
         return self.target == "cuda"
+
+    def dialect_of(self, seed: int) -> str | None:
+        """The dialect a test of this seed is compiled in: `mixed` picks `hop` or `python` by
+        the seed (the same test always gets the same one)."""
+        if self.dialect != "mixed":
+            return self.dialect
+        return "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
 
     # ---- evaluation --------------------------------------------------------------------------
     def evaluate(self, m: Materialized) -> BackendResult:

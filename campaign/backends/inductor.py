@@ -4,7 +4,9 @@
 Control flow is expressed in the module's `dialect`: `hop` (default: `torch.cond`, a
 higher-order op Dynamo captures whole, so Inductor compiles both branches) or `python` (plain
 `if` on the predicate's value: Dynamo graph-breaks, which `fullgraph=True` refuses:
-`unsupported`).
+`unsupported`), or `mixed`: per test, by its seed, `hop` or `python`, the latter always with
+`fullgraph=False` (graph breaks, guards and recompiles when another input set takes another
+branch are the compiler path it tests). The row's `dialect` says which one a test used.
 
 Stages: import = build the module and `torch.compile` it (cheap: Dynamo is lazy); compile = the
 first call (Dynamo traces, Inductor generates and compiles code, then the code runs once);
@@ -17,7 +19,7 @@ once, so a forked sandbox process starts warm and its first real compile costs ~
 
 Registered: `inductor` (cpu), `inductor_cuda`, `inductor_dynamic` (cpu, dynamic shapes).
 Options: `device` (`cpu` | `cuda`), `fullgraph` (default true: a graph break is an error),
-`dynamic` (default false; true: symbolic shapes), `dialect` (`hop` | `python`).
+`dynamic` (default false; true: symbolic shapes), `dialect` (`hop` | `python` | `mixed`).
 """
 from __future__ import annotations
 
@@ -39,11 +41,12 @@ INDUCTOR_UNSUPPORTED = (
 _warmed = False
 
 
-def _torch_inputs(m: Materialized, device: str):
+def _torch_input_sets(m: Materialized, device: str) -> list[list]:
+    """Per input set, the graph inputs as tensors on `device`, in order."""
     import torch
 
-    return [torch.from_numpy(np.asarray(m.tc.values[v.name])).to(device)
-            for v in m.tc.graph.inputs]
+    return [[torch.from_numpy(np.asarray(x)).to(device) for x in feeds.values()]
+            for feeds in m.tc.feed_sets()]
 
 
 def _outputs_numpy(out) -> list[np.ndarray]:
@@ -61,8 +64,8 @@ class InductorBackend(Backend):
                  dialect: str = "hop"):
         if device not in ("cpu", "cuda"):
             raise ValueError(f"inductor: device must be cpu or cuda, got {device!r}")
-        if dialect not in ("hop", "python"):
-            raise ValueError(f"inductor: dialect must be hop or python, got {dialect!r}")
+        if dialect not in ("hop", "python", "mixed"):
+            raise ValueError(f"inductor: dialect must be hop, python or mixed, got {dialect!r}")
         self.dialect = dialect
         self.name = "inductor"
         self.target = device
@@ -123,20 +126,29 @@ class InductorBackend(Backend):
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         import torch
 
+        dialect = self.dialect_of(m.tc.seed)
+        result.dialect = dialect
+        fullgraph = self.fullgraph and not (self.dialect == "mixed" and dialect == "python")
+
         def build():
             from ir.to_torch import GraphModule
 
-            module = GraphModule(m.tc.graph, m.tc.params(), dialect=self.dialect)
+            module = GraphModule(m.tc.graph, m.tc.params(), dialect=dialect)
             module = module.to(self.target).eval()
-            return torch.compile(module, backend="inductor", fullgraph=self.fullgraph,
+            return torch.compile(module, backend="inductor", fullgraph=fullgraph,
                                  dynamic=self.dynamic)
 
         compiled = self.stage(Stage.IMPORT, build, result, "compile_ms")
-        args = self.stage(Stage.IMPORT, lambda: _torch_inputs(m, self.target))
+        sets = self.stage(Stage.IMPORT, lambda: _torch_input_sets(m, self.target))
+        outs: list[np.ndarray] = []
         with torch.no_grad():
-            self.stage(Stage.COMPILE, lambda: compiled(*args), result, "compile_ms")
-            out = self.stage(Stage.RUN, lambda: compiled(*args), result, "run_ms")
-        return _outputs_numpy(out)
+            # the first call compiles (for set 0); the others run what guards allow, so a set
+            # taking another Python-dialect branch may compile again, counted as run time
+            self.stage(Stage.COMPILE, lambda: compiled(*sets[0]), result, "compile_ms")
+            for args in sets:
+                outs += _outputs_numpy(self.stage(Stage.RUN, lambda: compiled(*args), result,
+                                                  "run_ms"))
+        return outs
 
 
 register("inductor", InductorBackend, device="cpu")

@@ -89,8 +89,9 @@ class OnnxExportBackend(Backend):
         import torch
 
         graph = m.tc.graph
-        args = tuple(torch.from_numpy(np.asarray(m.tc.values[v.name]))
-                     for v in graph.inputs)
+        sets = [tuple(torch.from_numpy(np.asarray(x)) for x in feeds.values())
+                for feeds in m.tc.feed_sets()]
+        args = sets[0]  # the example inputs of the export
 
         def export() -> bytes:
             from ir.to_torch import GraphModule
@@ -109,15 +110,15 @@ class OnnxExportBackend(Backend):
                                          providers=ort_providers(self.target)),
             result, "compile_ms")
 
-        def run():
+        def run(xs):
             names = [i.name for i in sess.get_inputs()]
-            if len(names) != len(args):
+            if len(names) != len(xs):
                 raise ExportedInputsMismatch(
-                    f"exported model has {len(names)} inputs, the graph has {len(args)}")
-            feeds = {n: a.numpy() for n, a in zip(names, args)}
-            return sess.run(None, feeds)
+                    f"exported model has {len(names)} inputs, the graph has {len(xs)}")
+            return sess.run(None, {n: a.numpy() for n, a in zip(names, xs)})
 
-        return self.stage(Stage.RUN, run, result, "run_ms")
+        return [out for xs in sets for out in self.stage(Stage.RUN, lambda: run(xs), result,
+                                                         "run_ms")]
 
 
 register("onnx_export", OnnxExportBackend)

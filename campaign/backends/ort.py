@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import (Backend, BackendResult, KnownUnsupported, input_feeds,
+from campaign.backends.base import (Backend, BackendResult, KnownUnsupported, input_feed_sets,
                                     register)
 from campaign.verdict import Stage
 
@@ -92,7 +92,8 @@ class OrtBackend(Backend):
                     providers=ort_providers(self.target)),
             result, "compile_ms",
         )
-        return self.stage(Stage.RUN, partial(sess.run, None, input_feeds(m)), result, "run_ms")
+        return [out for feeds in input_feed_sets(m)
+                for out in self.stage(Stage.RUN, partial(sess.run, None, feeds), result, "run_ms")]
 
 
 register("ort", OrtBackend, opt_level="all")

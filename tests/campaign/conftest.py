@@ -31,10 +31,12 @@ def sample_row(**overrides: Any) -> dict[str, Any]:
     """A complete worker row (every RESULT_SCHEMA column but campaign/run_id/finding_dir)."""
     row: dict[str, Any] = {
         "test_id": "r-000000", "seed": 7, "lineage": '[{"seed": 7}]', "mutators": [],
-        "graph_hash": "abc", "n_insts": 3, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 1, "n_loop": 0,
+        "graph_hash": "abc", "n_insts": 3, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 1,
+        "n_loop": 0, "n_scan": 0, "n_rnn": 0, "n_input_sets": 2, "branch_coverage": 1.0, "trip_counts": [],
         "ops": ["add", "relu"], "dtypes": ["f32"], "dialect": "eager", "backend": "ort",
         "target": "cpu", "verdict": "pass", "stage": None, "error_class": None,
-        "error_sig": None, "error_msg": None, "mismatch_output": None, "max_abs_err": None,
+        "error_sig": None, "error_msg": None, "mismatch_output": None, "mismatch_input_set": None,
+        "max_abs_err": None,
         "max_rel_err": None, "gen_ms": 1.5, "ref_ms": 0.1, "compile_ms": 2.0, "run_ms": 0.3,
         "host": "h", "worker": "w0@1", "ts": datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
     }

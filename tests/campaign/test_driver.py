@@ -82,7 +82,8 @@ class FakeWorker:
     def report(self, test_id: str, seed: int, verdict: str) -> FakeReport:
         rows = [{
             "test_id": test_id, "seed": seed, "lineage": "[]", "mutators": [], "graph_hash": "h",
-            "n_insts": 1, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 1, "n_loop": 0, "ops": ["add"],
+            "n_insts": 1, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 1,
+            "n_loop": 0, "n_scan": 0, "n_rnn": 0, "n_input_sets": 2, "branch_coverage": 1.0, "trip_counts": [], "ops": ["add"],
             "dtypes": ["f32"], "dialect": "eager", "backend": b, "target": "cpu",
             "verdict": verdict, "gen_ms": 0.1, "host": "fakehost", "worker": self.name,
             "ts": datetime.now(timezone.utc),

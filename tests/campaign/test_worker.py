@@ -1,6 +1,8 @@
 """FuzzWorker without Ray: a generator failure becomes a storable `invalid` row, never a crash."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from campaign.storage import ResultSink, read_results
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import GenConfig
@@ -27,3 +29,22 @@ def test_generated_tests_pass_on_ort_without_sandbox():
     verdicts = [worker.run(f"t{i}", i).rows[0]["verdict"] for i in range(20)]
     assert "mismatch" not in verdicts
     assert verdicts.count("pass") >= 18
+
+
+def test_control_flow_tests_run_every_input_set_on_every_backend():
+    """A test with an if and a loop gets input sets covering both branches and zero trips;
+    each backend (here in sandboxes, so the sets cross the process boundary) runs them all."""
+    from campaign.testcase import TestCase
+    from ir import parse, verify
+    from ir.coverage import cover
+    from ir.input_search import make_valid
+
+    g = verify(parse((Path(__file__).parents[1] / "data" / "if_loop.gir").read_text()))
+    valid = make_valid(g, 3)
+    extra, cov = cover(g, valid.search.values, 3)
+    tc = TestCase("t-sets", 3, g, valid.search.values, [{"seed": 3}], extra, cov.summary())
+    with FuzzWorker(WorkerConfig(backends=["ort_noopt", "eager"])) as worker:
+        rows = worker.run_case(tc).rows
+    assert [(r["backend"], r["verdict"]) for r in rows] == [("ort_noopt", "pass"), ("eager", "pass")]
+    assert {r["n_input_sets"] for r in rows} == {tc.n_sets} and tc.n_sets >= 3
+    assert {r["branch_coverage"] for r in rows} == {1.0} and 0 in rows[0]["trip_counts"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from campaign.oracle import judge, judge_with_truth
+from campaign.oracle import judge, judge_sets, judge_with_truth
 from campaign.reference import run_reference, run_shadow, widen_graph
 from campaign.verdict import Verdict
 from ir.dtypes import DType
@@ -77,3 +77,26 @@ def test_judge_consults_the_shadow_once_and_only_on_float_mismatch():
     assert ill.verdict is Verdict.INVALID and ill.comparison.output == 0
     assert judge(e, [e[0], np.zeros((3,), np.float32)], [F32, F32], precisions, truth).verdict \
         is Verdict.MISMATCH  # a shape difference needs no shadow
+
+
+def test_judge_sets_names_the_input_set_that_differs_and_slices_the_truth():
+    calls = []
+    one, two = np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0], np.float32)
+    ints = np.array([1, 2])
+
+    def truth():
+        calls.append(1)
+        return [one.astype(np.float64), ints, two.astype(np.float64), ints]
+
+    expected = [one, ints, two, ints]  # set 0: (float, int), set 1: (float, int)
+    tols, precisions = [F32, Tolerance(0, 0)], [DType.float32, None]
+    assert judge_sets(expected, expected, 2, tols, precisions, truth).verdict is Verdict.PASS
+    j = judge_sets(expected, [one, ints, two, np.array([1, 3])], 2, tols, precisions, truth)
+    assert (j.verdict, j.input_set, j.comparison.output) == (Verdict.MISMATCH, 1, 1)
+    assert j.comparison.message.startswith("input set 1: output 1: 1/2 elements differ")
+    # the reference is off in set 1 and the target is right: the shadow (set 1's slice) says so
+    off = [one, ints, np.array([3.0, 4.5], np.float32), ints]
+    j = judge_sets(off, expected, 2, tols, precisions, truth)
+    assert j.verdict is Verdict.PASS and j.note.startswith("input set 1: output 0:") and calls == [1]
+    j = judge_sets(expected, expected[:2], 2, tols, precisions, truth)
+    assert j.verdict is Verdict.MISMATCH and j.comparison.message == "2 outputs, expected 4"
