@@ -21,7 +21,8 @@ from campaign.verdict import Stage
 #: TVM 0.27's Relax ONNX importer has no converter for these: a gap, not a bug. Any other op
 #: in the same message is a new gap and stays a crash, so it is seen.
 TVM_MISSING_CONVERTERS = ("Loop", "Scan", "SequenceConstruct", "SequenceAt", "SequenceInsert",
-                          "SequenceEmpty", "ConcatFromSequence", "SplitToSequence")
+                          "SequenceEmpty", "ConcatFromSequence", "SplitToSequence",
+                          "LSTM", "GRU", "RNN")
 _MISSING = "|".join(TVM_MISSING_CONVERTERS)
 
 TVM_UNSUPPORTED = (

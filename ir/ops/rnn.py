@@ -1,0 +1,243 @@
+"""Recurrent layers as single instructions: `lstm`, `gru` and `rnn` (one layer, the whole
+sequence at once), each binding several results in place.
+
+IR semantics (ONNX's, layout=0):
+  - operands: X [seq, batch, input]; weights, always params: W [nd, gates*H, input],
+    R [nd, gates*H, H], B [nd, 2*gates*H] (the W-bias then the R-bias); optional initial
+    states [nd, batch, H] (zeros when absent): `rnn`/`gru` take h0, `lstm` h0 then c0. nd is
+    the number of directions (2 for `bidirectional`, else 1), H the `hidden` attribute.
+  - gate blocks along W's, R's and each half of B's rows in ONNX order: LSTM (i, o, f, c),
+    GRU (z, r, h); `rnn` has one block. Activations are ONNX's defaults (sigmoid for the gates,
+    tanh for the cell/candidate), `rnn` uses its `nonlinearity` (tanh or relu). GRU applies
+    its recurrent weights before the reset gate (ONNX `linear_before_reset=1`, torch's GRU).
+  - results: Y [seq, batch, nd*H] (torch's layout: the forward direction's H features, then
+    the reverse one's, so a stack of layers chains Y into the next X), Y_h [nd, batch, H] the
+    final hidden state of each direction (for `reverse`, the state after reading x[0]) and,
+    for `lstm`, Y_c [nd, batch, H] the final cell state.
+  - `direction`: forward, reverse (the sequence read backwards; Y stays in sequence order)
+    or bidirectional.
+
+Materialization: torch calls the functional RNN kernels (`torch.lstm`, `torch.gru`,
+`torch.rnn_tanh`, `torch.rnn_relu`) with the gate blocks permuted into torch's order (LSTM
+(i, f, g, o), GRU (r, z, n)); `reverse` flips the sequence before and Y after. ONNX emits one
+LSTM/GRU/RNN node and turns its Y [seq, nd, batch, H] into [seq, batch, nd*H] (Squeeze, or
+Transpose + Reshape when bidirectional).
+
+Dtypes: float16 and float32. ONNX Runtime 1.32's CPU kernels refuse float64 (LSTM and GRU fail
+at run time, "does not support double yet"; RNN has no double kernel), so it is not declared.
+
+`hidden` is a solver symbol (1..16); weights and new initial states are built from it and from
+X's dims, so their shapes hold by construction. The generator's per-dim caps bound gates*H
+(e.g. max_elems=4096: rank-3 dims <= 16, so LSTM H <= 4, GRU H <= 5, RNN H <= 16).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ir.dtypes import DType
+from ir.op import Op, Slot
+from ir.ops.common import F16_32, ordered
+from ir.shapes import eq
+from ir.types import TensorType
+
+DIRECTIONS = ("forward", "reverse", "bidirectional")
+MAX_HIDDEN = 16
+
+
+@dataclass(frozen=True)
+class Recurrent(Op):
+    """Shared typing and materialization of the three recurrent layers."""
+
+    family: ClassVar[str] = "rnn"
+    dtypes: ClassVar[frozenset[DType]] = F16_32
+    #: gate blocks per direction in W, R and each half of B
+    gates: ClassVar[int]
+    #: torch's gate order as indices of ONNX's blocks
+    torch_order: ClassVar[tuple[int, ...]]
+    onnx_type: ClassVar[str]
+    hidden: int
+    direction: str
+
+    # ---- typing ------------------------------------------------------------------------------
+    @property
+    def num_directions(self) -> int:
+        return 2 if self.direction == "bidirectional" else 1
+
+    @property
+    def num_states(self) -> int:
+        """Initial-state operands the op can take (h0, and c0 for LSTM)."""
+        return self.num_results - 1
+
+    @classmethod
+    def signatures(cls, n_inputs):
+        return [((d,) * n_inputs, (d,) * cls.num_results) for d in ordered(cls.dtypes)]
+
+    @classmethod
+    def first_ranks(cls):
+        return (3,)
+
+    @classmethod
+    def slots(cls, n_inputs, first):
+        weights = [Slot((3,), param=True), Slot((3,), param=True), Slot((2,), param=True)]
+        return weights + [Slot((3,)) for _ in range(n_inputs - 4)]
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(**cls._sample_common(ctx))
+
+    @staticmethod
+    def _sample_common(ctx) -> dict:
+        return dict(hidden=ctx.sym("hidden"),
+                    direction=ctx.rng.choice(("forward", "forward", "reverse", "bidirectional")))
+
+    def operand_type(self, index, first, dtype, ctx):
+        nd, rows = self.num_directions, self.gates * self.hidden
+        if index == 1:
+            return TensorType((nd, rows, first.shape[2]), dtype)
+        if index == 2:
+            return TensorType((nd, rows, self.hidden), dtype)
+        if index == 3:
+            return TensorType((nd, 2 * rows), dtype)
+        return TensorType((nd, first.shape[1], self.hidden), dtype)
+
+    def _expected(self, x: TensorType) -> list[tuple]:
+        nd, rows, h = self.num_directions, self.gates * self.hidden, self.hidden
+        state = (nd, x.shape[1], h)
+        return [(nd, rows, x.shape[2]), (nd, rows, h), (nd, 2 * rows)] + [state] * self.num_states
+
+    def requires(self, ins):
+        x, *rest = ins
+        if (self.direction not in DIRECTIONS or x.rank != 3
+                or not 4 <= len(ins) <= 4 + self.num_states):
+            return [False]
+        cons = [self.hidden >= 1, self.hidden <= MAX_HIDDEN]
+        for t, shape in zip(rest, self._expected(x)):
+            if t.rank != len(shape):
+                return [False]
+            cons += [eq(a, b) for a, b in zip(t.shape, shape)]
+        return cons
+
+    def infer(self, ins):
+        x = ins[0]
+        seq, batch = x.shape[0], x.shape[1]
+        nd, d = self.num_directions, x.dtype
+        state = TensorType((nd, batch, self.hidden), d)
+        return [TensorType((seq, batch, nd * self.hidden), d)] + [state] * self.num_states
+
+    # ---- torch -------------------------------------------------------------------------------
+    def _torch_params(self, w, r, b) -> list:
+        """[w_ih, w_hh, b_ih, b_hh] per direction (forward first), rows in torch's gate order."""
+        rows = self.gates * self.hidden
+        order = list(self.torch_order)
+
+        def reorder(t):  # [nd, gates*H, ...] -> the same with the gate blocks permuted
+            return t.unflatten(1, (self.gates, self.hidden))[:, order].flatten(1, 2)
+
+        parts = [reorder(w), reorder(r), reorder(b[:, :rows]), reorder(b[:, rows:])]
+        return [p[d] for d in range(self.num_directions) for p in parts]
+
+    def _torch_kernel(self):
+        raise NotImplementedError
+
+    def torch(self, x, w, r, b, *states):
+        import torch
+
+        nd, batch = self.num_directions, x.shape[1]
+        full = list(states) + [x.new_zeros((nd, batch, self.hidden))
+                               for _ in range(self.num_states - len(states))]
+        reverse = self.direction == "reverse"
+        if reverse:
+            x = torch.flip(x, (0,))
+        hx = full if self.num_states > 1 else full[0]
+        # (input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+        y, *finals = self._torch_kernel()(x, hx, self._torch_params(w, r, b), True, 1, 0.0, False,
+                                          nd == 2, False)
+        if reverse:
+            y = torch.flip(y, (0,))
+        return (y, *finals)
+
+    # ---- ONNX --------------------------------------------------------------------------------
+    def _onnx_attrs(self) -> dict:
+        return {}
+
+    def onnx(self, b, ins, outs):
+        x, w, r, bias, *states = ins
+        node_ins = [x, w, r, bias, ""] + states  # "": no sequence_lens
+        y4 = b.fresh("y")
+        b.node(self.onnx_type, node_ins if states else node_ins[:4], [y4, *outs[1:]],
+               hidden_size=self.hidden, direction=self.direction, **self._onnx_attrs())
+        if self.num_directions == 1:  # [seq, 1, batch, H] -> [seq, batch, H]
+            b.node("Squeeze", [y4, b.const_i64([1])], [outs[0]])
+        else:  # [seq, 2, batch, H] -> [seq, batch, 2, H] -> [seq, batch, 2H]
+            yt = b.fresh("yt")
+            b.node("Transpose", [y4], [yt], perm=[0, 2, 1, 3])
+            b.node("Reshape", [yt, b.const_i64([0, 0, -1])], [outs[0]])
+
+
+@dataclass(frozen=True)
+class Lstm(Recurrent):
+    """LSTM: (x, W, R, B[, h0[, c0]]) -> (Y, Y_h, Y_c); gates (i, o, f, c)."""
+
+    name: ClassVar[str] = "lstm"
+    arity: ClassVar[tuple[int, int]] = (4, 6)
+    num_results: ClassVar[int] = 3
+    gates: ClassVar[int] = 4
+    torch_order: ClassVar[tuple[int, ...]] = (0, 2, 3, 1)  # (i, f, g=c, o)
+    onnx_type: ClassVar[str] = "LSTM"
+
+    def _torch_kernel(self):
+        import torch
+
+        return torch.lstm
+
+
+@dataclass(frozen=True)
+class Gru(Recurrent):
+    """GRU: (x, W, R, B[, h0]) -> (Y, Y_h); gates (z, r, h), linear_before_reset=1."""
+
+    name: ClassVar[str] = "gru"
+    arity: ClassVar[tuple[int, int]] = (4, 5)
+    num_results: ClassVar[int] = 2
+    gates: ClassVar[int] = 3
+    torch_order: ClassVar[tuple[int, ...]] = (1, 0, 2)  # (r, z, n=h)
+    onnx_type: ClassVar[str] = "GRU"
+
+    def _torch_kernel(self):
+        import torch
+
+        return torch.gru
+
+    def _onnx_attrs(self):
+        return {"linear_before_reset": 1}
+
+
+@dataclass(frozen=True)
+class Rnn(Recurrent):
+    """Elman RNN: (x, W, R, B[, h0]) -> (Y, Y_h), h' = f(x W^T + h R^T + Wb + Rb), f = tanh or
+    relu (`nonlinearity`)."""
+
+    name: ClassVar[str] = "rnn"
+    arity: ClassVar[tuple[int, int]] = (4, 5)
+    num_results: ClassVar[int] = 2
+    gates: ClassVar[int] = 1
+    torch_order: ClassVar[tuple[int, ...]] = (0,)
+    onnx_type: ClassVar[str] = "RNN"
+    nonlinearity: str
+
+    @classmethod
+    def sample(cls, ctx, first):
+        return cls(**cls._sample_common(ctx), nonlinearity=ctx.rng.choice(("tanh", "relu")))
+
+    def requires(self, ins):
+        if self.nonlinearity not in ("tanh", "relu"):
+            return [False]
+        return super().requires(ins)
+
+    def _torch_kernel(self):
+        import torch
+
+        return torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
+
+    def _onnx_attrs(self):
+        return {"activations": [self.nonlinearity.capitalize()] * self.num_directions}
