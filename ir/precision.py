@@ -81,7 +81,7 @@ EXACT = Tolerance(0.0, 0.0)
 #: (summation order), and transcendental functions (libm vs. vectorized approximations)
 FAMILY_FACTOR: dict[str, float] = {
     "matmul": 2.0, "conv": 2.0, "reduce": 2.0, "norm": 4.0, "softmax": 2.0, "cumsum": 2.0,
-    "transcendental": 2.0,
+    "transcendental": 2.0, "rnn": 2.0,
 }
 MAX_FACTOR = 8.0
 
