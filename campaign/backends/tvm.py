@@ -11,10 +11,12 @@ operators) or `default` (TVM's `default_build` pipeline: legalize and build, no 
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import (Backend, BackendResult, KnownUnsupported, input_feeds,
+from campaign.backends.base import (Backend, BackendResult, KnownUnsupported, input_feed_sets,
                                     register)
 from campaign.verdict import Stage
 
@@ -96,15 +98,14 @@ class TvmBackend(Backend):
 
         ex = self.stage(Stage.COMPILE, build, result, "compile_ms")
         dev = self._device()
-        feeds = list(input_feeds(m).values())
+        vm = self.stage(Stage.RUN, lambda: relax.VirtualMachine(ex, dev), result, "run_ms")
 
-        def run():
-            vm = relax.VirtualMachine(ex, dev)
-            args = [tvm.runtime.tensor(np.asarray(x), dev) for x in feeds]
-            out = vm["main"](*args)
-            return _to_numpy(out)
+        def run(feeds):
+            args = [tvm.runtime.tensor(np.asarray(x), dev) for x in feeds.values()]
+            return _to_numpy(vm["main"](*args))
 
-        return self.stage(Stage.RUN, run, result, "run_ms")
+        return [out for feeds in input_feed_sets(m)
+                for out in self.stage(Stage.RUN, partial(run, feeds), result, "run_ms")]
 
 
 def _to_numpy(out) -> list[np.ndarray]:
