@@ -1,0 +1,489 @@
+"""Everything the report shows, queried with DuckDB from the campaigns' Parquet datasets.
+
+A *run* is one output dir (`runs/<campaign>/<time>/`, the parent of a `results/` folder); several
+runs of one campaign are repeated trials and give the bands of the buckets-over-time plot. Time is
+elapsed seconds since the first result of the run, so runs started at different times overlay.
+
+Files of different schema versions are read by column name (`union_by_name`): a column absent
+from some files is null there, a column absent from all of them (`n_inplace` before in-place ops
+landed) leaves its feature out with a note, never an error.
+
+Buckets come from the triage `bugs` table of a run (`<run>/bugs.parquet` or
+`<run>/bugs/*.parquet`) where there is one; otherwise they are derived from the rows by
+(backend, target, verdict, stage, error_sig), the same key triage uses for crashes.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import duckdb
+
+RESULTS_DIR = "results"
+#: verdicts that are compiler findings (docs/results-schema.md "counts as")
+FINDING_VERDICTS = ("mismatch", "crash", "signal", "timeout")
+#: verdicts whose buckets the table lists: findings, and our own bugs
+TABLE_VERDICTS = FINDING_VERDICTS + ("invalid",)
+#: dynamic features: label -> count columns (a test has the feature when any is > 0)
+FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("If", ("n_if",)),
+    ("Loop", ("n_loop",)),
+    ("Scan", ("n_scan",)),
+    ("RNN", ("n_rnn",)),
+    ("In-place", ("n_inplace", "n_view_writes")),
+)
+#: where a run keeps its triage table
+BUGS_GLOBS = ("bugs.parquet", "bugs/*.parquet")
+#: bugs-table columns, by role, under the names the triage table may give them (first found wins)
+BUG_COLUMNS: dict[str, tuple[str, ...]] = {
+    "bucket": ("bucket", "bucket_id", "bucket_key", "key"),
+    "first_seen": ("first_seen", "first_seen_ts", "first_ts", "ts"),
+    "count": ("count", "n", "n_rows", "hits", "n_findings"),
+    "examples": ("example_test_ids", "examples", "test_ids", "example_tests"),
+    "artifact": ("artifact_path", "artifact_dir", "bucket_dir", "path", "dir", "finding_dir"),
+    "repro": ("repro", "repro_path", "repro_py"),
+    "backend": ("backend",),
+    "target": ("target",),
+    "verdict": ("verdict",),
+    "stage": ("stage",),
+    "signature": ("error_sig", "signature", "sig", "pattern"),
+}
+
+# columns read from the results (type used when a column is absent from every file)
+_WANTED = {
+    "campaign": "VARCHAR", "run_id": "VARCHAR", "test_id": "VARCHAR", "mutators": "VARCHAR[]",
+    "ops": "VARCHAR[]", "backend": "VARCHAR", "target": "VARCHAR", "verdict": "VARCHAR",
+    "stage": "VARCHAR", "error_class": "VARCHAR", "error_sig": "VARCHAR",
+    "finding_dir": "VARCHAR", "ts": "TIMESTAMPTZ",
+    **{c: "INTEGER" for _, cols in FEATURES for c in cols},
+}
+
+
+class ReportError(Exception):
+    """Nothing to report (no results under the given dirs) or unreadable input."""
+
+
+def _sql_str(s: str) -> str:
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def _sql_list(items: Sequence[str]) -> str:
+    return "[" + ", ".join(_sql_str(i) for i in items) + "]"
+
+
+def _parquet_files(d: Path) -> list[Path]:
+    return sorted(p for p in d.glob("*.parquet") if not p.name.startswith((".", "_")))
+
+
+def discover_runs(dirs: Sequence[Path]) -> list[Path]:
+    """Run dirs under `dirs`: each given dir that holds `results/*.parquet` itself, else every
+    such dir below it (a campaign folder, or `runs/`). Sorted, without duplicates."""
+    found: list[Path] = []
+    for d in dirs:
+        d = Path(d)
+        if not d.exists():
+            raise ReportError(f"{d}: no such directory")
+        if _parquet_files(d / RESULTS_DIR):
+            found.append(d.resolve())
+            continue
+        for res in sorted(d.rglob(RESULTS_DIR)):
+            if res.is_dir() and _parquet_files(res) and "findings" not in res.relative_to(d).parts:
+                found.append(res.parent.resolve())
+    uniq = sorted(set(found))
+    if not uniq:
+        raise ReportError("no results/*.parquet under " + ", ".join(str(d) for d in dirs))
+    return uniq
+
+
+@dataclass
+class Run:
+    idx: int
+    dir: Path
+    label: str
+    campaign: str = ""
+    run_ids: list[str] = field(default_factory=list)
+    backends: list[str] = field(default_factory=list)
+    tests: int = 0
+    rows: int = 0
+    start_ms: float = 0.0
+    duration_s: float = 0.0
+    findings: int = 0
+    invalid: int = 0
+    has_bugs_table: bool = False
+
+
+@dataclass
+class ReportData:
+    """Query results, ready to plot (plain Python lists and dicts)."""
+    runs: list[Run]
+    n_rows: int
+    n_tests: int
+    columns: set[str]
+    absent_features: list[str]  # feature labels whose columns are in no file
+    progress: list[dict]  # run, t, width, n, cum  (tests per time bin)
+    verdicts: list[dict]  # campaign, backend, verdict, n
+    bucket_curves: list[dict]  # campaign, backend, t, med, lo, hi, n_runs
+    mutator_yield: list[dict]  # name, tests, hits, invalid, buckets
+    feature_yield: list[dict]  # name, tests, hits, invalid, buckets
+    op_coverage: list[dict]  # op, tests, hits
+    registered_ops: Optional[list[str]]  # the op registry, when importable
+    buckets: list[dict]  # derived from rows (runs without a bugs table)
+    bugs: list[dict]  # from bugs tables
+    n_buckets_total: int  # distinct buckets of the derived table (before its row limit)
+    n_finding_buckets: int = 0  # distinct finding buckets over all runs
+    query_s: float = 0.0
+
+
+def backend_label(backend: str, target: str) -> str:
+    return backend if target in ("cpu", "", None) else f"{backend}@{target}"
+
+
+class _Db:
+    def __init__(self) -> None:
+        self.con = duckdb.connect(":memory:")
+        self.con.execute("SET TimeZone = 'UTC'")  # timestamps print in UTC whatever the host's
+
+    def q(self, sql: str) -> list[dict]:
+        cur = self.con.execute(sql)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def x(self, sql: str) -> None:
+        self.con.execute(sql)
+
+
+def _present_columns(db: _Db, files: list[str]) -> dict[str, str]:
+    rows = db.q(f"DESCRIBE SELECT * FROM read_parquet({_sql_list(files)}, union_by_name=true)")
+    return {r["column_name"]: r["column_type"] for r in rows}
+
+
+def load(dirs: Sequence[Path], *, max_buckets: int = 500, op_registry: bool = True) -> ReportData:
+    import time
+
+    t0 = time.perf_counter()
+    run_dirs = discover_runs(dirs)
+    db = _Db()
+    files: list[str] = []
+    file_run: list[tuple[str, int]] = []
+    for i, rd in enumerate(run_dirs):
+        for f in _parquet_files(rd / RESULTS_DIR):
+            files.append(str(f))
+            file_run.append((str(f), i))
+    present = _present_columns(db, files)
+    missing_required = [c for c in ("test_id", "backend", "verdict", "ts") if c not in present]
+    if missing_required:
+        raise ReportError(f"results lack column(s) {missing_required}: not a dynsmith dataset?")
+    db.x("CREATE TABLE files (filename VARCHAR, run INTEGER)")
+    db.con.executemany("INSERT INTO files VALUES (?, ?)", file_run)
+    sel = []
+    for c, typ in _WANTED.items():
+        sel.append(f"p.{c}" if c in present else f"CAST(NULL AS {typ}) AS {c}")
+    db.x(f"""
+        CREATE TABLE raw AS
+        SELECT {", ".join(sel)}, f.run
+        FROM read_parquet({_sql_list(files)}, union_by_name=true, filename=true,
+                          hive_partitioning=false) p
+        JOIN files f USING (filename)""")
+    fv = _sql_list(FINDING_VERDICTS)
+    # r: one row per result; el = seconds since the run's first result; bucket = triage key
+    db.x(f"""
+        CREATE TABLE r AS
+        SELECT *,
+          (epoch_ms(ts) - min(epoch_ms(ts)) OVER (PARTITION BY run)) / 1000.0 AS el,
+          CASE WHEN coalesce(target, 'cpu') = 'cpu' THEN backend
+               ELSE backend || '@' || target END AS blabel,
+          concat_ws(' | ', backend, coalesce(target, ''), verdict, coalesce(stage, ''),
+                    coalesce(error_sig, '')) AS bucket,
+          verdict IN {fv} AS is_finding
+        FROM raw""")
+    # t: one row per test (a test's backend rows share its graph columns)
+    feat_cols = [c for _, cols in FEATURES for c in cols]
+    db.x(f"""
+        CREATE TABLE t AS
+        SELECT run, test_id, any_value(campaign) AS campaign, min(el) AS el,
+          any_value(mutators) AS mutators, any_value(ops) AS ops,
+          {", ".join(f"max({c}) AS {c}" for c in feat_cols)},
+          bool_or(is_finding) AS hit, bool_or(verdict = 'invalid') AS inv
+        FROM r GROUP BY run, test_id""")
+
+    n_rows = db.q("SELECT count(*) AS n FROM r")[0]["n"]
+    n_tests = db.q("SELECT count(*) AS n FROM t")[0]["n"]
+    if n_rows == 0:
+        raise ReportError("the results hold no rows")
+
+    runs = _runs(db, run_dirs)
+    absent = [lbl for lbl, cols in FEATURES if not any(c in present for c in cols)]
+    data = ReportData(
+        runs=runs, n_rows=n_rows, n_tests=n_tests, columns=set(present), absent_features=absent,
+        progress=_progress(db), verdicts=_verdicts(db), bucket_curves=_bucket_curves(db),
+        mutator_yield=_mutator_yield(db), feature_yield=_feature_yield(db, present),
+        op_coverage=_op_coverage(db), registered_ops=_registered_ops() if op_registry else None,
+        buckets=[], bugs=[], n_buckets_total=0,
+    )
+    data.n_finding_buckets = db.q(
+        "SELECT count(DISTINCT bucket) AS n FROM r WHERE is_finding")[0]["n"]
+    bug_runs = _load_bugs(db, runs)
+    data.bugs = _bugs_rows(db, runs, max_buckets) if bug_runs else []
+    data.buckets, data.n_buckets_total = _derived_buckets(db, runs, bug_runs, max_buckets)
+    data.query_s = time.perf_counter() - t0
+    return data
+
+
+def _runs(db: _Db, run_dirs: list[Path]) -> list[Run]:
+    rows = db.q("""
+        SELECT run, any_value(campaign) AS campaign,
+          list(DISTINCT run_id ORDER BY run_id) AS run_ids,
+          list(DISTINCT blabel ORDER BY blabel) AS backends, count(DISTINCT test_id) AS tests,
+          count(*) AS rows, min(epoch_ms(ts)) AS start_ms, max(el) AS dur,
+          count(*) FILTER (WHERE is_finding) AS findings,
+          count(*) FILTER (WHERE verdict = 'invalid') AS invalid
+        FROM r GROUP BY run ORDER BY run""")
+    by_idx = {r["run"]: r for r in rows}
+    runs = []
+    seen: dict[str, int] = {}
+    for i, d in enumerate(run_dirs):
+        r = by_idx.get(i)
+        if r is None:
+            continue
+        label = f"{r['campaign'] or '?'}/{d.name}"
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            label += f"#{seen[label]}"
+        runs.append(Run(
+            idx=i, dir=d, label=label, campaign=r["campaign"] or "", run_ids=r["run_ids"],
+            backends=r["backends"], tests=r["tests"], rows=r["rows"], start_ms=r["start_ms"],
+            duration_s=float(r["dur"] or 0.0), findings=r["findings"], invalid=r["invalid"]))
+    return runs
+
+
+def _progress(db: _Db) -> list[dict]:
+    """Tests finished per time bin (1 s or longer, at most 60 per run), with the running total."""
+    return db.q("""
+        WITH span AS (
+          SELECT run, max(el) AS dur FROM t GROUP BY run),
+        nb AS (
+          SELECT run, dur, CAST(least(60, greatest(1, ceil(dur))) AS INTEGER) AS nbins FROM span),
+        bins AS (
+          SELECT run, dur, nbins, b.i AS bin
+          FROM nb, LATERAL (SELECT * FROM range(0, nbins) r(i)) b),
+        cnt AS (
+          SELECT t.run,
+            least(CAST(floor(t.el / greatest(nb.dur, 1e-9) * nb.nbins) AS INTEGER), nb.nbins - 1)
+              AS bin,
+            count(*) AS n
+          FROM t JOIN nb USING (run) GROUP BY ALL)
+        SELECT bins.run, greatest(bins.dur, 1e-3) / bins.nbins AS width,
+          (bins.bin + 1) * greatest(bins.dur, 1e-3) / bins.nbins AS t,
+          coalesce(cnt.n, 0) AS n,
+          sum(coalesce(cnt.n, 0)) OVER (PARTITION BY bins.run ORDER BY bins.bin) AS cum
+        FROM bins LEFT JOIN cnt USING (run, bin)
+        ORDER BY bins.run, bins.bin""")
+
+
+def _verdicts(db: _Db) -> list[dict]:
+    return db.q("""
+        SELECT coalesce(campaign, '') AS campaign, blabel AS backend, verdict, count(*) AS n
+        FROM r GROUP BY ALL ORDER BY campaign, backend, verdict""")
+
+
+def _bucket_curves(db: _Db, points: int = 100) -> list[dict]:
+    """Distinct finding buckets found by time t, per campaign x backend: median, min and max
+    over the campaign's runs that lasted at least t (a single run gives its own curve)."""
+    fv = _sql_list(FINDING_VERDICTS)
+    return db.q(f"""
+        WITH fb AS (
+          SELECT run, blabel, bucket, min(el) AS el FROM r WHERE verdict IN {fv} GROUP BY ALL),
+        dur AS (
+          SELECT run, any_value(coalesce(campaign, '')) AS campaign, max(el) AS d
+          FROM r GROUP BY run),
+        grp AS (SELECT DISTINCT run, blabel FROM r),
+        gmax AS (SELECT campaign, max(d) AS m FROM dur GROUP BY campaign),
+        grid AS (
+          SELECT campaign, m * i / {points}.0 AS t FROM gmax, range(0, {points + 1}) g(i)),
+        pts AS (
+          SELECT dur.campaign, grp.blabel, grp.run, grid.t,
+            count(fb.bucket) AS n
+          FROM grp JOIN dur USING (run) JOIN grid ON grid.campaign = dur.campaign
+            AND grid.t <= dur.d + 1e-9
+          LEFT JOIN fb ON fb.run = grp.run AND fb.blabel = grp.blabel AND fb.el <= grid.t
+          GROUP BY ALL)
+        SELECT campaign, blabel AS backend, t, median(n) AS med, min(n) AS lo, max(n) AS hi,
+          count(*) AS n_runs
+        FROM pts GROUP BY ALL ORDER BY campaign, backend, t""")
+
+
+def _yield(db: _Db, source: str) -> list[dict]:
+    """Per group `name` of tests (`source` selects run, test_id, name): tests, tests with a
+    finding, tests with an invalid row, distinct finding buckets hit."""
+    return db.q(f"""
+        WITH g AS ({source}),
+        tt AS (
+          SELECT g.name, t.hit, t.inv FROM g JOIN t USING (run, test_id)),
+        bb AS (
+          SELECT g.name, count(DISTINCT r.bucket) AS buckets
+          FROM g JOIN r USING (run, test_id) WHERE r.is_finding GROUP BY g.name)
+        SELECT tt.name, count(*) AS tests, count(*) FILTER (WHERE hit) AS hits,
+          count(*) FILTER (WHERE inv) AS invalid, coalesce(any_value(bb.buckets), 0) AS buckets
+        FROM tt LEFT JOIN bb USING (name) GROUP BY tt.name ORDER BY tests DESC, tt.name""")
+
+
+def _mutator_yield(db: _Db) -> list[dict]:
+    return _yield(db, """
+        SELECT run, test_id, unnest(CASE WHEN len(coalesce(mutators, [])) = 0
+                                         THEN ['(none: generated)']
+                                         ELSE list_distinct(mutators) END) AS name
+        FROM t""")
+
+
+def _feature_yield(db: _Db, present: dict[str, str]) -> list[dict]:
+    parts, any_feature = [], []
+    for label, cols in FEATURES:
+        have = [c for c in cols if c in present]
+        if not have:
+            continue
+        cond = " OR ".join(f"coalesce({c}, 0) > 0" for c in have)
+        any_feature.append(f"({cond})")
+        parts.append(f"SELECT run, test_id, {_sql_str(label)} AS name FROM t WHERE {cond}")
+    none = " OR ".join(any_feature) or "false"
+    parts.append(f"SELECT run, test_id, 'none (static)' AS name FROM t WHERE NOT ({none})")
+    rows = {r["name"]: r for r in _yield(db, " UNION ALL ".join(parts))}
+    # every feature whose columns exist gets a bar, even with no test
+    order = [lbl for lbl, cols in FEATURES if any(c in present for c in cols)] + ["none (static)"]
+    return [rows.get(n, {"name": n, "tests": 0, "hits": 0, "invalid": 0, "buckets": 0})
+            for n in order]
+
+
+def _op_coverage(db: _Db) -> list[dict]:
+    return db.q("""
+        WITH o AS (SELECT unnest(list_distinct(ops)) AS op, hit FROM t)
+        SELECT op, count(*) AS tests, count(*) FILTER (WHERE hit) AS hits
+        FROM o GROUP BY op ORDER BY tests DESC, op""")
+
+
+def _registered_ops() -> Optional[list[str]]:
+    """Names in the GraphIR op registry, or None if `ir` cannot be imported here."""
+    try:
+        import ir  # noqa: F401  (registers the op library)
+        from ir.op import OP_REGISTRY
+        return sorted(OP_REGISTRY)
+    except Exception:  # the report must not depend on the IR importing
+        return None
+
+
+def _ms_to_iso(ms: Optional[float]) -> str:
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return ""
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _derived_buckets(db: _Db, runs: list[Run], skip_runs: set[int],
+                     limit: int) -> tuple[list[dict], int]:
+    tv = _sql_list(TABLE_VERDICTS)
+    skip = f"AND run NOT IN ({', '.join(str(i) for i in sorted(skip_runs))})" if skip_runs else ""
+    base = f"FROM r WHERE verdict IN {tv} {skip}"
+    total = db.q(f"SELECT count(DISTINCT bucket) AS n {base}")[0]["n"]
+    rows = db.q(f"""
+        SELECT backend, target, verdict, stage, error_sig AS signature, bucket,
+          count(*) AS count, count(DISTINCT test_id) AS tests, count(DISTINCT run) AS n_runs,
+          min(epoch_ms(ts)) AS first_ms, arg_min(el, epoch_ms(ts)) AS first_el,
+          arg_min(run, epoch_ms(ts)) AS first_run,
+          list(test_id ORDER BY ts)[1:3] AS examples,
+          list(DISTINCT {{'run': run, 'dir': finding_dir}}) FILTER (WHERE finding_dir IS NOT NULL)
+            AS dirs
+        {base}
+        GROUP BY backend, target, verdict, stage, error_sig, bucket
+        ORDER BY CASE verdict WHEN 'invalid' THEN 1 ELSE 0 END, count DESC, bucket
+        LIMIT {int(limit)}""")
+    by_idx = {r.idx: r for r in runs}
+    for row in rows:
+        row["first_seen"] = _ms_to_iso(row.pop("first_ms"))
+        row["first_run"] = by_idx[row["first_run"]].label if row["first_run"] in by_idx else ""
+        dirs = sorted(row.pop("dirs") or [], key=lambda d: (d["run"], d["dir"]))[:3]
+        row["artifacts"] = [_resolve(by_idx[d["run"]].dir, d["dir"]) for d in dirs
+                            if d["run"] in by_idx]
+        row["repros"] = [a / "repro.py" for a in row["artifacts"] if (a / "repro.py").is_file()]
+    return rows, total
+
+
+def _resolve(run_dir: Path, p: str) -> Path:
+    path = Path(p)
+    return path if path.is_absolute() else run_dir / path
+
+
+def _load_bugs(db: _Db, runs: list[Run]) -> set[int]:
+    """Load every run's bugs table into table `bugs` (role-named columns); return the runs that
+    have one."""
+    files: list[tuple[str, int]] = []
+    for run in runs:
+        for pat in BUGS_GLOBS:
+            for f in sorted(run.dir.glob(pat)):
+                if not f.name.startswith((".", "_")):
+                    files.append((str(f), run.idx))
+    if not files:
+        return set()
+    try:
+        present = _present_columns(db, [f for f, _ in files])
+    except duckdb.Error:
+        return set()
+    sel = []
+    for role, names in BUG_COLUMNS.items():
+        col = next((n for n in names if n in present), None)
+        sel.append(f'p."{col}" AS {role}' if col else f"NULL AS {role}")
+    db.x("CREATE TABLE bugfiles (filename VARCHAR, run INTEGER)")
+    db.con.executemany("INSERT INTO bugfiles VALUES (?, ?)", files)
+    db.x(f"""
+        CREATE TABLE bugs AS SELECT {", ".join(sel)}, f.run
+        FROM read_parquet({_sql_list([f for f, _ in files])}, union_by_name=true, filename=true,
+                          hive_partitioning=false) p
+        JOIN bugfiles f USING (filename)""")
+    used = {r["run"] for r in db.q("SELECT DISTINCT run FROM bugs")}
+    for run in runs:
+        run.has_bugs_table = run.idx in used
+    return used
+
+
+def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
+    """The bugs tables' rows, one per bucket: a bucket in several runs' tables is merged (counts
+    summed, earliest first-seen, examples and artifact folders of each run)."""
+    rows = db.q(f"""
+        WITH b AS (
+          SELECT *, coalesce(CAST(bucket AS VARCHAR),
+                             nullif(concat_ws(' | ', backend, target, verdict, stage,
+                                              CAST(signature AS VARCHAR)), ''),
+                             'row ' || CAST(row_number() OVER () AS VARCHAR)) AS key
+          FROM bugs)
+        SELECT key AS bucket, any_value(backend) AS backend, any_value(target) AS target,
+          any_value(verdict) AS verdict, any_value(stage) AS stage,
+          any_value(CAST(signature AS VARCHAR)) AS signature, sum(count) AS count,
+          count(DISTINCT run) AS n_runs, left(CAST(min(first_seen) AS VARCHAR), 19) AS first_seen,
+          list(examples ORDER BY run) AS examples,
+          list({{'run': run, 'artifact': CAST(artifact AS VARCHAR),
+                 'repro': CAST(repro AS VARCHAR)}} ORDER BY run) AS locs,
+          list(DISTINCT run ORDER BY run) AS runs
+        FROM b GROUP BY key
+        ORDER BY CASE WHEN any_value(verdict) = 'invalid' THEN 1 ELSE 0 END,
+          sum(count) DESC NULLS LAST, key
+        LIMIT {int(limit)}""")
+    by_idx = {r.idx: r for r in runs}
+    for row in rows:
+        row["run_labels"] = [by_idx[i].label for i in row.pop("runs")]
+        row["first_seen"] = row["first_seen"] or ""
+        examples: list[str] = []
+        for ex in row["examples"]:
+            examples += [ex] if isinstance(ex, str) else list(ex or [])
+        row["examples"] = examples[:3]
+        row["artifacts"], row["repros"] = [], []
+        for loc in row.pop("locs"):
+            run = by_idx[loc["run"]]
+            art = _resolve(run.dir, loc["artifact"]) if loc["artifact"] else None
+            repro = _resolve(run.dir, loc["repro"]) if loc["repro"] else None
+            if repro is None and art is not None and (art / "repro.py").is_file():
+                repro = art / "repro.py"
+            if art is not None and len(row["artifacts"]) < 3:
+                row["artifacts"].append(art)
+            if repro is not None and len(row["repros"]) < 3:
+                row["repros"].append(repro)
+    return rows

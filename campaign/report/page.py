@@ -1,0 +1,268 @@
+"""Assemble the report: one self-contained HTML file (plotly.js inlined once, every figure a div,
+tables as plain HTML; no request leaves the file)."""
+from __future__ import annotations
+
+import datetime as dt
+import html
+import os
+from pathlib import Path
+from typing import Optional, Sequence
+from urllib.parse import quote
+
+import plotly
+import plotly.graph_objects as go
+import plotly.offline
+
+from campaign.report import figures
+from campaign.report.data import FEATURES, FINDING_VERDICTS, ReportData
+
+PLOT_CONFIG = {"displaylogo": False, "responsive": True,
+               "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0;
+       color: #222; background: #fafafa; }
+header { background: #263238; color: #fff; padding: 18px 32px; }
+header h1 { margin: 0 0 4px 0; font-size: 22px; }
+header .sub { color: #b0bec5; font-size: 13px; }
+main { padding: 8px 32px 40px 32px; max-width: 1500px; }
+section { background: #fff; border: 1px solid #e0e0e0; border-radius: 6px; margin: 18px 0;
+          padding: 12px 18px; }
+h2 { font-size: 17px; margin: 6px 0 4px 0; }
+p.note { color: #666; font-size: 13px; margin: 2px 0 8px 0; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 16px 0 4px 0; }
+.card { background: #fff; border: 1px solid #e0e0e0; border-radius: 6px; padding: 8px 16px;
+        min-width: 120px; }
+.card .v { font-size: 22px; font-weight: 600; }
+.card .k { font-size: 12px; color: #666; }
+table { border-collapse: collapse; font-size: 12.5px; width: 100%; }
+th, td { border-bottom: 1px solid #eee; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f5f5f5; position: sticky; top: 0; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.tid { white-space: nowrap; font-family: ui-monospace, Menlo, Consolas, monospace;
+         font-size: 11px; }
+td.sig { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 11.5px;
+         max-width: 520px; word-break: break-word; }
+.tablewrap { max-height: 620px; overflow: auto; }
+.v-mismatch { color: #d32f2f; font-weight: 600; } .v-crash { color: #f57c00; font-weight: 600; }
+.v-signal { color: #7b1fa2; font-weight: 600; } .v-timeout { color: #1976d2; font-weight: 600; }
+.v-invalid { color: #9a7d0a; font-weight: 600; }
+.missing { color: #999; }
+input.filter { margin: 4px 0 8px 0; padding: 4px 8px; width: 320px; }
+nav a { margin-right: 14px; font-size: 13px; }
+"""
+
+# filter the rows of a bucket table by a substring typed into its box
+FILTER_JS = """
+document.querySelectorAll('input.filter').forEach(function (box) {
+  box.addEventListener('input', function () {
+    var q = box.value.toLowerCase();
+    document.querySelectorAll('#' + box.dataset.table + ' tbody tr').forEach(function (tr) {
+      tr.style.display = tr.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
+    });
+  });
+});
+"""
+
+E = html.escape
+
+
+def _href(target: Path, out_dir: Path) -> str:
+    try:
+        rel = os.path.relpath(target, out_dir)
+    except ValueError:  # another drive (Windows)
+        rel = str(target)
+    return quote(Path(rel).as_posix())
+
+
+def _link(target: Path, out_dir: Path, text: str) -> str:
+    cls = "" if target.exists() else ' class="missing" title="not on disk"'
+    return f'<a href="{_href(target, out_dir)}"{cls}>{E(text)}</a>'
+
+
+def _fmt_dur(s: float) -> str:
+    s = float(s)
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.2f} h"
+
+
+def _fig_html(fig: go.Figure, div_id: str) -> str:
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                       config=PLOT_CONFIG, default_width="100%")
+
+
+def _runs_table(data: ReportData, out_dir: Path) -> str:
+    head = ("<tr><th>run</th><th>run ids</th><th>backends</th><th class=num>tests</th>"
+            "<th class=num>rows</th><th>started (UTC)</th><th class=num>duration</th>"
+            "<th class=num>tests/s</th><th class=num>finding rows</th>"
+            "<th class=num>invalid rows</th><th>bugs table</th></tr>")
+    body = []
+    for r in data.runs:
+        start = dt.datetime.fromtimestamp(r.start_ms / 1000, tz=dt.timezone.utc)
+        tps = r.tests / r.duration_s if r.duration_s > 0 else float("nan")
+        body.append(
+            f"<tr><td>{_link(r.dir, out_dir, r.label)}</td><td>{E(', '.join(r.run_ids))}</td>"
+            f"<td>{E(', '.join(r.backends))}</td><td class=num>{r.tests:,}</td>"
+            f"<td class=num>{r.rows:,}</td><td>{start:%Y-%m-%d %H:%M:%S}</td>"
+            f"<td class=num>{_fmt_dur(r.duration_s)}</td><td class=num>{tps:.2f}</td>"
+            f"<td class=num>{r.findings:,}</td><td class=num>{r.invalid:,}</td>"
+            f"<td>{'yes' if r.has_bugs_table else 'no'}</td></tr>")
+    return (f'<div class="tablewrap"><table id="runs"><thead>{head}</thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _links(paths: Sequence[Path], out_dir: Path, text: str) -> str:
+    return " ".join(_link(p, out_dir, text if len(paths) == 1 else f"{text} {i + 1}")
+                    for i, p in enumerate(paths))
+
+
+def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bool) -> str:
+    head = ("<tr><th>backend</th><th>verdict</th><th>stage</th><th>signature</th>"
+            "<th class=num>rows</th>" + ("<th class=num>tests</th>" if derived else "") +
+            "<th class=num>runs</th><th>first seen (UTC)</th><th>example tests</th>"
+            "<th>artifacts</th><th>repro</th></tr>")
+    body = []
+    for b in rows:
+        backend = b.get("backend") or ""
+        if b.get("target") not in (None, "", "cpu"):
+            backend += "@" + b["target"]
+        verdict = b.get("verdict") or ""
+        sig = b.get("signature") or ("" if derived else b.get("bucket") or "")
+        first = E(b.get("first_seen") or "")
+        if derived and b.get("first_run"):
+            first += f"<br><span class=note>{E(b['first_run'])} +{_fmt_dur(b['first_el'])}</span>"
+        count = b.get("count")
+        row = (f"<td>{E(backend)}</td><td><span class=\"v-{E(verdict)}\">{E(verdict)}</span></td>"
+               f"<td>{E(b.get('stage') or '')}</td><td class=sig>{E(sig)}</td>"
+               f"<td class=num>{'' if count is None else f'{int(count):,}'}</td>")
+        if derived:
+            row += f"<td class=num>{b['tests']:,}</td>"
+        row += (f"<td class=num>{b['n_runs']}</td><td>{first}</td>"
+                f"<td class=tid>{'<br>'.join(E(t) for t in b['examples'])}</td>"
+                f"<td>{_links(b['artifacts'], out_dir, 'folder')}</td>"
+                f"<td>{_links(b['repros'], out_dir, 'repro.py')}</td>")
+        body.append(f"<tr>{row}</tr>")
+    return (f'<input class="filter" data-table="{table_id}" placeholder="filter rows…">'
+            f'<div class="tablewrap"><table id="{table_id}"><thead>{head}</thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def render(data: ReportData, out: Path, *, title: Optional[str] = None,
+           inputs: Sequence[Path] = ()) -> list[str]:
+    """Write the page to `out`; return the ids of the plot divs it holds."""
+    out = Path(out)
+    out_dir = out.parent.resolve()
+    campaigns = sorted({r.campaign for r in data.runs})
+    title = title or "dynsmith campaign report: " + ", ".join(campaigns)
+    n_find = sum(r.findings for r in data.runs)
+    n_inv = sum(r.invalid for r in data.runs)
+    total_s = sum(r.duration_s for r in data.runs)
+
+    plots: list[tuple[str, str, str, str]] = []  # id, heading, note, html
+
+    def add(div_id: str, heading: str, note: str, fig: go.Figure) -> None:
+        plots.append((div_id, heading, note, _fig_html(fig, div_id)))
+
+    add("fig-progress", "Tests over time and throughput",
+        "Distinct tests finished since each run's first result, and tests per second in time "
+        "bins (at most 60 per run).", figures.progress(data))
+    add("fig-verdicts", "Verdict mix per backend",
+        "Share of each backend's rows by verdict (hover for counts). "
+        "docs/results-schema.md defines the verdicts.", figures.verdicts(data))
+    multi = any(p["n_runs"] > 1 for p in data.bucket_curves)
+    add("fig-buckets", "Unique buckets over time per backend",
+        "Distinct (backend, target, verdict, stage, error signature) buckets among "
+        + "/".join(FINDING_VERDICTS) + " rows, by time since the run's first result."
+        + (" Several runs of a campaign: the line is the median, the band spans min to max, "
+           "over the runs that lasted that long." if multi else ""),
+        figures.buckets_over_time(data))
+    add("fig-mutators", "Yield per mutator",
+        "Tests whose lineage applied each mutator (a test with several counts for each); "
+        "a finding is a mismatch/crash/signal/timeout row on any backend.",
+        figures.yield_bars(data.mutator_yield))
+    absent = data.absent_features
+    feat_note = ("Columns " + ", ".join(c for lbl, cols in FEATURES if lbl in absent for c in cols)
+                 + " are in none of these results: " + ", ".join(absent) + " not shown."
+                 if absent else None)
+    add("fig-features", "Yield per dynamic feature",
+        "Tests containing each feature (If: n_if, Loop: n_loop, Scan: n_scan, RNN: n_rnn, "
+        "In-place: n_inplace or n_view_writes > 0); a test with several counts for each.",
+        figures.yield_bars(data.feature_yield, feat_note))
+    ops_note = f"{len(data.op_coverage)} distinct ops in these tests"
+    if data.registered_ops is None:
+        ops_note += " (the op registry could not be imported: ops never generated are not listed)."
+    else:
+        seen_ops = {r["op"] for r in data.op_coverage}
+        never = [o for o in data.registered_ops if o not in seen_ops]
+        ops_note += (f"; {len(never)} of the {len(data.registered_ops)} registered ops were never "
+                     "generated (marked x)." if never else
+                     f"; all {len(data.registered_ops)} registered ops were generated.")
+    add("fig-ops", "Operator coverage", ops_note + " Bar colour: share of the tests containing "
+        "the op that had a finding.", figures.op_coverage(data))
+
+    sections = []
+    for div_id, heading, note, body in plots:
+        sections.append(f'<section id="s-{div_id}"><h2>{E(heading)}</h2>'
+                        f'<p class="note">{E(note)}</p>{body}</section>')
+    tables = []
+    if data.bugs:
+        tables.append(
+            '<section id="s-bugs"><h2>Buckets (triage bugs table)</h2><p class="note">'
+            f"From the bugs tables of {sum(r.has_bugs_table for r in data.runs)} run(s); "
+            f"{len(data.bugs)} buckets shown (merged across runs), findings first, then by "
+            "count.</p>"
+            + _bucket_table(data.bugs, out_dir, "bugs-table", derived=False) + "</section>")
+    if data.buckets or not data.bugs:
+        shown = len(data.buckets)
+        more = (f" Showing the {shown} largest of {data.n_buckets_total}."
+                if data.n_buckets_total > shown else "")
+        src = (" (runs without a bugs table)" if data.bugs else "")
+        tables.append(
+            '<section id="s-buckets"><h2>Buckets derived from result rows' + src + "</h2>"
+            '<p class="note">Rows with verdict ' + "/".join(FINDING_VERDICTS) + "/invalid "
+            "grouped by (backend, target, verdict, stage, error_sig); findings first, then by "
+            "row count. Links are relative to this file: the finding folders (graph.gir, "
+            f"model.onnx, inputs.npz, info.json) and their repro.py where one exists.{more}</p>"
+            + (_bucket_table(data.buckets, out_dir, "bucket-table", derived=True)
+               if data.buckets else "<p>No findings and no invalid results.</p>")
+            + "</section>")
+    # the bucket tables read best right after the buckets-over-time plot
+    body = "".join(sections[:3]) + "".join(tables) + "".join(sections[3:])
+    links = [(f"s-{i}", h) for i, h, _, _ in plots]
+    links.insert(3, ("s-bugs" if data.bugs else "s-buckets", "Buckets"))
+    nav = "".join(f'<a href="#{i}">{E(h)}</a>' for i, h in links)
+    cards = [("campaigns", len(campaigns)), ("runs", len(data.runs)),
+             ("tests", f"{data.n_tests:,}"), ("result rows", f"{data.n_rows:,}"),
+             ("run time (sum)", _fmt_dur(total_s)), ("finding rows", f"{n_find:,}"),
+             ("finding buckets", f"{data.n_finding_buckets:,}"), ("invalid rows", f"{n_inv:,}")]
+    cards_html = "".join(f'<div class="card"><div class="v">{v}</div><div class="k">{E(k)}</div>'
+                         "</div>" for k, v in cards)
+    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{E(title)}</title>
+<style>{CSS}</style>
+<script type="text/javascript">/* plotly.js {plotly.__version__} (bundled plotly.py) */
+{plotly.offline.get_plotlyjs()}</script>
+</head><body>
+<header><h1>{E(title)}</h1>
+<div class="sub">generated {generated} from {E(", ".join(str(i) for i in inputs))}
+ · dynsmith report · plotly {plotly.__version__}</div></header>
+<main>
+<div class="cards">{cards_html}</div>
+<nav>{nav}</nav>
+<section id="s-runs"><h2>Runs</h2>{_runs_table(data, out_dir)}</section>
+{body}
+</main>
+<script>{FILTER_JS}</script>
+</body></html>
+"""
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, out)
+    return [p[0] for p in plots]
+

@@ -1,0 +1,244 @@
+"""The campaign report (campaign/report): its numbers against pyarrow's own count of the same
+Parquet rows, missing columns, bugs tables, links, the entry points, and the page as headless
+Chromium draws it (plots present, console clean, no request leaving the file, 10k rows in < 10 s).
+"""
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from campaign.report import ReportError, build_report
+from campaign.report.browser import check_page, why_unavailable
+from campaign.report.cli import main as report_main
+from campaign.report.data import FINDING_VERDICTS, load
+from campaign.report.synthetic import write_run
+
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ("ort", "tvm", "inductor")
+PLOT_IDS = ["fig-progress", "fig-verdicts", "fig-buckets", "fig-mutators", "fig-features",
+            "fig-ops"]
+INPLACE = {"n_inplace": pa.int32(), "n_view_writes": pa.int32()}
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    """Two runs of one campaign, 10,200 rows: run A through ResultSink with today's schema, run B
+    with the in-place columns and a triage bugs table. The report is built once."""
+    root = tmp_path_factory.mktemp("report") / "runs"
+    import datetime as dt
+    t0 = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+    a = root / "camp" / "20260101-120000"
+    b = root / "camp" / "20260101-130000"
+    n = write_run(a, campaign="camp", n_tests=1700, backends=BACKENDS, seed=1, start=t0,
+                  duration_s=900)
+    n += write_run(b, campaign="camp", n_tests=1700, backends=BACKENDS, seed=2,
+                   start=t0 + dt.timedelta(hours=1), duration_s=700, extra_columns=INPLACE,
+                   bugs_table=True)
+    out = root / "report.html"
+    res = build_report([root], out)
+    return {"root": root, "a": a, "b": b, "rows": n, "out": out, "res": res}
+
+
+def _tables(c) -> dict[str, pa.Table]:
+    return {k: pq.read_table(c[k] / "results") for k in ("a", "b")}
+
+
+def test_counts_agree_with_pyarrow(campaign):
+    data = campaign["res"].data
+    tabs = _tables(campaign)
+    assert data.n_rows == campaign["rows"] == sum(t.num_rows for t in tabs.values()) >= 10_000
+    rows = [r for t in tabs.values() for r in t.to_pylist()]
+    assert data.n_tests == len({(r["run_id"], r["test_id"]) for r in rows})
+    assert [r.label for r in data.runs] == ["camp/20260101-120000", "camp/20260101-130000"]
+
+    verdicts = Counter((r["backend"], r["verdict"]) for r in rows)
+    assert {(v["backend"], v["verdict"]): v["n"] for v in data.verdicts} == dict(verdicts)
+
+    keys = {(r["backend"], r["target"], r["verdict"], r["stage"] or "", r["error_sig"] or "")
+            for r in rows if r["verdict"] in FINDING_VERDICTS}
+    assert data.n_finding_buckets == len(keys)
+
+    # tests finished over time: the running total ends at each run's test count
+    for run in data.runs:
+        last = [p for p in data.progress if p["run"] == run.idx][-1]
+        assert last["cum"] == run.tests == 1700
+
+    # yield per mutator, per test (a test's rows share its graph)
+    tests: dict[tuple, dict] = {}
+    for r in rows:
+        t = tests.setdefault((r["run_id"], r["test_id"]), {**r, "hit": False, "inv": False})
+        t["hit"] |= r["verdict"] in FINDING_VERDICTS
+        t["inv"] |= r["verdict"] == "invalid"
+    want: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for t in tests.values():
+        for m in sorted(set(t["mutators"])) or ["(none: generated)"]:
+            want[m][0] += 1
+            want[m][1] += t["hit"]
+            want[m][2] += t["inv"]
+    assert {m["name"]: [m["tests"], m["hits"], m["invalid"]] for m in data.mutator_yield} == want
+
+    # yield per feature: In-place only where the columns exist (run B)
+    feats = {f["name"]: f for f in data.feature_yield}
+    assert list(feats) == ["If", "Loop", "Scan", "RNN", "In-place", "none (static)"]
+    assert data.absent_features == []
+    assert feats["If"]["tests"] == sum(t["n_if"] > 0 for t in tests.values())
+    assert feats["In-place"]["tests"] == sum(
+        (t.get("n_inplace") or 0) > 0 or (t.get("n_view_writes") or 0) > 0
+        for t in tests.values()) > 0
+    assert feats["RNN"]["hits"] == sum(t["hit"] for t in tests.values() if t["n_rnn"] > 0)
+
+    # operator coverage: tests containing each op
+    ops = Counter(op for t in tests.values() for op in set(t["ops"]))
+    assert {o["op"]: o["tests"] for o in data.op_coverage} == dict(ops)
+
+
+def test_bucket_curves_are_median_and_range_over_the_runs(campaign):
+    data = campaign["res"].data
+    tabs = _tables(campaign)
+    first: dict[tuple[str, str], dict] = defaultdict(dict)  # (run, backend) -> bucket -> el
+    dur = {}
+    for k, t in tabs.items():
+        rows = t.to_pylist()
+        t0 = min(r["ts"] for r in rows)
+        dur[k] = max((r["ts"] - t0).total_seconds() for r in rows)
+        for r in rows:
+            if r["verdict"] in FINDING_VERDICTS:
+                b = (r["verdict"], r["stage"], r["error_sig"])
+                el = (r["ts"] - t0).total_seconds()
+                first[(k, r["backend"])][b] = min(el, first[(k, r["backend"])].get(b, el))
+    assert {p["backend"] for p in data.bucket_curves} == set(BACKENDS)
+    checked_both = 0
+    for p in data.bucket_curves:
+        runs = [k for k in tabs if dur[k] >= p["t"] - 1e-6]
+        counts = [sum(el <= p["t"] + 1e-9 for el in first[(k, p["backend"])].values())
+                  for k in runs]
+        assert p["n_runs"] == len(counts)
+        assert (p["lo"], p["hi"]) == (min(counts), max(counts))
+        assert p["med"] == pytest.approx(statistics.median(counts))
+        checked_both += len(counts) == 2
+    assert checked_both > 100  # most of the grid is covered by both runs
+
+
+def test_bugs_table_is_used_where_a_run_has_one(campaign):
+    data = campaign["res"].data
+    a, b = data.runs
+    assert (a.has_bugs_table, b.has_bugs_table) == (False, True)
+    table = pq.read_table(campaign["b"] / "bugs.parquet").to_pylist()
+    assert len(data.bugs) == len(table) < 500
+    assert {lbl for x in data.bugs for lbl in x["run_labels"]} == {b.label}
+    assert {x["bucket"]: x["count"] for x in data.bugs} == {x["bucket"]: x["count"] for x in table}
+    # findings first, then by count
+    order = [(x["verdict"] == "invalid", -x["count"]) for x in data.bugs]
+    assert order == sorted(order)
+    # derived buckets come from run A only
+    assert data.buckets and all(x["n_runs"] == 1 for x in data.buckets)
+    assert all(e.startswith(a.run_ids[0]) for x in data.buckets for e in x["examples"])
+    html = campaign["out"].read_text()
+    assert 'id="bugs-table"' in html and 'id="bucket-table"' in html
+
+
+def test_page_is_self_contained_and_its_links_resolve(campaign):
+    out = campaign["out"]
+    html = out.read_text()
+    assert re.findall(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=", html) == []
+    assert html.count("<script") == 1 + len(PLOT_IDS) + 1  # plotly.js, one per plot, filter
+    for i in PLOT_IDS:
+        assert f'id="{i}"' in html
+    # the page's own links (plotly.js, inlined in the first script, holds some in its strings)
+    own = html[html.index("</script>"):]
+    hrefs = [unquote(h) for h in re.findall(r'<a href="([^"#][^"]*)"', own)]
+    folders = [h for h in hrefs if "/findings/" in h and not h.endswith(".py")]
+    repros = [h for h in hrefs if h.endswith("repro.py")]
+    assert folders and repros
+    for h in hrefs:
+        assert (out.parent / h).exists(), h
+    assert all((out.parent / h / "info.json").is_file() for h in folders)
+
+
+def test_absent_columns_leave_their_feature_out(tmp_path):
+    run = tmp_path / "old" / "run1"
+    write_run(run, campaign="old", n_tests=60, backends=("ort",), seed=3, repro_scripts=False)
+    f = next((run / "results").glob("part-*.parquet"))
+    t = pq.read_table(f)
+    # an older schema: no n_scan (nor, of course, the in-place columns)
+    t = t.drop_columns([c for c in ("n_scan", "n_inplace", "n_view_writes") if c in t.column_names])
+    pq.write_table(t, f)
+    data = load([tmp_path / "old"])
+    assert data.absent_features == ["Scan", "In-place"]
+    assert [x["name"] for x in data.feature_yield] == ["If", "Loop", "RNN", "none (static)"]
+    out = tmp_path / "r.html"
+    res = build_report([tmp_path / "old"], out)
+    assert res.plot_ids == PLOT_IDS
+    assert "n_scan, n_inplace, n_view_writes are in none of these results" in out.read_text()
+
+
+def test_entry_points(tmp_path, capsys):
+    run = tmp_path / "runs" / "c" / "t1"
+    write_run(run, campaign="c", n_tests=30, backends=("ort",), seed=4)
+    assert report_main([str(tmp_path / "runs"), "--no-op-registry"]) == 0
+    assert (tmp_path / "runs" / "report.html").is_file()
+    assert "wrote" in capsys.readouterr().out
+    # no results: an error, exit 2
+    (tmp_path / "empty").mkdir()
+    assert report_main([str(tmp_path / "empty")]) == 2
+    assert "no results" in capsys.readouterr().err
+    with pytest.raises(ReportError):
+        load([tmp_path / "empty"])
+    # python run.py report (dispatched before Hydra) and python -m campaign.report
+    for cmd, out in ((["run.py", "report"], "a.html"), (["-m", "campaign.report"], "b.html")):
+        p = subprocess.run([sys.executable, *cmd, str(run), "-o", str(tmp_path / out),
+                            "--no-op-registry"], cwd=REPO, capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert (tmp_path / out).is_file() and "1 run(s), 30 tests" in p.stdout
+
+
+def test_renders_in_headless_chromium_within_10s(campaign):
+    reason = why_unavailable()
+    if reason:
+        if os.environ.get("DYNSMITH_REQUIRE_BROWSER"):
+            pytest.fail(f"DYNSMITH_REQUIRE_BROWSER is set but {reason}")
+        pytest.skip(reason)
+    res = campaign["res"]
+    chk = check_page(res.out, len(res.plot_ids))
+    assert chk.plot_ids == PLOT_IDS and chk.n_plots == len(PLOT_IDS)
+    assert chk.n_plot_svgs >= len(PLOT_IDS) and chk.n_traces >= 20
+    assert chk.problems == []
+    assert chk.external_requests == []
+    total = res.total_s + chk.load_s
+    print(f"\nreport over {res.data.n_rows:,} rows: query {res.query_s:.2f} s, build "
+          f"{res.render_s:.2f} s, Chromium load+draw {chk.load_s:.2f} s, total {total:.2f} s")
+    assert total < 10.0
+
+
+def test_bugs_tables_of_several_runs_merge_per_bucket(tmp_path):
+    import datetime as dt
+    tables = []
+    for k in range(2):
+        start = dt.datetime(2026, 2, 1, 10 + k, tzinfo=dt.timezone.utc)
+        d = tmp_path / "c" / f"t{k}"
+        write_run(d, campaign="c", n_tests=400, backends=("ort",), seed=10 + k, start=start,
+                  bugs_table=True, n_signatures=3)
+        tables.append(pq.read_table(d / "bugs.parquet").to_pylist())
+    data = load([tmp_path / "c"], op_registry=False)
+    want: dict[str, list] = {}
+    for t in tables:
+        for x in t:
+            w = want.setdefault(x["bucket"], [0, 0, x["first_seen"]])
+            w[0] += x["count"]
+            w[1] += 1
+            w[2] = min(w[2], x["first_seen"])
+    got = {x["bucket"]: [x["count"], x["n_runs"], x["first_seen"]] for x in data.bugs}
+    assert got == {k: [c, n, f"{fs:%Y-%m-%d %H:%M:%S}"] for k, (c, n, fs) in want.items()}
+    assert any(n == 2 for _, n, _ in got.values())
+    assert data.buckets == []  # every run has a bugs table: nothing derived
