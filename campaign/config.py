@@ -24,51 +24,103 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class BackendOptions:
+    """How one backend is scheduled: `campaign.backend_options.<spec>` (the spec as written in
+    `campaign.backends`; add one on the command line with
+    `+campaign.backend_options.tvm.rate=0.2`)."""
+
+    #: evaluation actors of this backend (None: `campaign.workers`)
+    actors: Optional[int] = None
+    #: share of the tests this backend evaluates, chosen by test seed (a rerun picks the same)
+    rate: float = 1.0
+    #: when this backend's queue is full, false: the test skips it (counted, no row), so a slow
+    #: backend never stalls the others; true: generation waits for it (every sampled test runs)
+    wait: bool = False
+    #: Ray resources of each of its actors: CPUs, GPUs (None: 1 for a cuda target, else 0;
+    #: fractions share a GPU), and custom resources that nodes declare
+    #: (`ray start --resources='{"tvm_box": 4}'`)
+    num_cpus: float = 1.0
+    num_gpus: Optional[float] = None
+    resources: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class GenerationOptions:
+    """Ray resources of each generation actor (`campaign.generation`); there are
+    `campaign.workers` of them."""
+
+    num_cpus: float = 1.0
+    resources: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class CampaignConfig:
     """What to run and for how long (the `campaign` group, one yaml per preset)."""
 
     name: str = MISSING
     #: a duration ("30s", "10m", "2h") or a number of tests ("500"); see `parse_budget`
     budget: str = "100"
-    #: number of worker actors (one CPU each)
+    #: generation actors, and evaluation actors per backend unless its options say otherwise
     workers: int = 2
     backends: list[str] = field(default_factory=lambda: ["ort"])
+    #: per-backend scheduling: actors, sampling rate, resources (keys: specs in `backends`)
+    backend_options: dict[str, BackendOptions] = field(default_factory=dict)
+    generation: GenerationOptions = field(default_factory=GenerationOptions)
     #: base seed; test i gets `campaign.ids.test_seed(seed, i)`
     seed: int = 0
-    #: calls queued per worker actor, so an actor never idles waiting for the driver
+    #: calls queued per actor, so an actor never idles waiting for the driver
     in_flight_per_worker: int = 2
+    #: tests per actor call at most; the driver sizes batches so that a call takes ~50 ms
+    #: (Ray's per-call cost is paid per batch), starting at 1
+    max_batch: int = 16
+    #: each backend's queue holds about this many seconds of its work (at least a batch per
+    #: actor); a test finding it full skips that backend unless its options say `wait`
+    queue_s: float = 5.0
     #: write a results file at least this often ...
     flush_every_s: float = 30.0
     #: ... or as soon as this many rows are buffered
     flush_rows: int = 2000
     #: artifact folders kept per (backend, verdict, error_sig); further findings are only counted
     max_findings_per_signature: int = 5
-    #: a worker call running longer than this is a hang: the actor is killed, the test recorded
-    #: as a timeout (backends enforce their own, shorter, per-stage limits)
+    #: a test running longer than this in an actor (per test of a batch) is a hang: the actor
+    #: is killed, the test recorded as a timeout (backends enforce their own, shorter, limits)
     test_timeout_s: float = 300.0
     #: abort when this many tests in a row fail inside the worker (a harness bug, not a finding)
     max_consecutive_worker_failures: int = 20
     #: backends whose support probe (campaign/probe.py, cached on disk) runs before the
     #: campaign; every op signature one of them cannot compile is kept out of the generator
     probe: list[str] = field(default_factory=list)
+    #: continue the campaign in `output.dir` (same config): test indices go on after the last
+    #: one recorded, so no test id repeats; a test budget counts the tests of every run
+    resume: bool = False
+
+    def options(self, backend: str) -> BackendOptions:
+        return self.backend_options.get(backend) or BackendOptions()
+
+    def actors_of(self, backend: str) -> int:
+        n = self.options(backend).actors
+        return self.workers if n is None else n
 
 
 @dataclass
 class RayConfig:
     """Where the workers run (the `ray` group)."""
 
-    #: None starts a private local cluster; "auto" or "host:port" joins a running one
+    #: None starts a private local cluster; "auto" (the cluster `ray start --head` started on
+    #: this machine) or "host:port" joins a running one, with token authentication
+    #: (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token holds the cluster's token)
     address: Optional[str] = None
-    #: CPUs of the local cluster (None: all cores); ignored when joining a cluster
+    #: logical CPUs of the local cluster (None: the cores, or what the campaign's actors ask
+    #: for if more: they are pipeline stages, rarely all busy); ignored when joining
     num_cpus: Optional[int] = None
-    #: GPUs each worker actor reserves (for cuda backends)
-    gpus_per_worker: float = 0.0
+    #: custom resources the local cluster declares (e.g. to try `resources` options locally)
+    resources: dict[str, float] = field(default_factory=dict)
     #: root of the local cluster's session dirs; short, as socket paths are limited to 107 bytes
     temp_dir: str = "/tmp/dsray"
     #: forward workers' stdout/stderr to the console (off: it interleaves with the progress bar;
     #: the output stays in the Ray session's log files)
     log_to_driver: bool = False
-    #: seconds to wait for the first workers to start before giving up
+    #: seconds to wait for actors to start (and be placed) before giving up
     start_timeout_s: float = 180.0
 
 
@@ -182,11 +234,27 @@ def validate(cfg: Config) -> Budget:
         (c.max_consecutive_worker_failures >= 1,
          "campaign.max_consecutive_worker_failures: must be >= 1, "
          f"got {c.max_consecutive_worker_failures}"),
+        (c.max_batch >= 1, f"campaign.max_batch: must be >= 1, got {c.max_batch}"),
+        (c.queue_s >= 0, f"campaign.queue_s: must be >= 0, got {c.queue_s}"),
         (cfg.ray.num_cpus is None or cfg.ray.num_cpus >= 1,
          f"ray.num_cpus: must be >= 1, got {cfg.ray.num_cpus}"),
-        (cfg.ray.gpus_per_worker >= 0,
-         f"ray.gpus_per_worker: must be >= 0, got {cfg.ray.gpus_per_worker}"),
+        (c.generation.num_cpus >= 0,
+         f"campaign.generation.num_cpus: must be >= 0, got {c.generation.num_cpus}"),
     ]
+    for name, amount in {**c.generation.resources, **cfg.ray.resources}.items():
+        checks.append((amount >= 0, f"resource {name!r}: must be >= 0, got {amount}"))
+    for spec, o in c.backend_options.items():
+        key = f"campaign.backend_options.{spec}"
+        checks += [
+            (spec in c.backends, f"{key}: {spec!r} is not in campaign.backends {list(c.backends)}"),
+            (o.actors is None or o.actors >= 1, f"{key}.actors: must be >= 1, got {o.actors}"),
+            (0.0 < o.rate <= 1.0, f"{key}.rate: must be in (0, 1], got {o.rate}"),
+            (o.num_cpus >= 0, f"{key}.num_cpus: must be >= 0, got {o.num_cpus}"),
+            (o.num_gpus is None or o.num_gpus >= 0,
+             f"{key}.num_gpus: must be >= 0, got {o.num_gpus}"),
+        ]
+        checks += [(v >= 0, f"{key}.resources.{r}: must be >= 0, got {v}")
+                   for r, v in o.resources.items()]
     for ok, msg in checks:
         if not ok:
             raise ConfigError(msg)

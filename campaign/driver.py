@@ -1,30 +1,55 @@
 """The campaign driver: the only module that imports Ray.
 
-It starts (or joins) a Ray cluster, runs `campaign.workers` FuzzWorker actors, keeps
-`in_flight_per_worker` calls queued on each, and writes every returned row to the results
-dataset and every finding to its artifact folder, until the budget is spent; then it drains the
-calls in flight and prints a summary.
+It starts a local Ray cluster or joins one (`ray.address`), checks that the cluster has what
+the campaign's actors need, starts them, and runs the pipeline until the budget is spent:
+
+    test i (seed = ids.test_seed(campaign.seed, i), backends sampled by rate)
+      -> generation actors (CPU; `campaign.pipeline.Generator`): a valid test, packed, with its
+         reference outputs; or the rows of an invalid one
+      -> per backend, its own evaluation actors (`campaign.pipeline.Evaluator`), placed with the
+         resources its target needs (GPU for cuda targets, custom resources from config):
+         one row per (test, backend), and a finding for a non-pass
+      -> results/*.parquet (campaign.storage) and findings/ (campaign.findings)
+
+Flow: every pool of actors (generation, each backend) keeps `in_flight_per_worker` calls on each
+actor, each call a batch of tests sized so that it takes ~50 ms (Ray's per-call cost is paid per
+batch); results are taken in completion order with `ray.wait`. Each backend has its own bounded
+queue (about `campaign.queue_s` seconds of its work): when it is full, a new test skips that
+backend (counted, no row; `wait: true` makes generation wait for it instead), so a slow backend
+never stalls a fast one. Generation runs only while some backend has room, so memory stays
+bounded whatever the speeds.
 
 Invariants:
-- every test whose report came back has one row per configured backend in the results;
-- a test that was running when its worker died (or hung past `campaign.test_timeout_s`) gets one
-  row per backend (verdict crash / timeout, error_class WorkerDied / WorkerTimeout) and the calls
-  queued behind it are re-queued on a fresh actor, so a crash loses no test and blames one.
-  When several calls of a dead actor failed, which one killed it is ambiguous (a call that
-  finished just before the crash can lose its reply with the process), so none is blamed yet:
-  each is re-run alone on an actor ("suspect"), where a death is unambiguous;
-- rows are flushed as whole Parquet files (see campaign.storage), also on Ctrl-C and on errors.
+- every test a backend was given gets exactly one row for that backend: its evaluator's, or one
+  the driver makes when the evaluator died (crash, WorkerDied), hung (timeout, WorkerTimeout) or
+  raised (invalid, WorkerError). A dead or hung actor is replaced. When exactly one test of a
+  dead actor had not come back, it is blamed; when several had (a batch, or calls queued behind
+  it), which one killed it is ambiguous, so each is re-run alone on a fresh actor (a "suspect")
+  and only one that kills its actor again is blamed. A hang blames the running test when it ran
+  alone; else the tests of its batch are re-run alone likewise;
+- rows are flushed as whole Parquet files (campaign.storage) every `flush_every_s` seconds or
+  `flush_rows` rows, also on Ctrl-C (the summary is printed, exit 130) and on errors: a driver
+  killed with -9 loses at most the rows of the last flush interval;
+- `campaign.resume=true` continues the run in `output.dir`: same run id, test indices after the
+  last one recorded, so no test id repeats;
+- before any actor starts, the cluster's resources are checked against every actor's needs, and
+  a campaign the cluster cannot host fails at once with a message naming the config fields
+  (Ray would leave the actors pending forever); an actor that does not start within
+  `ray.start_timeout_s` (a busy cluster) fails the campaign the same way.
 """
 from __future__ import annotations
 
 import json
 import logging
+import math
+import os
+import socket
 import time
 from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import ray
 from omegaconf import DictConfig, OmegaConf
@@ -32,14 +57,12 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from campaign.backends import BACKENDS
 from campaign.config import Budget, Config, ConfigError, to_config, validate
 from campaign.findings import FindingStore
+from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
 from campaign.schema import graphless_row
-from campaign.ids import new_run_id, test_id, test_seed
-from campaign.storage import ResultSink
+from campaign.storage import ResultSink, existing_run
 from campaign.verdict import Stage, Verdict
-from campaign.worker import Finding, FuzzWorker, TestReport, WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +70,35 @@ log = logging.getLogger(__name__)
 MAX_MSG = 2000
 #: how long one `ray.wait` blocks, so hang checks and timed flushes still happen when idle
 POLL_S = 0.5
+#: batches are sized so that one actor call takes about this long
+CALL_TARGET_S = 0.05
+#: most tests queued for one backend, whatever `campaign.queue_s` says
+MAX_QUEUE = 2000
+#: the generation stage's name in summaries and actor names
+GEN = "generate"
 
 
 class CampaignError(RuntimeError):
-    """The campaign cannot go on (no resources, workers that cannot start or keep failing)."""
+    """The campaign cannot go on (no resources, actors that cannot start or keep failing)."""
+
+
+@dataclass
+class Stages:
+    """The stage classes and the config their actors are built with: `generator_cls(config,
+    name)` with `generate(items) -> results`, `evaluator_cls(config, backend, name)` with
+    `evaluate(cases) -> results` (see campaign.pipeline; tests pass light doubles)."""
+
+    generator_cls: type
+    evaluator_cls: type
+    config: Any
+
+
+def default_stages(cfg: Config) -> Stages:
+    from campaign.pipeline import Evaluator, Generator
+    from campaign.worker import WorkerConfig
+
+    return Stages(Generator, Evaluator, WorkerConfig(
+        generator=cfg.generator, backends=list(cfg.campaign.backends), mutation=cfg.mutation))
 
 
 @dataclass
@@ -63,7 +111,7 @@ class Summary:
     out_dir: str
     results_dir: str
     findings_dir: str
-    tests: int = 0
+    tests: int = 0  #: tests with at least one row (of this run)
     rows: int = 0
     elapsed_s: float = 0.0
     tests_per_s: float = 0.0
@@ -75,6 +123,14 @@ class Summary:
     worker_errors: int = 0
     requeued: int = 0
     interrupted: bool = False
+    #: per backend: target, actors, rate, evaluated tests, tests it skipped while busy
+    backends: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: tests that reached no backend (every backend they were sampled for was busy)
+    skipped_tests: int = 0
+    #: where each actor ran: name, stage, node id and address, the resources it holds
+    actors: list[dict[str, Any]] = field(default_factory=list)
+    #: the first test index of this run when it resumed an earlier one
+    resumed_at: Optional[int] = None
 
     def table(self) -> str:
         """Verdict counts per backend as a small text table."""
@@ -91,61 +147,39 @@ class Summary:
 
     def text(self) -> str:
         state = " (interrupted)" if self.interrupted else ""
+        resumed = f", resumed at test {self.resumed_at}" if self.resumed_at is not None else ""
         lines = [
-            f"campaign {self.campaign} run {self.run_id}{state}: {self.tests} tests in "
+            f"campaign {self.campaign} run {self.run_id}{state}{resumed}: {self.tests} tests in "
             f"{self.elapsed_s:.1f} s ({self.tests_per_s:.1f} tests/s), budget {self.budget}",
             self.table() if self.verdicts else "(no results)",
+        ]
+        busy = {b: s["skipped_busy"] for b, s in self.backends.items() if s.get("skipped_busy")}
+        if busy:
+            lines.append("skipped while busy (no row): " + ", ".join(
+                f"{b} {n}" for b, n in sorted(busy.items())))
+        lines += [
             f"results:  {self.results_dir} ({self.rows} rows)",
             f"findings: {self.findings_dir} ({self.findings} findings, "
             f"{self.finding_folders} folders)",
         ]
         if self.worker_deaths or self.worker_timeouts or self.worker_errors:
-            lines.append(f"workers: {self.worker_deaths} died, {self.worker_timeouts} hung, "
-                         f"{self.worker_errors} raised; {self.requeued} tests re-queued")
+            lines.append(f"actors: {self.worker_deaths} died, {self.worker_timeouts} hung, "
+                         f"{self.worker_errors} raised; {self.requeued} tests re-run")
         return "\n".join(lines)
 
 
-@dataclass
-class _Call:
-    """One `run(test_id, seed)` submitted to an actor."""
-
-    index: int
-    test_id: str
-    seed: int
-    ref: Any = None
-    #: run alone on its actor: it was in flight when an actor died with others in flight too
-    suspect: bool = False
-
-
-@dataclass
-class _Slot:
-    """A worker position: its current actor and the calls queued on it, oldest first (an actor
-    runs its calls in submission order, so `calls[0]` is the one running)."""
-
-    number: int
-    actor: Any
-    name: str
-    calls: deque[_Call] = field(default_factory=deque)
-    head_since: float = 0.0  #: when calls[0] (probably) started running
-    #: a fresh actor's `__ray_ready__` call until it returns (its calls wait on the start-up,
-    #: which must not count towards the hang limit), with when it was made
-    starting: Any = None
-    starting_since: float = 0.0
-    host: str = "unknown"
-    generation: int = 0
-
+# ---- config checks and the cluster -------------------------------------------------------------
 
 def preflight(cfg: Config) -> Budget:
     """Config checks that need the product's registries; errors name the field."""
+    from campaign.backends import BACKENDS
+
     budget = validate(cfg)
-    unknown = [b for b in cfg.campaign.backends if b not in BACKENDS]
-    if unknown:
-        raise ConfigError(f"campaign.backends: unknown backend {unknown[0]!r} "
-                          f"(known: {', '.join(sorted(BACKENDS))})")
-    unknown = [b for b in cfg.campaign.probe if b not in BACKENDS]
-    if unknown:
-        raise ConfigError(f"campaign.probe: unknown backend {unknown[0]!r} "
-                          f"(known: {', '.join(sorted(BACKENDS))})")
+    for key in ("backends", "probe"):
+        unknown = [b for b in getattr(cfg.campaign, key) if b not in BACKENDS]
+        if unknown:
+            raise ConfigError(f"campaign.{key}: unknown backend {unknown[0]!r} "
+                              f"(known: {', '.join(sorted(BACKENDS))})")
     try:
         if not cfg.generator.enabled_ops():
             raise ConfigError("generator: ops_include/ops_exclude leave no op enabled")
@@ -154,41 +188,123 @@ def preflight(cfg: Config) -> Budget:
     return budget
 
 
-def _start_ray(cfg: Config) -> bool:
+def backend_targets(cfg: Config) -> dict[str, str]:
+    """backend spec -> its target (`cpu` / `cuda`), which decides its actors' GPUs."""
+    from campaign.backends import make_backend
+
+    return {b: make_backend(b).target for b in cfg.campaign.backends}
+
+
+def actor_needs(cfg: Config, targets: dict[str, str]) -> dict[str, tuple[int, dict[str, float]]]:
+    """Per stage (GEN, then each backend): (number of actors, Ray resources of each)."""
+    c = cfg.campaign
+    needs = {GEN: (c.workers, {"CPU": c.generation.num_cpus, **c.generation.resources})}
+    for b in c.backends:
+        o = c.options(b)
+        gpus = o.num_gpus if o.num_gpus is not None else (1.0 if targets[b] == "cuda" else 0.0)
+        needs[b] = (c.actors_of(b), {"CPU": o.num_cpus, "GPU": gpus, **o.resources})
+    return {k: (n, {r: v for r, v in res.items() if v > 0}) for k, (n, res) in needs.items()}
+
+
+def _where(stage: str, cfg: Config) -> str:
+    """The config field that sets a stage's resources (for error messages)."""
+    return ("campaign.generation" if stage == GEN
+            else f"campaign.backend_options.{stage}")
+
+
+def check_resources(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]]) -> None:
+    """Fail fast when the cluster cannot hold the actors (Ray would leave them pending)."""
+    total = ray.cluster_resources()
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    have = lambda r: total.get(r, 0.0)  # noqa: E731
+    for stage, (n, res) in needs.items():
+        what = "generation actor" if stage == GEN else f"backend {stage} actor"
+        for r, amount in res.items():
+            if have(r) <= 0:
+                hint = (" (a cuda target: run on a cluster with a GPU node, ray.address=...)"
+                        if r == "GPU" else " (declare it: ray start --resources=...)")
+                raise CampaignError(
+                    f"each {what} needs {r}={amount:g} ({_where(stage, cfg)}) but the Ray "
+                    f"cluster has no {r}{hint}")
+        if not any(all(node.get(r, 0.0) >= v for r, v in res.items()) for node in nodes):
+            raise CampaignError(
+                f"each {what} needs {_fmt(res)} ({_where(stage, cfg)}) but no node of the Ray "
+                f"cluster has that much: {'; '.join(_fmt(_public(nd)) for nd in nodes)}")
+    for r in {r for _, res in needs.values() for r in res}:
+        want = sum(n * res.get(r, 0.0) for n, res in needs.values())
+        if want > have(r) + 1e-9:
+            parts = ", ".join(f"{n} x {res[r]:g} ({_where(s, cfg)})"
+                              for s, (n, res) in needs.items() if res.get(r))
+            raise CampaignError(
+                f"the campaign's actors need {want:g} {r} in all ({parts}) but the Ray cluster "
+                f"has {have(r):g}; lower campaign.workers or the actors/resources of a backend")
+
+
+def _public(resources: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in resources.items() if not k.startswith("node:") and
+            k not in ("memory", "object_store_memory")}
+
+
+def _fmt(res: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(res.items())) + "}"
+
+
+def _auth_hint() -> str:
+    return ("set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's token, which "
+            "`ray get-auth-token` prints on its head node (default file ~/.ray/auth_token)")
+
+
+def _join(address: str, temp_dir: Optional[str]) -> None:
+    """Join a running cluster with token authentication on (an explicit address would otherwise
+    connect without a token), failing fast and saying so when the token is missing or wrong."""
+    from ray._private.services import canonicalize_bootstrap_address
+    from ray.exceptions import AuthenticationError
+
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    try:
+        gcs = canonicalize_bootstrap_address(address)
+    except Exception as e:
+        raise CampaignError(f"ray.address={address}: {_last_line(e)}") from None
+    if gcs is None:
+        raise CampaignError(f"ray.address={address}: no running Ray cluster found on this "
+                            "machine (start one with `ray start --head`)")
+    host, _, port = gcs.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as e:
+        raise CampaignError(f"ray.address={address}: nothing answers at {gcs} ({e})") from None
+    try:
+        from ray._raylet import GcsClient
+
+        GcsClient(address=gcs)  # fails at once on a token the cluster refuses
+    except AuthenticationError as e:
+        raise CampaignError(f"ray.address={address}: the cluster refused this driver's "
+                            f"authentication token ({_last_line(e)}): {_auth_hint()}") from None
+    except Exception as e:  # anything else: let ray.init report it
+        log.debug("GCS probe of %s: %s", gcs, e)
+    try:
+        ray.init(address=gcs, logging_level=logging.WARNING, log_to_driver=False)
+    except AuthenticationError as e:  # no token at all
+        raise CampaignError(f"ray.address={address}: {_last_line(e)}: {_auth_hint()}") from None
+    except (ConnectionError, RuntimeError) as e:
+        raise CampaignError(f"ray.address={address}: cannot connect: {_last_line(e)}") from e
+
+
+def _start_ray(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]]) -> bool:
     """Start or join Ray as configured; return whether we started it (and so must stop it)."""
     if ray.is_initialized():
         return False
-    common = dict(logging_level=logging.WARNING, log_to_driver=cfg.ray.log_to_driver)
     if cfg.ray.address:
-        try:
-            ray.init(address=cfg.ray.address, **common)
-        except (ConnectionError, RuntimeError) as e:
-            raise CampaignError(f"ray.address={cfg.ray.address}: cannot connect: {e}") from e
-    else:
-        ray.init(address="local", num_cpus=cfg.ray.num_cpus, include_dashboard=False,
-                 _temp_dir=cfg.ray.temp_dir, **common)
+        _join(cfg.ray.address, cfg.ray.temp_dir)
+        return True
+    cpus = cfg.ray.num_cpus
+    if cpus is None:
+        asked = sum(n * res.get("CPU", 0.0) for n, res in needs.values())
+        cpus = max(os.cpu_count() or 1, math.ceil(asked - 1e-9))
+    ray.init(address="local", num_cpus=cpus, resources=dict(cfg.ray.resources) or None,
+             include_dashboard=False, _temp_dir=cfg.ray.temp_dir,
+             logging_level=logging.WARNING, log_to_driver=cfg.ray.log_to_driver)
     return True
-
-
-def check_resources(cfg: Config) -> None:
-    """Fail fast when the cluster cannot hold the workers (Ray would leave them pending forever)."""
-    total = ray.cluster_resources()
-    n = cfg.campaign.workers
-    have_cpu = total.get("CPU", 0.0)
-    if have_cpu < n:
-        raise CampaignError(
-            f"campaign.workers={n} needs {n} CPUs (one per worker) but the Ray cluster has "
-            f"{have_cpu:g}; lower campaign.workers or raise ray.num_cpus")
-    g = cfg.ray.gpus_per_worker
-    if g > 0:
-        have_gpu = total.get("GPU", 0.0)
-        per_node = max((nd["Resources"].get("GPU", 0.0) for nd in ray.nodes() if nd["Alive"]),
-                       default=0.0)
-        if have_gpu < n * g or per_node < g:
-            raise CampaignError(
-                f"campaign.workers={n} with ray.gpus_per_worker={g:g} needs {n * g:g} GPUs "
-                f"({g:g} on one node) but the Ray cluster has {have_gpu:g} "
-                f"(at most {per_node:g} per node)")
 
 
 def _last_line(e: BaseException) -> str:
@@ -196,210 +312,516 @@ def _last_line(e: BaseException) -> str:
     return lines[-1] if lines else type(e).__name__
 
 
+def _is_error(result: Any) -> bool:
+    """A stage's `CaseError` (our code failed on that test) rather than a result."""
+    return hasattr(result, "message")
+
+
+def _hosted(cls: type) -> type:
+    """`cls` with a `where()` method: the node an actor landed on (its start-up check too)."""
+
+    class Hosted(cls):  # type: ignore[misc, valid-type]
+        def where(self) -> dict[str, Any]:
+            return {"node_id": ray.get_runtime_context().get_node_id(),
+                    "host": socket.gethostname(), "pid": os.getpid()}
+
+    Hosted.__name__ = Hosted.__qualname__ = cls.__name__
+    return Hosted
+
+
+# ---- the pipeline state -------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class _Test:
+    index: int
+    test_id: str
+    seed: int
+    backends: list[str]  #: the backends it was sampled for
+    case: Optional[bytes] = None  #: the packed test, kept while some backend has not reported
+    base: Optional[dict[str, Any]] = None  #: the row fields its rows share (valid tests)
+    pending: set[str] = field(default_factory=set)  #: backends it was given, not yet reported
+    rows: int = 0
+
+
+@dataclass(eq=False)
+class _Item:
+    """A test on its way through one pool."""
+
+    test: _Test
+    suspect: bool = False  #: in flight when an actor died with others: runs alone
+
+
+@dataclass(eq=False)
+class _Call:
+    items: list[_Item]
+    ref: Any
+    slot: "_Slot"
+
+
+@dataclass(eq=False)
+class _Slot:
+    """An actor position of a pool: its current actor and its calls, oldest first (an actor runs
+    its calls in submission order, so `calls[0]` is the one running)."""
+
+    pool: "_Pool"
+    number: int
+    actor: Any = None
+    name: str = ""
+    calls: deque = field(default_factory=deque)
+    head_since: float = 0.0  #: when calls[0] (probably) started running
+    #: a fresh actor's `where()` call until it returns (its calls wait on the start-up, which
+    #: must not count towards the hang limit), with when it was made
+    starting: Any = None
+    starting_since: float = 0.0
+    host: str = "unknown"
+    node_id: str = ""
+    generation: int = 0
+
+
+class _Pool:
+    """The actors of one stage (generation, or one backend) and the tests queued for them."""
+
+    def __init__(self, camp: "_Campaign", stage: str, n: int, resources: dict[str, float],
+                 make: Callable[[str], Any], method: str) -> None:
+        self.camp = camp
+        self.stage = stage
+        self.n = n
+        self.resources = resources
+        self._make = make
+        self.method = method
+        self.slots = [_Slot(self, k) for k in range(n)]
+        self.queue: deque[_Item] = deque()  #: waiting for an actor
+        self.retry: deque[_Item] = deque()  #: to run again, before the queue
+        self.suspects: deque[_Item] = deque()  #: to run again, each alone on an actor
+        self.in_flight = 0  #: items in calls not yet back
+        self.per_item_s: Optional[float] = None  #: moving average of an item's time in a call
+        self.done = 0  #: items that came back
+        self.skipped_busy = 0  #: tests not given to this backend because its queue was full
+
+    @property
+    def label(self) -> str:
+        return "gen" if self.stage == GEN else self.stage
+
+    # ---- actors ------------------------------------------------------------------------------
+    def start_actor(self, slot: _Slot) -> None:
+        slot.name = f"{self.label}#{slot.number}" + (f".{slot.generation}" if slot.generation else "")
+        slot.actor = self._make(slot.name)
+        slot.starting = slot.actor.where.remote()
+        slot.starting_since = time.monotonic()
+
+    def replace(self, slot: _Slot) -> None:
+        try:
+            ray.kill(slot.actor, no_restart=True)
+        except Exception:  # already gone
+            pass
+        slot.generation += 1
+        self.start_actor(slot)
+
+    # ---- sizing ------------------------------------------------------------------------------
+    def batch(self) -> int:
+        if not self.per_item_s:
+            return 1
+        n = round(CALL_TARGET_S / self.per_item_s)
+        return max(1, min(self.camp.c.max_batch, n))
+
+    def backlog(self) -> int:
+        return len(self.queue) + len(self.retry) + len(self.suspects) + self.in_flight
+
+    def limit(self) -> int:
+        """Most tests this pool holds (queued + in flight): its calls in flight and a batch
+        waiting on every actor, or `campaign.queue_s` seconds of its work if more (so an actor
+        being replaced does not make tests skip a backend that keeps up), up to MAX_QUEUE."""
+        calls = self.n * (self.camp.c.in_flight_per_worker + 1) * self.batch()
+        work = self.n * self.camp.c.queue_s / self.per_item_s if self.per_item_s else 0.0
+        return max(calls, min(MAX_QUEUE, int(work)))
+
+    # ---- submitting --------------------------------------------------------------------------
+    def submit(self) -> None:
+        for slot in self.slots:
+            if not slot.calls and self.suspects:
+                self._send(slot, [self.suspects.popleft()])
+            if slot.calls and slot.calls[0].items[0].suspect:
+                continue  # nothing queued behind a suspect, so its death blames it alone
+            while len(slot.calls) < self.camp.c.in_flight_per_worker:
+                items = self._take(self.batch())
+                if not items:
+                    break
+                self._send(slot, items)
+
+    def _take(self, n: int) -> list[_Item]:
+        out = []
+        for q in (self.retry, self.queue):
+            while q and len(out) < n:
+                out.append(q.popleft())
+        return out
+
+    def _send(self, slot: _Slot, items: list[_Item]) -> None:
+        if self.stage == GEN:
+            payload = [(it.test.test_id, it.test.seed, it.test.backends) for it in items]
+        else:
+            payload = [it.test.case for it in items]
+        ref = getattr(slot.actor, self.method).remote(payload)
+        call = _Call(items, ref, slot)
+        if not slot.calls:
+            slot.head_since = time.monotonic()
+        slot.calls.append(call)
+        self.in_flight += len(items)
+        self.camp.by_ref[ref] = call
+
+    def pop(self, call: _Call, timed: bool = True) -> None:
+        slot = call.slot
+        del self.camp.by_ref[call.ref]
+        now = time.monotonic()
+        if timed and slot.calls and slot.calls[0] is call:
+            took = (now - slot.head_since) / len(call.items)
+            self.per_item_s = took if self.per_item_s is None else 0.8 * self.per_item_s + 0.2 * took
+        slot.calls.remove(call)
+        slot.head_since = now
+        self.in_flight -= len(call.items)
+
+    def call_limit(self, call: _Call) -> float:
+        """Seconds a call may run: the per-test limit plus the batch's expected time, x4."""
+        return self.camp.c.test_timeout_s + 4 * len(call.items) * (self.per_item_s or 0.0)
+
+
 class _Campaign:
     """The state of one run; `run_campaign` is its public face."""
 
-    def __init__(self, cfg: Config, budget: Budget, out_dir: Path, worker_cls: type) -> None:
+    def __init__(self, cfg: Config, budget: Budget, out_dir: Path, stages: Stages,
+                 needs: dict[str, tuple[int, dict[str, float]]], targets: dict[str, str]) -> None:
         self.cfg = cfg
         self.c = cfg.campaign
         self.budget = budget
         self.out_dir = out_dir
+        self.stages = stages
+        self.targets = targets
         self.run_id = new_run_id()
-        self.sink = ResultSink(out_dir, self.run_id, self.c.name, flush_rows=self.c.flush_rows,
-                               flush_every_s=self.c.flush_every_s)
-        self.findings = FindingStore(out_dir, self.c.max_findings_per_signature)
-        self.worker_cfg = WorkerConfig(generator=cfg.generator, backends=list(self.c.backends),
-                                       mutation=cfg.mutation)
-        self.actor_cls = ray.remote(num_cpus=1, num_gpus=cfg.ray.gpus_per_worker,
-                                    max_restarts=0)(worker_cls)
-        self.slots: list[_Slot] = []
-        self.by_ref: dict[Any, tuple[_Call, _Slot]] = {}
-        self.requeue: deque[_Call] = deque()  #: calls to run again, before new tests
-        self.suspects: deque[_Call] = deque()  #: calls to run again, each alone on an actor
         self.next_index = 0
+        self.resumed_at: Optional[int] = None
+        seq_start = 0
+        if self.c.resume:
+            seq_start = self._resume_state()
+        self.sink = ResultSink(out_dir, self.run_id, self.c.name, flush_rows=self.c.flush_rows,
+                               flush_every_s=self.c.flush_every_s, seq_start=seq_start)
+        self.findings = FindingStore(out_dir, self.c.max_findings_per_signature)
+        if self.c.resume:
+            self._count_stored_findings()
+        self.by_ref: dict[Any, _Call] = {}
         self.tests_done = 0
+        self.skipped_tests = 0
         self.verdicts: dict[str, Counter[str]] = {}
-        self.targets: dict[str, str] = {}  #: backend -> target, learned from workers' rows
         self.deaths = self.timeouts = self.errors = self.requeued = 0
         self.consecutive_failures = 0
         self.t_start = time.monotonic()
         self.bar: Optional[tqdm] = None
+        scfg = stages.config
+
+        def remote(cls: type, res: dict[str, float]):
+            opts: dict[str, Any] = {"num_cpus": res.get("CPU", 0.0), "max_restarts": 0}
+            if res.get("GPU"):
+                opts["num_gpus"] = res["GPU"]
+            custom = {r: v for r, v in res.items() if r not in ("CPU", "GPU")}
+            if custom:
+                opts["resources"] = custom
+            return ray.remote(**opts)(_hosted(cls))
+
+        n, res = needs[GEN]
+        gen_cls = remote(stages.generator_cls, res)
+        self.gen = _Pool(self, GEN, n, res, lambda name: gen_cls.remote(scfg, name), "generate")
+        self.evals: dict[str, _Pool] = {}
+        for b in self.c.backends:
+            n, res = needs[b]
+            cls = remote(stages.evaluator_cls, res)
+            self.evals[b] = _Pool(self, b, n, res,
+                                  lambda name, b=b, cls=cls: cls.remote(scfg, b, name), "evaluate")
+        self.pools = [self.gen, *self.evals.values()]
+
+    # ---- resume ------------------------------------------------------------------------------
+    def _resume_state(self) -> int:
+        """Continue the run whose results are in out_dir; return the next file sequence number."""
+        try:
+            prev = existing_run(self.out_dir)
+        except ValueError as e:
+            raise CampaignError(f"campaign.resume: {e}") from None
+        if prev.run_id is None:
+            log.warning("campaign.resume: %s holds no results yet; starting at test 0",
+                        self.out_dir)
+            return prev.next_seq
+        self.run_id = prev.run_id
+        indices = [index_of(t) for t in prev.test_ids]
+        self.next_index = self.resumed_at = max(indices) + 1
+        log.warning("campaign.resume: run %s has %d rows of %d tests; going on at test %d",
+                    self.run_id, prev.rows, len(indices), self.next_index)
+        return prev.next_seq
+
+    def _count_stored_findings(self) -> None:
+        """The per-signature caps count the folders earlier runs wrote."""
+        from campaign.storage import read_results
+
+        t = read_results(self.out_dir).select(["backend", "verdict", "error_sig", "finding_dir"])
+        for r in t.to_pylist():
+            if r["finding_dir"]:
+                self.findings.stored[(r["backend"], r["verdict"], r["error_sig"] or "")] += 1
 
     # ---- actors ------------------------------------------------------------------------------
-    def _new_actor(self, slot_no: int, generation: int) -> tuple[Any, str]:
-        name = f"w{slot_no}" + (f".{generation}" if generation else "")
-        return self.actor_cls.remote(self.worker_cfg, name), name
-
-    def start_workers(self) -> None:
-        for k in range(self.c.workers):
-            actor, name = self._new_actor(k, 0)
-            self.slots.append(_Slot(k, actor, name))
+    def start_actors(self) -> None:
+        for pool in self.pools:
+            for slot in pool.slots:
+                pool.start_actor(slot)
+        slots = [s for p in self.pools for s in p.slots]
         timeout = self.cfg.ray.start_timeout_s
+        ready, _ = ray.wait([s.starting for s in slots], num_returns=len(slots), timeout=timeout)
+        ready = set(ready)
+        late = [s for s in slots if s.starting not in ready]
+        if late:
+            raise CampaignError(
+                f"{len(late)} actors did not start within ray.start_timeout_s={timeout:g} s "
+                f"(the cluster's resources are in use? see `ray status`): " + "; ".join(
+                    f"{s.name} needs {_fmt(s.pool.resources)}" for s in late[:4]))
+        for s in slots:
+            self._started(s)
+
+    def _started(self, slot: _Slot) -> None:
         try:
-            ray.get([s.actor.__ray_ready__.remote() for s in self.slots], timeout=timeout)
-        except GetTimeoutError:
-            raise CampaignError(f"workers did not start within ray.start_timeout_s={timeout:g} s "
-                                "(is the cluster busy?)") from None
+            info = ray.get(slot.starting)
         except RayActorError as e:
-            raise CampaignError(f"a worker failed to start: {_last_line(e)}") from None
+            raise CampaignError(f"actor {slot.name} failed to start: {_last_line(e)}") from None
+        slot.starting = None
+        slot.head_since = time.monotonic()
+        slot.host, slot.node_id = info["host"], info["node_id"]
 
-    def _replace(self, slot: _Slot) -> None:
-        ray.kill(slot.actor, no_restart=True)
-        slot.generation += 1
-        slot.actor, slot.name = self._new_actor(slot.number, slot.generation)
-        slot.starting = slot.actor.__ray_ready__.remote()
-        slot.starting_since = time.monotonic()
+    def stop_actors(self) -> None:
+        for p in self.pools:
+            for s in p.slots:
+                try:
+                    ray.kill(s.actor, no_restart=True)
+                except Exception:  # already gone
+                    pass
 
-    def stop_workers(self) -> None:
-        for s in self.slots:
-            try:
-                ray.kill(s.actor, no_restart=True)
-            except Exception:  # already gone
-                pass
+    def actor_table(self) -> list[dict[str, Any]]:
+        nodes = {n["NodeID"]: n for n in ray.nodes()} if ray.is_initialized() else {}
+        return [{"name": s.name, "stage": p.stage, "node_id": s.node_id,
+                 "node_ip": nodes.get(s.node_id, {}).get("NodeManagerAddress", ""),
+                 "host": s.host, "resources": p.resources}
+                for p in self.pools for s in p.slots]
 
-    # ---- submitting --------------------------------------------------------------------------
+    # ---- feeding -----------------------------------------------------------------------------
     def budget_left(self) -> bool:
         if self.budget.tests is not None:
             return self.next_index < self.budget.tests
         return time.monotonic() - self.t_start < (self.budget.seconds or 0.0)
 
-    def _next_call(self) -> Optional[_Call]:
-        if self.requeue:
-            return self.requeue.popleft()
-        if not self.budget_left():
-            return None
-        i = self.next_index
-        self.next_index += 1
-        return _Call(i, test_id(self.run_id, i), test_seed(self.c.seed, i))
+    def _room(self, coming: int) -> bool:
+        """Whether a new test may enter generation: no waiting backend is full and some
+        backend has room, counting the tests already in generation as coming its way."""
+        some = False
+        for b, pool in self.evals.items():
+            o = self.c.options(b)
+            free = pool.limit() - pool.backlog() - coming * o.rate
+            if o.wait and free <= 0:
+                return False
+            some = some or free > 0
+        return some
 
-    def _send(self, slot: _Slot, call: _Call) -> None:
-        call.ref = slot.actor.run.remote(call.test_id, call.seed)
-        if not slot.calls:
-            slot.head_since = time.monotonic()
-        slot.calls.append(call)
-        self.by_ref[call.ref] = (call, slot)
-
-    def submit(self) -> None:
-        for slot in self.slots:
-            if not slot.calls and self.suspects:
-                self._send(slot, self.suspects.popleft())
-            if slot.calls and slot.calls[0].suspect:
-                continue  # nothing queued behind a suspect, so its death blames it alone
-            while len(slot.calls) < self.c.in_flight_per_worker:
-                call = self._next_call()
-                if call is None:
-                    break
-                self._send(slot, call)
+    def feed(self) -> None:
+        """Queue new tests for generation, as many as keep its actors busy and fit downstream."""
+        want = self.gen.limit() - self.gen.backlog()
+        while want > 0 and self._room(self.gen.backlog()) and self.budget_left():
+            i = self.next_index
+            self.next_index += 1
+            seed = test_seed(self.c.seed, i)
+            backends = [b for b in self.c.backends if sampled(seed, b, self.c.options(b).rate)]
+            if not backends:
+                continue  # sampled for no backend: nothing to test
+            self.gen.queue.append(_Item(_Test(i, test_id(self.run_id, i), seed, backends)))
+            want -= 1
 
     # ---- results -----------------------------------------------------------------------------
-    def _count(self, row: dict[str, Any]) -> None:
+    def _add_row(self, test: _Test, row: dict[str, Any]) -> None:
+        self.sink.add(row)
         self.verdicts.setdefault(row["backend"], Counter())[row["verdict"]] += 1
+        test.rows += 1
 
-    def record_report(self, report: TestReport, slot: _Slot) -> None:
-        dirs = {}
+    def _finish(self, test: _Test) -> None:
+        test.case = None
+        if test.rows:
+            self.tests_done += 1
+            if self.bar is not None:
+                self.bar.update(1)
+        else:
+            self.skipped_tests += 1
+
+    def _record(self, test: _Test, report: Any) -> None:
+        dirs: dict[str, str] = {}
         for f in report.findings:
             d = self.findings.add(f)
             if d is not None:
                 dirs.setdefault(f.backend, d)
         for row in report.rows:
-            row = {**row, "finding_dir": dirs.get(row["backend"])}
-            self.sink.add(row)
-            self._count(row)
-            slot.host = row["host"]
-            self.targets.setdefault(row["backend"], row["target"])
-        self.tests_done += 1
+            self._add_row(test, {**row, "finding_dir": dirs.get(row["backend"])})
         self.consecutive_failures = 0
-        if self.bar is not None:
-            self.bar.update(1)
 
-    def record_failure(self, call: _Call, slot: _Slot, verdict: Verdict, error_class: str,
-                       msg: str) -> None:
-        """Rows for a test whose worker died, hung or raised: what the driver knows of it. Its
-        finding folder (on the first backend's row) holds info.json: the seed and the error;
-        `FuzzWorker.make_test(test_id, seed)` with the run's config.yaml rebuilds the test."""
+    def on_generated(self, item: _Item, res: Any) -> None:
+        test = item.test
+        if _is_error(res):
+            self.errors += 1
+            self.fail(self.gen, item, Verdict.INVALID, "WorkerError", res.message)
+            return
+        if res.report is not None:  # an invalid test: its rows are final
+            self._record(test, res.report)
+            self._finish(test)
+            return
+        test.case, test.base = res.case, res.base
+        for b in test.backends:
+            pool = self.evals[b]
+            if self.c.options(b).wait or pool.backlog() < pool.limit():
+                pool.queue.append(_Item(test))
+                test.pending.add(b)
+            else:
+                pool.skipped_busy += 1
+        self.consecutive_failures = 0
+        if not test.pending:
+            self._finish(test)
+
+    def on_evaluated(self, pool: _Pool, item: _Item, res: Any) -> None:
+        if _is_error(res):
+            self.errors += 1
+            self.fail(pool, item, Verdict.INVALID, "WorkerError", res.message)
+            return
+        test = item.test
+        self._record(test, res)
+        self._done_with(pool, test)
+
+    def _done_with(self, pool: _Pool, test: _Test) -> None:
+        test.pending.discard(pool.stage)
+        pool.done += 1
+        if not test.pending:
+            self._finish(test)
+
+    def fail(self, pool: _Pool, item: _Item, verdict: Verdict, error_class: str, msg: str,
+             slot: Optional[_Slot] = None) -> None:
+        """Rows for a test whose actor died, hung or raised on it: what the driver knows of it.
+        Its finding folder (on its first row) holds info.json (the seed, the error) and, for an
+        evaluation, the test's files; `FuzzWorker.make_test(test_id, seed)` with the run's
+        config.yaml rebuilds it."""
+        test = item.test
+        worker = slot.name if slot is not None else pool.label
+        host = slot.host if slot is not None else "unknown"
+        backends = test.backends if pool.stage == GEN else [pool.stage]
         now = datetime.now(timezone.utc)
+        rows = []
+        for b in backends:
+            base = test.base if pool.stage != GEN and test.base else graphless_row(test.test_id, test.seed)
+            rows.append({**base, "backend": b, "target": self.targets.get(b, ""),
+                         "verdict": verdict.value, "stage": Stage.UNKNOWN.value,
+                         "error_class": error_class, "error_sig": error_class,
+                         "error_msg": msg[:MAX_MSG], "host": host, "worker": worker, "ts": now,
+                         "mismatch_output": None, "mismatch_input_set": None,
+                         "max_abs_err": None, "max_rel_err": None, "compile_ms": None,
+                         "run_ms": None})
         finding_dir = None
         if verdict.is_finding:
-            info = {"test_id": call.test_id, "seed": call.seed, "verdict": verdict.value,
-                    "error_class": error_class, "worker": slot.name, "host": slot.host,
-                    "error_msg": msg, "config": "config.yaml in the run's output dir"}
-            finding_dir = self.findings.add(Finding(
-                call.test_id, self.c.backends[0], verdict.value, error_class,
-                {"info.json": (json.dumps(info, indent=2) + "\n").encode()}))
-        for k, backend in enumerate(self.c.backends):
-            row = {
-                **graphless_row(call.test_id, call.seed), "backend": backend,
-                "target": self.targets.get(backend, ""), "verdict": verdict.value,
-                "stage": Stage.UNKNOWN.value, "error_class": error_class, "error_sig": error_class,
-                "error_msg": msg[:MAX_MSG], "host": slot.host,
-                "worker": slot.name, "ts": now, "finding_dir": finding_dir if k == 0 else None,
-            }
-            self.sink.add(row)
-            self._count(row)
-        self.tests_done += 1
-        if self.bar is not None:
-            self.bar.update(1)
+            finding_dir = self.findings.add(self._failure_finding(test, rows[0], pool, worker, host))
+        for k, row in enumerate(rows):
+            self._add_row(test, {**row, "finding_dir": finding_dir if k == 0 else None})
+        if pool.stage == GEN:
+            self._finish(test)
+        else:
+            self._done_with(pool, test)
         if error_class != "WorkerTimeout":
             self.consecutive_failures += 1
             limit = self.c.max_consecutive_worker_failures
             if self.consecutive_failures >= limit:
                 raise CampaignError(
-                    f"{limit} tests in a row failed inside the worker "
+                    f"{limit} tests in a row failed inside the actors "
                     f"(campaign.max_consecutive_worker_failures); last: {error_class}: "
                     f"{_last_line(Exception(msg))}")
 
+    def _failure_finding(self, test: _Test, row: dict[str, Any], pool: _Pool, worker: str,
+                         host: str) -> Any:
+        from campaign.worker import Finding
+
+        info = {"test_id": test.test_id, "seed": test.seed, "backend": row["backend"],
+                "verdict": row["verdict"], "error_class": row["error_class"],
+                "stage": "generation" if pool.stage == GEN else "evaluation",
+                "worker": worker, "host": host, "error_msg": row["error_msg"],
+                "config": "config.yaml in the run's output dir"}
+        files: dict[str, bytes] = {}
+        if test.case is not None:
+            try:
+                from campaign.pipeline import case_finding
+
+                files = dict(case_finding(test.case, row).files)
+            except Exception as e:  # the artifacts are a courtesy; the row is what counts
+                info["artifacts_error"] = f"{type(e).__name__}: {e}"
+        files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
+        return Finding(test.test_id, row["backend"], row["verdict"], row["error_sig"], files)
+
+    # ---- completions and failures ------------------------------------------------------------
     def complete(self, ref: Any) -> None:
         """Handle one finished call."""
-        if ref not in self.by_ref:  # already handled while retiring its actor
+        call = self.by_ref.get(ref)
+        if call is None:  # already handled while retiring its actor
             return
-        call, slot = self.by_ref[ref]
+        slot = call.slot
+        pool = slot.pool
         try:
-            report = ray.get(ref)
+            results = ray.get(ref)
         except RayActorError as e:
             self.retire(slot, Verdict.CRASH, "WorkerDied", e)
             return
         except RayTaskError as e:
-            self._pop(call, slot)
-            self.errors += 1
-            log.warning("worker %s raised on %s: %s", slot.name, call.test_id, _last_line(e))
-            self.record_failure(call, slot, Verdict.INVALID, "WorkerError", str(e))
+            pool.pop(call)
+            log.warning("actor %s raised: %s", slot.name, _last_line(e))
+            self._raised(pool, call, slot, e)
             return
-        self._pop(call, slot)
-        self.record_report(report, slot)
+        pool.pop(call)
+        self._results(pool, call, results)
 
-    def _pop(self, call: _Call, slot: _Slot) -> None:
-        del self.by_ref[call.ref]
-        slot.calls.remove(call)
-        slot.head_since = time.monotonic()
+    def _raised(self, pool: _Pool, call: _Call, slot: _Slot, e: BaseException) -> None:
+        """A whole call raised (stages catch per test, so this is rare): blame a test that ran
+        alone; re-run the tests of a batch each alone, to find the one that raises."""
+        if len(call.items) == 1:
+            self.errors += 1
+            self.fail(pool, call.items[0], Verdict.INVALID, "WorkerError", str(e), slot)
+        else:
+            self._suspect(pool, call.items, slot, "raised")
+
+    def _results(self, pool: _Pool, call: _Call, results: list) -> None:
+        for item, res in zip(call.items, results):
+            if pool.stage == GEN:
+                self.on_generated(item, res)
+            else:
+                self.on_evaluated(pool, item, res)
 
     def retire(self, slot: _Slot, verdict: Verdict, error_class: str,
                cause: Optional[BaseException]) -> None:
-        """The actor of `slot` died (or is being killed for hanging): keep the reports that came
-        back; of the calls that did not, blame the oldest if that is unambiguous (a hang, or a
-        death with one call failed) and re-queue the rest, else re-queue all as suspects; start
-        a fresh actor."""
+        """The actor of `slot` died (or is being killed for hanging): keep the results that came
+        back; of the tests that did not, blame one if that is unambiguous and re-run the rest
+        (see the module doc); start a fresh actor."""
+        pool = slot.pool
         if isinstance(cause, RayActorError) and cause.actor_init_failed:
-            raise CampaignError(f"worker {slot.name} failed to start: {_last_line(cause)}")
-        ray.kill(slot.actor, no_restart=True)
+            raise CampaignError(f"actor {slot.name} failed to start: {_last_line(cause)}")
+        try:
+            ray.kill(slot.actor, no_restart=True)
+        except Exception:
+            pass
         calls = list(slot.calls)
-        slot.calls.clear()
-        for c in calls:
-            del self.by_ref[c.ref]
         ready: set = set()
         if calls:
             done, _ = ray.wait([c.ref for c in calls], num_returns=len(calls), timeout=10.0)
             ready = set(done)
         failed: list[_Call] = []  # the calls that did not come back, oldest first
         for c in calls:
+            pool.pop(c, timed=False)
             if c.ref in ready:
                 try:
-                    self.record_report(ray.get(c.ref), slot)
+                    self._results(pool, c, ray.get(c.ref))
                     continue
                 except RayActorError as e:
                     cause = cause or e
                 except RayTaskError as e:
-                    self.errors += 1
-                    self.record_failure(c, slot, Verdict.INVALID, "WorkerError", str(e))
+                    self._raised(pool, c, slot, e)
                     continue
             failed.append(c)
         hung = error_class == "WorkerTimeout"
@@ -407,50 +829,71 @@ class _Campaign:
             self.timeouts += 1
         else:
             self.deaths += 1
-        if failed and (hung or len(failed) == 1):
-            blamed, rest = failed[0], failed[1:]
-            log.warning("worker %s %s on %s (seed %d); replacing it", slot.name,
-                        "hung" if hung else "died", blamed.test_id, blamed.seed)
-            msg = str(cause) if cause is not None else error_class
-            if blamed.suspect:
-                msg = f"(re-run alone on a fresh worker) {msg}"
-            self.record_failure(blamed, slot, verdict, error_class, msg)
-            self.requeued += len(rest)
-            self.requeue.extend(rest)
-        elif failed:
-            log.warning("worker %s died with %d calls in flight; re-running each alone",
-                        slot.name, len(failed))
-            for c in failed:
-                c.suspect = True
-            self.requeued += len(failed)
-            self.suspects.extend(failed)
-        self._replace(slot)
+        items = [it for c in failed for it in c.items]
+        msg = str(cause) if cause is not None else error_class
+        if hung and failed:
+            running, queued = failed[0].items, [it for c in failed[1:] for it in c.items]
+            self.requeued += len(queued)
+            pool.retry.extend(queued)
+            if len(running) == 1:
+                self._blame(pool, running[0], slot, verdict, error_class, msg, "hung")
+            else:
+                self._suspect(pool, running, slot, "hung")
+        elif len(items) == 1:
+            self._blame(pool, items[0], slot, verdict, error_class, msg, "died")
+        elif items:
+            self._suspect(pool, items, slot, "died")
+        pool.replace(slot)
+
+    def _blame(self, pool: _Pool, item: _Item, slot: _Slot, verdict: Verdict, error_class: str,
+               msg: str, how: str) -> None:
+        log.warning("actor %s %s on %s (seed %d); replacing it", slot.name, how,
+                    item.test.test_id, item.test.seed)
+        if item.suspect:
+            msg = f"(re-run alone on a fresh actor) {msg}"
+        self.fail(pool, item, verdict, error_class, msg, slot)
+
+    def _suspect(self, pool: _Pool, items: list[_Item], slot: _Slot, how: str) -> None:
+        log.warning("actor %s %s with %d tests not back; re-running each alone", slot.name, how,
+                    len(items))
+        for it in items:
+            it.suspect = True
+        self.requeued += len(items)
+        pool.suspects.extend(items)
 
     def check_hangs(self) -> None:
         now = time.monotonic()
-        for slot in self.slots:
-            if slot.starting is not None:
-                done, _ = ray.wait([slot.starting], timeout=0)
-                if done:  # started (or failed to: its calls then fail and say so)
-                    slot.starting = None
-                    slot.head_since = now
-                elif now - slot.starting_since > self.cfg.ray.start_timeout_s:
-                    raise CampaignError(
-                        f"replacement worker {slot.name} did not start within "
-                        f"ray.start_timeout_s={self.cfg.ray.start_timeout_s:g} s")
-                continue
-            if slot.calls and now - slot.head_since > self.c.test_timeout_s:
-                limit = self.c.test_timeout_s
-                self.retire(slot, Verdict.TIMEOUT, "WorkerTimeout",
-                            TimeoutError(f"worker call ran past campaign.test_timeout_s={limit:g} s"))
+        for pool in self.pools:
+            for slot in pool.slots:
+                if slot.starting is not None:
+                    done, _ = ray.wait([slot.starting], timeout=0)
+                    if done:  # started (or failed to: its calls then fail and say so)
+                        try:
+                            self._started(slot)
+                        except CampaignError:
+                            slot.starting = None  # its calls fail with the cause
+                    elif now - slot.starting_since > self.cfg.ray.start_timeout_s:
+                        raise CampaignError(
+                            f"replacement actor {slot.name} did not start within "
+                            f"ray.start_timeout_s={self.cfg.ray.start_timeout_s:g} s "
+                            f"(needs {_fmt(pool.resources)})")
+                    continue
+                if slot.calls and now - slot.head_since > pool.call_limit(slot.calls[0]):
+                    limit = self.c.test_timeout_s
+                    self.retire(slot, Verdict.TIMEOUT, "WorkerTimeout", TimeoutError(
+                        f"actor call ran past campaign.test_timeout_s={limit:g} s"))
 
     # ---- the loop ----------------------------------------------------------------------------
     def loop(self) -> None:
         last_postfix = 0.0
         while True:
-            self.submit()
+            self.feed()
+            for pool in self.pools:
+                pool.submit()
             refs = list(self.by_ref)
             if not refs:
+                if any(p.backlog() for p in self.pools):
+                    continue
                 return
             ready, rest = ray.wait(refs, num_returns=1, timeout=POLL_S)
             if ready and rest:
@@ -479,38 +922,68 @@ class _Campaign:
             findings=self.findings.total, finding_folders=self.findings.folders,
             worker_deaths=self.deaths, worker_timeouts=self.timeouts, worker_errors=self.errors,
             requeued=self.requeued, interrupted=interrupted,
+            backends={b: {"target": self.targets.get(b, ""), "actors": p.n,
+                          "rate": self.c.options(b).rate, "evaluated": p.done,
+                          "skipped_busy": p.skipped_busy, "resources": p.resources}
+                      for b, p in self.evals.items()},
+            skipped_tests=self.skipped_tests, actors=self.actor_table(),
+            resumed_at=self.resumed_at,
         )
 
 
+def _check_resume_config(conf: Config, out_dir: Path) -> None:
+    """A resumed campaign must make the same tests: same seed, generator, mutation, backends."""
+    path = out_dir / "config.yaml"
+    if not path.is_file():
+        raise CampaignError(f"campaign.resume=true: {out_dir} holds no campaign (no config.yaml); "
+                            "set output.dir to the output directory of the run to continue")
+    old = OmegaConf.load(path)
+    new = OmegaConf.structured(conf)
+    for key in ("campaign.seed", "campaign.backends", "campaign.name", "generator", "mutation"):
+        a, b = OmegaConf.select(old, key), OmegaConf.select(new, key)
+        a = OmegaConf.to_container(a) if OmegaConf.is_config(a) else a
+        b = OmegaConf.to_container(b) if OmegaConf.is_config(b) else b
+        if a != b:
+            raise CampaignError(f"campaign.resume=true: {key} differs from the run in {out_dir} "
+                                f"({a!r} there, {b!r} now)")
+
+
 def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
-                 worker_cls: type = FuzzWorker) -> Summary:
+                 stages: Optional[Stages] = None) -> Summary:
     """Run one campaign into `out_dir` (results/, findings/, config.yaml, summary.json) and
-    return its summary. `worker_cls` must have FuzzWorker's constructor and `run`.
+    return its summary. `stages`: the stage classes (default: campaign.pipeline's).
 
     Raises ConfigError for an unusable config and CampaignError when the cluster cannot host
-    the workers or they cannot start; results gathered so far are flushed either way."""
+    the actors or they cannot start; results gathered so far are flushed either way."""
     conf = to_config(cfg)
     budget = preflight(conf)
+    out_dir = Path(out_dir)
+    if conf.campaign.resume:
+        _check_resume_config(conf, out_dir)
     if conf.campaign.probe:
         from campaign.probe import deny_list  # runs the backends in this process, once cached
 
         conf.generator.deny = sorted(set(conf.generator.deny) | set(deny_list(conf.campaign.probe)))
         log.warning("support probe of %s: %d signatures kept out of the generator",
                     ", ".join(conf.campaign.probe), len(conf.generator.deny))
-    out_dir = Path(out_dir)
+    targets = backend_targets(conf)
+    needs = actor_needs(conf, targets)
+    stages = stages or default_stages(conf)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))
-    started = _start_ray(conf)
+    if not conf.campaign.resume:
+        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))
+    started = _start_ray(conf, needs)
     camp: Optional[_Campaign] = None
     interrupted = False
     try:
-        check_resources(conf)
-        camp = _Campaign(conf, budget, out_dir, worker_cls)
+        check_resources(conf, needs)
+        camp = _Campaign(conf, budget, out_dir, stages, needs, targets)
         with logging_redirect_tqdm():
             try:
-                camp.start_workers()
+                camp.start_actors()
                 camp.t_start = time.monotonic()
-                camp.bar = tqdm(total=budget.tests, unit="test", dynamic_ncols=True,
+                total = (budget.tests - camp.next_index) if budget.tests is not None else None
+                camp.bar = tqdm(total=total, unit="test", dynamic_ncols=True,
                                 disable=None, desc=conf.campaign.name)
                 camp.loop()
             except KeyboardInterrupt:
@@ -521,11 +994,15 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     finally:
         if camp is not None:
             camp.sink.close()
-            camp.stop_workers()
+            try:
+                summary = camp.summary(interrupted)
+            except Exception:  # e.g. the cluster went away: the summary without the actor table
+                camp.actor_table = lambda: []  # type: ignore[method-assign]
+                summary = camp.summary(interrupted)
+            camp.stop_actors()
         if started:
             ray.shutdown()
     assert camp is not None
-    summary = camp.summary(interrupted)
     (out_dir / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
     print(summary.text(), flush=True)
     return summary

@@ -19,6 +19,22 @@ def test_id(run_id: str, index: int) -> str:
     return f"{run_id}-{index:06d}"
 
 
+def index_of(test_id: str) -> int:
+    """The index of a test id made by `test_id` (its part after the last '-')."""
+    return int(test_id.rsplit("-", 1)[1])
+
+
+def sample_point(seed: int, backend: str) -> float:
+    """A number in [0, 1) fixed by (test seed, backend): the test runs on a backend sampled at
+    rate r iff this is < r, so a rerun or a resumed campaign samples the same tests."""
+    digest = hashlib.blake2b(f"{seed}/{backend}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def sampled(seed: int, backend: str, rate: float) -> bool:
+    return rate >= 1.0 or sample_point(seed, backend) < rate
+
+
 def test_seed(base_seed: int, index: int) -> int:
     """The seed of test `index`: a hash of (base_seed, index), in [0, 2**32) so any RNG accepts
     it (numpy's legacy seeding takes < 2**32) and it fits the int64 `seed` column."""

@@ -9,7 +9,9 @@ nothing readable.
 from __future__ import annotations
 
 import os
+import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -58,6 +60,7 @@ class ResultSink:
         *,
         flush_rows: int = 2000,
         flush_every_s: float = 30.0,
+        seq_start: int = 0,
     ) -> None:
         self.dir = Path(root) / RESULTS_DIR
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -68,7 +71,7 @@ class ResultSink:
         self.rows_written = 0
         self.files: list[Path] = []
         self._buffer: list[dict[str, Any]] = []
-        self._seq = 0
+        self._seq = seq_start  #: a resumed run goes on after the files already there
         self._last_flush = time.monotonic()
 
     @property
@@ -130,3 +133,44 @@ def read_results(root: Path) -> pa.Table:
     if not (Path(root) / RESULTS_DIR).is_dir():
         return RESULT_SCHEMA.empty_table()
     return results_dataset(root).to_table()
+
+
+_PART = re.compile(r"part-(?P<run>.+)-(?P<seq>\d{6})\.parquet")
+
+
+@dataclass
+class ExistingRun:
+    """What a results dir already holds (for `campaign.resume`)."""
+
+    run_id: Optional[str]  #: the run id of its rows (None: no rows)
+    rows: int
+    test_ids: set[str]
+    next_seq: int  #: the first file sequence number not used yet
+
+
+def existing_run(root: Path) -> ExistingRun:
+    """Scan `<root>/results/` (complete files only). Raises ValueError if it holds rows of
+    several runs (resume continues one run)."""
+    d = Path(root) / RESULTS_DIR
+    seqs = [int(m.group("seq")) for p in (d.iterdir() if d.is_dir() else [])
+            if (m := _PART.fullmatch(p.name))]
+    table = read_results(root).select(["run_id", "test_id"])
+    runs = set(table.column("run_id").to_pylist())
+    if len(runs) > 1:
+        raise ValueError(f"{d} holds rows of {len(runs)} runs ({', '.join(sorted(runs))})")
+    return ExistingRun(next(iter(runs), None), table.num_rows,
+                       set(table.column("test_id").to_pylist()), max(seqs, default=-1) + 1)
+
+
+def sweep_files(root: Path) -> list[str]:
+    """Every complete results file of every campaign under `root` (a campaign's output dir, a
+    Hydra multirun dir, or any dir above them), sorted."""
+    return sorted(str(p) for p in Path(root).rglob(f"{RESULTS_DIR}/part-*.parquet"))
+
+
+def read_sweep(root: Path) -> pa.Table:
+    """The results of every campaign under `root` as one table (they share RESULT_SCHEMA)."""
+    files = sweep_files(root)
+    if not files:
+        return RESULT_SCHEMA.empty_table()
+    return pads.dataset(files, format="parquet", schema=RESULT_SCHEMA).to_table()

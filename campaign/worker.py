@@ -81,6 +81,30 @@ class TestReport:
     findings: list[Finding]
 
 
+@dataclass
+class Prepared:
+    """A test ready for the backends (`FuzzWorker.prepare`): materialized, with the reference's
+    outputs and the row fields every backend's row shares. `campaign.pipeline` ships it to the
+    evaluation actors as bytes."""
+
+    m: Materialized
+    ref: ReferenceResult
+    base: dict[str, Any]
+    tolerances: list
+    precisions: list
+    #: the float64 shadow, computed at most once per test, on the first float mismatch
+    shadow: list = field(default_factory=list, repr=False)
+
+    @property
+    def tc(self) -> TestCase:
+        return self.m.tc
+
+    def truth(self):
+        if not self.shadow:
+            self.shadow.append(run_shadow(self.m))
+        return self.shadow[0]
+
+
 def set_single_thread() -> None:
     """One thread per worker for torch (ORT sessions set their own): 2 cores otherwise thrash."""
     torch.set_num_threads(1)
@@ -154,6 +178,22 @@ class FuzzWorker:
 
     def run_case(self, tc: TestCase, gen_ms: float = 0.0) -> TestReport:
         """Evaluate a ready test case (reference, then every backend) into rows and findings."""
+        prep = self.prepare(tc, gen_ms)
+        if isinstance(prep, TestReport):
+            return prep
+        rows, findings = [], []
+        job = Job.of(prep.m) if self.sandboxes else None
+        for backend in self.backends:
+            row, finding = self.judge(backend, prep, self.evaluate(backend, prep.m, job))
+            rows.append(row)
+            if finding is not None:
+                findings.append(finding)
+        return TestReport(rows, findings)
+
+    def prepare(self, tc: TestCase, gen_ms: float = 0.0) -> "Prepared | TestReport":
+        """Materialize a test and run the reference once: what every backend's judgement needs
+        (`Prepared`), or the finished report of an invalid test (ill-formed ONNX, invalid
+        reference), one row per backend of this worker."""
         m = Materialized(tc)
         base = self._base_row(tc, gen_ms)
         try:
@@ -164,34 +204,26 @@ class FuzzWorker:
         if ref.problem:
             return self._invalid_all(m, base, Stage.REFERENCE, ref.error_class or "InvalidReference",
                                      ref.problem, ref_ms=ref.ms)
-        rows, findings = [], []
-        precisions = output_precisions(tc.graph)  # per graph output, the same in every input set
-        tolerances = output_tolerances(tc.graph)
-        shadow: list = []  # computed at most once per test, on the first float mismatch
+        # per graph output, the same in every input set
+        return Prepared(m, ref, base, output_tolerances(tc.graph), output_precisions(tc.graph))
 
-        def truth():
-            if not shadow:
-                shadow.append(run_shadow(m))
-            return shadow[0]
-
-        job = Job.of(m) if self.sandboxes else None
-        for backend in self.backends:
-            result = self.evaluate(backend, m, job)
-            row = {**base, "backend": backend.name, "target": backend.target, "ref_ms": ref.ms,
-                   "compile_ms": result.compile_ms, "run_ms": result.run_ms}
-            if result.dialect or backend.dialect:
-                row["dialect"] = result.dialect or backend.dialect
-            if result.verdict is not None or result.failed:
-                row.update(self._failure_fields(result))
-            else:
-                use_shadow = self.cfg.float64_shadow and backend.shadow_judged
-                j = judge_sets(ref.outputs, result.outputs, len(tc.graph.outputs), tolerances,
-                               precisions, truth if use_shadow else None)
-                row.update(self._judgement_fields(j))
-            rows.append(row)
-            if Verdict(row["verdict"]).is_finding:
-                findings.append(self._finding(m, row, ref, result))
-        return TestReport(rows, findings)
+    def judge(self, backend: Backend, prep: "Prepared",
+              result: BackendResult) -> tuple[dict[str, Any], Finding | None]:
+        """The row of one backend's result on a prepared test, and its finding if not a pass."""
+        row = {**prep.base, "backend": backend.name, "target": backend.target,
+               "ref_ms": prep.ref.ms, "compile_ms": result.compile_ms, "run_ms": result.run_ms}
+        if result.dialect or backend.dialect:
+            row["dialect"] = result.dialect or backend.dialect
+        if result.verdict is not None or result.failed:
+            row.update(self._failure_fields(result))
+        else:
+            use_shadow = self.cfg.float64_shadow and backend.shadow_judged
+            j = judge_sets(prep.ref.outputs, result.outputs, len(prep.tc.graph.outputs),
+                           prep.tolerances, prep.precisions, prep.truth if use_shadow else None)
+            row.update(self._judgement_fields(j))
+        if Verdict(row["verdict"]).is_finding:
+            return row, self._finding(prep.m, row, prep.ref, result)
+        return row, None
 
     @staticmethod
     def _failure_fields(result: BackendResult) -> dict[str, Any]:

@@ -1,0 +1,163 @@
+"""The campaign's two stages, Ray-free: generation and per-backend evaluation, with one test
+case crossing between them as bytes.
+
+- `Generator` (a CPU stage): makes a test (`FuzzWorker.make_test`: generate, maybe mutate,
+  inputs, extra input sets), materializes it (ONNX, full checker) and runs the reference (torch
+  eager on every input set) once (`FuzzWorker.prepare`). A valid test leaves as a packed
+  `Prepared` (`pack_case`) with the row fields its backends' rows share; an invalid one leaves
+  as its finished report (one `invalid` row per backend the test was meant for).
+- `Evaluator` (one per backend, placed where the backend's target is): unpacks a case, runs it
+  in the backend's sandbox process and judges the result against the shipped reference
+  (`FuzzWorker.judge`): one row and, for a non-pass, a finding.
+
+Both take a batch per call, so the per-call costs (Ray's, the driver's) are paid once per batch.
+A failure of our own code on one test becomes `CaseError` in that test's place, never a lost
+batch. `campaign.driver` (the only module importing Ray) wraps both in actors; tests use them
+directly.
+
+Wire format (`pack_case`): a pickle of plain data between our own processes, never written to
+disk: the sandbox `Job` bytes (graph ops travel as registry name + attributes), the coverage,
+the reference outputs and time, the shared row fields and the per-output tolerances. The
+evaluator hands the `Job` bytes to its sandbox process as they came.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from campaign.reference import ReferenceResult
+from campaign.sandbox import Job, JobMaterialized
+from campaign.worker import Finding, FuzzWorker, Prepared, TestReport, WorkerConfig
+
+#: longest error message kept from a harness failure
+MAX_MSG = 2000
+
+
+@dataclass
+class CaseError:
+    """Our own code failed on one test (not the compiler: that is a row): the message and
+    traceback, for the driver's `WorkerError` row."""
+
+    message: str
+
+
+@dataclass
+class Generated:
+    """What generation made of one test: either a valid `case` for the evaluators (with `base`,
+    the row fields its rows share) or the finished `report` of an invalid test."""
+
+    test_id: str
+    seed: int
+    case: Optional[bytes]
+    base: Optional[dict[str, Any]]
+    report: Optional[TestReport]
+    ms: float  #: generation + ONNX build + reference, wall time in the actor
+
+
+def pack_case(prep: Prepared) -> bytes:
+    """A prepared test as bytes for an evaluator (see the module doc)."""
+    payload = {
+        "job": Job.of(prep.m).pack(), "coverage": prep.tc.coverage,
+        "ref_outputs": prep.ref.outputs, "ref_ms": prep.ref.ms, "base": prep.base,
+        "tolerances": prep.tolerances, "precisions": prep.precisions,
+    }
+    return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_case(data: bytes) -> Prepared:
+    p = pickle.loads(data)
+    job = Job.unpack(p["job"])
+    job._packed = p["job"]  # the sandbox process gets the bytes as they came
+    m = JobMaterialized(job)
+    m.tc.coverage = p["coverage"]
+    return Prepared(m, ReferenceResult(p["ref_outputs"], p["ref_ms"]), p["base"],
+                    p["tolerances"], p["precisions"])
+
+
+def case_finding(data: bytes, row: dict[str, Any]) -> Finding:
+    """The artifacts of a packed test for a row the driver made itself (its evaluator died or
+    hung on it): graph, model, inputs, expected outputs, info.json."""
+    prep = unpack_case(data)
+    # `_finding` reads only its arguments; no worker (and no backend) is needed for it
+    return FuzzWorker._finding(None, prep.m, row, prep.ref, None)  # type: ignore[arg-type]
+
+
+def _error(test_id: str) -> CaseError:
+    return CaseError(f"harness error on {test_id}: {traceback.format_exc()[-MAX_MSG:]}")
+
+
+class Generator:
+    """The generation stage: tests from seeds (plain class; `campaign.driver` makes it an
+    actor). `cfg.backends` are all the campaign's backends; each test names those it is for."""
+
+    def __init__(self, cfg: WorkerConfig, name: str = "gen"):
+        self.worker = FuzzWorker(dataclasses.replace(cfg, sandbox=False), name)
+        self.by_name = {b.name: b for b in self.worker.backends}
+
+    def generate(self, items: list[tuple[str, int, list[str]]]) -> list[Union[Generated, CaseError]]:
+        """`items`: (test_id, seed, backends) per test."""
+        out: list[Union[Generated, CaseError]] = []
+        for test_id, seed, backends in items:
+            try:
+                out.append(self.generate_one(test_id, seed, backends))
+            except Exception:
+                out.append(_error(test_id))
+        return out
+
+    def generate_one(self, test_id: str, seed: int, backends: list[str]) -> Generated:
+        w = self.worker
+        w.backends = [self.by_name[b] for b in backends]  # an invalid test's rows: these
+        t0 = time.perf_counter()
+        try:
+            tc = w.make_test(test_id, seed)
+        except Exception as e:  # a generator bug: recorded as invalid, never fatal
+            ms = (time.perf_counter() - t0) * 1e3
+            return Generated(test_id, seed, None, None,
+                             w._generator_failure(test_id, seed, e, ms), ms)
+        prep = w.prepare(tc, (time.perf_counter() - t0) * 1e3)
+        ms = (time.perf_counter() - t0) * 1e3
+        if isinstance(prep, TestReport):
+            return Generated(test_id, seed, None, None, prep, ms)
+        return Generated(test_id, seed, pack_case(prep), prep.base, None, ms)
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+class Evaluator:
+    """The evaluation stage of one backend (plain class; `campaign.driver` makes it an actor on
+    a node with what the backend's target needs). Its sandbox process starts with it, so a
+    backend that cannot even be imported fails the actor's start, with the reason."""
+
+    def __init__(self, cfg: WorkerConfig, backend: str, name: str = "eval"):
+        self.worker = FuzzWorker(dataclasses.replace(cfg, backends=[backend]), name)
+        self.backend = self.worker.backends[0]
+        self.label = f"{name}@{os.getpid()}"
+        sandbox = self.worker.sandboxes.get(self.backend.name)
+        if sandbox is not None:
+            sandbox.start()
+
+    def evaluate(self, cases: list[bytes]) -> list[Union[TestReport, CaseError]]:
+        out: list[Union[TestReport, CaseError]] = []
+        for data in cases:
+            test_id = "?"
+            try:
+                prep = unpack_case(data)
+                test_id = prep.tc.test_id
+                job = prep.m.job if self.worker.sandboxes else None
+                result = self.worker.evaluate(self.backend, prep.m, job)
+                row, finding = self.worker.judge(self.backend, prep, result)
+                row["host"] = self.worker.host  # where the backend ran, not where it was made
+                row["worker"] = self.label
+                out.append(TestReport([row], [finding] if finding is not None else []))
+            except Exception:
+                out.append(_error(test_id))
+        return out
+
+    def close(self) -> None:
+        self.worker.close()
