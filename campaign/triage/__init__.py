@@ -1,0 +1,12 @@
+"""Triage: bucket every finding, reduce the first members of each new bucket, and write a
+standalone reproducer per bucket (see docs/triage.md).
+
+This package's `__init__` stays light (the campaign config imports `TriageConfig`); the
+heavy parts load on use: `campaign.triage.buckets` (keys, the `bugs` table),
+`campaign.triage.reduction` (the reduction driver), `campaign.triage.repro` (bug folders and
+`repro.py`), `campaign.triage.torchgen` (GraphIR -> torch source), `campaign.triage.run`
+(the whole pass over a campaign's output), `python -m campaign.triage` (the command line).
+"""
+from campaign.triage.config import TriageConfig
+
+__all__ = ["TriageConfig"]

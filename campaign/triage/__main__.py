@@ -1,0 +1,57 @@
+"""`python -m campaign.triage <campaign output dir | findings dir | finding folder>`: bucket the
+findings, reduce the first members of each new bucket, write bug folders with standalone
+reproducers and the `bugs` table (see docs/triage.md)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from campaign.triage.config import TriageConfig
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m campaign.triage", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("path", type=Path,
+                   help="a campaign output dir, its findings/ dir, or one finding folder")
+    p.add_argument("--out", type=Path, default=None,
+                   help="where bugs/ and bugs.parquet go (default: the output dir; for one "
+                        "folder: <folder>/reduced)")
+    d = TriageConfig()
+    p.add_argument("--reduce-first", type=int, default=d.reduce_first,
+                   help="members of each new crash bucket reduced (default %(default)s)")
+    p.add_argument("--reduce-mismatches", type=int, default=d.reduce_mismatches,
+                   help="mismatch folders reduced per backend (default %(default)s)")
+    p.add_argument("--max-tests", type=int, default=d.max_tests,
+                   help="candidate evaluations per reduction (default %(default)s)")
+    p.add_argument("--max-seconds", type=float, default=d.max_seconds,
+                   help="seconds per reduction (default %(default)s)")
+    p.add_argument("--budget", default=d.budget,
+                   help="total reduction time, e.g. 10m; 0: bucket only (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=d.timeout_s,
+                   help="sandbox timeout per candidate, seconds (default %(default)s)")
+    p.add_argument("--no-check-repro", action="store_true", help="do not run the repro.py files")
+    p.add_argument("--known", action="append", default=[],
+                   help="an earlier bugs.parquet or output dir: its buckets are not new")
+    p.add_argument("--verdicts", default=",".join(d.reduce_verdicts),
+                   help="verdicts to reduce (default %(default)s)")
+    p.add_argument("-q", "--quiet", action="store_true")
+    a = p.parse_args(argv)
+    cfg = TriageConfig(enabled=True, reduce_first=a.reduce_first,
+                       reduce_mismatches=a.reduce_mismatches, max_tests=a.max_tests,
+                       max_seconds=a.max_seconds, budget=a.budget, timeout_s=a.timeout,
+                       check_repro=not a.no_check_repro, known=list(a.known),
+                       reduce_verdicts=[v for v in a.verdicts.split(",") if v])
+    logging.basicConfig(level=logging.WARNING)
+    from campaign.triage.run import triage
+
+    log = (lambda s: None) if a.quiet else (lambda s: print(s, flush=True))
+    report = triage(a.path, cfg, a.out, log)
+    print(report.text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""Bucket keys for findings and the `bugs` Parquet table.
+
+A *bucket* is one presumed bug. Its key:
+  - crashes, signals, timeouts (and `invalid` / `unsupported` rows, bucketed for counting):
+    (backend, target, verdict, stage, normalized error signature `error_sig`);
+  - mismatches: (backend, target, "mismatch", the *op pattern* of the reduced graph): its
+    canonical text without shapes or attributes, dtypes kept (the reducer already simplified
+    every dtype the failure does not need), e.g.
+    `graph(%x0: f32) { %v1 = atan(%x0) : f32; return %v1 }`.
+The bucket id (a folder name) is `<backend>-<verdict>-<10 hex of SHA-1 over the key>`.
+
+The `bugs` table (`<out>/bugs.parquet`, schema `BUGS_SCHEMA`) has one row per bucket: its key,
+first seen, count of result rows, example test ids, the artifact folder, and the reduction and
+reproducer outcome.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ir.graph import Graph
+
+#: verdicts that are compiler bugs (reduced, reproduced); `invalid` is ours, `unsupported` known
+BUG_VERDICTS = ("crash", "signal", "timeout", "mismatch")
+#: bucket kinds by verdict
+KIND = {"crash": "bug", "signal": "bug", "timeout": "bug", "mismatch": "bug",
+        "invalid": "ours", "unsupported": "known"}
+
+
+@dataclass(frozen=True)
+class BucketKey:
+    backend: str
+    target: str
+    verdict: str
+    stage: Optional[str] = None
+    error_sig: Optional[str] = None
+    pattern: Optional[str] = None
+
+    def text(self) -> str:
+        return json.dumps([self.backend, self.target, self.verdict, self.stage, self.error_sig,
+                           self.pattern])
+
+    @property
+    def id(self) -> str:
+        h = hashlib.sha1(self.text().encode()).hexdigest()[:10]
+        return f"{_safe(self.backend)}-{self.verdict}-{h}"
+
+    @property
+    def kind(self) -> str:
+        return KIND.get(self.verdict, "other")
+
+
+def _safe(s: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", s).strip("._")[:40] or "backend"
+
+
+def crash_key(row: dict[str, Any]) -> BucketKey:
+    """The key of a non-mismatch finding row (crash, signal, timeout, invalid, unsupported)."""
+    return BucketKey(row["backend"], row.get("target") or "", row["verdict"], row.get("stage"),
+                     row.get("error_sig") or "")
+
+
+def op_pattern(g: Graph) -> str:
+    """The canonical op pattern of a (reduced) graph: its canonical text without shapes and
+    attributes, on one line."""
+    from ir.rewrite import rename_canonically
+
+    return _pattern(rename_canonically(g))
+
+
+def _pattern(g: Graph) -> str:
+    decls = [f"%{v.name}: {v.type.dtype.short}" for v in g.inputs] + [
+        f"%{v.name}: param {v.type.dtype.short}" for v in g.params]
+    parts = []
+    for inst in g.insts:
+        res = ", ".join(f"%{r.name}" for r in inst.results)
+        args = ", ".join(f"%{a}" for a in inst.args)
+        types = ", ".join(r.type.dtype.short for r in inst.results)
+        s = f"{res} = {inst.op.name}({args}) : {types}"
+        if inst.blocks:
+            s += " {" + " ".join(_pattern(b) for b in inst.blocks) + "}"
+        parts.append(s)
+    parts.append("return " + ", ".join(f"%{o}" for o in g.outputs))
+    return f"graph({', '.join(decls)}) {{ " + "; ".join(parts) + " }"
+
+
+def pattern_ops(pattern: str) -> set[str]:
+    """The op names in a pattern."""
+    return set(re.findall(r"= ([A-Za-z_][A-Za-z0-9_]*)\(", pattern))
+
+
+def mismatch_key(backend: str, target: str, reduced: Graph) -> BucketKey:
+    return BucketKey(backend, target, "mismatch", "compare", None, op_pattern(reduced))
+
+
+#: the pattern of mismatches no reduction explains (not reduced: over the cap or the budget)
+UNREDUCED = "unreduced"
+
+
+@dataclass
+class Bucket:
+    key: BucketKey
+    new: bool = True
+    first_seen: Optional[datetime] = None
+    count: int = 0
+    #: (ts, test_id, finding_dir) of every member, in arrival order
+    members: list[tuple[Any, str, Optional[str]]] = field(default_factory=list)
+    artifact_path: Optional[str] = None
+    original_insts: Optional[int] = None
+    reduced_insts: Optional[int] = None
+    reduction_tests: Optional[int] = None
+    reduction_s: Optional[float] = None
+    repro: Optional[str] = None
+    note: Optional[str] = None
+
+    def add(self, ts: Any, test_id: str, finding_dir: Optional[str]) -> None:
+        self.count += 1
+        self.members.append((ts, test_id, finding_dir))
+        if ts is not None and (self.first_seen is None or ts < self.first_seen):
+            self.first_seen = ts
+
+    def examples(self, n: int = 5) -> list[str]:
+        ordered = sorted(self.members, key=lambda m: (m[0] is None, m[0] or 0, m[1]))
+        return list(dict.fromkeys(m[1] for m in ordered))[:n]
+
+    def row(self) -> dict[str, Any]:
+        k = self.key
+        return {
+            "bucket": k.id, "backend": k.backend, "target": k.target, "verdict": k.verdict,
+            "stage": k.stage, "error_sig": k.error_sig, "pattern": k.pattern, "kind": k.kind,
+            "new": self.new, "first_seen": self.first_seen, "count": self.count,
+            "example_test_ids": self.examples(), "artifact_path": self.artifact_path,
+            "original_insts": self.original_insts, "reduced_insts": self.reduced_insts,
+            "reduction_tests": self.reduction_tests, "reduction_s": self.reduction_s,
+            "repro": self.repro, "note": self.note,
+        }
+
+
+BUGS_SCHEMA = pa.schema([
+    ("bucket", pa.string()), ("backend", pa.string()), ("target", pa.string()),
+    ("verdict", pa.string()), ("stage", pa.string()), ("error_sig", pa.string()),
+    ("pattern", pa.string()), ("kind", pa.string()), ("new", pa.bool_()),
+    ("first_seen", pa.timestamp("ms", tz="UTC")), ("count", pa.int64()),
+    ("example_test_ids", pa.list_(pa.string())), ("artifact_path", pa.string()),
+    ("original_insts", pa.int32()), ("reduced_insts", pa.int32()),
+    ("reduction_tests", pa.int32()), ("reduction_s", pa.float64()),
+    ("repro", pa.string()), ("note", pa.string()),
+])
+
+BUGS_FILE = "bugs.parquet"
+
+
+def write_bugs_table(path: Path, buckets: list[Bucket]) -> Path:
+    """Write the table (temp file, then rename: a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [b.row() for b in sorted(buckets, key=lambda b: (b.key.kind != "bug", -b.count,
+                                                             b.key.id))]
+    table = pa.Table.from_pylist(rows, schema=BUGS_SCHEMA)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_bugs_table(path: Path) -> pa.Table:
+    return pq.read_table(path, schema=BUGS_SCHEMA)
+
+
+def known_bucket_ids(paths: list[str]) -> set[str]:
+    """Bucket ids of earlier bugs tables (a file, or an output dir holding `bugs.parquet`)."""
+    ids: set[str] = set()
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            path = path / BUGS_FILE
+        if path.is_file():
+            ids.update(read_bugs_table(path).column("bucket").to_pylist())
+    return ids

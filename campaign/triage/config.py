@@ -1,0 +1,34 @@
+"""`TriageConfig`: the `triage` node of the campaign config (plain data, no heavy imports)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TriageConfig:
+    """What the triage after a campaign (and `python -m campaign.triage`) does."""
+
+    #: run the triage when a campaign ends (buckets, the bugs table; reductions and repros)
+    enabled: bool = True
+    #: reduce the first this many members (with artifact folders) of each new crash bucket
+    reduce_first: int = 1
+    #: reduce at most this many mismatch folders per backend (a mismatch's bucket is the op
+    #: pattern of its reduced graph, so each is reduced until its bucket is known)
+    reduce_mismatches: int = 6
+    #: verdicts whose findings are reduced (timeouts cost the full timeout per candidate)
+    reduce_verdicts: list[str] = field(default_factory=lambda: ["crash", "signal", "mismatch"])
+    #: predicate calls per reduction
+    max_tests: int = 300
+    #: seconds per reduction
+    max_seconds: float = 300.0
+    #: seconds for all reductions of one triage; later ones are skipped (a duration "10m" or
+    #: seconds); "0" for no reductions
+    budget: str = "15m"
+    #: per-candidate sandbox timeout (seconds) while reducing
+    timeout_s: float = 60.0
+    #: run each written repro.py in a fresh process and record whether it reproduces
+    check_repro: bool = True
+    #: seconds a repro.py may run when checked (a timeout verdict reproduces by running out)
+    repro_timeout_s: float = 300.0
+    #: earlier bugs tables (bugs.parquet) or output dirs whose buckets are not new
+    known: list[str] = field(default_factory=list)

@@ -1,0 +1,536 @@
+"""Bug folders and standalone reproducers.
+
+`write_bug_folder(dest, ...)` writes, for one bucket:
+  - `graph.gir` (the reduced graph), `original.gir` (the finding's graph);
+  - `model.onnx` (the reduced graph's ONNX model, params as initializers);
+  - `inputs.npz` (every input and param of input set 0; `inputs_set<k>.npz`: graph inputs of
+    further sets), `expected.npz` (the torch eager reference, `out<i>` over the sets in order),
+    `truth.npz` (the float64 shadow, for mismatches), `actual.npz` (what the backend gave);
+  - `info.json` (bucket key, the failing row, the reduction's log);
+  - `repro.py`: imports only numpy and the backend's own library (onnxruntime; tvm (+ onnx to
+    read the model); torch for Inductor; torch + onnxruntime for the torch.onnx exporter) and
+    prints the failure. Torch backends get the graph as plain torch code
+    (`campaign.triage.torchgen`); ONNX backends load `model.onnx`.
+
+`repro.py` prints `REPRODUCED: ...` and exits 1 when the failure happens, `NOT REPRODUCED`
+(exit 0) when the backend now agrees with the reference, `DIFFERENT FAILURE: ...` (exit 2) for
+another error; a signal kills it (the last `[repro] <stage>` line says where).
+`check_repro(folder, verdict, error_class)` runs it in a fresh process where importing dynsmith
+fails, and says whether it reproduced the verdict.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from campaign.testcase import npz_bytes
+
+#: how a repro is judged: "reproduced", "not reproduced", "different failure", "error",
+#: "timeout" (reproduces a timeout verdict), "none" (no repro for this backend)
+REPRO_OK = "reproduced"
+
+
+def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
+    """(kind, options) of a backend spec: kind is ort, tvm, inductor, onnx_export or other."""
+    from campaign.backends import make_backend
+    from campaign.backends.inductor import InductorBackend
+    from campaign.backends.onnx_export import OnnxExportBackend
+    from campaign.backends.ort import OrtBackend
+    from campaign.backends.tvm import TvmBackend
+
+    try:
+        b = make_backend(spec)
+    except Exception:
+        return "other", {}
+    if isinstance(b, OrtBackend):
+        return "ort", {"opt_level": b.opt_level, "device": b.target}
+    if isinstance(b, TvmBackend):
+        return "tvm", {"target": b.tvm_target, "opt_level": b.opt_level, "pipeline": b.pipeline}
+    if isinstance(b, InductorBackend):
+        return "inductor", {"device": b.target, "fullgraph": b.fullgraph, "dynamic": b.dynamic,
+                            "dialect": b.dialect}
+    if isinstance(b, OnnxExportBackend):
+        return "onnx_export", {"optimize": b.optimize, "opt_level": b.opt_level,
+                               "device": b.target, "dialect": b.dialect}
+    return "other", {}
+
+
+_PRELUDE = '''
+import faulthandler
+import os
+import re
+import sys
+
+import numpy as np
+
+faulthandler.enable()
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXPECT = {expect}
+#: (rtol, atol) per graph output: |actual - expected| <= atol + rtol * |expected|
+TOLERANCES = {tolerances}
+INPUTS = {inputs}
+PARAMS = {params}
+STAGE = None
+#: exception types that only wrap the real error (their first line is generic)
+WRAPPERS = ("BackendCompilerFailed", "InternalTorchDynamoError", "TorchExportError",
+            "ConversionError")
+
+
+def load(name):
+    with np.load(os.path.join(HERE, name), allow_pickle=False) as z:
+        return {{k: z[k] for k in z.files}}
+
+
+def input_sets():
+    """Every input set: set 0 holds inputs and params, later sets new graph inputs."""
+    base = load("inputs.npz")
+    sets, k = [base], 1
+    while os.path.exists(os.path.join(HERE, f"inputs_set{{k}}.npz")):
+        sets.append({{**base, **load(f"inputs_set{{k}}.npz")}})
+        k += 1
+    return sets
+
+
+def stage(name):
+    global STAGE
+    STAGE = name
+    print(f"[repro] {{name}}", flush=True)
+
+
+def root(e):
+    for _ in range(8):
+        if type(e).__name__ not in WRAPPERS:
+            break
+        inner = getattr(e, "inner_exception", None) or e.__cause__
+        if not isinstance(inner, BaseException):
+            break
+        e = inner
+    return e
+
+
+def done(code, text):
+    print(text, flush=True)
+    sys.exit(code)
+
+
+def failed(e):
+    e = root(e)
+    first = (str(e).strip().splitlines() or [""])[0]
+    what = f"{{type(e).__name__}} during {{STAGE}}: {{first}}"
+    if (EXPECT["verdict"] == "crash" and type(e).__name__ == EXPECT["error_class"]
+            and STAGE == EXPECT["stage"]):
+        done(1, f"REPRODUCED: crash: {{what}}")
+    done(2, f"DIFFERENT FAILURE: {{what}} (expected {{EXPECT['verdict']}} "
+            f"{{EXPECT['error_class']}} during {{EXPECT['stage']}})")
+
+
+def judge(outs):
+    """Why the outputs are wrong (off the reference and, where known, off the float64 truth
+    too), or None."""
+    expected = load("expected.npz")
+    truth = load("truth.npz") if os.path.exists(os.path.join(HERE, "truth.npz")) else {{}}
+    if len(outs) != len(expected):
+        return f"{{len(outs)}} outputs, expected {{len(expected)}}"
+    for i, a in enumerate(outs):
+        a, e = np.asarray(a), expected[f"out{{i}}"]
+        if a.shape != e.shape or a.dtype != e.dtype:
+            return f"output {{i}}: {{a.dtype}}{{list(a.shape)}}, expected {{e.dtype}}{{list(e.shape)}}"
+        rtol, atol = TOLERANCES[i % len(TOLERANCES)]
+        af, ef = a.astype(np.float64), e.astype(np.float64)
+        bad = ~(np.abs(af - ef) <= atol + rtol * np.abs(ef))
+        if f"out{{i}}" in truth:
+            t = truth[f"out{{i}}"].astype(np.float64)
+            bad &= ~(np.abs(af - t) <= atol + rtol * np.abs(t))
+        if bad.any():
+            err = np.abs(af - ef)[bad]
+            return (f"output {{i}} (input set {{i // len(TOLERANCES)}}): {{int(bad.sum())}}/{{a.size}} "
+                    f"elements differ, max abs err {{float(np.nanmax(err)) if err.size else 0:.3g}}; "
+                    f"got {{a.ravel()[:6].tolist()}}, expected {{e.ravel()[:6].tolist()}}")
+    return None
+
+
+def finish(outs):
+    problem = judge(outs)
+    if problem is None:
+        done(0, "NOT REPRODUCED: every output matches the reference")
+    if EXPECT["verdict"] == "mismatch":
+        done(1, f"REPRODUCED: mismatch: {{problem}}")
+    done(2, f"DIFFERENT FAILURE: mismatch: {{problem}} (expected {{EXPECT['verdict']}})")
+'''
+
+_ORT = '''
+import onnxruntime as ort
+
+
+def session(model, opt_level, device):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    so.graph_optimization_level = {{
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    }}[opt_level]
+    providers = ["CUDAExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
+    return ort.InferenceSession(model, so, providers=providers)
+
+
+def main():
+    print(f"onnxruntime {{ort.__version__}}, graph optimizations {opt_level!r}", flush=True)
+    sets = input_sets()
+    stage("compile")
+    try:
+        sess = session(os.path.join(HERE, "model.onnx"), {opt_level!r}, {device!r})
+    except Exception as e:
+        failed(e)
+    stage("run")
+    outs = []
+    try:
+        for s in sets:
+            outs += sess.run(None, {{n: s[n] for n in INPUTS}})
+    except Exception as e:
+        failed(e)
+    finish(outs)
+'''
+
+_TVM = '''
+import onnx
+import tvm
+from tvm import relax
+from tvm.relax.frontend.onnx import from_onnx
+
+
+def main():
+    print(f"tvm {{tvm.__version__}}, target {target!r}, opt_level {opt_level}, pipeline {pipeline!r}",
+          flush=True)
+    sets = input_sets()
+    stage("import")
+    try:
+        mod = from_onnx(onnx.load(os.path.join(HERE, "model.onnx")))
+    except Exception as e:
+        failed(e)
+    stage("compile")
+    try:
+        target = tvm.target.Target({target!r})
+        pipeline = relax.get_default_pipeline(target) if {pipeline!r} == "fused" else "default"
+        with tvm.transform.PassContext(opt_level={opt_level}):
+            ex = tvm.compile(mod, target=target, relax_pipeline=pipeline)
+    except Exception as e:
+        failed(e)
+    stage("run")
+    outs = []
+    try:
+        dev = tvm.cuda(0) if {target!r} == "cuda" else tvm.cpu(0)
+        vm = relax.VirtualMachine(ex, dev)
+        for s in sets:
+            out = vm["main"](*[tvm.runtime.tensor(np.asarray(s[n]), dev) for n in INPUTS])
+            outs += [out.numpy()] if hasattr(out, "numpy") else [o.numpy() for o in out]
+    except Exception as e:
+        failed(e)
+    finish(outs)
+'''
+
+_INDUCTOR = '''
+def main():
+    import torch._inductor.config as icfg
+
+    torch.set_num_threads(1)
+    icfg.compile_threads = 1
+    icfg.fx_graph_cache = False
+    print(f"torch {{torch.__version__}}: torch.compile(backend='inductor', fullgraph={fullgraph}, "
+          f"dynamic={dynamic}) on {device}", flush=True)
+    sets = input_sets()
+    stage("import")
+    try:
+        params = {{n: np.array(sets[0][n], copy=True) for n in PARAMS}}
+        model = Model(params).to({device!r}).eval()
+        compiled = torch.compile(model, backend="inductor", fullgraph={fullgraph}, dynamic={dynamic})
+        args = [[torch.from_numpy(np.array(s[n], copy=True)).to({device!r}) for n in INPUTS]
+                for s in sets]
+    except Exception as e:
+        failed(e)
+    outs = []
+    with torch.no_grad():
+        stage("compile")
+        try:
+            compiled(*args[0])
+        except Exception as e:
+            failed(e)
+        stage("run")
+        try:
+            for xs in args:
+                out = compiled(*xs)
+                outs += [o.detach().cpu().numpy() for o in out]
+        except Exception as e:
+            failed(e)
+    finish(outs)
+'''
+
+_ONNX_EXPORT = '''
+import onnxruntime as ort
+
+
+def main():
+    import contextlib
+    import io
+    import logging
+    import warnings
+
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    torch.set_num_threads(1)
+    print(f"torch {{torch.__version__}} torch.onnx.export(dynamo=True, optimize={optimize}), "
+          f"onnxruntime {{ort.__version__}} ({opt_level!r})", flush=True)
+    sets = input_sets()
+    args = [tuple(torch.from_numpy(np.array(s[n], copy=True)) for n in INPUTS) for s in sets]
+    stage("import")
+    try:
+        model = Model({{n: np.array(sets[0][n], copy=True) for n in PARAMS}}).eval()
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(model, args[0], dynamo=True, optimize={optimize},
+                                        verbose=False, report=False)
+        model_bytes = program.model_proto.SerializeToString()
+    except Exception as e:
+        failed(e)
+    stage("compile")
+    try:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 3
+        so.graph_optimization_level = {{
+            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        }}[{opt_level!r}]
+        providers = ["CUDAExecutionProvider"] if {device!r} == "cuda" else ["CPUExecutionProvider"]
+        sess = ort.InferenceSession(model_bytes, so, providers=providers)
+    except Exception as e:
+        failed(e)
+    stage("run")
+    outs = []
+    try:
+        names = [i.name for i in sess.get_inputs()]
+        for xs in args:
+            if len(names) != len(xs):
+                raise RuntimeError(f"exported model has {{len(names)}} inputs, the graph has {{len(xs)}}")
+            outs += sess.run(None, {{n: a.numpy() for n, a in zip(names, xs)}})
+    except Exception as e:
+        failed(e)
+    finish(outs)
+'''
+
+_MAIN = '''
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
+                 tolerances: list[tuple[float, float]], header: str, seed: int = 0) -> str:
+    """The text of `repro.py` for a backend kind (see `backend_kind`)."""
+    from campaign.triage.torchgen import torch_source
+
+    prelude = _PRELUDE.format(expect=_pyrepr(expect), tolerances=_pyrepr(tolerances),
+                              inputs=_pyrepr([v.name for v in graph.inputs]),
+                              params=_pyrepr([p.name for p in graph.params]))
+    if kind == "ort":
+        body = _ORT.format(**opts)
+    elif kind == "tvm":
+        body = _TVM.format(**opts)
+    elif kind in ("inductor", "onnx_export"):
+        dialect = opts["dialect"]
+        if dialect == "mixed":
+            import random
+
+            dialect = "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
+        fullgraph = opts.get("fullgraph", True)
+        if kind == "inductor" and opts["dialect"] == "mixed" and dialect == "python":
+            fullgraph = False
+        src = torch_source(graph, dialect)
+        src = "\n".join(line for line in src.splitlines() if line != "import torch")
+        template = _INDUCTOR if kind == "inductor" else _ONNX_EXPORT
+        body = "\nimport torch\n" + src + "\n" + template.format(**{**opts, "fullgraph": fullgraph})
+    else:
+        raise ValueError(f"no standalone reproducer for backend kind {kind!r}")
+    return f'"""{header}"""\n' + prelude + body + _MAIN
+
+
+def _pyrepr(v: Any) -> str:
+    return repr(v)
+
+
+def _tolerances(graph) -> list[tuple[float, float]]:
+    from ir.precision import output_tolerances
+
+    return [(t.rtol, t.atol) for t in output_tolerances(graph)]
+
+
+def _truth(tc) -> dict[str, np.ndarray] | None:
+    """The float64 shadow of every output (float ones cast to their graph dtype), or None."""
+    from campaign.artifacts import Materialized
+    from campaign.reference import run_shadow
+
+    try:
+        outs = run_shadow(Materialized(tc))
+    except Exception:
+        return None
+    return {f"out{i}": o for i, o in enumerate(outs)}
+
+
+def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str, Any],
+                     red, seed: int) -> dict[str, Any]:
+    """Write the folder of one bucket from a `campaign.triage.reduction.Reduction` (reduced or
+    not); returns what was written (`repro`: whether a repro.py exists, `codegen` errors)."""
+    from campaign.artifacts import Materialized
+    from campaign.testcase import TestCase
+    from ir.text import print_graph
+
+    dest = Path(dest)
+    tmp = dest.with_name(f".tmp-{dest.name}")
+    if tmp.exists():
+        import shutil
+
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    g = red.graph
+    tc = red.tc or TestCase(red.case.test_id, seed, g, red.values, [{"seed": seed}],
+                            red.extra_sets)
+    files = dict(red.files)
+    files["graph.gir"] = print_graph(g).encode()
+    files["original.gir"] = print_graph(red.case.graph).encode()
+    files["inputs.npz"] = npz_bytes({v.name: red.values[v.name] for v in (*g.inputs, *g.params)})
+    for k in list(files):
+        if k.startswith("inputs_set"):
+            del files[k]
+    for k, extra in enumerate(tc.extra_inputs, 1):
+        files[f"inputs_set{k}.npz"] = npz_bytes({v.name: extra[v.name] for v in g.inputs})
+    if "model.onnx" not in files:
+        try:
+            files["model.onnx"] = Materialized(tc).onnx_bytes
+        except Exception:
+            pass
+    row = red.row or {}
+    verdict = row.get("verdict") or key_fields.get("verdict")
+    if verdict == "mismatch":
+        truth = _truth(tc)
+        if truth is not None:
+            files["truth.npz"] = npz_bytes(truth)
+    info = {"bucket": bucket_id, "backend": spec, **key_fields,
+            "row": {k: row.get(k) for k in ("verdict", "stage", "error_class", "error_sig",
+                                             "error_msg", "mismatch_output",
+                                             "mismatch_input_set", "max_abs_err",
+                                             "max_rel_err", "dialect")},
+            "finding": str(red.case.folder), "test_id": red.case.test_id, "seed": seed,
+            "status": red.status, "note": red.note, "reduction": red.summary,
+            "original_insts": red.original_insts, "reduced_insts": red.reduced_insts}
+    files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
+    kind, opts = backend_kind(spec)
+    written: dict[str, Any] = {"repro": False, "kind": kind}
+    if kind != "other":
+        expect = {"verdict": verdict, "stage": row.get("stage") or key_fields.get("stage"),
+                  "error_class": row.get("error_class"),
+                  "error_sig": row.get("error_sig") or key_fields.get("error_sig")}
+        header = _header(bucket_id, spec, expect, row, print_graph(g))
+        try:
+            files["repro.py"] = repro_source(kind, opts, g, expect, _tolerances(g), header,
+                                             seed).encode()
+            written["repro"] = True
+        except Exception as e:
+            written["codegen_error"] = f"{type(e).__name__}: {e}"
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    if dest.exists():
+        import shutil
+
+        shutil.rmtree(dest)
+    os.rename(tmp, dest)
+    return written
+
+
+def _header(bucket_id: str, spec: str, expect: dict, row: dict, graph_text: str) -> str:
+    msg = (row.get("error_msg") or "").strip().splitlines()
+    first = msg[0][:300] if msg else ""
+    text = (f"Reproducer for dynsmith bucket {bucket_id}: backend {spec!r}, "
+            f"{expect['verdict']} during {expect['stage']}.\n\n"
+            f"    {expect.get('error_sig') or ''}\n    {first}\n\n"
+            "Standalone: numpy and the backend's own library only (no dynsmith). Run\n"
+            "    python repro.py\n"
+            "It prints REPRODUCED and exits 1 when the failure happens, NOT REPRODUCED (exit 0)\n"
+            "when it does not, DIFFERENT FAILURE (exit 2) for another error; a signal kills it\n"
+            "(the last '[repro] <stage>' line says where). The data is in inputs*.npz, the\n"
+            "reference outputs in expected.npz. The graph (GraphIR, graph.gir):\n\n"
+            + textwrap.indent(graph_text.rstrip(), "    ") + "\n")
+    return text.replace("\\", "\\\\").replace('"""', "\'\'\'")
+
+
+_BLOCK_DYNSMITH = (
+    "import sys, runpy\n"
+    "class _NoDynsmith:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.split('.')[0] in ('ir', 'campaign', 'mutators'):\n"
+    "            raise ImportError('repro.py must not import dynsmith: ' + name)\n"
+    "        return None\n"
+    "sys.meta_path.insert(0, _NoDynsmith())\n"
+    "sys.path = [p for p in sys.path if p not in ('', '.')]\n"
+    "sys.argv = ['repro.py']\n"
+    "runpy.run_path('repro.py', run_name='__main__')\n"
+)
+
+
+def check_repro(folder: Path, verdict: str, error_class: Optional[str] = None,
+                timeout_s: float = 300.0) -> tuple[str, str]:
+    """Run `folder/repro.py` in a fresh Python where importing dynsmith fails; returns
+    (outcome, last output lines). outcome: "reproduced", "not reproduced", "different
+    failure", "error" (anything else), "none" (no repro.py)."""
+    folder = Path(folder)
+    if not (folder / "repro.py").is_file():
+        return "none", ""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    try:
+        proc = subprocess.run([sys.executable, "-c", _BLOCK_DYNSMITH], cwd=folder, env=env,
+                              capture_output=True, text=True, timeout=timeout_s,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or "") if isinstance(e.stdout, str) else (e.stdout or b"").decode(
+            "utf-8", "replace")
+        return ("reproduced" if verdict == "timeout" else "error"), _tail(out)
+    out = _tail(proc.stdout + proc.stderr)
+    code = proc.returncode
+    if code < 0:
+        name = _signame(-code)
+        if verdict == "signal" and (error_class in (None, name)):
+            return "reproduced", out
+        return "different failure", f"killed by {name}\n{out}"
+    if verdict == "crash" and error_class == "ProcessExit" and code not in (0, 1, 2):
+        return "reproduced", out
+    if code == 1 and "REPRODUCED" in proc.stdout:
+        return "reproduced", out
+    if code == 0 and "NOT REPRODUCED" in proc.stdout:
+        return "not reproduced", out
+    if code == 2:
+        return "different failure", out
+    return "error", out
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"SIG{n}"
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])

@@ -1,0 +1,426 @@
+"""The triage of a campaign's output: bucket every finding row, reduce the first members of
+each new bucket, write a bug folder with a standalone reproducer per bucket, check the
+reproducers, and write the `bugs` table.
+
+`triage(path, cfg)` takes a campaign output dir (rows from `results/`, artifacts from
+`findings/`), a findings dir alone (rows rebuilt from each folder's info.json), or a single
+finding folder (reduced into `<folder>/reduced` or `out`). The campaign driver calls
+`triage_campaign(out_dir, cfg)` when a campaign ends.
+
+Layout: `<out>/bugs.parquet` (`campaign.triage.buckets.BUGS_SCHEMA`), `<out>/bugs/<bucket>/`
+(`campaign.triage.repro`), `<out>/bugs/reduced.json`: every finding folder reduced so far ->
+its bucket, so a second triage of the same output reuses the reductions.
+
+Order of work: mismatch folders first (up to `reduce_mismatches` per backend, oldest first:
+their bucket is only known once reduced), then the first `reduce_first` folders of each new
+crash/signal bucket, within the total `budget`. Mismatch rows that were not reduced join the
+reduced bucket of the same backend whose pattern's ops all occur in the row's ops (the most
+specific such pattern), else the backend's `unreduced` bucket.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from campaign.triage.buckets import (BUGS_FILE, UNREDUCED, Bucket, BucketKey, crash_key,
+                                     known_bucket_ids, mismatch_key, pattern_ops,
+                                     write_bugs_table)
+from campaign.triage.config import TriageConfig
+
+FINDING_VERDICTS = ("crash", "signal", "timeout", "mismatch", "invalid", "unsupported")
+BUGS_DIR = "bugs"
+INDEX = "reduced.json"
+
+
+@dataclass
+class TriageReport:
+    out_dir: Path
+    buckets: list[Bucket]
+    table: Optional[Path]
+    reductions: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        bugs = [b for b in self.buckets if b.key.kind == "bug"]
+        lines = [f"triage: {len(self.buckets)} buckets ({len(bugs)} compiler bugs), "
+                 f"{self.reductions} reductions in {self.seconds:.0f} s -> {self.table}"]
+        for b in sorted(bugs, key=lambda b: (-b.count, b.key.id)):
+            size = (f"{b.original_insts}->{b.reduced_insts} insts"
+                    if b.reduced_insts is not None else "not reduced")
+            what = b.key.error_sig or b.key.pattern or ""
+            lines.append(f"  {b.key.id:<34} {b.count:>5}x  {size:<16} repro: {b.repro or '-':<17}"
+                         f" {what[:90]}")
+        return "\n".join(lines)
+
+
+# ---- rows ---------------------------------------------------------------------------------------
+
+def _rows_from_results(out_dir: Path) -> list[dict[str, Any]]:
+    from campaign.storage import read_results
+
+    table = read_results(out_dir)
+    cols = ["test_id", "backend", "target", "verdict", "stage", "error_sig", "ts", "finding_dir",
+            "ops", "seed"]
+    rows = table.select([c for c in cols if c in table.column_names]).to_pylist()
+    return [r for r in rows if r["verdict"] in FINDING_VERDICTS]
+
+
+def _rows_from_folders(findings: Path, root: Path) -> list[dict[str, Any]]:
+    rows = []
+    for info_path in sorted(findings.glob("*/*/*/info.json")):
+        folder = info_path.parent
+        if folder.name.startswith("."):
+            continue
+        try:
+            info = json.loads(info_path.read_text())
+        except (OSError, ValueError):
+            continue
+        backend, verdict = folder.parent.parent.name, folder.parent.name
+        ops = []
+        if (folder / "graph.gir").is_file():
+            try:
+                from ir.text import load
+
+                ops = sorted(load(folder / "graph.gir").op_counts())
+            except Exception:
+                ops = []
+        rows.append({"test_id": info.get("test_id", folder.name), "backend": backend,
+                     "target": info.get("target") or "", "verdict": verdict,
+                     "stage": info.get("stage"), "error_sig": info.get("error_sig"),
+                     "ts": None, "finding_dir": folder.relative_to(root).as_posix(),
+                     "ops": ops, "seed": info.get("seed")})
+    return rows
+
+
+def _budget_seconds(text: str) -> float:
+    from campaign.config import parse_budget
+
+    t = str(text).strip()
+    if t in ("0", "0s", ""):
+        return 0.0
+    b = parse_budget(t)
+    if b.seconds is None:
+        raise ValueError(f"triage.budget: a duration like 10m, got {text!r}")
+    return b.seconds
+
+
+# ---- the triage ---------------------------------------------------------------------------------
+
+class _Triage:
+    def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None]):
+        self.out = out_dir
+        self.cfg = cfg
+        self.log = log
+        self.bugs_dir = out_dir / BUGS_DIR
+        self.buckets: dict[BucketKey, Bucket] = {}
+        self.known = known_bucket_ids(list(cfg.known))
+        self.runners: dict[str, Any] = {}
+        self.deadline = time.monotonic() + _budget_seconds(cfg.budget)
+        self.reductions = 0
+        #: bucket key -> the Reduction that represents it (smallest reduced graph)
+        self.best: dict[BucketKey, Any] = {}
+        self.index: dict[str, dict[str, Any]] = self._load_index()
+
+    def _load_index(self) -> dict[str, dict[str, Any]]:
+        path = self.bugs_dir / INDEX
+        if path.is_file():
+            try:
+                return json.loads(path.read_text())
+            except ValueError:
+                return {}
+        return {}
+
+    def bucket(self, key: BucketKey) -> Bucket:
+        if key not in self.buckets:
+            self.buckets[key] = Bucket(key, new=key.id not in self.known)
+        return self.buckets[key]
+
+    def runner(self, spec: str):
+        from campaign.triage.reduction import BackendRunner
+
+        if spec not in self.runners:
+            self.runners[spec] = BackendRunner(spec, timeout_s=self.cfg.timeout_s)
+        return self.runners[spec]
+
+    def close(self) -> None:
+        for r in self.runners.values():
+            r.close()
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    # ---- reducing --------------------------------------------------------------------------
+    def reduce(self, finding_dir: str):
+        """Reduce the finding in `finding_dir` (relative to the output dir); None when it has
+        no graph or the budget is spent."""
+        from campaign.triage.reduction import Reduction, load_finding, reduce_finding
+
+        case = load_finding(self.out / finding_dir)
+        if case is None:
+            return None
+        left = self.time_left()
+        if left <= 0:
+            return None
+        self.log(f"triage: reducing {finding_dir} ({case.graph.num_insts()} insts) on "
+                 f"{case.backend}")
+        t0 = time.monotonic()
+        try:
+            red = reduce_finding(case, self.runner(case.backend), self.cfg.max_tests,
+                                 min(self.cfg.max_seconds, left))
+        except Exception as e:  # a triage bug must not lose the campaign's results
+            import traceback
+
+            self.log(f"triage: reducing {finding_dir} failed: {type(e).__name__}: {e}")
+            red = Reduction(case, "error", case.graph, case.values, case.extra_sets,
+                            note=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        red.summary.setdefault("seconds", round(time.monotonic() - t0, 2))
+        self.reductions += 1
+        self.log(f"triage:   {red.status}: {red.original_insts} -> {red.reduced_insts} insts "
+                 f"in {time.monotonic() - t0:.1f} s")
+        return red
+
+    def offer(self, key: BucketKey, red) -> None:
+        """Keep `red` as the bucket's representative if it is the smallest so far."""
+        from ir.reduce import size_of
+
+        cur = self.best.get(key)
+        if cur is None or (red.status == "reduced" and (cur.status != "reduced" or
+                                                       size_of(red.graph) < size_of(cur.graph))):
+            self.best[key] = red
+
+    def index_entry(self, finding_dir: str, key: BucketKey, red) -> None:
+        self.index[finding_dir] = {
+            "bucket": key.id, "key": json.loads(key.text()), "status": red.status,
+            "original_insts": red.original_insts, "reduced_insts": red.reduced_insts,
+            "tests": red.summary.get("tests"), "seconds": red.summary.get("seconds")}
+
+    # ---- the passes ------------------------------------------------------------------------
+    def run(self, rows: list[dict[str, Any]]) -> None:
+        rows = sorted(rows, key=lambda r: (r.get("ts") is None, r.get("ts") or 0, r["test_id"]))
+        reducible = set(self.cfg.reduce_verdicts)
+        for row in rows:
+            if row["verdict"] != "mismatch":
+                self.bucket(crash_key(row)).add(row.get("ts"), row["test_id"],
+                                                row.get("finding_dir"))
+        self.mismatches([r for r in rows if r["verdict"] == "mismatch"], "mismatch" in reducible)
+        for key, b in list(self.buckets.items()):
+            if key.kind != "bug" or key.verdict == "mismatch":
+                continue
+            dirs = [d for _, _, d in sorted(b.members, key=lambda m: (m[0] is None, m[0] or 0))
+                    if d]
+            if not b.new or key.verdict not in reducible:
+                dirs = dirs[:1]  # no reduction: the first folder, as it is
+                for d in dirs:
+                    self.unreduced(key, d)
+                continue
+            for d in dirs[:max(self.cfg.reduce_first, 1)]:
+                red = self.cached(d) or self.reduce(d)
+                if red is None:
+                    self.unreduced(key, d)
+                    continue
+                if red.status == "reduced":
+                    self.index_entry(d, key, red)
+                self.offer(key, red)
+
+    def cached(self, finding_dir: str):
+        """A reduction done by an earlier triage of this output, rebuilt from its bug folder."""
+        entry = self.index.get(finding_dir)
+        if entry is None:
+            return None
+        folder = self.bugs_dir / entry["bucket"]
+        if not (folder / "graph.gir").is_file():
+            return None
+        from campaign.triage.reduction import Reduction, load_finding
+        from ir.text import load
+
+        case = load_finding(self.out / finding_dir)
+        if case is None:
+            return None
+        red = Reduction(case, "cached", load(folder / "graph.gir"), {}, [])
+        red.summary = {"tests": entry.get("tests"), "seconds": entry.get("seconds")}
+        return red
+
+    def unreduced(self, key: BucketKey, finding_dir: str) -> None:
+        from campaign.triage.reduction import Reduction, load_finding
+
+        if key in self.best:
+            return
+        case = load_finding(self.out / finding_dir)
+        if case is not None:
+            self.best[key] = Reduction(case, "not reduced", case.graph, case.values,
+                                       case.extra_sets)
+
+    def mismatches(self, rows: list[dict[str, Any]], reduce: bool) -> None:
+        per_backend: dict[str, int] = {}
+        rest = []
+        for row in rows:
+            d = row.get("finding_dir")
+            n = per_backend.get(row["backend"], 0)
+            red = None
+            if d and reduce and n < self.cfg.reduce_mismatches:
+                entry = self.index.get(d)
+                if entry is not None and entry.get("key", [None] * 6)[5]:
+                    key = BucketKey(*entry["key"])
+                    self.bucket(key).add(row.get("ts"), row["test_id"], d)
+                    red = self.cached(d)
+                    if red is not None:
+                        self.offer(key, red)
+                        per_backend[row["backend"]] = n + 1
+                        continue
+                red = self.reduce(d)
+            if red is None or red.status == "error":
+                rest.append(row)
+                continue
+            per_backend[row["backend"]] = n + 1
+            target = row.get("target") or ""
+            key = mismatch_key(row["backend"], target, red.graph)
+            b = self.bucket(key)
+            b.add(row.get("ts"), row["test_id"], d)
+            if red.status != "reduced":
+                b.note = f"mismatch {red.status}: {red.note}"[:500]
+            else:
+                self.index_entry(d, key, red)
+            self.offer(key, red)
+        for row in rest:
+            ops = set(row.get("ops") or [])
+            fits = [k for k in self.buckets if k.verdict == "mismatch" and k.backend == row["backend"]
+                    and k.pattern not in (None, UNREDUCED) and pattern_ops(k.pattern) <= ops]
+            if fits:
+                key = max(fits, key=lambda k: (len(pattern_ops(k.pattern)), -len(k.pattern)))
+            else:
+                key = BucketKey(row["backend"], row.get("target") or "", "mismatch", "compare",
+                                None, UNREDUCED)
+            self.bucket(key).add(row.get("ts"), row["test_id"], row.get("finding_dir"))
+            if row.get("finding_dir") and key.pattern == UNREDUCED:
+                self.unreduced(key, row["finding_dir"])
+
+    # ---- writing ---------------------------------------------------------------------------
+    def write(self) -> Path:
+        from campaign.triage.repro import check_repro, write_bug_folder
+
+        self.bugs_dir.mkdir(parents=True, exist_ok=True)
+        for key, red in self.best.items():
+            b = self.buckets[key]
+            b.original_insts = red.original_insts
+            b.reduced_insts = red.reduced_insts if red.status in ("reduced", "cached") else None
+            b.reduction_tests = red.summary.get("tests")
+            b.reduction_s = red.summary.get("seconds")
+            if red.status not in ("reduced", "cached") and not b.note:
+                b.note = f"{red.status}: {red.note}"[:500] if red.note else red.status
+            dest = self.bugs_dir / key.id
+            b.artifact_path = dest.relative_to(self.out).as_posix()
+            if red.status == "cached":
+                info = dest / "info.json"
+                if info.is_file():
+                    b.repro = json.loads(info.read_text()).get("repro")
+                continue
+            fields = json.loads(key.text())
+            key_fields = dict(zip(("backend", "target", "verdict", "stage", "error_sig",
+                                   "pattern"), fields))
+            try:
+                written = write_bug_folder(dest, key.backend, key.id, key_fields, red,
+                                           red.case.seed)
+            except Exception as e:
+                b.note = f"writing the bug folder failed: {type(e).__name__}: {e}"[:500]
+                self.log(f"triage: {b.note}")
+                continue
+            if not written.get("repro"):
+                b.repro = "none"
+                if written.get("codegen_error"):
+                    b.note = f"no repro.py: {written['codegen_error']}"[:500]
+            elif self.cfg.check_repro and key.kind == "bug":
+                error_class = (red.row or {}).get("error_class") if red.row else None
+                outcome, tail = check_repro(dest, key.verdict, error_class,
+                                            self.cfg.repro_timeout_s)
+                b.repro = outcome
+                if outcome != "reproduced":
+                    self.log(f"triage: repro of {key.id}: {outcome}\n{tail}")
+            info_path = dest / "info.json"
+            if info_path.is_file():
+                info = json.loads(info_path.read_text())
+                info["repro"] = b.repro
+                info_path.write_text(json.dumps(info, indent=2, default=str) + "\n")
+        (self.bugs_dir / INDEX).write_text(json.dumps(self.index, indent=2) + "\n")
+        return write_bugs_table(self.out / BUGS_FILE, list(self.buckets.values()))
+
+
+def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Optional[Path] = None,
+           log: Callable[[str], None] = print) -> TriageReport:
+    """Triage a campaign output dir, a findings dir, or one finding folder (module doc)."""
+    path = Path(path)
+    t0 = time.monotonic()
+    if (path / "graph.gir").is_file() or (path / "info.json").is_file():
+        return _triage_one(path, cfg, out, log)
+    if (path / "results").is_dir():
+        out_dir, rows = path, _rows_from_results(path)
+        if not rows and (path / "findings").is_dir():
+            rows = _rows_from_folders(path / "findings", path)
+    elif (path / "findings").is_dir():
+        out_dir, rows = path, _rows_from_folders(path / "findings", path)
+    else:  # a findings dir itself
+        out_dir, rows = path.parent, _rows_from_folders(path, path.parent)
+    out_dir = Path(out) if out is not None else out_dir
+    t = _Triage(out_dir, cfg, log)
+    try:
+        t.run(rows)
+        table = t.write()
+    finally:
+        t.close()
+    return TriageReport(out_dir, list(t.buckets.values()), table, t.reductions,
+                        time.monotonic() - t0)
+
+
+def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
+                log: Callable[[str], None]) -> TriageReport:
+    """One finding folder: reduce it and write its bug folder (and a one-row bugs table)."""
+    from campaign.triage.reduction import load_finding
+
+    t0 = time.monotonic()
+    out_dir = Path(out) if out is not None else folder / "reduced"
+    case = load_finding(folder)
+    if case is None:
+        raise ValueError(f"{folder}: no graph.gir/inputs.npz to reduce")
+    t = _Triage(out_dir, cfg, log)
+    t.deadline = time.monotonic() + max(cfg.max_seconds, _budget_seconds(cfg.budget))
+    try:
+        from campaign.triage.reduction import reduce_finding
+
+        red = reduce_finding(case, t.runner(case.backend), cfg.max_tests, cfg.max_seconds,
+                             log=lambda s: log(f"  {s}"))
+        t.reductions += 1
+        row = {"test_id": case.test_id, "backend": case.backend,
+               "target": case.info.get("target") or "", "verdict": case.verdict,
+               "stage": case.info.get("stage"), "error_sig": case.info.get("error_sig")}
+        if case.verdict == "mismatch":
+            key = (mismatch_key(case.backend, row["target"], red.graph)
+                   if red.status == "reduced" else crash_key(row))
+        else:
+            key = crash_key(row)
+        t.bucket(key).add(None, case.test_id, str(folder))
+        t.best[key] = red
+        table = t.write()
+    finally:
+        t.close()
+    return TriageReport(out_dir, list(t.buckets.values()), table, t.reductions,
+                        time.monotonic() - t0)
+
+
+def triage_campaign(out_dir: Path, cfg: TriageConfig, log: Callable[[str], None] = print
+                    ) -> Optional[TriageReport]:
+    """The triage a campaign runs when it ends (`cfg.enabled`); never raises: a triage failure
+    is logged, the campaign's results stay as they are."""
+    if not cfg.enabled:
+        return None
+    try:
+        report = triage(out_dir, cfg, log=log)
+    except Exception as e:
+        import traceback
+
+        log(f"triage failed: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        return None
+    log(report.text())
+    return report

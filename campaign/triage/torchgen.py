@@ -1,0 +1,456 @@
+"""GraphIR -> readable, standalone torch source: a `Model(torch.nn.Module)` whose `forward` is
+straight-line torch code (no dynsmith import), for the reproducers of torch-based backends.
+
+How: each instruction's torch materializer (`Op.torch`) runs once on example tensors of its
+operand types under a `TorchFunctionMode` that records the torch calls it makes (only the
+outermost ones: torch disables a mode inside its own handler). Op materializers depend on
+types, never on values, so the recording is the op's code for every input of these types; it
+is printed as calls on named values (`v3 = torch.nn.functional.gelu(v2)`). Python-level
+arithmetic on shapes is already folded into the recorded arguments.
+
+Control flow is emitted the way `ir/ops/control.py` runs it, per dialect:
+  - `python`: a plain `if bool(pred):`, `for i in range(int(trip)):`, and a `for` over the
+    scanned axis with `torch.stack` of the per-step outputs;
+  - `hop`: `torch.cond`, `torch.while_loop` (the counter carried) and torch's `scan`
+    higher-order op, with nested functions for the bodies and the same copies at the
+    boundaries as the interpreter (`.clone(memory_format=torch.contiguous_format)`).
+
+`torch_source(graph, dialect)` returns the module's source; `check_source` runs it against
+the interpreter (`ir.to_torch`) so a reproducer is only written from code that computes the
+same thing.
+"""
+from __future__ import annotations
+
+import keyword
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from ir.graph import Graph, Inst
+from ir.types import TensorType
+
+
+class CodegenError(RuntimeError):
+    """The graph uses something the generator cannot print as torch code."""
+
+
+_BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/",
+           "__floordiv__": "//", "__mod__": "%", "__pow__": "**", "__matmul__": "@",
+           "__and__": "&", "__or__": "|", "__xor__": "^", "__lt__": "<", "__le__": "<=",
+           "__gt__": ">", "__ge__": ">=", "__eq__": "==", "__ne__": "!=",
+           "__lshift__": "<<", "__rshift__": ">>"}
+_REVERSED = {"__radd__": "+", "__rsub__": "-", "__rmul__": "*", "__rtruediv__": "/",
+             "__rfloordiv__": "//", "__rmod__": "%", "__rpow__": "**", "__rmatmul__": "@",
+             "__rand__": "&", "__ror__": "|", "__rxor__": "^"}
+_UNARY = {"__neg__": "-", "__invert__": "~", "__pos__": "+", "__abs__": "abs"}
+
+_names: dict[int, str] | None = None
+
+
+def _function_names() -> dict[int, str]:
+    """id(torch function object) -> how generated code calls it."""
+    global _names
+    if _names is None:
+        import torch
+        import torch.nn.functional as F
+
+        names: dict[int, str] = {}
+        for prefix, mod in (("torch.special", torch.special), ("torch.linalg", torch.linalg),
+                            ("torch.fft", torch.fft), ("torch", torch),
+                            ("torch.nn.functional", F)):
+            for attr in dir(mod):
+                if attr.startswith("__"):
+                    continue
+                try:
+                    obj = getattr(mod, attr)
+                except Exception:
+                    continue
+                if callable(obj):
+                    names[id(obj)] = f"{prefix}.{attr}"
+        _names = names
+    return _names
+
+
+def _tensor_methods() -> dict[int, str]:
+    import torch
+
+    out = {}
+    for attr in dir(torch.Tensor):
+        try:
+            obj = getattr(torch.Tensor, attr)
+        except Exception:
+            continue
+        if callable(obj):
+            out[id(obj)] = attr
+    return out
+
+
+_methods: dict[int, str] | None = None
+
+
+def py_name(name: str) -> str:
+    """A GraphIR value name as a Python identifier."""
+    s = name if name.isidentifier() and not keyword.iskeyword(name) else f"_{name}"
+    return s if s.isidentifier() else "_" + "".join(c if c.isalnum() else "_" for c in name)
+
+
+def _example(t: TensorType):
+    import torch
+
+    shape = tuple(int(d) for d in t.shape)
+    dt = t.dtype.torch
+    if t.dtype.is_float:
+        return torch.rand(shape, dtype=torch.float64).to(dt) + 0.5
+    if t.dtype.is_int:
+        return torch.ones(shape, dtype=dt)
+    return torch.ones(shape, dtype=torch.bool)
+
+
+class _Emitter:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.tmp = 0
+        self.uses_fresh = False
+        self.uses_scan = False
+
+    def fresh(self, prefix: str = "t") -> str:
+        self.tmp += 1
+        return f"_{prefix}{self.tmp}"
+
+
+def _literal(v: Any, names: dict[int, str], consts: Callable[[Any], str]) -> str:
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        if id(v) in names:
+            return names[id(v)]
+        return consts(v)
+    if v is None or isinstance(v, (bool, str)):
+        return repr(v)
+    if isinstance(v, (int, np.integer)):
+        return repr(int(v))
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if math.isnan(f):
+            return "float('nan')"
+        if math.isinf(f):
+            return "float('inf')" if f > 0 else "float('-inf')"
+        return repr(f)
+    if isinstance(v, torch.Size):
+        return repr(tuple(v))
+    if isinstance(v, tuple):
+        items = [_literal(x, names, consts) for x in v]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(v, list):
+        return "[" + ", ".join(_literal(x, names, consts) for x in v) + "]"
+    if isinstance(v, slice):
+        return (f"slice({_literal(v.start, names, consts)}, {_literal(v.stop, names, consts)}, "
+                f"{_literal(v.step, names, consts)})")
+    if v is Ellipsis:
+        return "..."
+    if isinstance(v, torch.dtype):
+        return str(v)
+    if isinstance(v, torch.device):
+        return f"torch.device({str(v)!r})"
+    if isinstance(v, (torch.memory_format, torch.layout)):
+        return str(v)
+    raise CodegenError(f"cannot print argument {v!r} ({type(v).__name__})")
+
+
+def _index(v: Any, names, consts) -> str:
+    """An indexing expression as Python subscript syntax (`:, 1:5:2`)."""
+    def one(x):
+        if isinstance(x, slice):
+            parts = ["" if p is None else _literal(p, names, consts) for p in (x.start, x.stop)]
+            s = ":".join(parts)
+            return s + (f":{_literal(x.step, names, consts)}" if x.step is not None else "")
+        return _literal(x, names, consts)
+
+    if isinstance(v, tuple):
+        return ", ".join(one(x) for x in v) + ("," if len(v) == 1 else "")
+    return one(v)
+
+
+def _record(inst: Inst, args: list) -> tuple[list, Any]:
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    calls: list = []
+
+    class Recorder(TorchFunctionMode):
+        def __torch_function__(self, func, types, fargs=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*fargs, **kwargs)
+            calls.append((func, fargs, kwargs, out))
+            return out
+
+    with torch.no_grad(), Recorder():
+        res = inst.op.torch(*args)
+    return calls, res
+
+
+def _tensors_in(out) -> list:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for x in out for t in _tensors_in(x)]
+    return []
+
+
+def _emit_plain(inst: Inst, arg_exprs: list[str], types: list[TensorType], em: _Emitter,
+                indent: str, keep: list) -> list[str]:
+    """Lines computing `inst` from the named operands; returns the result expressions."""
+    import torch
+
+    global _methods
+    if _methods is None:
+        _methods = _tensor_methods()
+    examples = [_example(t) for t in types]
+    keep.extend(examples)
+    calls, res = _record(inst, examples)
+    keep.append((calls, res))
+    names: dict[int, str] = {id(x): e for x, e in zip(examples, arg_exprs)}
+    fnames = _function_names()
+
+    def const(t: torch.Tensor) -> str:
+        if t.numel() > 4096:
+            raise CodegenError(f"{inst.op.name}: a tensor constant of {t.numel()} elements")
+        name = em.fresh("c")
+        data = t.detach().cpu()
+        em.lines.append(f"{indent}{name} = torch.tensor({data.tolist()!r}, dtype={data.dtype})")
+        names[id(t)] = name
+        return name
+
+    for func, fargs, kwargs, out in calls:
+        outs = _tensors_in(out)
+        if not outs:
+            continue  # shape queries and the like: their values are folded into later calls
+        lit = lambda v: _literal(v, names, const)  # noqa: E731
+        fname = getattr(func, "__name__", "")
+        mname = _methods.get(id(func))
+        recv = fargs[0] if fargs else None
+        if fname == "__getitem__" and isinstance(recv, torch.Tensor):
+            expr = f"{lit(recv)}[{_index(fargs[1], names, const)}]"
+        elif fname in _BINARY and len(fargs) == 2:
+            expr = f"({lit(fargs[0])} {_BINARY[fname]} {lit(fargs[1])})"
+        elif fname in _REVERSED and len(fargs) == 2:
+            expr = f"({lit(fargs[1])} {_REVERSED[fname]} {lit(fargs[0])})"
+        elif fname in _UNARY and len(fargs) == 1:
+            op = _UNARY[fname]
+            expr = f"abs({lit(fargs[0])})" if op == "abs" else f"({op}{lit(fargs[0])})"
+        else:
+            pieces = None
+            if id(func) in fnames:
+                callee, rest = fnames[id(func)], list(fargs)
+            elif mname is not None and isinstance(recv, torch.Tensor):
+                callee, rest = f"{lit(recv)}.{mname}", list(fargs[1:])
+            else:
+                raise CodegenError(f"{inst.op.name}: cannot name torch function {func!r}")
+            pieces = [lit(a) for a in rest] + [f"{k}={lit(v)}" for k, v in kwargs.items()]
+            expr = f"{callee}({', '.join(pieces)})"
+        if isinstance(out, torch.Tensor):
+            name = em.fresh()
+            em.lines.append(f"{indent}{name} = {expr}")
+            names[id(out)] = name
+        else:
+            name = em.fresh()
+            em.lines.append(f"{indent}{name} = {expr}")
+            for k, t in enumerate(out):
+                if isinstance(t, torch.Tensor):
+                    names[id(t)] = f"{name}[{k}]"
+    results = [res] if len(inst.results) == 1 else list(res)
+    exprs = []
+    for t in results:
+        if id(t) not in names:
+            raise CodegenError(f"{inst.op.name}: a result the recorded calls did not make")
+        exprs.append(names[id(t)])
+    return exprs
+
+
+def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[str, str],
+                 keep: list) -> list[str]:
+    """Emit the instructions of `g` (its inputs already bound in `env`); returns the output
+    expressions."""
+    types = g.types()
+    for inst in g.insts:
+        args = [env[a] for a in inst.args]
+        if inst.blocks:
+            outs = _emit_control(inst, args, [types[a] for a in inst.args], em, indent, dialect,
+                                 keep)
+        else:
+            outs = _emit_plain(inst, args, [types[a] for a in inst.args], em, indent, keep)
+        for r, expr in zip(inst.results, outs):
+            name = py_name(r.name)
+            em.lines.append(f"{indent}{name} = {expr}")
+            env[r.name] = name
+    return [env[o] for o in g.outputs]
+
+
+def _bind(body: Graph, exprs: list[str], em: _Emitter, indent: str) -> dict[str, str]:
+    env = {}
+    for v, e in zip(body.inputs, exprs):
+        em.lines.append(f"{indent}{py_name(v.name)} = {e}")
+        env[v.name] = py_name(v.name)
+    return env
+
+
+def _tuple(items: list[str]) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+                  keep: list) -> list[str]:
+    name = inst.op.name
+    n = len(inst.results)
+    res = [em.fresh("r") for _ in range(n)]
+    ind2 = indent + "    "
+    if name == "if" and dialect == "python":
+        pred, *ops = args
+        em.lines.append(f"{indent}if bool({pred}):")
+        for k, body in enumerate(inst.blocks):
+            if k == 1:
+                em.lines.append(f"{indent}else:")
+            env = _bind(body, ops, em, ind2)
+            outs = _graph_lines(body, em, ind2, dialect, env, keep)
+            em.lines.append(f"{ind2}{', '.join(res)}{',' if n == 1 else ''} = {_tuple(outs)}")
+        return res
+    if name == "if":
+        pred, *ops = args
+        fns = []
+        for k, body in enumerate(inst.blocks):
+            fn = em.fresh("then" if k == 0 else "else")
+            params = [py_name(v.name) for v in body.inputs]
+            em.lines.append(f"{indent}def {fn}({', '.join(params)}):")
+            env = {v.name: py_name(v.name) for v in body.inputs}
+            outs = _graph_lines(body, em, ind2, dialect, env, keep)
+            em.lines.append(f"{ind2}return {_tuple([f'{o}.clone(memory_format=torch.contiguous_format)' for o in outs])}")
+            fns.append(fn)
+        fresh = _tuple([f"{a}.clone()" for a in ops])
+        out = em.fresh("cond")
+        em.lines.append(f"{indent}{out} = torch.cond({pred}, {fns[0]}, {fns[1]}, {fresh})")
+        return [f"{out}[{k}]" for k in range(n)]
+    if name == "loop" and dialect == "python":
+        trip, *carried = args
+        (body,) = inst.blocks
+        em.lines.append(f"{indent}{_tuple(res)} = {_tuple(carried)}")
+        i = em.fresh("i")
+        em.lines.append(f"{indent}for {i} in range(int({trip})):")
+        env = _bind(body, [f"torch.tensor({i}, dtype=torch.int64)", *res], em, ind2)
+        outs = _graph_lines(body, em, ind2, dialect, env, keep)
+        em.lines.append(f"{ind2}{_tuple(res)} = {_tuple(outs)}")
+        return res
+    if name == "loop":
+        trip, *carried = args
+        (body,) = inst.blocks
+        cond_fn, body_fn = em.fresh("cond_fn"), em.fresh("body_fn")
+        em.lines.append(f"{indent}def {cond_fn}(i, n, *vs):")
+        em.lines.append(f"{ind2}return i < n")
+        params = [py_name(v.name) for v in body.inputs[1:]]
+        em.lines.append(f"{indent}def {body_fn}(i, n, {', '.join(params)}):")
+        env = _bind(body, ["i"], em, ind2)
+        env.update({v.name: py_name(v.name) for v in body.inputs[1:]})
+        outs = _graph_lines(body, em, ind2, dialect, env, keep)
+        cl = [f"{o}.clone(memory_format=torch.contiguous_format)" for o in outs]
+        em.lines.append(f"{ind2}return (i + 1, n.clone(), {', '.join(cl)})")
+        em.uses_fresh = True
+        out = em.fresh("final")
+        em.lines.append(f"{indent}{out} = torch.while_loop({cond_fn}, {body_fn}, "
+                        f"(torch.zeros((), dtype=torch.int64), {trip}.clone(), "
+                        f"*_fresh({_tuple(carried)})))")
+        return [f"{out}[{k + 2}]" for k in range(n)]
+    if name == "scan":
+        nc = inst.op.num_carries
+        reverse = bool(inst.op.reverse)
+        carries, xs = args[:nc], args[nc:]
+        (body,) = inst.blocks
+        n_ys = len(body.outputs) - nc
+        if dialect == "python":
+            c = [em.fresh("carry") for _ in carries]
+            steps = em.fresh("steps")
+            em.lines.append(f"{indent}{_tuple(c)} = {_tuple(carries)}")
+            em.lines.append(f"{indent}{steps} = []")
+            t = em.fresh("t")
+            length = int(types[nc].shape[0])
+            order = f"range({length - 1}, -1, -1)" if reverse else f"range({length})"
+            em.lines.append(f"{indent}for {t} in {order}:")
+            env = _bind(body, [*c, *(f"{x}[{t}]" for x in xs)], em, ind2)
+            outs = _graph_lines(body, em, ind2, dialect, env, keep)
+            em.lines.append(f"{ind2}{_tuple(c)} = {_tuple(outs[:nc])}")
+            em.lines.append(f"{ind2}{steps}.append({_tuple(outs[nc:])})")
+            if reverse:
+                em.lines.append(f"{indent}{steps}.reverse()")
+            ys = [f"torch.stack([s[{k}] for s in {steps}])" for k in range(n_ys)]
+            return [*c, *ys]
+        em.uses_fresh = em.uses_scan = True
+        fn = em.fresh("combine")
+        em.lines.append(f"{indent}def {fn}(carry, x):")
+        env = _bind(body, [f"carry[{k}]" for k in range(nc)] + [f"x[{k}]" for k in range(len(xs))],
+                    em, ind2)
+        outs = _graph_lines(body, em, ind2, dialect, env, keep)
+        em.lines.append(f"{ind2}return _fresh({_tuple(outs[:nc])}), _fresh({_tuple(outs[nc:])})")
+        final, ys = em.fresh("final"), em.fresh("ys")
+        em.lines.append(f"{indent}{final}, {ys} = scan({fn}, _fresh({_tuple(carries)}), "
+                        f"_fresh({_tuple(xs)}), dim=0, reverse={reverse})")
+        return [f"{final}[{k}]" for k in range(nc)] + [f"{ys}[{k}]" for k in range(n_ys)]
+    raise CodegenError(f"no torch code generator for control-flow op {name!r}")
+
+
+def torch_source(g: Graph, dialect: str = "python") -> str:
+    """Python source defining `Model(params)`: an `nn.Module` whose buffers are the params
+    (`p_<name>`, like `ir.to_torch.GraphModule`) and whose forward takes the graph inputs in
+    order and returns the tuple of the outputs. Raises CodegenError."""
+    keep: list = []  # keeps recorded tensors alive: their ids name them
+    em = _Emitter()
+    env = {v.name: py_name(v.name) for v in g.inputs}
+    ind = "        "
+    for p in g.params:
+        em.lines.append(f"{ind}{py_name(p.name)} = self.p_{p.name}")
+        env[p.name] = py_name(p.name)
+    outs = _graph_lines(g, em, ind, dialect, env, keep)
+    em.lines.append(f"{ind}return {_tuple(outs)}")
+    head = ["import torch"]
+    if em.uses_scan:
+        head.append("from torch._higher_order_ops.scan import scan")
+    head.append("")
+    if em.uses_fresh:
+        head += ["", "def _fresh(ts):",
+                 "    return tuple(t.clone(memory_format=torch.contiguous_format) for t in ts)", ""]
+    inputs = ", ".join(py_name(v.name) for v in g.inputs)
+    cls = ["", "class Model(torch.nn.Module):",
+           f'    """The graph as plain torch code ({dialect} control flow)."""', "",
+           "    def __init__(self, params):",
+           "        super().__init__()",
+           "        for name, value in params.items():",
+           "            self.register_buffer(f\"p_{name}\", torch.from_numpy(value))", "",
+           f"    def forward(self{', ' if inputs else ''}{inputs}):"]
+    return "\n".join(head + cls + em.lines) + "\n"
+
+
+def check_source(src: str, g: Graph, values: dict[str, np.ndarray]) -> str | None:
+    """Run the generated module (python dialect semantics) and the interpreter on `values`;
+    None when they agree, else what differs."""
+    import torch
+
+    from ir.to_torch import GraphModule
+
+    ns: dict[str, Any] = {}
+    try:
+        exec(compile(src, "<generated>", "exec"), ns)
+        params = {p.name: np.array(values[p.name], order="C", copy=True) for p in g.params}
+        model = ns["Model"](params)
+        xs = [torch.from_numpy(np.array(values[v.name], order="C", copy=True)) for v in g.inputs]
+        with torch.no_grad():
+            got = model(*xs)
+            want = GraphModule(g, params).eval()(*xs)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    for k, (a, b) in enumerate(zip(got, want)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"output {k}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
+        if not torch.equal(a, b) and not torch.allclose(a.double(), b.double(), rtol=1e-6,
+                                                        atol=1e-7, equal_nan=True):
+            return f"output {k}: values differ"
+    return None
