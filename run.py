@@ -1,8 +1,9 @@
 """Run a fuzzing campaign: `python run.py [campaign=cpu_ort] [campaign.budget=30s] [...]`.
-Report on campaigns: `python run.py report runs/cpu_ort [-o report.html]` (docs/report.md).
 
 Config: conf/config.yaml on the schema in campaign/config.py. Output: results/ (Parquet),
-findings/, config.yaml and summary.json in `output.dir`, by default the Hydra run dir.
+findings/, config.yaml and summary.json in `output.dir`, by default the Hydra run dir (one per
+job of a `-m` sweep). Exit status: 0 done, 2 config or cluster error, 130 interrupted (Ctrl-C:
+results flushed, summary printed).
 """
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ def main(cfg: DictConfig) -> None:
     try:
         conf = to_config(cfg)
         validate(conf)  # before the slow imports below, so a bad value fails at once
+        if conf.campaign.resume and not conf.output.dir:
+            raise ConfigError("campaign.resume=true: set output.dir to the output directory of "
+                              "the run to continue")
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -39,8 +43,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["report"]:  # python run.py report DIR... (the dashboard; no Hydra)
-        from campaign.report.cli import main as report_main
-
-        sys.exit(report_main(sys.argv[2:]))
     main()

@@ -26,8 +26,9 @@ class ConfigError(ValueError):
 @dataclass
 class BackendOptions:
     """How one backend is scheduled: `campaign.backend_options.<spec>` (the spec as written in
-    `campaign.backends`; add one on the command line with
-    `+campaign.backend_options.tvm.rate=0.2`)."""
+    `campaign.backends`). On the command line, change one a preset has with
+    `campaign.backend_options.ort.rate=0.2`; add one with
+    `'+campaign.backend_options={tvm: {rate: 0.2}}'` (merged with the preset's)."""
 
     #: evaluation actors of this backend (None: `campaign.workers`)
     actors: Optional[int] = None

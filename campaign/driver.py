@@ -260,7 +260,10 @@ def _join(address: str, temp_dir: Optional[str]) -> None:
     from ray._private.services import canonicalize_bootstrap_address
     from ray.exceptions import AuthenticationError
 
-    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if "RAY_AUTH_MODE" not in os.environ:  # an explicit choice (e.g. disabled) is kept
+        from ray._private.authentication.authentication_token_setup import _enable_token_auth
+
+        _enable_token_auth()  # this process and its children, as `ray.init()` of a new cluster
     try:
         gcs = canonicalize_bootstrap_address(address)
     except Exception as e:
@@ -273,6 +276,12 @@ def _join(address: str, temp_dir: Optional[str]) -> None:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as e:
         raise CampaignError(f"ray.address={address}: nothing answers at {gcs} ({e})") from None
+    from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
+
+    if (get_authentication_mode() == AuthenticationMode.TOKEN
+            and not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)):
+        raise CampaignError(f"ray.address={address}: token authentication is on but this "
+                            f"driver has no token: {_auth_hint()}")
     try:
         from ray._raylet import GcsClient
 
@@ -432,6 +441,8 @@ class _Pool:
         waiting on every actor, or `campaign.queue_s` seconds of its work if more (so an actor
         being replaced does not make tests skip a backend that keeps up), up to MAX_QUEUE."""
         calls = self.n * (self.camp.c.in_flight_per_worker + 1) * self.batch()
+        if self.stage == GEN:  # generation makes tests on demand: no queue beyond its calls
+            return calls
         work = self.n * self.camp.c.queue_s / self.per_item_s if self.per_item_s else 0.0
         return max(calls, min(MAX_QUEUE, int(work)))
 
