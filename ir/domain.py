@@ -8,7 +8,7 @@ zero, (2) every float result is finite and (3) every int result satisfies
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 import torch
@@ -18,7 +18,9 @@ from ir.graph import Graph
 
 @dataclass
 class Violation:
-    index: int  #: instruction index at the top level
+    #: instruction index at the top level (for a violation inside a body: the top-level
+    #: control-flow instruction holding it; the message names the inner instruction)
+    index: int
     message: str
     #: differentiable violation measures (sum > 0), or empty when not differentiable
     penalties: list[torch.Tensor]
@@ -46,7 +48,8 @@ class _Invalid(Exception):
 
 def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str) -> None:
     """Evaluate `g` into `values`, raising _Invalid at the first invalid instruction. Bodies of
-    control-flow instructions are run (as the op decides) through the same checks."""
+    control-flow instructions (if, loop, scan; nested ones too) are run, as the op decides (its
+    "python" dialect: once, per trip, per step), through the same checks."""
     for index, inst in enumerate(g.insts):
         label = f"{where}inst {index} ({inst.op.name})"
         args = [values[a] for a in inst.args]
@@ -54,9 +57,12 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str) -> None:
         if penalties:
             raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain", penalties))
 
-        def run_block(body: Graph, body_args, label=label) -> list[torch.Tensor]:
+        def run_block(body: Graph, body_args, label=label, index=index) -> list[torch.Tensor]:
             inner = {v.name: t for v, t in zip(body.inputs, body_args)}
-            _run_checked(body, inner, f"{label} > {body.name}: ")
+            try:
+                _run_checked(body, inner, f"{label} > {body.name}: ")
+            except _Invalid as e:  # a violation inside a body is this instruction's, at this level
+                raise _Invalid(replace(e.violation, index=index)) from None
             return [inner[o] for o in body.outputs]
 
         res = inst.op.torch_call(args, inst.blocks, run_block)

@@ -49,9 +49,14 @@ class GenConfig:
     dim_hint: int = 8
     #: chance that a new placeholder for an operand that may be either becomes a param
     param_rate: float = 0.5
-    #: chance that a generation step tries an `if` / a `loop` (control flow) instead of a plain op
+    #: chance that a generation step tries an `if` / a `loop` / a `scan` (control flow) instead
+    #: of a plain op; inside bodies, the chance per chain step of a nested one
     p_if: float = 0.0
     p_loop: float = 0.0
+    p_scan: float = 0.0
+    #: deepest nesting of control-flow bodies (`Graph.max_depth`): 1 = bodies hold no control
+    #: flow, 2 = one level of if/loop/scan inside bodies, ...
+    max_depth: int = 1
     #: longest op chain per output in a generated body
     body_nodes: int = 3
     #: op signatures never to generate, as `signature_key`s (e.g. "avgpool2d(f64)->f64");
@@ -315,16 +320,17 @@ def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
     attempts = 0
     while len(b.insts) < cfg.nodes and attempts < 20 * cfg.nodes + 40:
         attempts += 1
-        roll = rng.random() if cfg.p_if or cfg.p_loop else 1.0
-        if roll < cfg.p_if + cfg.p_loop:
-            from ir.gen_control import try_if, try_loop
+        roll = rng.random() if cfg.p_if or cfg.p_loop or cfg.p_scan else 1.0
+        if roll < cfg.p_if + cfg.p_loop + cfg.p_scan:
+            from ir.gen_control import try_control
 
-            placed = (try_if if roll < cfg.p_if else try_loop)(b, values, ops)
+            placed = try_control(b, values, ops, roll)
             if placed:
-                for inst in placed:
+                for inst in placed.insts:
                     b.insts.append(inst)
                     used.update(inst.args)
-                    values.extend(inst.results)
+                    values.extend(r for r in inst.results if r.name not in placed.quiet)
+                used.update(placed.quiet)  # pass-through results: not outputs
                 known = {v.name for v in values}
                 values.extend(v for v in (*b.inputs, *b.params) if v.name not in known)
             continue
