@@ -453,6 +453,48 @@ def _concretize_graph(g: Graph, model) -> Graph:
                  tuple(val(v) for v in g.params))
 
 
+def _solve(cons: list, dims: dict, attr_vars: list, mode: str, target, timeout_ms: int):
+    """A z3 model for `solve_shapes`, or None. z3's Optimize gives up on the nonlinear
+    constraints shapes bring (a reshape's element count), so this minimizes by iterating a
+    plain solver: `min` tightens the sum of the dims until it cannot; `one`/`half` first try
+    to keep every other dim and attribute, then the attributes only, then nothing."""
+    import z3
+
+    s = z3.Solver()
+    s.set("timeout", max(100, timeout_ms // 4))
+    for c in cons:
+        s.add(c)
+    for v, orig in dims.values():
+        s.add(v >= 1, v <= orig)
+    for v, orig in attr_vars:
+        s.add(v >= 0, v <= orig)
+    keep_attrs = [v == orig for v, orig in attr_vars]
+    if mode == "min":
+        total = z3.Sum([v for v, _ in dims.values()]) if dims else z3.IntVal(0)
+        model = None
+        for keep in (keep_attrs, []):
+            if s.check(*keep) == z3.sat:
+                model = s.model()
+                break
+        if model is None:
+            return None
+        for _ in range(16):
+            s.add(total < model.eval(total, model_completion=True))
+            if s.check() != z3.sat:
+                break
+            model = s.model()
+        return model
+    if target not in dims:
+        return None
+    v, orig = dims[target]
+    s.add(v == 1 if mode == "one" else v <= orig // 2)
+    keep_dims = [o == od for key, (o, od) in dims.items() if key != target]
+    for keep in (keep_dims + keep_attrs, keep_attrs, []):
+        if s.check(*keep) == z3.sat:
+            return s.model()
+    return None
+
+
 def solve_shapes(g: Graph, mode: str, target: tuple[str, int] | None = None,
                  timeout_ms: int = 3000) -> Graph | None:
     """Re-solve the dims of `g`'s inputs and params (and its size-like integer attributes) with
@@ -479,30 +521,8 @@ def solve_shapes(g: Graph, mode: str, target: tuple[str, int] | None = None,
         return None
     except Exception:
         return None
-    opt = z3.Optimize()
-    opt.set("timeout", timeout_ms)
-    for c in typer.cons:
-        opt.add(c)
-    for s, orig in dims.values():
-        opt.add(s >= 1, s <= orig)
-    for s, orig in typer.attr_vars:
-        opt.add(s >= 0, s <= orig)
-        opt.add_soft(s == orig, 1)
-    if mode == "min":
-        opt.minimize(z3.Sum([s for s, _ in dims.values()]) if dims else z3.IntVal(0))
-    else:
-        if target not in dims:
-            return None
-        s, orig = dims[target]
-        opt.add(s == 1 if mode == "one" else s <= orig // 2)
-        for key, (o, od) in dims.items():
-            if key != target:
-                opt.add_soft(o == od, 4)
-    try:
-        if opt.check() != z3.sat:
-            return None
-        model = opt.model()
-    except z3.Z3Exception:
+    model = _solve(typer.cons, dims, typer.attr_vars, mode, target, timeout_ms)
+    if model is None:
         return None
     try:
         return _concretize_graph(sym, model)

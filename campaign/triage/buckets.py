@@ -10,8 +10,9 @@ A *bucket* is one presumed bug. Its key:
 The bucket id (a folder name) is `<backend>-<verdict>-<10 hex of SHA-1 over the key>`.
 
 The `bugs` table (`<out>/bugs.parquet`, schema `BUGS_SCHEMA`) has one row per bucket: its key,
-first seen, count of result rows, example test ids, the artifact folder, and the reduction and
-reproducer outcome.
+first seen, count of result rows, example test ids, the artifact folder (relative to the output
+dir), sizes before and after reduction, `repro` (the repro.py path) and `repro_status` (how it
+fared when run fresh: reproduced, not reproduced, different failure, error, none).
 """
 from __future__ import annotations
 
@@ -119,7 +120,10 @@ class Bucket:
     reduced_insts: Optional[int] = None
     reduction_tests: Optional[int] = None
     reduction_s: Optional[float] = None
+    #: repro.py relative to the output dir, when one was written
     repro: Optional[str] = None
+    #: how the repro.py fared run fresh (`campaign.triage.repro.check_repro`)
+    repro_status: Optional[str] = None
     note: Optional[str] = None
 
     def add(self, ts: Any, test_id: str, finding_dir: Optional[str]) -> None:
@@ -141,7 +145,7 @@ class Bucket:
             "example_test_ids": self.examples(), "artifact_path": self.artifact_path,
             "original_insts": self.original_insts, "reduced_insts": self.reduced_insts,
             "reduction_tests": self.reduction_tests, "reduction_s": self.reduction_s,
-            "repro": self.repro, "note": self.note,
+            "repro": self.repro, "repro_status": self.repro_status, "note": self.note,
         }
 
 
@@ -153,7 +157,7 @@ BUGS_SCHEMA = pa.schema([
     ("example_test_ids", pa.list_(pa.string())), ("artifact_path", pa.string()),
     ("original_insts", pa.int32()), ("reduced_insts", pa.int32()),
     ("reduction_tests", pa.int32()), ("reduction_s", pa.float64()),
-    ("repro", pa.string()), ("note", pa.string()),
+    ("repro", pa.string()), ("repro_status", pa.string()), ("note", pa.string()),
 ])
 
 BUGS_FILE = "bugs.parquet"

@@ -52,7 +52,7 @@ class TriageReport:
             size = (f"{b.original_insts}->{b.reduced_insts} insts"
                     if b.reduced_insts is not None else "not reduced")
             what = b.key.error_sig or b.key.pattern or ""
-            lines.append(f"  {b.key.id:<34} {b.count:>5}x  {size:<16} repro: {b.repro or '-':<17}"
+            lines.append(f"  {b.key.id:<34} {b.count:>5}x  {size:<16} repro: {b.repro_status or '-':<17}"
                          f" {what[:90]}")
         return "\n".join(lines)
 
@@ -316,7 +316,9 @@ class _Triage:
             if red.status == "cached":
                 info = dest / "info.json"
                 if info.is_file():
-                    b.repro = json.loads(info.read_text()).get("repro")
+                    b.repro_status = json.loads(info.read_text()).get("repro_status")
+                if (dest / "repro.py").is_file():
+                    b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
                 continue
             fields = json.loads(key.text())
             key_fields = dict(zip(("backend", "target", "verdict", "stage", "error_sig",
@@ -329,20 +331,22 @@ class _Triage:
                 self.log(f"triage: {b.note}")
                 continue
             if not written.get("repro"):
-                b.repro = "none"
+                b.repro_status = "none"
                 if written.get("codegen_error"):
                     b.note = f"no repro.py: {written['codegen_error']}"[:500]
-            elif self.cfg.check_repro and key.kind == "bug":
-                error_class = (red.row or {}).get("error_class") if red.row else None
-                outcome, tail = check_repro(dest, key.verdict, error_class,
-                                            self.cfg.repro_timeout_s)
-                b.repro = outcome
-                if outcome != "reproduced":
-                    self.log(f"triage: repro of {key.id}: {outcome}\n{tail}")
+            else:
+                b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
+                if self.cfg.check_repro and key.kind == "bug":
+                    error_class = (red.row or {}).get("error_class") if red.row else None
+                    outcome, tail = check_repro(dest, key.verdict, error_class,
+                                                self.cfg.repro_timeout_s)
+                    b.repro_status = outcome
+                    if outcome != "reproduced":
+                        self.log(f"triage: repro of {key.id}: {outcome}\n{tail}")
             info_path = dest / "info.json"
             if info_path.is_file():
                 info = json.loads(info_path.read_text())
-                info["repro"] = b.repro
+                info["repro_status"] = b.repro_status
                 info_path.write_text(json.dumps(info, indent=2, default=str) + "\n")
         (self.bugs_dir / INDEX).write_text(json.dumps(self.index, indent=2) + "\n")
         return write_bugs_table(self.out / BUGS_FILE, list(self.buckets.values()))

@@ -1,0 +1,117 @@
+"""Test doubles for the triage: backends with an injected bug, loaded by dotted path
+(`buggy_backends:WrongOnOp?op=atan`; this directory is on sys.path under pytest, and on
+PYTHONPATH for the injected-bug campaign, see docs/triage.md). Not product code.
+
+- `WrongOnOp(op)`: the reference's answer, except that every result of op `op` (nested ones
+  too) is wrong: floats x -> 1.5x + 1, ints +1, bools negated.
+- `CrashOnPattern(producer, consumer)`: raises at compile when an instruction of op `consumer`
+  reads a result of op `producer` (at any nesting level); the message carries value names and
+  shapes, which the signature normalizes away.
+- `SegfaultOnOp(op)`: a SIGSEGV at compile when the graph contains op `op`.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import torch
+
+from campaign.artifacts import Materialized
+from campaign.backends import Backend, BackendResult
+from campaign.verdict import Stage
+from ir.graph import Graph
+
+
+def _perturb(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype == torch.bool:
+        return ~t
+    if t.dtype.is_floating_point:
+        return t * 1.5 + 1
+    return t + 1
+
+
+def evaluate(g: Graph, env: dict, wrong_op: str | None = None) -> dict:
+    """The reference interpreter (python dialect), with `wrong_op`'s results perturbed."""
+    env = dict(env)
+
+    def run_block(body: Graph, args) -> list:
+        vals = evaluate(body, {v.name: t for v, t in zip(body.inputs, args)}, wrong_op)
+        return [vals[o] for o in body.outputs]
+
+    for inst in g.insts:
+        res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block, "python")
+        res = (res,) if len(inst.results) == 1 else tuple(res)
+        if inst.op.name == wrong_op:
+            res = tuple(_perturb(t) for t in res)
+        for r, t in zip(inst.results, res):
+            env[r.name] = t
+    return env
+
+
+def outputs(m: Materialized, wrong_op: str | None = None) -> list[np.ndarray]:
+    g = m.tc.graph
+    outs = []
+    for values in m.tc.value_sets():
+        env = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in values.items()}
+        with torch.no_grad():
+            env = evaluate(g, env, wrong_op)
+        outs += [env[o].numpy() for o in g.outputs]
+    return outs
+
+
+def find_pattern(g: Graph, producer: str, consumer: str) -> str | None:
+    """A consumer instruction reading a producer's result, as text; None if there is none."""
+    made = {r.name: inst for inst in g.insts if inst.op.name == producer for r in inst.results}
+    for inst in g.insts:
+        if inst.op.name == consumer:
+            for a in inst.args:
+                if a in made:
+                    return f"%{inst.results[0].name} = {consumer}(%{a}) : {inst.results[0].type}"
+        for b in inst.blocks:
+            hit = find_pattern(b, producer, consumer)
+            if hit:
+                return hit
+    return None
+
+
+class WrongOnOp(Backend):
+    def __init__(self, op: str = "atan"):
+        self.name = "WrongOnOp"
+        self.op = op
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        self.stage(Stage.COMPILE, lambda: None, result, "compile_ms")
+        return self.stage(Stage.RUN, lambda: outputs(m, self.op), result, "run_ms")
+
+
+class PatternError(RuntimeError):
+    pass
+
+
+class CrashOnPattern(Backend):
+    def __init__(self, producer: str = "relu", consumer: str = "add"):
+        self.name = "CrashOnPattern"
+        self.producer, self.consumer = producer, consumer
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        def compile_():
+            hit = find_pattern(m.tc.graph, self.producer, self.consumer)
+            if hit:
+                raise PatternError(f"cannot fuse {self.producer} into {hit} at 0x7f3a2b10")
+
+        self.stage(Stage.COMPILE, compile_, result, "compile_ms")
+        return self.stage(Stage.RUN, lambda: outputs(m), result, "run_ms")
+
+
+class SegfaultOnOp(Backend):
+    def __init__(self, op: str = "tanh"):
+        self.name = "SegfaultOnOp"
+        self.op = op
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        def compile_():
+            if any(inst.op.name == self.op for inst, _ in m.tc.graph.walk()):
+                ctypes.string_at(0)
+
+        self.stage(Stage.COMPILE, compile_, result, "compile_ms")
+        return self.stage(Stage.RUN, lambda: outputs(m), result, "run_ms")

@@ -1,0 +1,365 @@
+"""Triage: bucket keys, the bugs table, reduction on injected-bug backends (wrong answer on one
+op, crash on a pattern, segfault on an op; each candidate evaluated in a sandbox), bug folders,
+and standalone reproducers run in a process where importing dynsmith fails."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import ir
+from campaign.findings import FindingStore
+from campaign.sandbox import SandboxConfig
+from campaign.storage import ResultSink
+from campaign.testcase import TestCase, npz_bytes
+from campaign.triage import TriageConfig
+from campaign.triage.buckets import (BUGS_SCHEMA, BucketKey, crash_key, mismatch_key,
+                                     op_pattern, pattern_ops)
+from campaign.triage.reduction import BackendRunner, load_finding, reduce_finding
+from campaign.triage.repro import check_repro, write_bug_folder
+from campaign.triage.run import triage
+from campaign.worker import FuzzWorker, WorkerConfig
+from ir.input_search import make_valid
+
+GRAPH = """graph main(%x0: f32[2,3,4], %x1: f32[4,5], %x20: f32[], %w2: param f32[2,3,5]) {
+  %v3 = matmul(%x0, %x1) : f32[2,3,5]
+  %v4 = relu(%v3) : f32[2,3,5]
+  %v5 = add(%v4, %w2) : f32[2,3,5]
+  %v6 = tanh(%v5) : f32[2,3,5]
+  %v7 = atan(%v6) : f32[2,3,5]
+  %v8 = mul(%v7, %v4) : f32[2,3,5]
+  %v9 = reduce_sum[axis=2, keepdim=false](%v8) : f32[2,3]
+  %v10 = sigmoid(%v9) : f32[2,3]
+  %v11 = reduce_sum[axis=1, keepdim=false](%v10) : f32[2]
+  %v12 = reduce_sum[axis=0, keepdim=false](%v11) : f32[]
+  %v13 = gt(%v12, %x20) : b8[]
+  %v14 = if(%v13, %v8) : f32[2,3,5] {
+    graph then(%t0: f32[2,3,5]) {
+      %t1 = neg(%t0) : f32[2,3,5]
+      return %t1
+    }
+    graph else(%e0: f32[2,3,5]) {
+      %e1 = abs(%e0) : f32[2,3,5]
+      %e2 = exp(%e1) : f32[2,3,5]
+      return %e2
+    }
+  }
+  return %v14, %v10
+}"""
+
+WRONG = "buggy_backends:WrongOnOp?op=atan"
+PATTERN = "buggy_backends:CrashOnPattern?producer=relu&consumer=add"
+SEGV = "buggy_backends:SegfaultOnOp?op=tanh"
+
+
+def _case(test_id: str = "run-000000", seed: int = 0, text: str = GRAPH) -> TestCase:
+    g = ir.verify(ir.parse(text))
+    valid = make_valid(g, seed)
+    assert valid is not None and valid.graph == g
+    return TestCase(test_id, seed, g, valid.search.values, [{"seed": seed}])
+
+
+def campaign_dir(root: Path, specs: list[str], cases: list[TestCase]) -> Path:
+    """A campaign's output (results/ and findings/) made without Ray."""
+    store = FindingStore(root, 5)
+    sink = ResultSink(root, "run", "triage-test", flush_rows=1000)
+    with FuzzWorker(WorkerConfig(backends=specs, limits=SandboxConfig(timeout_s=30))) as w:
+        for tc in cases:
+            rep = w.run_case(tc)
+            dirs = {}
+            for f in rep.findings:
+                d = store.add(f)
+                if d:
+                    dirs.setdefault(f.backend, d)
+            for row in rep.rows:
+                sink.add({**row, "finding_dir": dirs.get(row["backend"])})
+    sink.close()
+    return root
+
+
+def _ops(g) -> list[str]:
+    return sorted(inst.op.name for inst, _ in g.walk())
+
+
+# ---- keys ----------------------------------------------------------------------------------------
+
+def test_crash_keys_use_the_normalized_signature():
+    row = {"backend": "tvm", "target": "cpu", "verdict": "crash", "stage": "compile",
+           "error_sig": "InternalError: bad shape [N, N] @ build.codegen"}
+    assert crash_key(row) == crash_key(dict(row))
+    assert crash_key({**row, "stage": "run"}) != crash_key(row)
+    assert crash_key(row).id.startswith("tvm-crash-") and crash_key(row).kind == "bug"
+    assert crash_key({**row, "verdict": "invalid"}).kind == "ours"
+    weird = crash_key({**row, "backend": "mypkg.mod:B?x=1"})
+    assert "/" not in weird.id and "?" not in weird.id
+
+
+def test_mismatch_pattern_ignores_names_shapes_and_attributes_but_not_dtypes():
+    a = ir.parse("""graph main(%x0: f32[2,3]) {
+      %v1 = reduce_sum[axis=1, keepdim=false](%x0) : f32[2]
+      %v2 = atan(%v1) : f32[2]
+      return %v2
+    }""")
+    b = ir.parse("""graph main(%a: f32[5,7]) {
+      %q = reduce_sum[axis=0, keepdim=false](%a) : f32[7]
+      %r = atan(%q) : f32[7]
+      return %r
+    }""")
+    c = ir.parse("""graph main(%x0: f64[2,3]) {
+      %v1 = reduce_sum[axis=1, keepdim=false](%x0) : f64[2]
+      %v2 = atan(%v1) : f64[2]
+      return %v2
+    }""")
+    assert op_pattern(a) == op_pattern(b) != op_pattern(c)
+    assert pattern_ops(op_pattern(a)) == {"reduce_sum", "atan"}
+    assert mismatch_key("ort", "cpu", a) == mismatch_key("ort", "cpu", b)
+    assert "atan" in mismatch_key("ort", "cpu", a).pattern
+
+
+# ---- reduction with injected bugs ---------------------------------------------------------------
+
+def _finding_folder(tmp_path: Path, spec: str, tc: TestCase) -> Path:
+    out = campaign_dir(tmp_path / "run", [spec], [tc])
+    (folder,) = [p.parent for p in (out / "findings").glob("*/*/*/info.json")]
+    return folder
+
+
+def test_wrong_answer_on_one_op_is_isolated_and_stays_a_mismatch(tmp_path):
+    folder = _finding_folder(tmp_path, WRONG, _case())
+    case = load_finding(folder)
+    assert case.verdict == "mismatch" and case.graph.num_insts() == 15
+    runner = BackendRunner(WRONG, timeout_s=30)
+    try:
+        red = reduce_finding(case, runner, max_tests=150)
+        assert red.status == "reduced"
+        assert _ops(red.graph) == ["atan"]  # the op, alone
+        assert red.reduced_insts <= 0.3 * red.original_insts
+        assert red.row["verdict"] == "mismatch"
+        # the bucket is kept: the reduced test, run afresh, is still a mismatch
+        row, _, _ = runner.run("again", case.seed, red.graph, red.values, red.extra_sets)
+        assert row["verdict"] == "mismatch"
+    finally:
+        runner.close()
+    key = mismatch_key(case.backend, "cpu", red.graph)
+    assert pattern_ops(key.pattern) == {"atan"}
+
+
+def test_crash_on_a_pattern_is_isolated_with_its_signature(tmp_path):
+    folder = _finding_folder(tmp_path, PATTERN, _case())
+    case = load_finding(folder)
+    assert case.verdict == "crash" and case.info["stage"] == "compile"
+    runner = BackendRunner(PATTERN, timeout_s=30)
+    try:
+        red = reduce_finding(case, runner, max_tests=150)
+    finally:
+        runner.close()
+    assert _ops(red.graph) == ["add", "relu"]
+    (add,) = [i for i in red.graph.insts if i.op.name == "add"]
+    relu_out = {i.results[0].name for i in red.graph.insts if i.op.name == "relu"}
+    assert relu_out & set(add.args)  # the pattern itself: add reads relu's result
+    assert crash_key(red.row) == crash_key(case.info)  # same bucket: same signature
+    assert "0x" not in crash_key(red.row).error_sig
+
+
+def test_segfault_is_reduced_safely_in_the_sandbox(tmp_path):
+    folder = _finding_folder(tmp_path, SEGV, _case())
+    case = load_finding(folder)
+    assert case.verdict == "signal" and case.info["error_class"] == "SIGSEGV"
+    runner = BackendRunner(SEGV, timeout_s=30)
+    try:
+        red = reduce_finding(case, runner, max_tests=150)
+    finally:
+        runner.close()
+    assert _ops(red.graph) == ["tanh"]
+    assert red.row["verdict"] == "signal" and red.row["stage"] == "compile"
+
+
+# ---- the whole triage ---------------------------------------------------------------------------
+
+def test_triage_buckets_reduces_writes_folders_and_the_bugs_table(tmp_path):
+    cases = [_case(f"run-{i:06d}", i) for i in range(2)]
+    out = campaign_dir(tmp_path / "run", [WRONG, PATTERN, "ort"], cases)
+    cfg = TriageConfig(max_tests=150, budget="5m")
+    report = triage(out, cfg, log=lambda s: None)
+    table = pq.read_table(out / "bugs.parquet")
+    assert table.schema.equals(BUGS_SCHEMA)
+    rows = {r["bucket"]: r for r in table.to_pylist()}
+    by_backend = {r["backend"]: r for r in rows.values()}
+    assert set(by_backend) == {WRONG, PATTERN}  # ort passed: no bucket
+    wrong, crash = by_backend[WRONG], by_backend[PATTERN]
+    assert wrong["verdict"] == "mismatch" and pattern_ops(wrong["pattern"]) == {"atan"}
+    assert wrong["count"] == 2 and wrong["example_test_ids"] == ["run-000000", "run-000001"]
+    assert crash["count"] == 2 and crash["stage"] == "compile" and crash["new"]
+    assert crash["reduced_insts"] == 2 and crash["original_insts"] == 15
+    assert crash["first_seen"] is not None
+    for r in (wrong, crash):
+        folder = out / r["artifact_path"]
+        for name in ("graph.gir", "original.gir", "model.onnx", "inputs.npz", "expected.npz",
+                     "info.json"):
+            assert (folder / name).is_file(), name
+        assert r["repro_status"] == "none"  # a test double: no standalone library to call
+        ir.verify(ir.load(folder / "graph.gir") if hasattr(ir, "load") else
+                  ir.parse((folder / "graph.gir").read_text()))
+    assert report.reductions == 3  # both mismatch folders (buckets need it), one crash member
+    assert "atan" in report.text()
+
+    # again, with the first table as known: nothing new, and the reductions are reused
+    again = triage(out, TriageConfig(max_tests=150, known=[str(out)], check_repro=False),
+                   log=lambda s: None)
+    assert again.reductions == 0
+    rows2 = pq.read_table(out / "bugs.parquet").to_pylist()
+    assert {r["bucket"] for r in rows2} == set(rows) and not any(r["new"] for r in rows2)
+
+
+def test_findings_dir_and_single_folder_from_the_command_line(tmp_path, capsys):
+    from campaign.triage.__main__ import main
+
+    out = campaign_dir(tmp_path / "run", [PATTERN], [_case()])
+    assert main([str(out / "findings"), "--max-tests", "100", "--no-check-repro", "-q"]) == 0
+    assert "CrashOnPattern" in capsys.readouterr().out
+    (bug,) = (out / "bugs").glob("*/graph.gir")
+    assert _ops(ir.parse(bug.read_text())) == ["add", "relu"]
+    folder = next((out / "findings").glob("*/*/*"))
+    assert main([str(folder), "--max-tests", "100", "--no-check-repro", "-q"]) == 0
+    assert list((folder / "reduced" / "bugs").glob("*/graph.gir"))
+
+
+def test_unreduced_mismatches_join_the_bucket_whose_ops_they_contain(tmp_path):
+    cases = [_case(f"run-{i:06d}", i) for i in range(3)]
+    out = campaign_dir(tmp_path / "run", [WRONG], cases)
+    triage(out, TriageConfig(max_tests=150, reduce_mismatches=1, check_repro=False),
+           log=lambda s: None)
+    (row,) = pq.read_table(out / "bugs.parquet").to_pylist()
+    assert row["count"] == 3 and pattern_ops(row["pattern"]) == {"atan"}
+    assert row["reduced_insts"] == 1
+
+
+def test_worker_deaths_without_a_graph_are_bucketed_not_reduced(tmp_path):
+    root = tmp_path / "run"
+    folder = root / "findings" / "ort" / "crash" / "run-000007"
+    folder.mkdir(parents=True)
+    (folder / "info.json").write_text(json.dumps(
+        {"test_id": "run-000007", "seed": 7, "verdict": "crash", "error_class": "WorkerDied"}))
+    report = triage(root / "findings", TriageConfig(), log=lambda s: None)
+    (b,) = report.buckets
+    assert b.count == 1 and b.artifact_path is None and b.reduced_insts is None
+
+
+# ---- reproducers --------------------------------------------------------------------------------
+
+SMALL = """graph main(%x0: f32[3,4], %w1: param f32[4,2]) {
+  %v2 = matmul(%x0, %w1) : f32[3,2]
+  %v3 = tanh(%v2) : f32[3,2]
+  return %v3
+}"""
+
+
+def _ort_bug_folder(tmp_path: Path, expected_delta: float) -> Path:
+    """A bug folder for ORT claiming a mismatch; ORT really agrees with the reference unless
+    the expected outputs are shifted by `expected_delta`."""
+    from campaign.triage.reduction import FindingCase, Reduction
+
+    tc = _case(text=SMALL)
+    runner = BackendRunner("ort")
+    try:
+        row, _, _ = runner.run("t", 0, tc.graph, tc.values)
+    finally:
+        runner.close()
+    assert row["verdict"] == "pass"
+    from campaign.artifacts import Materialized
+    from campaign.reference import run_reference
+
+    ref = run_reference(Materialized(tc)).outputs
+    expected = {f"out{i}": o + np.float32(expected_delta) for i, o in enumerate(ref)}
+    row = {**row, "verdict": "mismatch", "stage": "compare", "error_class": "Mismatch"}
+    case = FindingCase(tmp_path, {"backend": "ort", "verdict": "mismatch"}, tc.graph, tc.values,
+                       [])
+    red = Reduction(case, "reduced", tc.graph, tc.values, [], row,
+                    {"expected.npz": npz_bytes(expected)}, tc)
+    dest = tmp_path / "bug"
+    written = write_bug_folder(dest, "ort", "ort-mismatch-x", {"verdict": "mismatch"}, red, 0)
+    assert written["repro"] and written["kind"] == "ort"
+    assert (dest / "truth.npz").is_file()  # the float64 shadow: a mismatch must be off it too
+    if expected_delta:
+        (dest / "truth.npz").unlink()
+    return dest
+
+
+def test_ort_repro_is_standalone_and_judges_the_outputs(tmp_path):
+    dest = _ort_bug_folder(tmp_path / "a", 0.0)
+    src = (dest / "repro.py").read_text()
+    assert "import onnxruntime" in src and "campaign" not in src.split('"""', 2)[2]
+    outcome, out = check_repro(dest, "mismatch", "Mismatch", timeout_s=120)
+    assert outcome == "not reproduced", out
+    dest = _ort_bug_folder(tmp_path / "b", 1.0)
+    outcome, out = check_repro(dest, "mismatch", "Mismatch", timeout_s=120)
+    assert outcome == "reproduced" and "REPRODUCED: mismatch" in out, out
+
+
+def test_torch_codegen_computes_what_the_interpreter_computes():
+    from campaign.triage.torchgen import check_source, torch_source
+
+    text = """graph main(%x0: f32[3,4], %x1: i64[], %x2: f32[2,4], %x3: f32[]) {
+      %v4 = reduce_sum[axis=0, keepdim=false](%x0) : f32[4]
+      %v5 = reduce_sum[axis=0, keepdim=false](%v4) : f32[]
+      %v6 = gt(%v5, %x3) : b8[]
+      %v7 = if(%v6, %x0) : f32[3,4] {
+        graph then(%t0: f32[3,4]) {
+          %t1 = slice[axis=0, start=1, end=3, step=1](%t0) : f32[2,4]
+          %t2 = pad_constant[pads=[1,0,0,0], value=0.5](%t1) : f32[3,4]
+          return %t2
+        }
+        graph else(%e0: f32[3,4]) {
+          %e1 = softmax[axis=1](%e0) : f32[3,4]
+          return %e1
+        }
+      }
+      %v8 = loop(%x1, %v7) : f32[3,4] {
+        graph body(%i0: i64[], %b0: f32[3,4]) {
+          %b1 = tanh(%b0) : f32[3,4]
+          return %b1
+        }
+      }
+      %v9, %v10 = scan[num_carries=1, reverse=true](%v4, %x2) : f32[4], f32[2,4] {
+        graph body(%c0: f32[4], %s0: f32[4]) {
+          %c1 = add(%c0, %s0) : f32[4]
+          %c2 = mul(%c1, %s0) : f32[4]
+          return %c1, %c2
+        }
+      }
+      return %v8, %v10
+    }"""
+    tc = _case(text=text)
+    for dialect in ("python", "hop"):
+        src = torch_source(tc.graph, dialect)
+        assert "dynsmith" not in src and "import ir" not in src
+        assert check_source(src, tc.graph, tc.values) is None, src
+    assert "torch.cond(" in torch_source(tc.graph, "hop")
+    assert "if bool(" in torch_source(tc.graph, "python")
+
+
+@pytest.mark.slow
+def test_real_tvm_bug_is_reduced_and_its_repro_reproduces(tmp_path):
+    """TVM 0.27 cannot build `Equal` on bool tensors (LLVM FCmp on i1): a real bug, found by
+    dynsmith, reduced from a graph of 8 instructions to the comparison."""
+    text = """graph main(%x0: f32[2,3], %x1: f32[2,3], %x2: f32[2,3]) {
+      %v3 = tanh(%x0) : f32[2,3]
+      %v4 = gt(%v3, %x1) : b8[2,3]
+      %v5 = lt(%x1, %x2) : b8[2,3]
+      %v6 = eq(%v4, %v5) : b8[2,3]
+      %v7 = cast[to=f32](%v6) : f32[2,3]
+      %v8 = add(%v7, %v3) : f32[2,3]
+      %v9 = sigmoid(%v8) : f32[2,3]
+      %v10 = mul(%v9, %x2) : f32[2,3]
+      return %v10
+    }"""
+    out = campaign_dir(tmp_path / "run", ["tvm"], [_case(text=text)])
+    report = triage(out, TriageConfig(max_tests=100), log=lambda s: None)
+    (b,) = [b for b in report.buckets if b.key.kind == "bug"]
+    assert b.key.verdict == "crash" and b.key.stage == "compile"
+    assert b.reduced_insts == 1 and b.repro_status == "reproduced"
+    g = ir.parse((out / b.artifact_path / "graph.gir").read_text())
+    assert _ops(g) == ["eq"] and g.inputs[0].type.dtype.short == "b8"
