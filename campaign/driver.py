@@ -212,10 +212,16 @@ def _where(stage: str, cfg: Config) -> str:
             else f"campaign.backend_options.{stage}")
 
 
-def check_resources(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]]) -> None:
-    """Fail fast when the cluster cannot hold the actors (Ray would leave them pending)."""
-    total = ray.cluster_resources()
-    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+def check_resources(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]],
+                    nodes: Optional[list[dict[str, float]]] = None,
+                    cluster: str = "the Ray cluster") -> None:
+    """Fail fast when the cluster (`nodes`: each node's resources; default: the connected
+    cluster's live nodes) cannot hold the actors (Ray would leave them pending forever)."""
+    if nodes is None:
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    total: Counter[str] = Counter()
+    for nd in nodes:
+        total.update(nd)
     have = lambda r: total.get(r, 0.0)  # noqa: E731
     for stage, (n, res) in needs.items():
         what = "generation actor" if stage == GEN else f"backend {stage} actor"
@@ -224,19 +230,19 @@ def check_resources(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]])
                 hint = (" (a cuda target: run on a cluster with a GPU node, ray.address=...)"
                         if r == "GPU" else " (declare it: ray start --resources=...)")
                 raise CampaignError(
-                    f"each {what} needs {r}={amount:g} ({_where(stage, cfg)}) but the Ray "
-                    f"cluster has no {r}{hint}")
+                    f"each {what} needs {r}={amount:g} ({_where(stage, cfg)}) but {cluster} "
+                    f"has no {r}{hint}")
         if not any(all(node.get(r, 0.0) >= v for r, v in res.items()) for node in nodes):
             raise CampaignError(
-                f"each {what} needs {_fmt(res)} ({_where(stage, cfg)}) but no node of the Ray "
-                f"cluster has that much: {'; '.join(_fmt(_public(nd)) for nd in nodes)}")
+                f"each {what} needs {_fmt(res)} ({_where(stage, cfg)}) but no node of "
+                f"{cluster} has that much: {'; '.join(_fmt(_public(nd)) for nd in nodes)}")
     for r in {r for _, res in needs.values() for r in res}:
         want = sum(n * res.get(r, 0.0) for n, res in needs.values())
         if want > have(r) + 1e-9:
             parts = ", ".join(f"{n} x {res[r]:g} ({_where(s, cfg)})"
                               for s, (n, res) in needs.items() if res.get(r))
             raise CampaignError(
-                f"the campaign's actors need {want:g} {r} in all ({parts}) but the Ray cluster "
+                f"the campaign's actors need {want:g} {r} in all ({parts}) but {cluster} "
                 f"has {have(r):g}; lower campaign.workers or the actors/resources of a backend")
 
 
@@ -310,6 +316,12 @@ def _start_ray(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]]) -> b
     if cpus is None:
         asked = sum(n * res.get("CPU", 0.0) for n, res in needs.values())
         cpus = max(os.cpu_count() or 1, math.ceil(asked - 1e-9))
+    # what the local cluster will have, checked before spending seconds on starting it
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    gpus = get_accelerator_manager_for_resource("GPU").get_current_node_num_accelerators()
+    check_resources(cfg, needs, [{"CPU": cpus, "GPU": gpus, **cfg.ray.resources}],
+                    "the local Ray cluster (this machine; ray.address is unset)")
     ray.init(address="local", num_cpus=cpus, resources=dict(cfg.ray.resources) or None,
              include_dashboard=False, _temp_dir=cfg.ray.temp_dir,
              logging_level=logging.WARNING, log_to_driver=cfg.ray.log_to_driver)

@@ -7,8 +7,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from campaign.config import (Budget, CampaignConfig, Config, ConfigError, parse_budget, to_config,
-                             validate)
+from campaign.config import (BackendOptions, Budget, CampaignConfig, Config, ConfigError,
+                             parse_budget, to_config, validate)
 from ir.generate import GenConfig
 from mutators import MutationConfig
 
@@ -98,7 +98,7 @@ def test_key_appended_with_plus_is_rejected(override, key):
 
 def test_every_preset_composes_and_validates():
     presets = sorted(p.stem for p in (Path(CONF_DIR) / "campaign").glob("*.yaml"))
-    assert {"smoke", "cpu_ort", "cpu_all", "cpu_dynamic"} <= set(presets)
+    assert {"smoke", "cpu_ort", "cpu_all", "cpu_dynamic", "cpu_tvm", "gpu_tvm"} <= set(presets)
     for name in presets:
         cfg = to_config(_compose(f"campaign={name}"))
         assert cfg.campaign.name == name
@@ -112,3 +112,40 @@ def test_unknown_probe_backend_is_a_clear_error():
 
     with pytest.raises(ConfigError, match=r"^campaign.probe: unknown backend 'nope' \(known: "):
         preflight(to_config(_compose("campaign.probe=[nope]")))
+
+
+def test_gpu_preset_puts_each_cuda_backend_on_its_own_gpu_share():
+    cfg = to_config(_compose("campaign=gpu_tvm"))
+    assert cfg.campaign.backends == ["tvm_cuda", "ort_cuda", "inductor_cuda"]
+    assert all(cfg.campaign.options(b).num_gpus == 0.25 and cfg.campaign.actors_of(b) == 1
+               for b in cfg.campaign.backends)
+
+
+def test_backend_options_from_the_command_line():
+    cfg = to_config(_compose("campaign=cpu_all", "campaign.backend_options.tvm.rate=0.2",
+                             "campaign.backend_options.ort.actors=3"))
+    assert cfg.campaign.options("tvm").rate == 0.2 and cfg.campaign.actors_of("ort") == 3
+    cfg = to_config(_compose("campaign=cpu_ort", "campaign.backends=[ort,tvm]",
+                             "+campaign.backend_options={tvm: {rate: 0.5, num_gpus: 0}}"))
+    assert cfg.campaign.options("tvm").rate == 0.5 and cfg.campaign.options("ort").wait
+    assert cfg.campaign.actors_of("tvm") == cfg.campaign.workers  # default: one per worker
+    assert validate(cfg) == Budget(seconds=600.0)
+    with pytest.raises(ConfigCompositionException):
+        _compose("campaign=cpu_ort", "campaign.backend_options.ort.ratee=0.2")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"tvm": BackendOptions()}, "campaign.backend_options.tvm: 'tvm' is not in campaign.backends "
+                                "['ort']"),
+    ({"ort": BackendOptions(rate=0.0)}, "campaign.backend_options.ort.rate: must be in (0, 1], got 0.0"),
+    ({"ort": BackendOptions(actors=0)}, "campaign.backend_options.ort.actors: must be >= 1, got 0"),
+    ({"ort": BackendOptions(num_gpus=-1)},
+     "campaign.backend_options.ort.num_gpus: must be >= 0, got -1"),
+    ({"ort": BackendOptions(resources={"box": -1})},
+     "campaign.backend_options.ort.resources.box: must be >= 0, got -1"),
+])
+def test_backend_options_are_checked(options, message):
+    cfg = Config(campaign=CampaignConfig(name="t", backends=["ort"], backend_options=options))
+    with pytest.raises(ConfigError) as ei:
+        validate(cfg)
+    assert str(ei.value) == message

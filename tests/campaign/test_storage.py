@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from campaign.schema import RESULT_SCHEMA
-from campaign.storage import ResultSink, RowError, read_results
+from campaign.storage import (ExistingRun, ResultSink, RowError, existing_run, read_results,
+                              read_sweep, sweep_files)
 
 
 def _rows(make_row, n: int) -> list[dict]:
@@ -81,3 +82,31 @@ def test_bad_rows_are_rejected_with_the_column_named(tmp_path, make_row):
     with pytest.raises(RowError, match="column 'verdict' is missing or null"):
         sink.add(make_row(verdict=None))
     assert sink.buffered == 0
+
+
+def test_a_resumed_sink_goes_on_after_the_files_there(tmp_path, make_row):
+    with ResultSink(tmp_path, "r", "camp", flush_rows=2) as sink:
+        sink.add_many(_rows(make_row, 5))
+    prev = existing_run(tmp_path)
+    assert prev.run_id == "r" and prev.rows == 5 and prev.next_seq == 3
+    assert prev.test_ids == {f"r-{i:06d}" for i in range(5)}
+    with ResultSink(tmp_path, "r", "camp", seq_start=prev.next_seq) as sink:
+        sink.add(make_row(test_id="r-000005"))
+    assert sink.files[0].name == "part-r-000003.parquet"
+    assert read_results(tmp_path).num_rows == 6
+    assert existing_run(tmp_path / "nowhere") == ExistingRun(None, 0, set(), 0)
+
+
+def test_results_of_several_campaigns_read_as_one(tmp_path, make_row):
+    """A Hydra sweep writes one dataset per job (<sweep>/<job>/results/); they read as one."""
+    for job, camp in enumerate(["cpu_ort", "cpu_tvm"]):
+        with ResultSink(tmp_path / str(job), f"run{job}", camp) as sink:
+            sink.add_many(_rows(make_row, 3))
+        (tmp_path / str(job) / "findings").mkdir()
+        (tmp_path / str(job) / "findings" / "x.json").write_text("{}")  # not a results file
+    (tmp_path / "0" / "results" / ".tmp-part-run0-000009.parquet").write_bytes(b"partial")
+    assert len(sweep_files(tmp_path)) == 2
+    table = read_sweep(tmp_path)
+    assert table.schema.equals(RESULT_SCHEMA) and table.num_rows == 6
+    assert sorted(set(table.column("campaign").to_pylist())) == ["cpu_ort", "cpu_tvm"]
+    assert read_sweep(tmp_path / "empty").num_rows == 0
