@@ -15,6 +15,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from campaign.triage.config import TriageConfig
 from ir.generate import GenConfig
 from mutators import MutationConfig
 
@@ -142,6 +143,8 @@ class Config:
     mutation: MutationConfig = field(default_factory=MutationConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
+    #: what runs when the campaign ends: buckets, reductions, reproducers (docs/triage.md)
+    triage: TriageConfig = field(default_factory=TriageConfig)
 
 
 def register_configs() -> None:
@@ -259,4 +262,9 @@ def validate(cfg: Config) -> Budget:
     for ok, msg in checks:
         if not ok:
             raise ConfigError(msg)
+    from campaign.triage.config import problem as triage_problem
+
+    msg = triage_problem(cfg.triage)
+    if msg:
+        raise ConfigError(msg)
     return budget

@@ -1028,4 +1028,8 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     assert camp is not None
     (out_dir / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
     print(summary.text(), flush=True)
+    if conf.triage.enabled and not interrupted:
+        from campaign.triage.run import triage_campaign  # buckets, reductions, repro.py
+
+        triage_campaign(out_dir, conf.triage)
     return summary

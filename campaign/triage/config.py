@@ -32,3 +32,24 @@ class TriageConfig:
     repro_timeout_s: float = 300.0
     #: earlier bugs tables (bugs.parquet) or output dirs whose buckets are not new
     known: list[str] = field(default_factory=list)
+
+
+_VERDICTS = ("crash", "signal", "timeout", "mismatch")
+
+
+def problem(t: TriageConfig) -> str | None:
+    """What is wrong with a triage config (one line naming the field), or None."""
+    import re
+
+    if not re.fullmatch(r"0|\d+(\.\d+)?[smh]", str(t.budget).strip()):
+        return f"triage.budget: a duration like 10m (or 0: no reductions), got {t.budget!r}"
+    bad = [v for v in t.reduce_verdicts if v not in _VERDICTS]
+    if bad:
+        return f"triage.reduce_verdicts: {bad[0]!r} is not one of {', '.join(_VERDICTS)}"
+    for name in ("reduce_first", "reduce_mismatches", "max_tests"):
+        if getattr(t, name) < 0:
+            return f"triage.{name}: must be >= 0, got {getattr(t, name)}"
+    for name in ("max_seconds", "timeout_s", "repro_timeout_s"):
+        if getattr(t, name) <= 0:
+            return f"triage.{name}: must be > 0, got {getattr(t, name)}"
+    return None
