@@ -208,10 +208,13 @@ class _Triage:
                                                 row.get("finding_dir"))
         self.mismatches([r for r in rows if r["verdict"] == "mismatch"], "mismatch" in reducible)
         for key, b in list(self.buckets.items()):
-            if key.kind != "bug" or key.verdict == "mismatch":
-                continue
             dirs = [d for _, _, d in sorted(b.members, key=lambda m: (m[0] is None, m[0] or 0))
                     if d]
+            if key.kind != "bug":  # ours or a known gap: the first finding folder says enough
+                b.artifact_path = dirs[0] if dirs else None
+                continue
+            if key.verdict == "mismatch":
+                continue
             if not b.new or key.verdict not in reducible:
                 dirs = dirs[:1]  # no reduction: the first folder, as it is
                 for d in dirs:
@@ -338,8 +341,9 @@ class _Triage:
                 b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
                 if self.cfg.check_repro and key.kind == "bug":
                     error_class = (red.row or {}).get("error_class") if red.row else None
-                    outcome, tail = check_repro(dest, key.verdict, error_class,
-                                                self.cfg.repro_timeout_s)
+                    limit = (self.cfg.timeout_s if key.verdict == "timeout"
+                             else self.cfg.repro_timeout_s)
+                    outcome, tail = check_repro(dest, key.verdict, error_class, limit)
                     b.repro_status = outcome
                     if outcome != "reproduced":
                         self.log(f"triage: repro of {key.id}: {outcome}\n{tail}")
