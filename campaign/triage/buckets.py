@@ -120,6 +120,8 @@ class Bucket:
     reduced_insts: Optional[int] = None
     reduction_tests: Optional[int] = None
     reduction_s: Optional[float] = None
+    #: the triage re-ran a member and it failed the same way (False: it did not; None: not run)
+    confirmed: Optional[bool] = None
     #: repro.py relative to the output dir, when one was written
     repro: Optional[str] = None
     #: how the repro.py fared run fresh (`campaign.triage.repro.check_repro`)
@@ -145,6 +147,7 @@ class Bucket:
             "example_test_ids": self.examples(), "artifact_path": self.artifact_path,
             "original_insts": self.original_insts, "reduced_insts": self.reduced_insts,
             "reduction_tests": self.reduction_tests, "reduction_s": self.reduction_s,
+            "confirmed": self.confirmed,
             "repro": self.repro, "repro_status": self.repro_status, "note": self.note,
         }
 
@@ -156,7 +159,7 @@ BUGS_SCHEMA = pa.schema([
     ("first_seen", pa.timestamp("ms", tz="UTC")), ("count", pa.int64()),
     ("example_test_ids", pa.list_(pa.string())), ("artifact_path", pa.string()),
     ("original_insts", pa.int32()), ("reduced_insts", pa.int32()),
-    ("reduction_tests", pa.int32()), ("reduction_s", pa.float64()),
+    ("reduction_tests", pa.int32()), ("reduction_s", pa.float64()), ("confirmed", pa.bool_()),
     ("repro", pa.string()), ("repro_status", pa.string()), ("note", pa.string()),
 ])
 

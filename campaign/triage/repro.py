@@ -417,11 +417,22 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
             del files[k]
     for k, extra in enumerate(tc.extra_inputs, 1):
         files[f"inputs_set{k}.npz"] = npz_bytes({v.name: extra[v.name] for v in g.inputs})
+    if g == red.case.graph:  # not reduced: the finding's own artifacts fill the gaps
+        for name in ("model.onnx", "expected.npz", "actual.npz"):
+            path = Path(red.case.folder) / name
+            if name not in files and path.is_file():
+                files[name] = path.read_bytes()
     if "model.onnx" not in files:
         try:
             files["model.onnx"] = Materialized(tc).onnx_bytes
         except Exception:
             pass
+    if "expected.npz" not in files:
+        from campaign.reference import run_reference
+
+        ref = run_reference(Materialized(tc))
+        if ref.outputs is not None:
+            files["expected.npz"] = npz_bytes({f"out{i}": o for i, o in enumerate(ref.outputs)})
     row = red.row or {}
     verdict = row.get("verdict") or key_fields.get("verdict")
     if verdict == "mismatch":

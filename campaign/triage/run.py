@@ -248,14 +248,31 @@ class _Triage:
         return red
 
     def unreduced(self, key: BucketKey, finding_dir: str) -> None:
-        from campaign.triage.reduction import Reduction, load_finding
+        """Represent a bucket by a finding as it is; a new compiler-bug bucket's finding is
+        re-run first (within the budget) to confirm it still fails the same way."""
+        from campaign.triage.reduction import Reduction, load_finding, same_failure
 
         if key in self.best:
             return
         case = load_finding(self.out / finding_dir)
-        if case is not None:
-            self.best[key] = Reduction(case, "not reduced", case.graph, case.values,
-                                       case.extra_sets)
+        if case is None:
+            return
+        red = Reduction(case, "not reduced", case.graph, case.values, case.extra_sets)
+        b = self.buckets.get(key)
+        if key.kind == "bug" and b is not None and b.new and self.time_left() > 0:
+            try:
+                row, finding, tc = self.runner(case.backend).run(
+                    case.test_id, case.seed, case.graph, case.values, case.extra_sets)
+            except Exception as e:
+                red.note = f"re-run failed: {type(e).__name__}: {e}"
+            else:
+                if same_failure(case.info, row):
+                    red.status, red.row, red.tc = "confirmed", row, tc
+                    red.files = dict(finding.files) if finding is not None else {}
+                else:
+                    red.status = "not reproducible"
+                    red.note = f"re-run gave {row.get('verdict')}: {row.get('error_sig')}"
+        self.best[key] = red
 
     def mismatches(self, rows: list[dict[str, Any]], reduce: bool) -> None:
         per_backend: dict[str, int] = {}
@@ -310,9 +327,11 @@ class _Triage:
             b = self.buckets[key]
             b.original_insts = red.original_insts
             b.reduced_insts = red.reduced_insts if red.status in ("reduced", "cached") else None
+            b.confirmed = (True if red.status in ("reduced", "cached", "confirmed") else
+                           False if red.status == "not reproducible" else None)
             b.reduction_tests = red.summary.get("tests")
             b.reduction_s = red.summary.get("seconds")
-            if red.status not in ("reduced", "cached") and not b.note:
+            if red.status not in ("reduced", "cached", "confirmed") and not b.note:
                 b.note = f"{red.status}: {red.note}"[:500] if red.note else red.status
             dest = self.bugs_dir / key.id
             b.artifact_path = dest.relative_to(self.out).as_posix()
