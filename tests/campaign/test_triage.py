@@ -257,35 +257,39 @@ SMALL = """graph main(%x0: f32[3,4], %w1: param f32[4,2]) {
 }"""
 
 
-def _ort_bug_folder(tmp_path: Path, expected_delta: float) -> Path:
-    """A bug folder for ORT claiming a mismatch; ORT really agrees with the reference unless
-    the expected outputs are shifted by `expected_delta`."""
+def _bug_folder(tmp_path: Path, expected_delta: float, spec: str = "ort",
+                text: str = SMALL) -> Path:
+    """A bug folder for `spec` claiming a mismatch; the backend really agrees with the
+    reference unless the expected outputs are shifted by `expected_delta`."""
     from campaign.triage.reduction import FindingCase, Reduction
 
-    tc = _case(text=SMALL)
-    runner = BackendRunner("ort")
+    tc = _case(text=text)
+    runner = BackendRunner(spec, timeout_s=300)
     try:
         row, _, _ = runner.run("t", 0, tc.graph, tc.values)
     finally:
         runner.close()
-    assert row["verdict"] == "pass"
+    assert row["verdict"] == "pass", row
     from campaign.artifacts import Materialized
     from campaign.reference import run_reference
 
     ref = run_reference(Materialized(tc)).outputs
-    expected = {f"out{i}": o + np.float32(expected_delta) for i, o in enumerate(ref)}
+    expected = {f"out{i}": o + np.asarray(expected_delta, o.dtype) for i, o in enumerate(ref)}
     row = {**row, "verdict": "mismatch", "stage": "compare", "error_class": "Mismatch"}
-    case = FindingCase(tmp_path, {"backend": "ort", "verdict": "mismatch"}, tc.graph, tc.values,
+    case = FindingCase(tmp_path, {"backend": spec, "verdict": "mismatch"}, tc.graph, tc.values,
                        [])
     red = Reduction(case, "reduced", tc.graph, tc.values, [], row,
                     {"expected.npz": npz_bytes(expected)}, tc)
     dest = tmp_path / "bug"
-    written = write_bug_folder(dest, "ort", "ort-mismatch-x", {"verdict": "mismatch"}, red, 0)
-    assert written["repro"] and written["kind"] == "ort"
+    written = write_bug_folder(dest, spec, "x-mismatch-x", {"verdict": "mismatch"}, red, 0)
+    assert written["repro"], written
     assert (dest / "truth.npz").is_file()  # the float64 shadow: a mismatch must be off it too
     if expected_delta:
         (dest / "truth.npz").unlink()
     return dest
+
+
+_ort_bug_folder = _bug_folder
 
 
 def test_ort_repro_is_standalone_and_judges_the_outputs(tmp_path):
@@ -339,6 +343,43 @@ def test_torch_codegen_computes_what_the_interpreter_computes():
         assert check_source(src, tc.graph, tc.values) is None, src
     assert "torch.cond(" in torch_source(tc.graph, "hop")
     assert "if bool(" in torch_source(tc.graph, "python")
+
+
+CONTROL = """graph main(%x0: f32[3,4], %x1: i64[], %x3: f32[]) {
+  %v4 = reduce_sum[axis=0, keepdim=false](%x0) : f32[4]
+  %v5 = reduce_sum[axis=0, keepdim=false](%v4) : f32[]
+  %v6 = gt(%v5, %x3) : b8[]
+  %v7 = if(%v6, %x0) : f32[3,4] {
+    graph then(%t0: f32[3,4]) {
+      %t1 = tanh(%t0) : f32[3,4]
+      return %t1
+    }
+    graph else(%e0: f32[3,4]) {
+      %e1 = sigmoid(%e0) : f32[3,4]
+      return %e1
+    }
+  }
+  %v8 = loop(%x1, %v7) : f32[3,4] {
+    graph body(%i0: i64[], %b0: f32[3,4]) {
+      %b1 = mul(%b0, %b0) : f32[3,4]
+      return %b1
+    }
+  }
+  return %v8
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["inductor", "inductor?dialect=python&fullgraph=false",
+                                  "onnx_export", "tvm"])
+def test_each_backend_kind_gets_a_repro_that_judges_its_outputs(tmp_path, spec):
+    text = SMALL if spec == "tvm" else CONTROL  # TVM 0.27 has no ONNX Loop
+    dest = _bug_folder(tmp_path / "a", 0.0, spec, text)
+    outcome, out = check_repro(dest, "mismatch", "Mismatch", timeout_s=600)
+    assert outcome == "not reproduced", out
+    dest = _bug_folder(tmp_path / "b", 1.0, spec, text)
+    outcome, out = check_repro(dest, "mismatch", "Mismatch", timeout_s=600)
+    assert outcome == "reproduced", out
 
 
 @pytest.mark.slow
