@@ -1,0 +1,302 @@
+"""Scaling benchmark of the campaign runner: tests/s with 1 and 2 workers on this machine and on
+a simulated multi-node Ray cluster, the per-test overhead of Ray + storage, and the memory of a
+long campaign. Prints figures; asserts nothing about time.
+
+    python bench/scale.py [--seconds 60] [--parts overhead tvm ort cluster]
+    python bench/scale.py --rss 600          # peak RSS over a 10-minute cpu_ort campaign
+
+Parts:
+- `overhead`: the campaign with no-op stages (generation hands out a real packed 10-node test,
+  evaluation returns that test's real row: no work) for N1 and N2 tests on one running cluster;
+  the marginal CPU time per test of every process involved (driver, Ray's GCS and raylet, the
+  actors) is what Ray + the driver + Parquet storage cost per test. Compared with the median
+  wall time of a whole ORT test done in one process without Ray (`FuzzWorker.run`: generate,
+  search inputs, reference, ONNX, ORT in its sandbox, judge).
+- `tvm`: a TVM-bound campaign (one generation actor, 1 then 2 TVM evaluation actors).
+- `ort`: the cpu_ort campaign (1 then 2 generation actors, one ORT evaluation actor).
+- `cluster`: the TVM-bound campaign on a simulated cluster (`ray.cluster_utils.Cluster`): a head
+  node with the generation actor and two more nodes, one TVM actor each (custom resource).
+Figures are tests/s over the campaign (`Summary.tests_per_s`, after the actors started), with
+the load average of the machine (other processes compete for the 2 cores).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import ray  # noqa: E402
+import ray.cloudpickle  # noqa: E402
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+REPO = Path(__file__).resolve().parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# ---- process-tree accounting (no psutil here) -------------------------------------------------
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(ppid, cpu seconds incl. reaped children) of a process, None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    ppid = int(fields[1])
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return ppid, (utime + stime + cutime + cstime) / TICK
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def tree(root: int) -> list[int]:
+    """`root` and all its descendants."""
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _stat(int(name))
+            if st is not None:
+                kids.setdefault(st[0], []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+def tree_cpu(root: int) -> float:
+    return sum(st[1] for p in tree(root) if (st := _stat(p)) is not None)
+
+
+def load() -> str:
+    return "load average %.1f %.1f %.1f" % os.getloadavg()
+
+
+# ---- no-op stages -----------------------------------------------------------------------------
+
+class NoopGenerator:
+    """Hands out one real packed test for every seed: Ray and the driver move real bytes."""
+
+    def __init__(self, cfg, name):
+        self.case, self.base = cfg["case"], cfg["base"]
+
+    def generate(self, items):
+        from campaign.pipeline import Generated
+
+        return [Generated(t, s, self.case, {**self.base, "test_id": t, "seed": s}, None, 0.0)
+                for t, s, _ in items]
+
+
+class NoopEvaluator:
+    """Returns the real row of that test for every case, without looking at it."""
+
+    def __init__(self, cfg, backend, name):
+        from campaign.worker import TestReport
+
+        self.row, self.report = cfg["row"], TestReport
+
+    def evaluate(self, cases):
+        return [self.report([dict(self.row)], []) for _ in cases]
+
+
+def real_ort_test() -> tuple[dict, float]:
+    """A real packed 10-node test and its ORT row; and the median wall ms of whole ORT tests in
+    one process (generate ... judge, ORT in its sandbox), over 200 tests."""
+    from campaign.pipeline import Evaluator, Generator
+    from campaign.worker import FuzzWorker, WorkerConfig
+
+    cfg = WorkerConfig(backends=["ort"])
+    g = next(x for x in Generator(cfg, "g").generate([("b-000000", s, ["ort"]) for s in range(5)])
+             if x.case is not None)
+    ev = Evaluator(cfg, "ort", "e")
+    (rep,) = ev.evaluate([g.case])
+    ev.close()
+    times = []
+    with FuzzWorker(cfg) as w:
+        w.run("warm", 10_000)
+        for i in range(200):
+            t0 = time.perf_counter()
+            w.run(f"b-{i:06d}", i)
+            times.append((time.perf_counter() - t0) * 1e3)
+    return {"case": g.case, "base": g.base, "row": rep.rows[0]}, statistics.median(times)
+
+
+def bench_overhead(n1: int, n2: int) -> None:
+    from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
+    from campaign.driver import Stages, run_campaign
+
+    payload, median_ms = real_ort_test()
+    print(f"== overhead: a whole ORT test in one process, no Ray: median {median_ms:.2f} ms "
+          f"(200 tests); packed test {len(payload['case'])} bytes; {load()}")
+    ray.init(address="local", num_cpus=4, include_dashboard=False, _temp_dir="/tmp/dsray-bench",
+             logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        me = os.getpid()
+        cpu, rates = {}, {}
+        for n in (n1, n2):
+            cfg = Config(campaign=CampaignConfig(
+                name="noop", budget=str(n), workers=1, backends=["ort"], flush_every_s=30,
+                backend_options={"ort": BackendOptions(actors=1, wait=True)}),
+                ray=RayConfig())
+            with tempfile.TemporaryDirectory() as out:
+                c0 = tree_cpu(me)
+                s = run_campaign(cfg, Path(out), stages=Stages(NoopGenerator, NoopEvaluator,
+                                                               payload))
+                cpu[n] = tree_cpu(me) - c0
+                rates[n] = s.tests_per_s
+        per_test_ms = (cpu[n2] - cpu[n1]) / (n2 - n1) * 1e3
+        print(f"   no-op campaign: {rates[n2]:.0f} tests/s (1 generation + 1 evaluation actor)")
+        print(f"   Ray + driver + storage CPU per test (marginal, {n1} -> {n2} tests, all "
+              f"processes): {per_test_ms:.3f} ms = {100 * per_test_ms / median_ms:.1f}% of the "
+              f"median ORT test")
+    finally:
+        ray.shutdown()
+
+
+# ---- real campaigns ---------------------------------------------------------------------------
+
+def campaign_rate(backends: list[str], workers: int, actors: int, seconds: float,
+                  cluster_nodes: int = 0, name: str = "bench") -> float:
+    from campaign.config import (BackendOptions, CampaignConfig, Config, GenerationOptions,
+                                 RayConfig)
+    from campaign.driver import run_campaign
+
+    b = backends[0]
+    opts = BackendOptions(actors=actors, wait=True)
+    gen = GenerationOptions()
+    c = None
+    if cluster_nodes:
+        from ray.cluster_utils import Cluster
+
+        os.environ["RAY_TMPDIR"] = "/tmp/dsray-bcl"
+        os.makedirs("/tmp/dsray-bcl/ray", exist_ok=True)
+        c = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "resources": {"head": 1}, "include_dashboard": False,
+            "temp_dir": "/tmp/dsray-bcl"})
+        for _ in range(cluster_nodes):
+            c.add_node(num_cpus=1, resources={"eval_slot": 1}, include_dashboard=False)
+        ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
+        opts = BackendOptions(actors=actors, wait=True, resources={"eval_slot": 1})
+        gen = GenerationOptions(num_cpus=0.5, resources={"head": 1})
+    cfg = Config(campaign=CampaignConfig(
+        name=name, budget=f"{seconds:g}s", workers=workers, backends=backends,
+        backend_options={b: opts}, generation=gen, flush_every_s=30),
+        ray=RayConfig(temp_dir="/tmp/dsray-bench"))
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            s = run_campaign(cfg, Path(out))
+        nodes = {a["node_id"] for a in s.actors if a["stage"] == b}
+        print(f"   -> {s.tests} tests in {s.elapsed_s:.1f} s = {s.tests_per_s:.2f} tests/s "
+              f"({s.tests_per_s * 60:.0f}/min); {b} actors on {len(nodes)} node(s); {load()}",
+              flush=True)
+        return s.tests_per_s
+    finally:
+        if c is not None:
+            ray.shutdown()
+            c.shutdown()
+            os.environ.pop("RAY_TMPDIR", None)
+
+
+def bench_scaling(backend: str, seconds: float) -> None:
+    print(f"== {backend}: 1 vs 2 workers, {seconds:g} s each; {load()}", flush=True)
+    if backend == "tvm":  # TVM-bound: one generation actor, k TVM actors
+        r1 = campaign_rate(["tvm"], 1, 1, seconds)
+        r2 = campaign_rate(["tvm"], 1, 2, seconds)
+    else:  # generation-bound: k generation actors, one ORT actor
+        r1 = campaign_rate(["ort"], 1, 1, seconds)
+        r2 = campaign_rate(["ort"], 2, 1, seconds)
+    print(f"   {backend}: 2 workers / 1 worker = {r2 / r1:.2f}x", flush=True)
+
+
+def bench_cluster(seconds: float) -> None:
+    print(f"== simulated cluster: head (generation) + 2 nodes with one TVM actor each; {load()}",
+          flush=True)
+    campaign_rate(["tvm"], 1, 2, seconds, cluster_nodes=2)
+
+
+# ---- memory of a long campaign ------------------------------------------------------------------
+
+def bench_rss(seconds: int, preset: str) -> None:
+    out = tempfile.mkdtemp(prefix="dynsmith-rss-")
+    cmd = [sys.executable, "run.py", f"campaign={preset}", f"campaign.budget={seconds}s",
+           f"output.dir={out}", "ray.temp_dir=/tmp/dsray-rss"]
+    print(f"== RSS of `{' '.join(cmd[1:])}`: driver + Ray + actors + sandboxes; {load()}",
+          flush=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    t0 = time.monotonic()
+    samples: list[tuple[float, float, int]] = []
+    peak_per: dict[str, float] = {}
+    while proc.poll() is None:
+        pids = tree(proc.pid)
+        total = 0.0
+        for p in pids:
+            mb = _rss_mb(p)
+            total += mb
+            try:
+                name = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0].decode()[-40:]
+            except OSError:
+                name = "?"
+            peak_per[name] = max(peak_per.get(name, 0.0), mb)
+        samples.append((time.monotonic() - t0, total, len(pids)))
+        time.sleep(5)
+    tail = proc.stdout.read() if proc.stdout else ""
+    print("\n".join(tail.strip().splitlines()[-8:]))
+    run = [s for s in samples if s[2] > 5]
+    if not run:
+        print("   no samples")
+        return
+    peak = max(s[1] for s in run)
+    first = [s[1] for s in run if s[0] - run[0][0] < 90]
+    last = [s[1] for s in run if s[0] > run[-1][0] - 90]
+    print(f"   total RSS of the process tree: peak {peak:.0f} MB; median of the first 90 s "
+          f"{statistics.median(first):.0f} MB, of the last 90 s {statistics.median(last):.0f} MB "
+          f"({len(samples)} samples every 5 s; shared pages counted once per process)")
+    top = sorted(peak_per.items(), key=lambda kv: -kv[1])[:6]
+    print("   largest processes (peak MB): " + ", ".join(f"{n} {mb:.0f}" for n, mb in top))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--parts", nargs="+", default=["overhead", "tvm", "ort", "cluster"])
+    ap.add_argument("--tests", type=int, nargs=2, default=[500, 3000],
+                    help="N1 N2 of the overhead part")
+    ap.add_argument("--rss", type=int, metavar="SECONDS",
+                    help="only: peak RSS over a campaign of this many seconds")
+    ap.add_argument("--preset", default="cpu_ort", help="the campaign of --rss")
+    args = ap.parse_args()
+    if args.rss:
+        bench_rss(args.rss, args.preset)
+        return
+    for part in args.parts:
+        if part == "overhead":
+            bench_overhead(*args.tests)
+        elif part in ("tvm", "ort"):
+            bench_scaling(part, args.seconds)
+        elif part == "cluster":
+            bench_cluster(args.seconds)
+
+
+if __name__ == "__main__":
+    main()
