@@ -88,6 +88,38 @@ def tree_cpu(root: int) -> float:
     return sum(st[1] for p in tree(root) if (st := _stat(p)) is not None)
 
 
+class CpuSampler:
+    """Samples the CPU seconds of a process tree every 0.25 s in a thread, so the CPU spent in a
+    window that ends when sampling stops can be read afterwards (`cpu_in_last`)."""
+
+    def __init__(self, root: int):
+        import threading
+
+        self.root, self.samples, self.stop = root, [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.samples.append((time.monotonic(), tree_cpu(self.root)))
+            self.stop.wait(0.25)
+
+    def __enter__(self) -> "CpuSampler":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def cpu_in_last(self, seconds: float) -> float:
+        """CPU seconds in the `seconds` before the last sample (0 if not enough samples)."""
+        if len(self.samples) < 2:
+            return 0.0
+        t_end, c_end = self.samples[-1]
+        before = [c for t, c in self.samples if t <= t_end - seconds]
+        return c_end - (before[-1] if before else self.samples[0][1])
+
+
 def load() -> str:
     return "load average %.1f %.1f %.1f" % os.getloadavg()
 
@@ -202,13 +234,19 @@ def campaign_rate(backends: list[str], workers: int, actors: int, seconds: float
         name=name, budget=f"{seconds:g}s", workers=workers, backends=backends,
         backend_options={b: opts}, generation=gen, flush_every_s=30),
         ray=RayConfig(temp_dir="/tmp/dsray-bench"))
+    sampler = CpuSampler(os.getpid())
     try:
-        with tempfile.TemporaryDirectory() as out:
+        with tempfile.TemporaryDirectory() as out, sampler:
             s = run_campaign(cfg, Path(out))
         nodes = {a["node_id"] for a in s.actors if a["stage"] == b}
+        cpu = sampler.cpu_in_last(s.elapsed_s)
         print(f"   -> {s.tests} tests in {s.elapsed_s:.1f} s = {s.tests_per_s:.2f} tests/s "
               f"({s.tests_per_s * 60:.0f}/min); {b} actors on {len(nodes)} node(s); {load()}",
               flush=True)
+        if cpu > 0:
+            print(f"      CPU of all its processes during the run: {1e3 * cpu / max(s.tests, 1):.1f}"
+                  f" ms per test -> {s.tests / cpu * 60 * (os.cpu_count() or 1):.0f} tests/min "
+                  f"if its {os.cpu_count()} cores were its own", flush=True)
         return s.tests_per_s
     finally:
         if c is not None:

@@ -28,6 +28,7 @@ import pickle
 import time
 import traceback
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Optional, Union
 
 from campaign.reference import ReferenceResult
@@ -152,8 +153,9 @@ class Evaluator:
                 job = prep.m.job if self.worker.sandboxes else None
                 result = self.worker.evaluate(self.backend, prep.m, job)
                 row, finding = self.worker.judge(self.backend, prep, result)
-                row["host"] = self.worker.host  # where the backend ran, not where it was made
-                row["worker"] = self.label
+                # where and when the backend ran, not where and when the test was made
+                row.update(host=self.worker.host, worker=self.label,
+                           ts=datetime.now(timezone.utc))
                 out.append(TestReport([row], [finding] if finding is not None else []))
             except Exception:
                 out.append(_error(test_id))

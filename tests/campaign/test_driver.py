@@ -75,11 +75,12 @@ class FakeError:
 
 
 def base_row(test_id: str, seed: int) -> dict:
-    return {"test_id": test_id, "seed": seed, "lineage": "[]", "mutators": [], "graph_hash": "h",
-            "n_insts": 1, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 0, "n_loop": 0,
-            "n_scan": 0, "n_rnn": 0, "n_input_sets": 1, "branch_coverage": None,
-            "trip_counts": [], "ops": ["add"], "dtypes": ["f32"], "dialect": "eager",
-            "gen_ms": 0.1, "host": "fakehost", "worker": "gen",
+    """The shared columns of a test's rows (every schema column but backend/target/verdict)."""
+    from campaign.schema import graphless_row
+
+    return {**graphless_row(test_id, seed), "graph_hash": "h", "n_insts": 1, "n_inputs": 1,
+            "max_depth": 1, "n_input_sets": 1, "ops": ["add"], "dtypes": ["f32"],
+            "dialect": "eager", "gen_ms": 0.1, "host": "fakehost", "worker": "gen",
             "ts": datetime.now(timezone.utc)}
 
 
