@@ -172,6 +172,23 @@ def by_test(rows) -> dict[int, list[dict]]:
 
 # ---- the cluster --------------------------------------------------------------------------------
 
+def _token_auth_on() -> str | None:
+    """Turn token authentication on in this process (and the nodes it starts), with a token in
+    ~/.ray/auth_token if there is none yet (what `ray.init()` of a local cluster does); return
+    the RAY_AUTH_MODE it replaced."""
+    from ray._private.authentication.authentication_token_setup import (
+        _enable_token_auth, generate_and_save_token)
+    from ray._raylet import AuthenticationTokenLoader
+
+    old = os.environ.get("RAY_AUTH_MODE")
+    _enable_token_auth()
+    loader = AuthenticationTokenLoader.instance()
+    if not loader.has_token(ignore_auth_mode=True):
+        generate_and_save_token()
+        loader.reset_cache()
+    return old
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A CPU-only head node (8 logical CPUs, custom resource `gen_box`); the placement test adds
@@ -185,6 +202,7 @@ def cluster():
     old_tmp = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = "/tmp/dsray-cl"
     os.makedirs("/tmp/dsray-cl/ray", exist_ok=True)
+    old_mode = _token_auth_on()  # as `ray start --head` and a new local cluster have it
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 8, "resources": {"gen_box": 8}, "include_dashboard": False,
         "temp_dir": "/tmp/dsray-cl"})
@@ -194,10 +212,14 @@ def cluster():
     finally:
         ray.shutdown()
         c.shutdown()
-        if old_tmp is None:
-            os.environ.pop("RAY_TMPDIR", None)
-        else:
-            os.environ["RAY_TMPDIR"] = old_tmp
+        for var, value in (("RAY_TMPDIR", old_tmp), ("RAY_AUTH_MODE", old_mode)):
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+        from ray._raylet import Config as RayletConfig
+
+        RayletConfig.initialize("")
 
 
 def test_missing_gpu_fails_fast_with_a_clear_message(cluster, tmp_path):
@@ -358,3 +380,32 @@ def test_more_cpus_than_the_cluster_has_fail_fast(cluster, tmp_path):
     with pytest.raises(CampaignError, match=r"need \d+ CPU in all \(9 x 1 \(campaign.generation\)"):
         run_campaign(config(workers=9), tmp_path, stages=stages(["ort", "ort_noopt"]))
 
+
+
+def test_joining_a_cluster_needs_its_token_and_says_so(cluster, monkeypatch, tmp_path):
+    import campaign.driver as d
+    from ray._raylet import AuthenticationTokenLoader
+
+    loader = AuthenticationTokenLoader.instance()
+    # the driver is connected already: `_join` must refuse before it tries to connect
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("connected with a bad token"))
+    try:
+        monkeypatch.setenv("RAY_AUTH_TOKEN", "not-the-token")
+        loader.reset_cache()
+        t0 = time.monotonic()
+        with pytest.raises(CampaignError, match=r"the cluster refused this driver's "
+                                                r"authentication token .*: set RAY_AUTH_TOKEN"):
+            d._join(cluster.address, None)
+        monkeypatch.delenv("RAY_AUTH_TOKEN")
+        monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ray/auth_token
+        loader.reset_cache()
+        with pytest.raises(CampaignError, match=r"token authentication is on but this driver "
+                                                r"has no token: set RAY_AUTH_TOKEN"):
+            d._join(cluster.address, None)
+        with pytest.raises(CampaignError, match=r"nothing answers at .*:1 "):
+            d._join("127.0.0.1:1", None)
+        assert time.monotonic() - t0 < 10
+    finally:
+        monkeypatch.undo()
+        loader.reset_cache()
