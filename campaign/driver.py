@@ -956,11 +956,7 @@ class _Campaign:
 
 def _check_resume_config(conf: Config, out_dir: Path) -> None:
     """A resumed campaign must make the same tests: same seed, generator, mutation, backends."""
-    path = out_dir / "config.yaml"
-    if not path.is_file():
-        raise CampaignError(f"campaign.resume=true: {out_dir} holds no campaign (no config.yaml); "
-                            "set output.dir to the output directory of the run to continue")
-    old = OmegaConf.load(path)
+    old = OmegaConf.load(out_dir / "config.yaml")
     new = OmegaConf.structured(conf)
     for key in ("campaign.seed", "campaign.backends", "campaign.name", "generator", "mutation"):
         a, b = OmegaConf.select(old, key), OmegaConf.select(new, key)
@@ -981,14 +977,17 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     conf = to_config(cfg)
     budget = preflight(conf)
     out_dir = Path(out_dir)
-    if conf.campaign.resume:
-        _check_resume_config(conf, out_dir)
+    if conf.campaign.resume and not (out_dir / "config.yaml").is_file():
+        raise CampaignError(f"campaign.resume=true: {out_dir} holds no campaign (no config.yaml); "
+                            "set output.dir to the output directory of the run to continue")
     if conf.campaign.probe:
         from campaign.probe import deny_list  # runs the backends in this process, once cached
 
         conf.generator.deny = sorted(set(conf.generator.deny) | set(deny_list(conf.campaign.probe)))
         log.warning("support probe of %s: %d signatures kept out of the generator",
                     ", ".join(conf.campaign.probe), len(conf.generator.deny))
+    if conf.campaign.resume:  # after the probe: config.yaml holds the deny list it made
+        _check_resume_config(conf, out_dir)
     targets = backend_targets(conf)
     needs = actor_needs(conf, targets)
     stages = stages or default_stages(conf)
