@@ -9,7 +9,7 @@ zero, (2) every float result is finite and (3) every int result satisfies
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 
@@ -46,26 +46,46 @@ class _Invalid(Exception):
         self.violation = violation
 
 
-def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str) -> None:
+#: called after each run of a control-flow instruction with its site (`ir.coverage.sites`:
+#: "3", "3/0/1", ...), the indices of the bodies it ran, in order (an if: [0] then or [1]
+#: else; a loop: [0] per trip), and the values of the graph or body it is in (by name)
+ControlTrace = Callable[[str, list[int], dict[str, torch.Tensor]], None]
+
+
+def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
+                 trace: ControlTrace | None = None, site: str = "", explore: bool = False) -> None:
     """Evaluate `g` into `values`, raising _Invalid at the first invalid instruction. Bodies of
     control-flow instructions (if, loop, scan; nested ones too) are run, as the op decides (its
-    "python" dialect: once, per trip, per step), through the same checks."""
+    "python" dialect: once, per trip, per step), through the same checks. `explore`: every
+    `if` also runs (and checks) the branch it does not take, untraced, results discarded."""
     for index, inst in enumerate(g.insts):
         label = f"{where}inst {index} ({inst.op.name})"
+        here = f"{site}{index}"
+        ran: list[int] = []
         args = [values[a] for a in inst.args]
         penalties = [p for p in inst.op.domain(*args) if bool((p.detach() > 0).any())]
         if penalties:
             raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain", penalties))
 
-        def run_block(body: Graph, body_args, label=label, index=index) -> list[torch.Tensor]:
+        def run_block(body: Graph, body_args, label=label, index=index, inst=inst, here=here,
+                      ran=ran) -> list[torch.Tensor]:
             inner = {v.name: t for v, t in zip(body.inputs, body_args)}
+            k = next(i for i, b in enumerate(inst.blocks) if b is body)
+            ran.append(k)
             try:
-                _run_checked(body, inner, f"{label} > {body.name}: ")
+                _run_checked(body, inner, f"{label} > {body.name}: ", trace, f"{here}/{k}/",
+                             explore)
             except _Invalid as e:  # a violation inside a body is this instruction's, at this level
                 raise _Invalid(replace(e.violation, index=index)) from None
             return [inner[o] for o in body.outputs]
 
+        if explore and inst.op.name == "if":
+            for k, body in enumerate(inst.blocks):
+                if k != (0 if bool(args[0]) else 1):
+                    _explore(body, args[1:], f"{label} > {body.name} (not taken): ", index)
         res = inst.op.torch_call(args, inst.blocks, run_block)
+        if trace is not None and inst.blocks:
+            trace(here, ran, values)
         if len(inst.results) == 1:
             res = (res,)
         for r, t in zip(inst.results, res):
@@ -75,9 +95,19 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str) -> None:
                 raise _Invalid(Violation(index, f"{label}: {problem}", []))
 
 
-def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor]
-                     ) -> tuple[dict[str, torch.Tensor], Violation | None]:
-    """Evaluate `g` instruction by instruction and stop at the first invalid one.
+def _explore(body: Graph, operands: list[torch.Tensor], where: str, index: int) -> None:
+    inner = {v.name: t for v, t in zip(body.inputs, operands)}
+    try:
+        _run_checked(body, inner, where, None, "", True)
+    except _Invalid as e:
+        raise _Invalid(replace(e.violation, index=index)) from None
+
+
+def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor], trace: ControlTrace | None = None,
+                     explore: bool = False) -> tuple[dict[str, torch.Tensor], Violation | None]:
+    """Evaluate `g` instruction by instruction and stop at the first invalid one; `trace`
+    observes which bodies every control-flow instruction ran; `explore` checks the branches
+    not taken too (so that other input sets can take them: `ir.coverage`).
 
     Returns every value computed so far and the violation (None when all values are valid)."""
     values = dict(env)
@@ -86,7 +116,7 @@ def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor]
         if problem:
             return values, Violation(-1, problem, [])
     try:
-        _run_checked(g, values, "")
+        _run_checked(g, values, "", trace, "", explore)
     except _Invalid as e:
         return values, e.violation
     return values, None

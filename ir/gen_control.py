@@ -5,7 +5,7 @@ Each instruction takes 1-2 values of its scope as operands; a body maps them to 
 same types through chains of ops built with the generator's own typed insertion (result type
 forced to the operand's type, operands only from inside the body: bodies are closed). An `if`
 predicate is `reduce(...(reduce(x))) > t`: a scalar from data compared with a new scalar input
-or param, so input data decides the branch (and the input search can steer it). A `loop` trip
+(never a param), so input data decides the branch and other input sets flip it (`ir.coverage`). A `loop` trip
 count is a new int64 scalar input (inside a body, sometimes an int64 scalar of the body, e.g. an
 enclosing loop's counter). A `scan` runs over axis 0 of a value of rank >= 1 (or of a new input)
 with a carry of the same dtype; its body mixes the carry with the slice x_t (a binary op, x_t
@@ -168,7 +168,7 @@ def _to_scalar(scope: _Scope, v: Value) -> tuple[list[Inst], Value] | None:
 
 def _predicate(b, scope: _Scope) -> Value | None:
     """A bool scalar computed from a numeric value of the scope, compared with a new scalar
-    (input or param) threshold; its instructions are placed in `scope`."""
+    input threshold; its instructions are placed in `scope`."""
     reduce_sum = OP_REGISTRY["reduce_sum"]
     sources = [v for v in scope.values if (v.type.dtype.is_float or v.type.dtype.is_int)
                and ((v.type.dtype,), (v.type.dtype,)) in list(reduce_sum.signatures(1))]
@@ -179,7 +179,9 @@ def _predicate(b, scope: _Scope) -> Value | None:
         return None
     insts, cur = reduced
     dt = cur.type.dtype
-    threshold = scope.new_input(TensorType((), dt), param=b.rng.random() < b.cfg.param_rate)
+    # a graph input (never a param): other input sets flip the branch by moving it alone
+    # (`ir.coverage`), so both branches run on the same compiled model
+    threshold = scope.new_input(TensorType((), dt))
     inst = scope.try_op(OP_REGISTRY["gt"], cur, [threshold], (dt, dt), 2)
     if inst is None:
         return None

@@ -140,11 +140,11 @@ def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = Va
     A graph with an `if` is first searched for values valid on the branches not taken too, so
     that other input sets can take them (`ir.coverage`); failing that, the taken ones suffice."""
     dropped: list[str] = []
-    if any(inst.op.name == "if" for inst, _ in g.walk()):
-        result = search_inputs(g, seed, ranges, cfg, explore=True)
-        if result.ok:
-            return ValidTest(g, result, dropped)
     for _ in range(max_drops + 1):
+        if any(inst.op.name == "if" for inst, _ in g.walk()):
+            result = search_inputs(g, seed, ranges, cfg, explore=True)
+            if result.ok:
+                return ValidTest(g, result, dropped)
         result = search_inputs(g, seed, ranges, cfg)
         if result.ok:
             return ValidTest(g, result, dropped)
