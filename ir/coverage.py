@@ -203,9 +203,9 @@ REPAIR = SearchConfig(max_iters=12)
 @dataclass(frozen=True)
 class CoverConfig:
     #: input sets per test at most, set 0 included
-    max_sets: int = 6
+    max_sets: int = 8
     #: candidate sets tried at most
-    attempts: int = 16
+    attempts: int = 24
 
 
 def cover(g: Graph, values: dict[str, np.ndarray], seed: int,
