@@ -2,7 +2,8 @@
 
 A *bucket* is one presumed bug. Its key:
   - crashes, signals, timeouts (and `invalid` / `unsupported` rows, bucketed for counting):
-    (backend, target, verdict, stage, normalized error signature `error_sig`);
+    (backend, target, verdict, stage, normalized error signature `error_sig`; a timeout's
+    without its frames, see `bucket_signature`);
   - mismatches: (backend, target, "mismatch", the *op pattern* of the reduced graph): its
     canonical text without shapes or attributes, dtypes kept (the reducer already simplified
     every dtype the failure does not need), e.g.
@@ -67,7 +68,17 @@ def _safe(s: str) -> str:
 def crash_key(row: dict[str, Any]) -> BucketKey:
     """The key of a non-mismatch finding row (crash, signal, timeout, invalid, unsupported)."""
     return BucketKey(row["backend"], row.get("target") or "", row["verdict"], row.get("stage"),
-                     row.get("error_sig") or "")
+                     bucket_signature(row["verdict"], row.get("error_sig")))
+
+
+def bucket_signature(verdict: str, error_sig: Optional[str]) -> str:
+    """The signature a bucket keys on: the row's `error_sig`, except that a timeout drops its
+    frames (where the process happened to be when it was killed: incidental, so a slow
+    compile would otherwise make a new bucket per test)."""
+    sig = error_sig or ""
+    if verdict == "timeout":
+        sig = sig.split(" @ ", 1)[0]
+    return sig
 
 
 def op_pattern(g: Graph) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from campaign.triage.buckets import BucketKey, crash_key
+from campaign.triage.buckets import BucketKey, bucket_signature, crash_key
 from ir.graph import Graph
 
 
@@ -85,8 +85,9 @@ def same_failure(expect: dict[str, Any], row: dict[str, Any]) -> bool:
         return False
     if expect["verdict"] == "mismatch":
         return True
+    v = expect["verdict"]
     return (row.get("stage") == expect.get("stage")
-            and (row.get("error_sig") or "") == (expect.get("error_sig") or ""))
+            and bucket_signature(v, row.get("error_sig")) == bucket_signature(v, expect.get("error_sig")))
 
 
 class BackendRunner:

@@ -177,7 +177,7 @@ class _Triage:
             self.log(f"triage: reducing {finding_dir} failed: {type(e).__name__}: {e}")
             red = Reduction(case, "error", case.graph, case.values, case.extra_sets,
                             note=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
-        red.summary.setdefault("seconds", round(time.monotonic() - t0, 2))
+        red.summary["total_seconds"] = round(time.monotonic() - t0, 2)  # confirmation included
         self.reductions += 1
         self.log(f"triage:   {red.status}: {red.original_insts} -> {red.reduced_insts} insts "
                  f"in {time.monotonic() - t0:.1f} s")
@@ -196,7 +196,8 @@ class _Triage:
         self.index[finding_dir] = {
             "bucket": key.id, "key": json.loads(key.text()), "status": red.status,
             "original_insts": red.original_insts, "reduced_insts": red.reduced_insts,
-            "tests": red.summary.get("tests"), "seconds": red.summary.get("seconds")}
+            "tests": red.summary.get("tests"),
+            "seconds": red.summary.get("total_seconds", red.summary.get("seconds"))}
 
     # ---- the passes ------------------------------------------------------------------------
     def run(self, rows: list[dict[str, Any]]) -> None:
@@ -330,7 +331,7 @@ class _Triage:
             b.confirmed = (True if red.status in ("reduced", "cached", "confirmed") else
                            False if red.status == "not reproducible" else None)
             b.reduction_tests = red.summary.get("tests")
-            b.reduction_s = red.summary.get("seconds")
+            b.reduction_s = red.summary.get("total_seconds", red.summary.get("seconds"))
             if red.status not in ("reduced", "cached", "confirmed") and not b.note:
                 b.note = f"{red.status}: {red.note}"[:500] if red.note else red.status
             dest = self.bugs_dir / key.id
@@ -358,7 +359,8 @@ class _Triage:
                     b.note = f"no repro.py: {written['codegen_error']}"[:500]
             else:
                 b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
-                if self.cfg.check_repro and key.kind == "bug":
+                if self.cfg.check_repro and key.kind == "bug" and (
+                        b.new or self.time_left() > 0):
                     error_class = (red.row or {}).get("error_class") if red.row else None
                     limit = (self.cfg.timeout_s if key.verdict == "timeout"
                              else self.cfg.repro_timeout_s)
