@@ -7,11 +7,12 @@ long campaign. Prints figures; asserts nothing about time.
 
 Parts:
 - `overhead`: the campaign with no-op stages (generation hands out a real packed 10-node test,
-  evaluation returns that test's real row: no work) for N1 and N2 tests on one running cluster;
-  the marginal CPU time per test of every process involved (driver, Ray's GCS and raylet, the
-  actors) is what Ray + the driver + Parquet storage cost per test. Compared with the median
-  wall time of a whole ORT test done in one process without Ray (`FuzzWorker.run`: generate,
-  search inputs, reference, ONNX, ORT in its sandbox, judge).
+  evaluation returns that test's real row: no work), after a warm-up run; the CPU time per test
+  of every process involved (driver, Ray's GCS and raylet, the actors) while it runs is what
+  Ray + the driver + Parquet storage cost per test. Compared with the median CPU (and wall)
+  time of a whole ORT test done in one process without Ray (`FuzzWorker.run`: generate, search
+  inputs, reference, ONNX, ORT in its sandbox process, judge). CPU time, unlike wall time,
+  hardly depends on what else the machine runs.
 - `tvm`: a TVM-bound campaign (one generation actor, 1 then 2 TVM evaluation actors).
 - `ort`: the cpu_ort campaign (1 then 2 generation actors, one ORT evaluation actor).
 - `cluster`: the TVM-bound campaign on a simulated cluster (`ray.cluster_utils.Cluster`): a head
@@ -151,9 +152,10 @@ class NoopEvaluator:
         return [self.report([dict(self.row)], []) for _ in cases]
 
 
-def real_ort_test() -> tuple[dict, float]:
-    """A real packed 10-node test and its ORT row; and the median wall ms of whole ORT tests in
-    one process (generate ... judge, ORT in its sandbox), over 200 tests."""
+def real_ort_test() -> tuple[dict, float, float]:
+    """A real packed 10-node test and its ORT row; and the median wall and CPU ms of whole ORT
+    tests in one process (generate ... judge, ORT in its sandbox process, whose CPU counts),
+    over 200 tests."""
     from campaign.pipeline import Evaluator, Generator
     from campaign.worker import FuzzWorker, WorkerConfig
 
@@ -163,44 +165,50 @@ def real_ort_test() -> tuple[dict, float]:
     ev = Evaluator(cfg, "ort", "e")
     (rep,) = ev.evaluate([g.case])
     ev.close()
-    times = []
+    wall, cpu = [], []
     with FuzzWorker(cfg) as w:
         w.run("warm", 10_000)
+        sandbox = w.sandboxes["ort"]
         for i in range(200):
-            t0 = time.perf_counter()
+            pid = sandbox.pid
+            c0, s0, t0 = time.process_time(), _stat(pid), time.perf_counter()
             w.run(f"b-{i:06d}", i)
-            times.append((time.perf_counter() - t0) * 1e3)
-    return {"case": g.case, "base": g.base, "row": rep.rows[0]}, statistics.median(times)
+            t1, c1, s1 = time.perf_counter(), time.process_time(), _stat(pid)
+            if s0 is None or s1 is None or sandbox.pid != pid:
+                continue  # the sandbox process was replaced: its CPU is not readable
+            wall.append((t1 - t0) * 1e3)
+            cpu.append((c1 - c0 + s1[1] - s0[1]) * 1e3)
+    return ({"case": g.case, "base": g.base, "row": rep.rows[0]}, statistics.median(wall),
+            statistics.median(cpu))
 
 
-def bench_overhead(n1: int, n2: int) -> None:
+def bench_overhead(n: int) -> None:
     from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
     from campaign.driver import Stages, run_campaign
 
-    payload, median_ms = real_ort_test()
-    print(f"== overhead: a whole ORT test in one process, no Ray: median {median_ms:.2f} ms "
-          f"(200 tests); packed test {len(payload['case'])} bytes; {load()}")
+    payload, median_ms, median_cpu_ms = real_ort_test()
+    print(f"== overhead: a whole ORT test in one process, no Ray (200 tests): median wall "
+          f"{median_ms:.2f} ms, median CPU {median_cpu_ms:.2f} ms (its sandbox's included); "
+          f"packed test {len(payload['case'])} bytes; {load()}", flush=True)
     ray.init(address="local", num_cpus=4, include_dashboard=False, _temp_dir="/tmp/dsray-bench",
              logging_level=logging.WARNING, log_to_driver=False)
     try:
-        me = os.getpid()
-        cpu, rates = {}, {}
-        for n in (n1, n2):
+        for k, tests in enumerate((300, n)):  # the first run warms up Ray's workers
             cfg = Config(campaign=CampaignConfig(
-                name="noop", budget=str(n), workers=1, backends=["ort"], flush_every_s=30,
+                name="noop", budget=str(tests), workers=1, backends=["ort"], flush_every_s=30,
                 backend_options={"ort": BackendOptions(actors=1, wait=True)}),
                 ray=RayConfig())
-            with tempfile.TemporaryDirectory() as out:
-                c0 = tree_cpu(me)
+            cfg.triage.enabled = False
+            sampler = CpuSampler(os.getpid())
+            with tempfile.TemporaryDirectory() as out, sampler:
                 s = run_campaign(cfg, Path(out), stages=Stages(NoopGenerator, NoopEvaluator,
                                                                payload))
-                cpu[n] = tree_cpu(me) - c0
-                rates[n] = s.tests_per_s
-        per_test_ms = (cpu[n2] - cpu[n1]) / (n2 - n1) * 1e3
-        print(f"   no-op campaign: {rates[n2]:.0f} tests/s (1 generation + 1 evaluation actor)")
-        print(f"   Ray + driver + storage CPU per test (marginal, {n1} -> {n2} tests, all "
-              f"processes): {per_test_ms:.3f} ms = {100 * per_test_ms / median_ms:.1f}% of the "
-              f"median ORT test")
+        cpu_ms = 1e3 * sampler.cpu_in_last(s.elapsed_s) / s.tests
+        print(f"   no-op campaign: {s.tests} tests at {s.tests_per_s:.0f} tests/s (1 generation "
+              f"+ 1 evaluation actor)")
+        print(f"   Ray + driver + storage: {cpu_ms:.3f} ms CPU per test (all processes, during "
+              f"the run) = {100 * cpu_ms / median_cpu_ms:.1f}% of the median ORT test's CPU, "
+              f"{100 * cpu_ms / median_ms:.1f}% of its wall time", flush=True)
     finally:
         ray.shutdown()
 
@@ -234,6 +242,7 @@ def campaign_rate(backends: list[str], workers: int, actors: int, seconds: float
         name=name, budget=f"{seconds:g}s", workers=workers, backends=backends,
         backend_options={b: opts}, generation=gen, flush_every_s=30),
         ray=RayConfig(temp_dir="/tmp/dsray-bench"))
+    cfg.triage.enabled = False
     sampler = CpuSampler(os.getpid())
     try:
         with tempfile.TemporaryDirectory() as out, sampler:
@@ -312,14 +321,18 @@ def bench_rss(seconds: int, preset: str) -> None:
           f"({len(samples)} samples every 5 s; shared pages counted once per process)")
     top = sorted(peak_per.items(), key=lambda kv: -kv[1])[:6]
     print("   largest processes (peak MB): " + ", ".join(f"{n} {mb:.0f}" for n, mb in top))
+    t_first = run[0][0]
+    minutes = sorted({int((t - t_first) // 60) for t, _, _ in run})
+    print("   total RSS by minute (median MB): " + ", ".join(
+        f"{m}: {statistics.median([mb for t, mb, _ in run if int((t - t_first) // 60) == m]):.0f}"
+        for m in minutes))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--parts", nargs="+", default=["overhead", "tvm", "ort", "cluster"])
-    ap.add_argument("--tests", type=int, nargs=2, default=[500, 3000],
-                    help="N1 N2 of the overhead part")
+    ap.add_argument("--tests", type=int, default=5000, help="tests of the overhead part")
     ap.add_argument("--rss", type=int, metavar="SECONDS",
                     help="only: peak RSS over a campaign of this many seconds")
     ap.add_argument("--preset", default="cpu_ort", help="the campaign of --rss")
@@ -329,7 +342,7 @@ def main() -> None:
         return
     for part in args.parts:
         if part == "overhead":
-            bench_overhead(*args.tests)
+            bench_overhead(args.tests)
         elif part in ("tvm", "ort"):
             bench_scaling(part, args.seconds)
         elif part == "cluster":
