@@ -97,6 +97,18 @@ def test_crash_keys_use_the_normalized_signature():
     assert "/" not in weird.id and "?" not in weird.id
 
 
+def test_timeouts_bucket_without_the_frames_they_were_killed_in():
+    from campaign.triage.reduction import same_failure
+
+    a = {"backend": "inductor", "target": "cpu", "verdict": "timeout", "stage": "compile",
+         "error_sig": "Timeout: during compile @ symbolic_convert.step < symbolic_convert.run"}
+    b = {**a, "error_sig": "Timeout: during compile @ compile_fx.compile_fx < __init__.__call__"}
+    assert crash_key(a) == crash_key(b) and crash_key(a).error_sig == "Timeout: during compile"
+    assert same_failure(a, b) and not same_failure(a, {**b, "stage": "run"})
+    crash = {**a, "verdict": "crash", "error_sig": "RuntimeError: x @ f.g"}
+    assert not same_failure(crash, {**crash, "error_sig": "RuntimeError: x @ f.h"})
+
+
 def test_mismatch_pattern_ignores_names_shapes_and_attributes_but_not_dtypes():
     a = ir.parse("""graph main(%x0: f32[2,3]) {
       %v1 = reduce_sum[axis=1, keepdim=false](%x0) : f32[2]
