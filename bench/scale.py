@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -127,6 +128,24 @@ def load() -> str:
 
 # ---- no-op stages -----------------------------------------------------------------------------
 
+@dataclass
+class NoopGenerated:
+    """`campaign.pipeline.Generated`'s fields (the stages' actors need not import torch)."""
+
+    test_id: str
+    seed: int
+    case: bytes
+    base: dict
+    report: None = None
+    ms: float = 0.0
+
+
+@dataclass
+class NoopReport:
+    rows: list
+    findings: list
+
+
 class NoopGenerator:
     """Hands out one real packed test for every seed: Ray and the driver move real bytes."""
 
@@ -134,9 +153,7 @@ class NoopGenerator:
         self.case, self.base = cfg["case"], cfg["base"]
 
     def generate(self, items):
-        from campaign.pipeline import Generated
-
-        return [Generated(t, s, self.case, {**self.base, "test_id": t, "seed": s}, None, 0.0)
+        return [NoopGenerated(t, s, self.case, {**self.base, "test_id": t, "seed": s})
                 for t, s, _ in items]
 
 
@@ -144,12 +161,10 @@ class NoopEvaluator:
     """Returns the real row of that test for every case, without looking at it."""
 
     def __init__(self, cfg, backend, name):
-        from campaign.worker import TestReport
-
-        self.row, self.report = cfg["row"], TestReport
+        self.row = cfg["row"]
 
     def evaluate(self, cases):
-        return [self.report([dict(self.row)], []) for _ in cases]
+        return [NoopReport([dict(self.row)], []) for _ in cases]
 
 
 def real_ort_test() -> tuple[dict, float, float]:

@@ -72,6 +72,8 @@ MAX_MSG = 2000
 POLL_S = 0.5
 #: batches are sized so that one actor call takes about this long
 CALL_TARGET_S = 0.05
+#: packed tests per evaluation call at most, in bytes (below Ray's 100 KiB inline limit)
+MAX_CALL_BYTES = 90_000
 #: most tests queued for one backend, whatever `campaign.queue_s` says
 MAX_QUEUE = 2000
 #: the generation stage's name in summaries and actor names
@@ -472,9 +474,17 @@ class _Pool:
                 self._send(slot, items)
 
     def _take(self, n: int) -> list[_Item]:
-        out = []
+        """Up to `n` items, re-runs first; an evaluation batch also stops at MAX_CALL_BYTES of
+        packed tests (Ray passes smaller arguments inline, larger ones through its object
+        store, at a cost)."""
+        out: list[_Item] = []
+        size = 0
         for q in (self.retry, self.queue):
             while q and len(out) < n:
+                case = q[0].test.case
+                if out and case is not None and size + len(case) > MAX_CALL_BYTES:
+                    return out
+                size += len(case) if case is not None else 0
                 out.append(q.popleft())
         return out
 
