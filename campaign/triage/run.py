@@ -362,7 +362,9 @@ class _Triage:
                 if self.cfg.check_repro and key.kind == "bug" and (
                         b.new or self.time_left() > 0):
                     error_class = (red.row or {}).get("error_class") if red.row else None
-                    limit = (self.cfg.timeout_s if key.verdict == "timeout"
+                    # a timeout must run past the campaign's limit; twice that absorbs a
+                    # fresh process's cold start (Inductor's first compile: ~15 s)
+                    limit = (2 * self.cfg.timeout_s if key.verdict == "timeout"
                              else self.cfg.repro_timeout_s)
                     outcome, tail = check_repro(dest, key.verdict, error_class, limit)
                     b.repro_status = outcome
