@@ -4,7 +4,7 @@ from __future__ import annotations
 import abc
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ir.generate import GenConfig
 from ir.graph import Graph
@@ -24,6 +24,11 @@ class Mutator(abc.ABC):
     the engine verifies every candidate and discards (and counts) the ill-formed ones."""
 
     name: str
+    #: where mutators that graft code from other graphs (`splice`) find a donor: a function of
+    #: the rng returning (donor id, graph) or None; the engine sets it (from the seed pool)
+    donors: "Callable[[random.Random], tuple[str, Graph] | None] | None" = None
+    #: deepest nesting of bodies a mutator may create (`Graph.max_depth`); set by the engine
+    max_depth: int = 3
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)

@@ -2,47 +2,43 @@
 
 The op's other operands are earlier values or new inputs/params; its attributes and the new
 placeholders' shapes are solved with z3 under the constraint "result type == the value's type",
-so every later user still type-checks.
+so every later user still type-checks. Works in any scope (inside bodies, new operands are
+threaded in as needs: `mutators.scope`).
 """
 from __future__ import annotations
 
-import random
+from typing import Any
 
-from ir.generate import GenConfig, SymbolicGraphBuilder
 from ir.graph import Graph, Value
-from ir.rewrite import add_inputs, add_params, insert_insts, replace_uses
-from mutators.base import Mutant, Mutator
+from ir.rewrite import insert_insts, replace_uses
+from mutators.optable import same_type_ops
+from mutators.scope import Ctx, ScopedMutator, values_before
 
 
-class InsertOp(Mutator):
+class InsertOp(ScopedMutator):
     name = "insert_op"
 
-    def propose(self, g: Graph, rng: random.Random, gen: GenConfig) -> Mutant | None:
+    def eligible(self, site) -> bool:
+        return True
+
+    def rewrite(self, g: Graph, ctx: Ctx) -> tuple[Graph, dict[str, Any]] | None:
         # (value, index of the first instruction allowed to read the new result)
         sites: list[tuple[Value, int]] = [(v, 0) for v in g.inputs]
         sites += [(r, i + 1) for i, inst in enumerate(g.insts) for r in inst.results]
-        v, at = rng.choice(sites)
-        ops = [
-            (op_cls, ins)
-            for op_cls in gen.enabled_ops()
-            if v.type.rank in op_cls.first_ranks()
-            for arity in op_cls.arities()
-            for ins, outs in op_cls.signatures(arity)
-            if ins[0] == v.type.dtype and outs == (v.type.dtype,)
-            and all(d in gen.enabled_dtypes() for d in ins)
-        ]
+        read = {a for inst in g.insts for a in inst.args} | set(g.outputs)
+        sites = [(v, at) for v, at in sites if v.name in read]  # else it would be dead code
+        if not sites:
+            return None
+        v, at = ctx.rng.choice(sites)
+        ops = same_type_ops(ctx.gen, v.type, ctx.iterated)
         if not ops:
             return None
-        op_cls, in_dtypes = rng.choice(ops)
-        names = {x.name for x in g.all_values()}
-        b = SymbolicGraphBuilder(rng, gen, names)
-        earlier = [*g.inputs, *g.params] + [r for inst in g.insts[:at] for r in inst.results]
-        inst = b.try_op(op_cls, v, earlier, in_dtypes, len(in_dtypes), target=v.type)
+        op_cls, in_dtypes = ctx.rng.choice(ops)
+        # inside a body, new operands are needs; keep them few (a fresh placeholder only when
+        # no body value fits)
+        inst = ctx.b.try_op(op_cls, v, values_before(g, at), in_dtypes, len(in_dtypes),
+                            target=v.type)
         if inst is None:
             return None
-        new = inst.results[0].name
-        out = replace_uses(g, v.name, new, start=at)
-        out = insert_insts(out, at, [inst])
-        out = add_params(add_inputs(out, b.inputs), b.params)
-        return Mutant(out, {"op": op_cls.name, "at": v.name})
-
+        out = replace_uses(g, v.name, inst.results[0].name, start=at)
+        return insert_insts(out, at, [inst]), {"op": op_cls.name, "at": v.name}

@@ -1,0 +1,107 @@
+"""Solve one instruction with z3 over operands the mutator chooses, as the generator does.
+
+`SymbolicGraphBuilder.try_op` picks the operands itself (existing values or new placeholders at
+random); a mutator often needs them fixed: the same data operands as the instruction it
+replaces, with its weights rebuilt to fit new attributes or shapes. `solve` takes that list
+(an existing value, or `NEW`/`NEW_PARAM` for a new placeholder) and otherwise follows `try_op`:
+the op's attributes are sampled (numeric ones as z3 symbols) or given, new placeholders take
+the op's `operand_type` when it has one, constraints are the op's `requires`, the element bound
+on every new type and optional result types, and every symbol is fixed from the rng
+(`SymbolicGraphBuilder._fix`: deterministic, no choice left to z3).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ir.dtypes import DType
+from ir.generate import SymbolicGraphBuilder, signature_key
+from ir.graph import Inst, Value
+from ir.op import Op
+from ir.shapes import eq
+from ir.types import TensorType
+
+#: a new graph input (or need) for this operand
+NEW = "new"
+#: a new weight (param) for this operand
+NEW_PARAM = "new_param"
+
+
+def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str],
+          dtypes: Sequence[DType], targets: Sequence[TensorType | None] | None = None,
+          op: Op | None = None, names: Sequence[str] | None = None) -> Inst | None:
+    """`op_cls(*args)` with every constraint met, or None. `args[0]` must be a value; `targets`
+    fixes result types (None entries: free); `names` names the results (default: fresh)."""
+    first = args[0]
+    assert isinstance(first, Value)
+    n_dims, n_syms = len(b.ctx.dims), len(b.ctx.symbols)
+    op = op if op is not None else op_cls.sample(b.ctx, first.type)
+    slots = list(op_cls.slots(len(args), first.type))
+    vals: list[Value] = [first]
+    new: list[tuple[Value, bool]] = []
+    for index, (spec, dtype) in enumerate(zip(args[1:], dtypes[1:]), 1):
+        if isinstance(spec, Value):
+            vals.append(spec)
+            continue
+        t = op.operand_type(index, first.type, dtype, b.ctx)
+        if t is None:
+            ranks = slots[index - 1].ranks if index - 1 < len(slots) else (first.type.rank,)
+            t = b.placeholder_type(b.rng.choice(ranks), dtype)
+        v = Value(f"?{len(new)}", t)
+        new.append((v, spec == NEW_PARAM))
+        vals.append(v)
+    in_types = [v.type for v in vals]
+    out_dtypes = op.result_dtypes(tuple(t.dtype for t in in_types))
+    if out_dtypes is None or any(d not in b._dtypes for d in out_dtypes):
+        return None
+    if b._deny and signature_key(op.name, [t.dtype for t in in_types], out_dtypes) in b._deny:
+        return None
+    outs = op.infer(in_types)
+    cons = list(op.requires(in_types))
+    for t in [*outs, *(v.type for v, _ in new)]:
+        cons += b.bounds(t)
+    if targets is not None:
+        if len(targets) != len(outs):
+            return None
+        for got, want in zip(outs, targets):
+            if want is None:
+                continue
+            if got.rank != want.rank or got.dtype != want.dtype:
+                return None
+            cons += [eq(x, y) for x, y in zip(got.shape, want.shape)]
+    if any(c is False for c in cons):
+        return None
+    symbols = b._symbols(b.ctx.dims[n_dims:], b.ctx.symbols[n_syms:])
+    if symbols:
+        model = b._fix([c for c in cons if not isinstance(c, bool)], symbols)
+        if model is None:
+            return None
+        op = op.concretize(model)
+        outs = [t.concretize(model) for t in outs]
+        new = [(Value(v.name, v.type.concretize(model)), p) for v, p in new]
+    elif any(not isinstance(c, bool) and not _holds(c) for c in cons):
+        return None
+    renamed = {}
+    for v, is_param in new:
+        renamed[v.name] = b.add_input(v.type, is_param).name
+    arg_names = tuple(renamed.get(v.name, v.name) for v in vals)
+    if names is None:
+        names = [b.fresh_name("v") for _ in outs]
+    return Inst(op, arg_names, tuple(Value(n, t) for n, t in zip(names, outs)))
+
+
+def _holds(c) -> bool:
+    from ir.shapes import holds
+
+    return holds(c)
+
+
+def signatures_to(op_cls: type[Op], first: DType, out: Sequence[DType], arity: int | None = None,
+                  enabled: Sequence[DType] | None = None) -> list[tuple[DType, ...]]:
+    """Input dtype tuples of `op_cls` starting with `first` and giving exactly `out`."""
+    found = []
+    for n in (op_cls.arities() if arity is None else [arity]):
+        for ins, outs in op_cls.signatures(n):
+            if ins[0] == first and tuple(outs) == tuple(out) and (
+                    enabled is None or all(d in enabled for d in ins)):
+                found.append(tuple(ins))
+    return found

@@ -1,0 +1,178 @@
+"""`MutationSource`: where the campaign's generation stage gets each test's graph.
+
+Per test (deterministic given the seed and the pool's history):
+  - with probability `mutation.rate`, a parent drawn from the seed pool (`mutators.pool`: the
+    corpus in `mutation.seeds`, `mutation.generated_seeds` generated graphs, and novel tests)
+    is mutated by a chain of 1..`max_steps` mutators (`MutationEngine`);
+  - otherwise (or when no mutation applied) a graph is generated from the seed, as with
+    mutation off (`mutation.rate=0`: generation only).
+After the reference has run, `observe` tells the pool what the test showed; the campaign driver
+later feeds the backends' verdicts back (`feedback`). Lineage (one JSON list per test, stored in
+every row): a header `{"seed": test seed, "seed_id": root seed, "parent": pool entry,
+"discarded": candidates discarded}` (generated tests: `{"seed": s, "seed_id": "gen/<s>"}`),
+then every mutation step from the root seed on, oldest first, each tagged with the test that
+applied it (`{"mutator": name, ...parameters, "test": test id}`), then repairs.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+from typing import Any, Iterable
+
+from ir.generate import GenConfig, GenerationError, generate, signature_key
+from ir.graph import Graph
+from ir.text import load
+from ir.verify import verify
+from mutators.engine import MutationConfig, MutationEngine
+from mutators.pool import Outcome, SeedPool
+
+log = logging.getLogger(__name__)
+
+#: the dynsmith checkout (relative seed directories are looked up here too)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def seeds_dir(path: str | None) -> Path | None:
+    """The seed directory `mutation.seeds` names: absolute, relative to the working directory,
+    else relative to the checkout (so actors on any node of a cluster find the shipped corpus).
+    None for no directory; ValueError when it does not exist."""
+    if not path:
+        return None
+    p = Path(path)
+    for cand in ([p] if p.is_absolute() else [p, ROOT / p]):
+        if cand.is_dir():
+            return cand
+    raise ValueError(f"mutation.seeds: no directory {path!r} (relative paths are looked up in "
+                     f"the working directory and in {ROOT})")
+
+
+def load_seeds(path: str | Path) -> list[tuple[str, Graph]]:
+    """Every `<dir>/*.gir` as (`corpus/<name>`, verified graph), in name order."""
+    out = []
+    for f in sorted(Path(path).glob("*.gir")):
+        out.append((f"corpus/{f.stem}", verify(load(f))))
+    return out
+
+
+def usable(g: Graph, gen: GenConfig) -> bool:
+    """A seed the generator config allows: enabled dtypes and ops, no denied signature."""
+    dtypes = set(gen.enabled_dtypes())
+    if any(v.type.dtype not in dtypes for v in g.all_values()):
+        return False
+    enabled = {c.name for c in gen.enabled_ops()}
+    deny = set(gen.deny)
+    for inst, _ in g.walk():
+        if not inst.blocks and inst.op.name not in enabled:
+            return False
+    if deny:
+        for scope in _scopes(g):
+            types = scope.types()
+            for inst in scope.insts:
+                key = signature_key(inst.op.name, [types[a].dtype for a in inst.args],
+                                    [r.type.dtype for r in inst.results])
+                if key in deny:
+                    return False
+    return True
+
+
+def _scopes(g: Graph) -> Iterable[Graph]:
+    yield g
+    for inst in g.insts:
+        for b in inst.blocks:
+            yield from _scopes(b)
+
+
+class MutationSource:
+    def __init__(self, cfg: MutationConfig, gen: GenConfig):
+        self.cfg = cfg
+        self.gen = gen
+        self.pool = SeedPool(cfg.pool_size)
+        self.engine = MutationEngine(cfg, gen, donors=self.pool.donor)
+        self.active = bool(self.engine.mutators) and cfg.rate > 0
+        self._seeded = False
+
+    def seed_pool(self) -> None:
+        """Fill the pool with the seeds (on first use: a config error surfaces as the first
+        test's generator failure, as the generator's own do)."""
+        if self._seeded:
+            return
+        self._seeded = True
+        cfg, gen = self.cfg, self.gen
+        d = seeds_dir(cfg.seeds)
+        if d is not None:
+            for sid, g in load_seeds(d):
+                if usable(g, gen):
+                    self.pool.add_seed(sid, g)
+                else:
+                    log.info("seed %s left out: ops, dtypes or signatures the config excludes", sid)
+        for i in range(cfg.generated_seeds):
+            try:
+                self.pool.add_seed(f"genseed/{i}", generate(i, gen))
+            except GenerationError:
+                pass
+
+    # ---- making a graph --------------------------------------------------------------------
+    def make(self, test_id: str, seed: int) -> tuple[Graph, list[dict[str, Any]]]:
+        """The graph of test `test_id` and its lineage (see the module doc)."""
+        rng = random.Random(seed ^ 0x5EED)
+        discarded = 0
+        if self.active:
+            self.seed_pool()
+        if self.active and rng.random() < self.cfg.rate:
+            parent = self.pool.choose(rng)
+            if parent is not None:
+                out = self.engine.mutate(parent.graph, rng)
+                discarded = out.discarded
+                if out.steps:
+                    head = {"seed": seed, "seed_id": parent.seed_id, "parent": parent.id,
+                            "discarded": out.discarded}
+                    steps = [{**s, "test": test_id} for s in out.steps]
+                    return out.graph, [head, *parent.lineage[1:], *steps]
+            else:  # an empty pool (no seeds configured): mutate a generated graph
+                g = generate(seed, self.gen)
+                out = self.engine.mutate(g, rng)
+                head = {"seed": seed, "seed_id": f"gen/{seed}", "discarded": out.discarded}
+                return out.graph, [head, *({**s, "test": test_id} for s in out.steps)]
+        head: dict[str, Any] = {"seed": seed, "seed_id": f"gen/{seed}"}
+        if discarded:
+            head["discarded"] = discarded
+        return generate(seed, self.gen), [head]
+
+    # ---- feedback --------------------------------------------------------------------------
+    def observe(self, test_id: str, graph: Graph, lineage: list[dict[str, Any]], valid: bool,
+                error_class: str | None = None) -> None:
+        """A test's outcome on the reference (called once its reference has run)."""
+        if not self.active:
+            return
+        sig = "reference:valid" if valid else f"reference:invalid:{error_class or ''}"
+        parent = lineage[0].get("parent") if lineage else None
+        self.pool.add(graph, Outcome(test_id, lineage, valid, (sig,), parent))
+
+    def feedback(self, outcomes: Iterable[tuple[str, str]]) -> int:
+        """(test id, verdict signature) pairs from the backends; returns how many were new."""
+        if not self.active:
+            return 0
+        by_test: dict[str, list[str]] = {}
+        for test_id, sig in outcomes:
+            by_test.setdefault(test_id, []).append(sig)
+        return sum(self.pool.feedback(t, sigs) for t, sigs in by_test.items())
+
+    def columns(self, test_id: str, graph: Graph, lineage: list[dict[str, Any]]) -> dict[str, Any]:
+        """The rows' mutation columns of a test (docs/results-schema.md); call before
+        `observe` (`novel` is judged against the pool as it was)."""
+        head = lineage[0] if lineage else {}
+        return {
+            "seed_id": str(head.get("seed_id", "")),
+            "parent_id": head.get("parent"),
+            "step_mutators": [s["mutator"] for s in lineage[1:]
+                              if "mutator" in s and s.get("test") == test_id],
+            "mutation_discarded": int(head.get("discarded", 0)),
+            "novel": bool(self.pool.novelty(graph)) if self.active else None,
+        }
+
+
+def verdict_signature(row: dict[str, Any]) -> str:
+    """The feedback signature of one backend row: `backend:verdict[:error_sig]`."""
+    sig = f"{row['backend']}:{row['verdict']}"
+    return f"{sig}:{row['error_sig']}" if row.get("error_sig") else sig
