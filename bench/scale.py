@@ -51,11 +51,11 @@ def _stat(pid: int) -> tuple[int, float] | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
             text = f.read()
-    except OSError:
+        fields = text[text.rindex(")") + 2:].split()
+        ppid = int(fields[1])
+        utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    except (OSError, ValueError):  # gone, or going (an empty read)
         return None
-    fields = text[text.rindex(")") + 2:].split()
-    ppid = int(fields[1])
-    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
     return ppid, (utime + stime + cutime + cstime) / TICK
 
 
@@ -102,7 +102,10 @@ class CpuSampler:
 
     def _run(self) -> None:
         while not self.stop.is_set():
-            self.samples.append((time.monotonic(), tree_cpu(self.root)))
+            try:
+                self.samples.append((time.monotonic(), tree_cpu(self.root)))
+            except Exception as e:  # a sample lost, not the sampler
+                print(f"cpu sampler: {type(e).__name__}: {e}", file=sys.stderr)
             self.stop.wait(0.25)
 
     def __enter__(self) -> "CpuSampler":
@@ -114,10 +117,12 @@ class CpuSampler:
         self.thread.join()
 
     def cpu_in_last(self, seconds: float) -> float:
-        """CPU seconds in the `seconds` before the last sample (0 if not enough samples)."""
+        """CPU seconds in the `seconds` before the campaign ended (0 if not enough samples).
+        The end is the sample of most CPU: when Ray shuts down, actors die unreaped by this
+        tree and their CPU leaves its count."""
         if len(self.samples) < 2:
             return 0.0
-        t_end, c_end = self.samples[-1]
+        t_end, c_end = max(self.samples, key=lambda s: s[1])
         before = [c for t, c in self.samples if t <= t_end - seconds]
         return c_end - (before[-1] if before else self.samples[0][1])
 
