@@ -20,7 +20,8 @@ Passes (`PASSES`), cheapest and most effective first:
   - `shrink_shapes`: re-solve the dims of inputs and params (and size-like integer attributes)
     with z3 under every op's constraints: all as small as possible, or one dim at 1 or halved;
   - `shrink_ranks`: drop a size-1 axis of an input or param, re-inferring every type;
-  - `simplify_dtypes`: make float inputs/params and dtype attributes float32 (ints int64).
+  - `simplify_dtypes`: make float inputs/params and dtype attributes float32 (ints int64);
+  - `params_to_inputs`: turn weights into graph inputs (nothing left to constant-fold).
 Every candidate is cleaned by `dce` (dead code, unused control-flow operands and carries), which
 preserves semantics.
 
@@ -31,7 +32,8 @@ value it replaces had on the current inputs; everything is then made valid by
 
 The order ("smaller"), lexicographic over `Size`:
   (instructions with nested ones counted, total elements of every value, sum of ranks, dtype
-   cost (f32 0, i64/bool 1, f64/i32 2, f16 3), inputs + params, outputs, canonical text).
+   cost (f32 0, i64/bool 1, f64/i32 2, f16 3), inputs + params, params, outputs, canonical
+   text).
 """
 from __future__ import annotations
 
@@ -74,6 +76,7 @@ class Size:
     rank: int  #: sum of the ranks of every value
     dtype_cost: int  #: sum of DTYPE_COST over every value
     io: int  #: graph inputs + params
+    params: int  #: params (weights, which compilers may constant-fold): inputs are simpler
     outputs: int
     text: str = field(repr=False)
 
@@ -85,7 +88,7 @@ def size_of(g: Graph) -> Size:
     vals = list(g.all_values())
     return Size(g.num_insts(), sum(_numel(v.type) for v in vals), sum(v.type.rank for v in vals),
                 sum(DTYPE_COST.get(v.type.dtype, 3) for v in vals), len(g.inputs) + len(g.params),
-                len(g.outputs), canonical_text(g))
+                len(g.params), len(g.outputs), canonical_text(g))
 
 
 def _numel(t: TensorType) -> int:
@@ -867,6 +870,18 @@ def pass_simplify_dtypes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             yield Candidate(h, f"{inst.op.name} %{inst.results[0].name}: dtype attribute simplified")
 
 
+def pass_params_to_inputs(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+    """Params (weights) become graph inputs with the same values: all, then one at a time."""
+    if not g.params:
+        return
+    if len(g.params) > 1:
+        yield Candidate(replace(g, inputs=g.inputs + g.params, params=()), "every param -> input")
+    for p in g.params:
+        yield Candidate(replace(g, inputs=g.inputs + (p,),
+                                params=tuple(q for q in g.params if q != p)),
+                        f"param %{p.name} -> input")
+
+
 #: name -> pass, in the order they run
 PASSES: dict[str, PassFn] = {
     "drop_outputs": pass_drop_outputs,
@@ -879,6 +894,7 @@ PASSES: dict[str, PassFn] = {
     "simplify_dtypes": pass_simplify_dtypes,
     "shrink_shapes": pass_shrink_shapes,
     "shrink_ranks": pass_shrink_ranks,
+    "params_to_inputs": pass_params_to_inputs,
 }
 
 

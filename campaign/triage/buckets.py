@@ -131,6 +131,9 @@ class Bucket:
     reduced_insts: Optional[int] = None
     reduction_tests: Optional[int] = None
     reduction_s: Optional[float] = None
+    #: op pattern of the representative's reduced graph (crash buckets too: two buckets
+    #: whose signatures differ only in, say, a rank may reduce to one pattern)
+    reduced_pattern: Optional[str] = None
     #: the triage re-ran a member and it failed the same way (False: it did not; None: not run)
     confirmed: Optional[bool] = None
     #: repro.py relative to the output dir, when one was written
@@ -158,7 +161,7 @@ class Bucket:
             "example_test_ids": self.examples(), "artifact_path": self.artifact_path,
             "original_insts": self.original_insts, "reduced_insts": self.reduced_insts,
             "reduction_tests": self.reduction_tests, "reduction_s": self.reduction_s,
-            "confirmed": self.confirmed,
+            "confirmed": self.confirmed, "reduced_pattern": self.reduced_pattern,
             "repro": self.repro, "repro_status": self.repro_status, "note": self.note,
         }
 
@@ -171,6 +174,7 @@ BUGS_SCHEMA = pa.schema([
     ("example_test_ids", pa.list_(pa.string())), ("artifact_path", pa.string()),
     ("original_insts", pa.int32()), ("reduced_insts", pa.int32()),
     ("reduction_tests", pa.int32()), ("reduction_s", pa.float64()), ("confirmed", pa.bool_()),
+    ("reduced_pattern", pa.string()),
     ("repro", pa.string()), ("repro_status", pa.string()), ("note", pa.string()),
 ])
 

@@ -328,6 +328,10 @@ class _Triage:
             b = self.buckets[key]
             b.original_insts = red.original_insts
             b.reduced_insts = red.reduced_insts if red.status in ("reduced", "cached") else None
+            if red.status in ("reduced", "cached"):
+                from campaign.triage.buckets import op_pattern
+
+                b.reduced_pattern = op_pattern(red.graph)
             b.confirmed = (True if red.status in ("reduced", "cached", "confirmed") else
                            False if red.status == "not reproducible" else None)
             b.reduction_tests = red.summary.get("tests")

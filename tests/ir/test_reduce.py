@@ -106,9 +106,10 @@ def test_size_order_is_lexicographic_and_total():
     g, _ = _graph()
     s = size_of(g)
     assert s.insts == 15 and s.elements > 0
-    smaller = Size(s.insts - 1, s.elements * 10, 0, 0, 0, 0, "zzz")
+    smaller = Size(s.insts - 1, s.elements * 10, 0, 0, 0, 0, 0, "zzz")
     assert smaller < s  # fewer instructions wins whatever else
-    same = Size(s.insts, s.elements, s.rank, s.dtype_cost, s.io, s.outputs, s.text + "x")
+    same = Size(s.insts, s.elements, s.rank, s.dtype_cost, s.io, s.params, s.outputs,
+                s.text + "x")
     assert s < same or same < s  # the canonical text breaks ties
 
 
