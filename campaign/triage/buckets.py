@@ -83,10 +83,23 @@ def bucket_signature(verdict: str, error_sig: Optional[str]) -> str:
 
 def op_pattern(g: Graph) -> str:
     """The canonical op pattern of a (reduced) graph: its canonical text without shapes and
-    attributes, on one line."""
+    attributes, on one line; inputs and params ordered by first use (the order the graph
+    declares them in is incidental)."""
+    from dataclasses import replace
+
     from ir.rewrite import rename_canonically
 
-    return _pattern(rename_canonically(g))
+    first: dict[str, int] = {}
+    for i, inst in enumerate(g.insts):
+        for a in inst.args:
+            first.setdefault(a, i)
+    for o in g.outputs:
+        first.setdefault(o, len(g.insts))
+
+    def order(vs):
+        return tuple(sorted(vs, key=lambda v: first.get(v.name, len(g.insts) + 1)))
+
+    return _pattern(rename_canonically(replace(g, inputs=order(g.inputs), params=order(g.params))))
 
 
 def _pattern(g: Graph) -> str:

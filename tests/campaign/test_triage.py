@@ -126,6 +126,17 @@ def test_mismatch_pattern_ignores_names_shapes_and_attributes_but_not_dtypes():
       return %v2
     }""")
     assert op_pattern(a) == op_pattern(b) != op_pattern(c)
+    d = ir.parse("""graph main(%y: f32[2], %x: f32[2]) {
+      %v = relu(%x) : f32[2]
+      %w = add(%v, %y) : f32[2]
+      return %w
+    }""")
+    e = ir.parse("""graph main(%x: f32[2], %y: f32[2]) {
+      %v = relu(%x) : f32[2]
+      %w = add(%v, %y) : f32[2]
+      return %w
+    }""")
+    assert op_pattern(d) == op_pattern(e)  # the order inputs are declared in is incidental
     assert pattern_ops(op_pattern(a)) == {"reduce_sum", "atan"}
     assert mismatch_key("ort", "cpu", a) == mismatch_key("ort", "cpu", b)
     assert "atan" in mismatch_key("ort", "cpu", a).pattern
