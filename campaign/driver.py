@@ -63,6 +63,7 @@ from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
 from campaign.schema import graphless_row
 from campaign.storage import ResultSink, existing_run
 from campaign.verdict import Stage, Verdict
+from mutators.source import verdict_signature
 
 log = logging.getLogger(__name__)
 
@@ -335,15 +336,33 @@ def _last_line(e: BaseException) -> str:
     return lines[-1] if lines else type(e).__name__
 
 
+#: one thread per actor for the libraries that would start one per core (torch and ORT are set
+#: in code; TVM reads its variable when its thread pool starts, after the actor's start):
+#: actors share the cores with each other and with their sandbox processes
+THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+              "TVM_NUM_THREADS": "1"}
+
+
+def _thread_env() -> dict[str, str]:
+    """THREAD_ENV, except where the driver's own environment says otherwise."""
+    return {k: os.environ.get(k, v) for k, v in THREAD_ENV.items()}
+
+
 def _is_error(result: Any) -> bool:
     """A stage's `CaseError` (our code failed on that test) rather than a result."""
     return hasattr(result, "message")
 
 
-def _hosted(cls: type) -> type:
-    """`cls` with a `where()` method: the node an actor landed on (its start-up check too)."""
+def _hosted(cls: type, env: dict[str, str]) -> type:
+    """`cls` with `env` set in its actor's process before it starts (a runtime_env would cost
+    seconds per actor), and a `where()` method: the node an actor landed on (its start-up check
+    too)."""
 
     class Hosted(cls):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            os.environ.update(env)
+            super().__init__(*args, **kwargs)
+
         def where(self) -> dict[str, Any]:
             return {"node_id": ray.get_runtime_context().get_node_id(),
                     "host": socket.gethostname(), "pid": os.getpid()}
@@ -540,6 +559,8 @@ class _Campaign:
         if self.c.resume:
             self._count_stored_findings()
         self.by_ref: dict[Any, _Call] = {}
+        #: backend verdicts not yet sent to the generation actors' seed pools (docs/mutation.md)
+        self.outcomes: list[tuple[str, str]] = []
         self.tests_done = 0
         self.skipped_tests = 0
         self.verdicts: dict[str, Counter[str]] = {}
@@ -556,7 +577,7 @@ class _Campaign:
             custom = {r: v for r, v in res.items() if r not in ("CPU", "GPU")}
             if custom:
                 opts["resources"] = custom
-            return ray.remote(**opts)(_hosted(cls))
+            return ray.remote(**opts)(_hosted(cls, _thread_env()))
 
         n, res = needs[GEN]
         gen_cls = remote(stages.generator_cls, res)
@@ -723,6 +744,7 @@ class _Campaign:
             return
         test = item.test
         self._record(test, res)
+        self.outcomes += [(r["test_id"], verdict_signature(r)) for r in res.rows]
         self._done_with(pool, test)
 
     def _done_with(self, pool: _Pool, test: _Test) -> None:
@@ -936,12 +958,21 @@ class _Campaign:
                 self.complete(ref)
             self.check_hangs()
             self.sink.maybe_flush()
+            self.send_feedback()
             now = time.monotonic()
             if self.bar is not None and now - last_postfix >= 0.5:
                 last_postfix = now
                 rate = self.tests_done / max(now - self.t_start, 1e-9)
                 self.bar.set_postfix({"tests/s": f"{rate:.1f}", "findings": self.findings.total},
                                      refresh=False)
+
+    def send_feedback(self) -> None:
+        """Backend verdicts to every generation actor's seed pool, fire and forget (a stage
+        class without `feedback` gets none); each actor keeps those of its own tests."""
+        if self.outcomes and hasattr(self.stages.generator_cls, "feedback"):
+            for slot in self.gen.slots:
+                slot.actor.feedback.remote(self.outcomes)
+        self.outcomes = []
 
     def summary(self, interrupted: bool) -> Summary:
         elapsed = time.monotonic() - self.t_start
