@@ -151,9 +151,12 @@ def judge(outs):
             bad &= ~(np.abs(af - t) <= atol + rtol * np.abs(t))
         if bad.any():
             err = np.abs(af - ef)[bad]
+            where = [tuple(int(k) for k in ix) for ix in np.argwhere(bad)[:4]]
+            shown = "; ".join(f"at {{ix}} got {{float(af[ix]):.9g}}, expected {{float(ef[ix]):.9g}}"
+                             for ix in where)
             return (f"output {{i}} (input set {{i // len(TOLERANCES)}}): {{int(bad.sum())}}/{{a.size}} "
                     f"elements differ, max abs err {{float(np.nanmax(err)) if err.size else 0:.3g}}; "
-                    f"got {{a.ravel()[:6].tolist()}}, expected {{e.ravel()[:6].tolist()}}")
+                    f"{{shown}}")
     return None
 
 

@@ -427,3 +427,26 @@ def test_real_tvm_bug_is_reduced_and_its_repro_reproduces(tmp_path):
     assert b.reduced_insts == 1 and b.repro_status == "reproduced"
     g = ir.parse((out / b.artifact_path / "graph.gir").read_text())
     assert _ops(g) == ["eq"] and g.inputs[0].type.dtype.short == "b8"
+
+
+@pytest.mark.slow
+def test_a_campaign_ends_with_its_triage(tmp_path):
+    """`python run.py` with an injected-bug backend: the campaign's own triage reduces the
+    mismatch to the op and writes the bugs table."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(Path(__file__).parent)])}
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "run.py", "campaign=smoke", "campaign.budget=60", "campaign.workers=1",
+         f"campaign.backends=[\"{WRONG}\"]", f"output.dir={out}", "ray.temp_dir=/tmp/dsray-tri",
+         "triage.max_tests=80"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "triage:" in proc.stdout
+    rows = [r for r in pq.read_table(out / "bugs.parquet").to_pylist() if r["kind"] == "bug"]
+    assert rows and all(r["verdict"] == "mismatch" for r in rows)
+    assert {op for r in rows for op in pattern_ops(r["pattern"])} == {"atan"}
