@@ -133,6 +133,38 @@ def test_dce_preserves_semantics_and_prunes_control_flow_operands():
     assert np.array_equal(_outputs(g, vals)[0], _outputs(h, {k: vals[k] for k in ("x0", "x1")})[0])
 
 
+def test_dce_prunes_if_operands_and_scan_carries_sequences_and_outputs():
+    text = """graph main(%x0: b8[], %x1: f32[3], %x2: f32[3], %x3: f32[2,3], %x4: f32[2,3]) {
+      %v5, %v6 = if(%x0, %x1, %x2) : f32[3], f32[3] {
+        graph then(%t0: f32[3], %t1: f32[3]) {
+          %t2 = neg(%t0) : f32[3]
+          %t3 = exp(%t1) : f32[3]
+          return %t2, %t3
+        }
+        graph else(%e0: f32[3], %e1: f32[3]) {
+          return %e0, %e1
+        }
+      }
+      %v7, %v8, %v9, %v10 = scan[num_carries=2, reverse=false](%v5, %x1, %x3, %x4) : f32[3], f32[3], f32[2,3], f32[2,3] {
+        graph body(%c0: f32[3], %c1: f32[3], %s0: f32[3], %s1: f32[3]) {
+          %c2 = add(%c0, %s0) : f32[3]
+          %c3 = mul(%c1, %s1) : f32[3]
+          return %c2, %c3, %c2, %c3
+        }
+      }
+      return %v9
+    }"""
+    g = ir.verify(ir.parse(text))
+    h = ir.verify(dce(g))
+    (if_, scan) = h.insts
+    assert len(if_.args) == 2 and len(if_.results) == 1  # only what the scan reads of the if
+    assert scan.op.num_carries == 1 and len(scan.args) == 2 and len(scan.results) == 2
+    assert [v.name for v in h.inputs] == ["x0", "x1", "x3"]
+    vals = make_valid(g, 0).search.values
+    assert np.array_equal(_outputs(g, vals)[0],
+                          _outputs(h, {v.name: vals[v.name] for v in h.inputs})[0])
+
+
 def test_wrong_answer_on_one_op_is_isolated():
     g, values = _graph()
     pred = _wrong_on("atan")
