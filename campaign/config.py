@@ -219,6 +219,29 @@ def to_config(cfg: Config | DictConfig) -> Config:
     return obj
 
 
+def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
+    """The `mutation` group's checks (docs/mutation.md)."""
+    from mutators import MUTATORS
+    from mutators.source import seeds_dir
+
+    unknown = sorted(set(m.weights) - set(MUTATORS))
+    try:
+        seeds_dir(m.seeds)
+        seeds_problem = ""
+    except ValueError as e:
+        seeds_problem = str(e)
+    return [
+        (0.0 <= m.rate <= 1.0, f"mutation.rate: must be in [0, 1], got {m.rate}"),
+        (m.max_steps >= 1, f"mutation.max_steps: must be >= 1, got {m.max_steps}"),
+        (m.retries >= 1, f"mutation.retries: must be >= 1, got {m.retries}"),
+        (m.pool_size >= 1, f"mutation.pool_size: must be >= 1, got {m.pool_size}"),
+        (not unknown, f"mutation.weights: unknown mutator {unknown[0]!r} (known: "
+                      f"{', '.join(sorted(MUTATORS))})" if unknown else ""),
+        (all(w >= 0 for w in m.weights.values()), "mutation.weights: weights must be >= 0"),
+        (not seeds_problem, seeds_problem),
+    ]
+
+
 def validate(cfg: Config) -> Budget:
     """Check what the schema cannot; return the parsed budget. Errors name the field."""
     c = cfg.campaign
@@ -259,6 +282,7 @@ def validate(cfg: Config) -> Budget:
         ]
         checks += [(v >= 0, f"{key}.resources.{r}: must be >= 0, got {v}")
                    for r, v in o.resources.items()]
+    checks += mutation_checks(cfg.mutation)
     for ok, msg in checks:
         if not ok:
             raise ConfigError(msg)

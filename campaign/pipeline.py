@@ -126,6 +126,11 @@ class Generator:
             return Generated(test_id, seed, None, None, prep, ms)
         return Generated(test_id, seed, pack_case(prep), prep.base, None, ms)
 
+    def feedback(self, outcomes: list[tuple[str, str]]) -> int:
+        """Backend verdicts, (test id, `backend:verdict:error_sig`), for the seed pool
+        (docs/mutation.md); ids of tests another actor made are ignored."""
+        return self.worker.feedback(outcomes)
+
     def close(self) -> None:
         self.worker.close()
 

@@ -15,6 +15,11 @@ RESULT_SCHEMA = pa.schema(
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("lineage", pa.string(), nullable=False),
         pa.field("mutators", pa.list_(pa.string()), nullable=False),
+        pa.field("seed_id", pa.string(), nullable=False),
+        pa.field("parent_id", pa.string(), nullable=True),
+        pa.field("step_mutators", pa.list_(pa.string()), nullable=False),
+        pa.field("mutation_discarded", pa.int32(), nullable=False),
+        pa.field("novel", pa.bool_(), nullable=True),
         pa.field("graph_hash", pa.string(), nullable=False),
         pa.field("n_insts", pa.int32(), nullable=False),
         pa.field("n_inputs", pa.int32(), nullable=False),
@@ -61,6 +66,8 @@ def graphless_row(test_id: str, seed: int) -> dict:
     optional column null. Callers add backend, verdict, error and provenance columns."""
     return {
         "test_id": test_id, "seed": seed, "lineage": json.dumps([{"seed": seed}]),
+        "seed_id": "", "parent_id": None, "step_mutators": [], "mutation_discarded": 0,
+        "novel": None,
         "mutators": [], "graph_hash": "", "n_insts": 0, "n_inputs": 0, "n_params": 0,
         "max_depth": 0, "n_if": 0, "n_loop": 0, "n_scan": 0, "n_rnn": 0, "n_input_sets": 0,
         "branch_coverage": None, "trip_counts": [], "ops": [], "dtypes": [], "dialect": "",

@@ -39,7 +39,8 @@ from ir.graph import Graph
 from ir.input_search import make_valid, search_inputs
 from ir.precision import output_precisions, output_tolerances
 from ir.text import graph_hash, print_graph
-from mutators import MutationConfig, MutationEngine
+from mutators import MutationConfig
+from mutators.source import MutationSource
 
 MAX_MSG = 2000
 #: the recurrent-cell ops (one callable instruction each), counted in the rows' `n_rnn`
@@ -123,7 +124,14 @@ class FuzzWorker:
         self.backends: list[Backend] = [make_backend(b) for b in cfg.backends]
         self.sandboxes: dict[str, Sandbox] = (
             {b.name: Sandbox(b, cfg.limits) for b in self.backends} if cfg.sandbox else {})
-        self.engine = MutationEngine(cfg.mutation, cfg.generator)
+        #: the seed pool and the mutation engine (docs/mutation.md)
+        self.mutation = MutationSource(cfg.mutation, cfg.generator)
+        self.engine = self.mutation.engine
+
+    def feedback(self, outcomes: list[tuple[str, str]]) -> int:
+        """Backend verdicts of tests this worker made, as (test id, `backend:verdict:error_sig`),
+        for the seed pool (`mutators.source.MutationSource.feedback`); returns how many were new."""
+        return self.mutation.feedback(outcomes)
 
     def close(self) -> None:
         """Stop the sandbox processes (they also die with this process)."""
@@ -145,13 +153,8 @@ class FuzzWorker:
 
     # ---- making a test -------------------------------------------------------------------------
     def make_test(self, test_id: str, seed: int) -> TestCase:
-        g = generate(seed, self.cfg.generator)
-        lineage: list[dict[str, Any]] = [{"seed": seed}]
-        rng = random.Random(seed ^ 0x5EED)
-        if self.engine.mutators and rng.random() < self.cfg.mutation.rate:
-            outcome = self.engine.mutate(g, rng)
-            g = outcome.graph
-            lineage += outcome.steps
+        # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
+        g, lineage = self.mutation.make(test_id, seed)
         # inputs for which every value is valid (NNSmith-style gradient search), dropping the
         # instructions no input can make valid; if nothing valid remains, the plain search's
         # last try is kept and the reference marks the test invalid
@@ -201,6 +204,7 @@ class FuzzWorker:
         except Exception as e:  # our ONNX is ill-formed: our bug, not the compiler's
             return self._invalid_all(m, base, Stage.IMPORT, type(e).__name__, f"ONNX build/check failed: {e}")
         ref = run_reference(m)
+        self.mutation.observe(tc.test_id, tc.graph, tc.lineage, not ref.problem, ref.error_class)
         if ref.problem:
             return self._invalid_all(m, base, Stage.REFERENCE, ref.error_class or "InvalidReference",
                                      ref.problem, ref_ms=ref.ms)
@@ -263,6 +267,7 @@ class FuzzWorker:
         return {
             "test_id": tc.test_id, "seed": tc.seed, "lineage": json.dumps(tc.lineage),
             "mutators": [s["mutator"] for s in tc.lineage[1:] if "mutator" in s],
+            **self.mutation.columns(tc.test_id, g, tc.lineage),
             "graph_hash": graph_hash(g), "n_insts": g.num_insts(), "n_inputs": len(g.inputs),
             "n_params": len(g.params), "max_depth": g.max_depth(),
             "n_if": counts["if"], "n_loop": counts["loop"], "n_scan": counts["scan"],

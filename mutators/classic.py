@@ -14,14 +14,14 @@ from ir.shapes import holds
 from ir.types import TensorType
 from mutators.optable import enabled_ops, fragile_deep, ops_to, same_type_ops
 from mutators.scope import (
-    Ctx, ScopedMutator, copy_insts, pick_region, pure_deep, region, values_before,
+    Ctx, ScopedMutator, copy_insts, pick_region, pure, pure_deep, region, values_before,
 )
 from mutators.solve import NEW, NEW_PARAM, solve
 
 
 def _plain(inst: Inst) -> bool:
     """An ordinary pure op (no bodies, no view or write, placed by the generator)."""
-    return not inst.blocks and inst.op.effect.pure and type(inst.op).generic
+    return not inst.blocks and pure(inst.op) and getattr(type(inst.op), "generic", True)
 
 
 def _exclusive(g: Graph, name: str, index: int) -> bool:
@@ -161,7 +161,8 @@ def repropagate(g: Graph, ctx: Ctx, start: int, types: dict[str, TensorType],
 
 def _keep(op: Op, ins: list[TensorType], ctx: Ctx) -> list[TensorType] | None:
     """The result types of `op` over `ins` when its attributes still fit them."""
-    if op.result_dtypes(tuple(t.dtype for t in ins)) is None or op.problem(ins):
+    problem = getattr(op, "problem", None)  # (rules with messages of their own, if any)
+    if op.result_dtypes(tuple(t.dtype for t in ins)) is None or (problem and problem(ins)):
         return None
     if not all(holds(c) for c in op.requires(ins)):
         return None

@@ -118,9 +118,20 @@ def _put(g: Graph, path: Path, body: Graph, needs: list[Need], fresh) -> tuple[G
 
 # ---- regions -------------------------------------------------------------------------------------
 
+def pure(op) -> bool:
+    """Neither a view nor an in-place write (`Op.effect`, docs/inplace.md)."""
+    effect = getattr(op, "effect", None)
+    return effect is None or effect.pure
+
+
+def writes(op) -> bool:
+    effect = getattr(op, "effect", None)
+    return effect is not None and effect.writes is not None
+
+
 def pure_deep(inst: Inst) -> bool:
     """No view or in-place write in the instruction or anywhere in its bodies."""
-    return inst.op.effect.pure and all(pure_deep(x) for b in inst.blocks for x in b.insts)
+    return pure(inst.op) and all(pure_deep(x) for b in inst.blocks for x in b.insts)
 
 
 @dataclass(frozen=True)
@@ -217,7 +228,7 @@ def prune(g: Graph, root: bool) -> Graph:
     live = set(g.outputs)
     kept: list[Inst] = []
     for inst in reversed(g.insts):
-        if any(r.name in live for r in inst.results) or inst.op.effect.writes is not None:
+        if any(r.name in live for r in inst.results) or writes(inst.op):
             kept.append(inst)
             live.update(inst.args)
     kept.reverse()
