@@ -35,5 +35,10 @@ class Mutator(abc.ABC):
         if "name" in cls.__dict__:
             MUTATORS[cls.name] = cls
 
+    @classmethod
+    def available(cls) -> bool:
+        """Whether this checkout has what the mutator needs (the engine leaves it out if not)."""
+        return True
+
     @abc.abstractmethod
     def propose(self, g: Graph, rng: random.Random, gen: GenConfig) -> Mutant | None: ...

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 DEFAULT_WEIGHTS = {
     "insert_op": 1.0, "replace_op": 1.0, "mutate_attrs": 1.0, "mutate_shape": 0.5,
     "duplicate_region": 1.0, "splice": 1.0, "wrap_branch": 1.5, "wrap_loop": 1.5,
-    "insert_rnn": 1.0,
+    "insert_rnn": 1.0, "to_inplace": 1.0,
 }
 
 
@@ -71,7 +71,8 @@ class MutationEngine:
             raise ValueError(f"mutation.weights: unknown mutator {unknown[0]!r} (known: {', '.join(sorted(MUTATORS))})")
         self.cfg = cfg
         self.gen = gen
-        self.mutators: list[Mutator] = [MUTATORS[n]() for n, w in cfg.weights.items() if w > 0]
+        self.mutators: list[Mutator] = [MUTATORS[n]() for n, w in cfg.weights.items()
+                                        if w > 0 and MUTATORS[n].available()]
         self.weights = [cfg.weights[m.name] for m in self.mutators]
         for m in self.mutators:
             m.donors = donors

@@ -1,0 +1,145 @@
+"""`to_inplace`: out-of-place ops rewritten into in-place ones, also through views, where the
+in-place analysis says the program stays well-defined (docs/inplace.md).
+
+`r = add(a, b)` becomes `r = add_(a, b)`: `a`'s storage is overwritten and `r` is `a` itself,
+so every later read of `a` (and of any view of it) sees the new contents: torch semantics,
+which the reference computes on dynsmith's functionalized graph while torch backends get the
+real mutation. Through views: when `a` is made by a movement op (`slice`, `transpose`,
+`reshape`, `expand`), that op may become its view counterpart (`view_slice`, `view_permute`,
+`view_reshape`, `view_expand`), so the write lands in the base's storage and later reads of
+the base see it. A written graph input is returned (a mutated input is an observable output).
+
+Candidates that the analysis rejects (a write to a param or a body input, overlapping reads,
+a view torch cannot make, writes through repeated elements...) are never proposed: each is
+checked with `ir.verify` (which runs `ir.inplace.check`) and another is tried instead. Needs
+the in-place and view ops (`ir.ops.inplace`, `ir.ops.views`); without them it declines.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from ir.generate import GenConfig
+from ir.graph import Graph, Inst, Value
+from ir.op import OP_REGISTRY
+from ir.verify import VerifyError, verify
+from mutators.base import Mutant
+from ir.rewrite import replace_uses
+from mutators.scope import Ctx, ScopedMutator
+
+#: pure op -> its in-place form (destination: operand 0)
+INPLACE = {"add": "add_", "sub": "sub_", "mul": "mul_", "div": "div_", "relu": "relu_",
+           "sigmoid": "sigmoid_", "clip": "clamp_"}
+#: pure movement op -> the view op with the same attributes
+VIEWS = {"slice": "view_slice", "transpose": "view_permute", "reshape": "view_reshape",
+         "expand": "view_expand"}
+
+
+def ops_present() -> bool:
+    return all(n in OP_REGISTRY for n in (*INPLACE.values(), *VIEWS.values()))
+
+
+class ToInplace(ScopedMutator):
+    name = "to_inplace"
+    #: candidates tried per proposal (each checked by the in-place analysis)
+    attempts: int = 4
+
+    @classmethod
+    def available(cls) -> bool:
+        return ops_present()
+
+    def propose(self, g: Graph, rng: random.Random, gen: GenConfig) -> Mutant | None:
+        if not ops_present():
+            return None
+        for _ in range(self.attempts):
+            mutant = super().propose(g, rng, gen)
+            if mutant is None:
+                continue
+            try:
+                verify(mutant.graph)
+            except VerifyError:
+                continue
+            return mutant
+        return None
+
+    def rewrite(self, g: Graph, ctx: Ctx) -> tuple[Graph, dict[str, Any]] | None:
+        rng = ctx.rng
+        types = g.types()
+        params = {p.name for p in g.params}
+        inputs = {v.name for v in g.inputs}
+        made_by = {r.name: i for i, inst in enumerate(g.insts) for r in inst.results}
+        sites = [i for i, inst in enumerate(g.insts)
+                 if inst.op.name in INPLACE and len(inst.results) == 1 and inst.args
+                 and types[inst.args[0]] == inst.results[0].type
+                 and inst.args[0] not in params and (ctx.root or inst.args[0] not in inputs)]
+        if not sites:
+            return None
+        # writes through a movement op made a view, when there are any: half the time
+        through = [i for i in sites if g.insts[made_by.get(g.insts[i].args[0], i)].op.name in VIEWS
+                   and made_by.get(g.insts[i].args[0], i) != i]
+        i = rng.choice(through if through and rng.random() < 0.5 else sites)
+        inst = g.insts[i]
+        op = _inplace_op(inst)
+        rest = [types[a] for a in inst.args[1:]]
+        if rng.random() < 0.35 and all(t.rank == 0 for t in rest) and types[inst.args[0]].rank:
+            return self._partial(g, ctx, i, op, types, inputs)
+        dest = inst.args[0]
+        insts = list(g.insts)
+        insts[i] = Inst(op, inst.args, inst.results)
+        out: dict[str, Any] = {"op": inst.op.name, "at": inst.results[0].name}
+        j = made_by.get(dest)
+        if j is not None and j != i and g.insts[j].op.name in VIEWS and rng.random() < 0.8:
+            mover = g.insts[j]
+            view_cls = OP_REGISTRY[VIEWS[mover.op.name]]
+            attrs = mover.op.attrs()
+            if {f.name for f in dataclasses.fields(view_cls)} == set(attrs):
+                insts[j] = Inst(view_cls(**attrs), mover.args, mover.results)
+                out["view"] = view_cls.name
+                dest = mover.args[0]
+        return g.with_insts(insts, _returned(g, ctx, dest, inputs)), out
+
+    def _partial(self, g: Graph, ctx: Ctx, i: int, op, types, inputs):
+        """`r = f(x)` becomes `v = view(x); f_(v)`, later uses of `r` reading `x`: the op
+        applied in place to a slice, a selected row or a permutation of `x` only."""
+        rng = ctx.rng
+        inst = g.insts[i]
+        x = inst.args[0]
+        t = types[x]
+        axis = rng.randrange(t.rank)
+        n = t.shape[axis]
+        kind = rng.choice(["view_slice", "view_slice", "view_select", "view_permute"])
+        if kind == "view_slice":
+            start = rng.randrange(n)
+            end = rng.randint(start + 1, n)
+            view = OP_REGISTRY[kind](axis=axis, start=start, end=end, step=rng.choice((1, 1, 2)))
+        elif kind == "view_select":
+            view = OP_REGISTRY[kind](axis=axis, index=rng.randrange(n))
+        else:
+            perm = list(range(t.rank))
+            rng.shuffle(perm)
+            view = OP_REGISTRY[kind](perm=tuple(perm))
+        (vt,) = view.infer([t])
+        v = Value(ctx.fresh("v"), vt)
+        w = Value(ctx.fresh("v"), vt)
+        out = replace_uses(g, inst.results[0].name, x, start=i + 1)
+        insts = list(out.insts)
+        insts[i:i + 1] = [Inst(view, (x,), (v,)), Inst(op, (v.name, *inst.args[1:]), (w,))]
+        out = out.with_insts(insts)
+        return out.with_insts(out.insts, _returned(out, ctx, x, inputs)), {
+            "op": inst.op.name, "at": inst.results[0].name, "view": kind, "partial": True}
+
+
+def _returned(g: Graph, ctx: Ctx, dest: str, inputs: set[str]) -> tuple[str, ...]:
+    """The outputs, with `dest` added when it is a written graph input (a mutated input must be
+    returned, docs/inplace.md)."""
+    if ctx.root and dest in inputs and dest not in g.outputs:
+        return g.outputs + (dest,)
+    return g.outputs
+
+
+def _inplace_op(inst: Inst):
+    cls = OP_REGISTRY[INPLACE[inst.op.name]]
+    if inst.op.name == "clip":
+        return cls(lo=inst.op.lo, hi=inst.op.hi)
+    return cls()
