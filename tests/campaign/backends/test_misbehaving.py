@@ -41,7 +41,7 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def worker():
     cfg = WorkerConfig(backends=list(EXPECTED),
-                       limits=SandboxConfig(timeout_s=2.0, memory_limit_mb=512))
+                       limits=SandboxConfig(timeout_s=6.0, memory_limit_mb=512))  # slack for a loaded machine
     w = FuzzWorker(cfg, "w-test")
     yield w
     w.close()
