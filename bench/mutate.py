@@ -70,7 +70,7 @@ def bench_mutator(name: str, seeds, tries: int, n_valid: int) -> dict:
 def bench_chains(seeds, n: int) -> dict:
     engine = MutationEngine(MutationConfig(max_steps=5), GenConfig(),
                             donors=lambda rng: rng.choice(seeds))
-    cpu, steps, ok = 0.0, 0, 0
+    cpu, steps = 0.0, 0
     for i in range(n):
         rng = random.Random(i)
         t = time.process_time()

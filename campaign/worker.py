@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
 import time
 import traceback
@@ -34,7 +33,7 @@ from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
 from ir.coverage import CoverConfig, cover
-from ir.generate import GenConfig, generate
+from ir.generate import GenConfig
 from ir.graph import Graph
 from ir.input_search import make_valid, search_inputs
 from ir.precision import output_precisions, output_tolerances

@@ -93,7 +93,7 @@ class WrapBranch(ScopedMutator):
     def _chains(self, ctx: Ctx, ins: list[TensorType], outs: list[TensorType]):
         """An else-body of fresh chains: each output from an input of its type (or of its
         dtype, by an op solved to give the type)."""
-        rng, b = ctx.rng, ctx.b
+        rng = ctx.rng
         body_ins = [Value(ctx.fresh("b"), t) for t in ins]
         es = _body_scope(ctx, body_ins)
         ops = list(enabled_ops(ctx.gen, ctx.iterated))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from ir.graph import Graph

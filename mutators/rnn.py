@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ir.dtypes import DType
-from ir.graph import Graph, Value
+from ir.graph import Graph
 from ir.op import OP_REGISTRY
 from ir.rewrite import insert_insts, replace_uses
 from mutators.optable import enabled_ops
