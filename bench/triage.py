@@ -42,6 +42,18 @@ def main(dirs: list[str]) -> None:
         print(f"reduced buckets: {len(ratios)}; median reduced/original = "
               f"{statistics.median(ratios):.1%} (mean {statistics.mean(ratios):.1%}, "
               f"max {max(ratios):.1%})")
+    per = []  # every reduction done (bugs/reduced.json), not only each bucket's smallest
+    for d in dirs:
+        index = Path(d) / "bugs" / "reduced.json"
+        if index.is_file():
+            import json
+
+            for e in json.loads(index.read_text()).values():
+                if e.get("status") == "reduced" and e.get("original_insts"):
+                    per.append(e["reduced_insts"] / e["original_insts"])
+    if per:
+        print(f"every reduction: {len(per)}; median reduced/original = "
+              f"{statistics.median(per):.1%} (max {max(per):.1%})")
     checked = [r for r in bugs if r.get("repro_status") not in (None, "none")]
     ok = [r for r in checked if r.get("repro_status") == "reproduced"]
     confirmed = [r for r in checked if r.get("confirmed")]

@@ -442,11 +442,11 @@ def test_a_campaign_ends_with_its_triage(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "run.py", "campaign=smoke", "campaign.budget=60", "campaign.workers=1",
-         f"campaign.backends=[\"{WRONG}\"]", f"output.dir={out}", "ray.temp_dir=/tmp/dsray-tri",
+         f"campaign.backends=[ort,\"{WRONG}\"]", f"output.dir={out}", "ray.temp_dir=/tmp/dsray-tri",
          "triage.max_tests=80"],
         cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "triage:" in proc.stdout
     rows = [r for r in pq.read_table(out / "bugs.parquet").to_pylist() if r["kind"] == "bug"]
-    assert rows and all(r["verdict"] == "mismatch" for r in rows)
+    assert rows and all(r["verdict"] == "mismatch" and r["backend"] == WRONG for r in rows)
     assert {op for r in rows for op in pattern_ops(r["pattern"])} == {"atan"}
