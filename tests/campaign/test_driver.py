@@ -153,11 +153,12 @@ def stages(backends, gen=FakeGenerator, ev=FakeEvaluator, **kw) -> Stages:
 
 def config(**campaign) -> Config:
     """A campaign of the doubles; its backends wait (no test skips a busy one: an actor being
-    replaced makes it busy for a while), so that every test gets a row from each."""
+    replaced makes it busy for a while), so that every test gets a row from each. The hang
+    limit leaves room for a loaded machine (an actor starved for seconds is no hang)."""
     backends = campaign.get("backends", ["ort", "ort_noopt"])
     base = dict(name="t", budget="20", workers=2, backends=backends, seed=1,
                 in_flight_per_worker=2, flush_rows=7, flush_every_s=60.0,
-                max_findings_per_signature=1, test_timeout_s=2.0,
+                max_findings_per_signature=1, test_timeout_s=6.0,
                 backend_options={b: BackendOptions(wait=True) for b in backends})
     return Config(campaign=CampaignConfig(**{**base, **campaign}),
                   ray=RayConfig(start_timeout_s=60))
