@@ -36,6 +36,7 @@ from ir.coverage import CoverConfig, cover
 from ir.generate import GenConfig
 from ir.graph import Graph
 from ir.input_search import make_valid, search_inputs
+from ir.inplace import counts as inplace_counts
 from ir.precision import output_precisions, output_tolerances
 from ir.text import graph_hash, print_graph
 from mutators import MutationConfig
@@ -271,6 +272,7 @@ class FuzzWorker:
             "n_params": len(g.params), "max_depth": g.max_depth(),
             "n_if": counts["if"], "n_loop": counts["loop"], "n_scan": counts["scan"],
             "n_rnn": sum(counts[op] for op in RNN_OPS),
+            **dict(zip(("n_inplace", "n_view_writes"), inplace_counts(g))),
             "n_input_sets": tc.n_sets,
             "branch_coverage": (tc.coverage or {}).get("branch_coverage"),
             "trip_counts": (tc.coverage or {}).get("trip_counts", []),

@@ -110,6 +110,12 @@ def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor], trace: ControlTr
     not taken too (so that other input sets can take them: `ir.coverage`).
 
     Returns every value computed so far and the violation (None when all values are valid)."""
+    from ir.inplace import has_writes
+
+    if has_writes(g):  # in-place writes: checked on the functionalized graph (docs/inplace.md)
+        from ir.inplace import evaluate_checked as evaluate_functionalized
+
+        return evaluate_functionalized(g, env, trace, explore)
     values = dict(env)
     for name, t in env.items():
         problem = result_problem(name, t)

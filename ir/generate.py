@@ -62,6 +62,10 @@ class GenConfig:
     #: op signatures never to generate, as `signature_key`s (e.g. "avgpool2d(f64)->f64");
     #: campaigns fill it from the support probes of their backends
     deny: list[str] = field(default_factory=list)
+    #: views and in-place writes (`ir.gen_inplace`, docs/inplace.md): per generation step, the
+    #: chance of a write site (a destination, maybe through views, and one in-place op); per
+    #: control-flow body, the chance of a write on a body-local value. 0: none (the default)
+    p_inplace: float = 0.0
 
     def enabled_ops(self) -> list[type[Op]]:
         unknown = sorted(set(self.ops_include + self.ops_exclude) - set(OP_REGISTRY))
@@ -69,7 +73,8 @@ class GenConfig:
             raise ValueError(f"generator: unknown op {unknown[0]!r} in ops_include/ops_exclude")
         names = self.ops_include or sorted(OP_REGISTRY)
         return [OP_REGISTRY[n] for n in names
-                if n not in self.ops_exclude and not OP_REGISTRY[n].takes_blocks]
+                if n not in self.ops_exclude and not OP_REGISTRY[n].takes_blocks
+                and OP_REGISTRY[n].generic]
 
     def enabled_dtypes(self) -> list[DType]:
         return [DType.from_name(d) for d in self.dtypes]
@@ -304,7 +309,14 @@ def _first_input_dtype(rng: random.Random, dtypes: list[DType]) -> DType:
 
 def generate(seed: int, cfg: GenConfig | None = None) -> Graph:
     """A verified, concrete graph with up to `cfg.nodes` instructions, determined by `seed`."""
-    return _generate_once(random.Random(seed), cfg or GenConfig(), seed)
+    cfg = cfg or GenConfig()
+    rng = random.Random(seed)
+    g = _generate_once(rng, cfg, seed)
+    if cfg.p_inplace:
+        from ir.gen_inplace import add_inplace
+
+        g = add_inplace(g, rng, cfg)
+    return g
 
 
 def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:

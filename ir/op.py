@@ -6,7 +6,9 @@ An `Op` is a frozen dataclass whose fields are its attributes. It owns, for one 
   - `requires`: the constraints under which the op is defined (z3 terms or Python bools);
   - `sample`: fresh attributes for the generator (numeric ones may be z3 terms);
   - materializers: `torch(*tensors)` and `onnx(builder, ins, outs)`.
-Ops are side-effect free and registered by `name`, which is how the text form refers to them.
+Ops are registered by `name`, which is how the text form refers to them. Most are side-effect
+free; the in-place and view ops (`ir/ops/inplace.py`, `ir/ops/views.py`) declare what they do to
+memory in `Op.effect`, and `ir.inplace` (the in-place analysis, run by `ir.verify`) judges it.
 """
 from __future__ import annotations
 
@@ -46,6 +48,27 @@ class Slot:
 
 
 @dataclass(frozen=True)
+class Effect:
+    """What an op does to memory besides computing its results (see docs/inplace.md).
+
+    `writes`: the operand whose storage the op overwrites (all of it, or the region its
+    `written_region` names); the op's one result is that operand itself (same storage and
+    layout), as torch's `x.add_(y)` returns `x`. `view_of`: the op's one result is a view of
+    this operand: it shares its storage, so a write through either is seen by both. Neither:
+    the op is pure (its results are new values)."""
+
+    writes: int | None = None
+    view_of: int | None = None
+
+    @property
+    def pure(self) -> bool:
+        return self.writes is None and self.view_of is None
+
+
+PURE = Effect()
+
+
+@dataclass(frozen=True)
 class Op:
     name: ClassVar[str]
     family: ClassVar[str]
@@ -55,6 +78,11 @@ class Op:
     num_results: ClassVar[int | None] = 1
     #: control-flow ops hold sub-graphs in `Inst.blocks`; every other op must have none
     takes_blocks: ClassVar[bool] = False
+    #: memory effect: in-place write or view (`Effect`); PURE for ordinary ops
+    effect: ClassVar[Effect] = PURE
+    #: placed by the plain generator step (`GenConfig.enabled_ops`); False for ops only
+    #: `ir.gen_inplace` places (views, in-place writes) and functionalization's helpers
+    generic: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -83,6 +111,13 @@ class Op:
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         return []
+
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
+        """Why these (concrete) operand types are refused, as a one-line reason the verifier
+        reports (None: accepted). For rules that deserve a message of their own, e.g. what
+        torch refuses for an in-place op; `requires` holds the constraints the generator
+        solves."""
+        return None
 
     # ---- sub-graphs (control flow) -------------------------------------------------------------
     def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence["Graph"]) -> list[TensorType]:

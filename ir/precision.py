@@ -47,7 +47,16 @@ def value_precisions(g: Graph) -> dict[str, DType | None]:
     return prec
 
 
+def _pure(g: Graph) -> Graph:
+    """The functionalized form of a graph with in-place writes (docs/inplace.md): an output
+    aliasing written memory depends on what was written into it, which only it shows."""
+    from ir.inplace import pure_form
+
+    return pure_form(g)
+
+
 def output_precisions(g: Graph) -> list[DType | None]:
+    g = _pure(g)
     prec = value_precisions(g)
     return [prec[o] for o in g.outputs]
 
@@ -101,6 +110,7 @@ def output_tolerances(g: Graph) -> list[Tolerance]:
     """The tolerance of each output: the base tolerance of the least precise float dtype in its
     cone, loosened by the product of the family factors present in the cone (capped at
     MAX_FACTOR); exact when no float is involved."""
+    g = _pure(g)
     prec = value_precisions(g)
     fams = _cone_families(g)
     out = []

@@ -65,11 +65,12 @@ def add_inputs(g: Graph, inputs: Iterable[Value]) -> Graph:
 
 def remove_unused(g: Graph) -> Graph:
     """Drop instructions (at this level) whose results are never read, and unread inputs/params.
-    Control-flow instructions are dropped the same way: ops are side-effect free."""
+    Control-flow instructions are dropped the same way (their results are new values); in-place
+    writes are kept (their effect is on memory other names read, see docs/inplace.md)."""
     live = set(g.outputs)
     kept: list[Inst] = []
     for inst in reversed(g.insts):
-        if any(r.name in live for r in inst.results):
+        if any(r.name in live for r in inst.results) or inst.op.effect.writes is not None:
             kept.append(inst)
             live.update(inst.args)
     kept.reverse()

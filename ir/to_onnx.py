@@ -13,6 +13,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ir.graph import Graph, Value
+from ir.inplace import pure_form
+from ir.types import TensorType
 
 OPSET = 18
 IR_VERSION = 10  # the newest IR version every backend under test loads
@@ -28,6 +30,11 @@ class OnnxBuilder:
         self._prefix = prefix
         self._consts: dict[tuple, str] = {}
         self._constants_as_nodes = constants_as_nodes
+        #: GraphIR types of the values being emitted (ops whose ONNX form depends on shapes)
+        self.types: dict[str, TensorType] = {}
+
+    def shape_of(self, name: str) -> tuple:
+        return tuple(self.types[name].shape)
 
     def fresh(self, hint: str = "t") -> str:
         return f"{self._prefix}{hint}{next(self._ids)}"
@@ -80,12 +87,14 @@ def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.
 
 
 def _emit(g: Graph, b: OnnxBuilder) -> None:
+    b.types.update(g.types())
     for inst in g.insts:
         inst.op.onnx_call(b, list(inst.args), list(inst.result_names), inst.blocks,
                           lambda body, bind=None: build_body(body, b, bind))
 
 
 def to_onnx(g: Graph, params: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    g = pure_form(g)  # in-place writes: ONNX gets the functionalized graph (docs/inplace.md)
     b = OnnxBuilder()
     _emit(g, b)
     inits = [numpy_helper.from_array(np.asarray(params[p.name], order="C"), p.name) for p in g.params]

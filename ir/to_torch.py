@@ -12,13 +12,17 @@ import numpy as np
 import torch
 
 from ir.graph import Graph
+from ir.inplace import has_effects, torch_plan
 
 
 def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "python"
                    ) -> dict[str, torch.Tensor]:
     """Evaluate `g` given tensors for its inputs and params; returns every value of this level
     by name (the reference checks intermediates too, not only outputs). `dialect` selects how
-    control flow is expressed (see `Op.torch_call`)."""
+    control flow is expressed (see `Op.torch_call`). A graph with views or in-place writes
+    runs as torch would (`ir.inplace.TorchPlan`), on copies of the inputs it writes."""
+    if has_effects(g):
+        return torch_plan(g).run(env, dialect)
     env = dict(env)
 
     def run_block(body: Graph, args) -> list[torch.Tensor]:
@@ -48,12 +52,17 @@ class GraphModule(torch.nn.Module):
         super().__init__()
         self.graph = g
         self.dialect = dialect
+        #: views and in-place writes (docs/inplace.md): forward writes its input tensors
+        self.plan = torch_plan(g) if has_effects(g) else None
         for p in g.params:
             self.register_buffer(f"p_{p.name}", torch.from_numpy(np.asarray(params[p.name], order="C")))
 
     def forward(self, *inputs: torch.Tensor):
         env = {v.name: x for v, x in zip(self.graph.inputs, inputs)}
         env.update({p.name: getattr(self, f"p_{p.name}") for p in self.graph.params})
+        if self.plan is not None:
+            values = self.plan.run(env, self.dialect, copy_inputs=False)
+            return tuple(values[o] for o in self.graph.outputs)
         return tuple(run_graph_torch(self.graph, env, self.dialect))
 
 

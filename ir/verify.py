@@ -6,9 +6,11 @@ Checks, recursing into every sub-graph:
     inputs), and every output is defined;
   - params (weights) appear only in the top-level graph;
   - types are concrete (positive int dims) and attributes concrete;
-  - per op: arity, accepted input dtypes, `requires` holds, and the declared result types equal
-    the op's `infer` (the type rule); control-flow ops check their bodies' signatures through
-    `Op.check_blocks`.
+  - per op: arity, accepted input dtypes, `Op.problem` (rules with a message of their own),
+    `requires` holds, and the declared result types equal the op's `infer` (the type rule);
+    control-flow ops check their bodies' signatures through `Op.check_blocks`;
+  - graphs with views or in-place writes: the in-place analysis (`ir.inplace.check`: aliasing,
+    overlaps, writes to params and body inputs, mutated inputs returned).
 Failures raise `VerifyError`, whose first line names the failing instruction and the rule, and
 whose remaining lines quote the instruction in context.
 """
@@ -33,6 +35,10 @@ class VerifyError(ValueError):
 def verify(g: Graph) -> Graph:
     """Raise VerifyError if `g` is ill-formed; return `g` so calls can be chained."""
     _Checker().graph(g, path=f"graph {g.name}", top=True)
+    if any(not inst.op.effect.pure for inst, _ in g.walk()):  # views, in-place writes
+        from ir.inplace import check
+
+        check(g)
     return g
 
 
@@ -113,6 +119,9 @@ class _Checker:
         if op.result_dtypes(in_dtypes) is None:
             shown = ", ".join(d.short for d in in_dtypes)
             fail(f"does not accept input dtypes ({shown})")
+        problem = op.problem(ins)
+        if problem:
+            fail(problem)
         for c in op.requires(ins):
             if not holds(c):
                 fail(f"constraint violated: {c}")

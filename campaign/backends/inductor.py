@@ -49,6 +49,10 @@ def _torch_input_sets(m: Materialized, device: str) -> list[list]:
             for feeds in m.tc.feed_sets()]
 
 
+def _copies(args: list) -> list:
+    return [a.clone() for a in args]
+
+
 def _outputs_numpy(out) -> list[np.ndarray]:
     if not isinstance(out, (tuple, list)):
         out = (out,)
@@ -144,9 +148,10 @@ class InductorBackend(Backend):
         with torch.no_grad():
             # the first call compiles (for set 0); the others run what guards allow, so a set
             # taking another Python-dialect branch may compile again, counted as run time
-            self.stage(Stage.COMPILE, lambda: compiled(*sets[0]), result, "compile_ms")
+            # fresh copies per call: a graph may write its inputs in place (docs/inplace.md)
+            self.stage(Stage.COMPILE, lambda: compiled(*_copies(sets[0])), result, "compile_ms")
             for args in sets:
-                outs += _outputs_numpy(self.stage(Stage.RUN, lambda: compiled(*args), result,
+                outs += _outputs_numpy(self.stage(Stage.RUN, lambda: compiled(*_copies(args)), result,
                                                   "run_ms"))
         return outs
 

@@ -99,7 +99,9 @@ class OnnxExportBackend(Backend):
             module = GraphModule(graph, m.tc.params(), dialect=self.dialect).eval()
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
-                program = torch.onnx.export(module, args, dynamo=True, optimize=self.optimize,
+                # copies: a graph may write its inputs in place (docs/inplace.md)
+                program = torch.onnx.export(module, tuple(a.clone() for a in args), dynamo=True,
+                                            optimize=self.optimize,
                                             verbose=False, report=False)
             return program.model_proto.SerializeToString()
 

@@ -19,8 +19,9 @@ from ir.precision import output_precisions
 
 ALL_DTYPES = ["f16", "f32", "f64", "i32", "i64", "b8"]
 
-#: the op library proper: control flow (ops with bodies) is generated and tested elsewhere
-LIBRARY_OPS = sorted(n for n, c in OP_REGISTRY.items() if not c.takes_blocks)
+#: the op library proper: control flow (ops with bodies), views and in-place writes (and their
+#: functional counterparts) are generated and tested elsewhere (tests/ir/test_inplace.py)
+LIBRARY_OPS = sorted(n for n, c in OP_REGISTRY.items() if not c.takes_blocks and c.generic)
 
 
 def op_graphs(name: str, count: int, nodes: int = 2, max_elems: int = 64) -> list[Graph]:
