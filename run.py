@@ -1,4 +1,5 @@
 """Run a fuzzing campaign: `python run.py [campaign=cpu_ort] [campaign.budget=30s] [...]`.
+Report on campaigns: `python run.py report runs/cpu_ort [-o report.html]` (docs/report.md).
 
 Config: conf/config.yaml on the schema in campaign/config.py. Output: results/ (Parquet),
 findings/, config.yaml and summary.json in `output.dir`, by default the Hydra run dir (one per
@@ -43,4 +44,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["report"]:  # python run.py report DIR... (the dashboard; no Hydra)
+        from campaign.report.cli import main as report_main
+
+        sys.exit(report_main(sys.argv[2:]))
     main()
