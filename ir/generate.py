@@ -66,6 +66,12 @@ class GenConfig:
     #: chance of a write site (a destination, maybe through views, and one in-place op); per
     #: control-flow body, the chance of a write on a body-local value. 0: none (the default)
     p_inplace: float = 0.0
+    #: dynamic shapes (`ir.gen_dynshape`, docs/dynshape.md): the share of tests whose chosen
+    #: input dims stay symbolic (one compiled model, run on several shapes); which roles may
+    #: (`batch`, `seq`, `spatial`); how many shape assignments (input sets) each test runs
+    p_dynshape: float = 0.0
+    dyn_dims: list[str] = field(default_factory=lambda: ["batch", "seq", "spatial"])
+    dyn_sets: int = 4
 
     def enabled_ops(self) -> list[type[Op]]:
         unknown = sorted(set(self.ops_include + self.ops_exclude) - set(OP_REGISTRY))
@@ -171,13 +177,16 @@ class SymbolicGraphBuilder:
         target: TensorType | None = None,
         op: Op | None = None,
         allow_new: bool = True,
+        new_params: bool | None = None,
     ) -> Inst | None:
         """Build `op_cls(first, ...)` over concrete values; return the concrete instruction if
         the op's constraints can be met, else None. `target` forces the result type.
 
         New placeholders take the op's `operand_type` (constraints hold by construction) when
         it offers one. `op` gives the attributes instead of sampling them; `allow_new=False`
-        forbids new placeholders (inside closed bodies every operand must already exist)."""
+        forbids new placeholders (inside closed bodies every operand must already exist);
+        `new_params` makes every new placeholder a param (True) or a graph input (False)
+        instead of deciding by slot and `param_rate`."""
         n_dims, n_syms = len(self.ctx.dims), len(self.ctx.symbols)
         op = op if op is not None else op_cls.sample(self.ctx, first.type)
         new_inputs: list[tuple[Value, bool]] = []
@@ -189,7 +198,12 @@ class SymbolicGraphBuilder:
                 continue
             if not allow_new:
                 return None
-            is_param = slot.param if slot.param is not None else self.rng.random() < self.cfg.param_rate
+            if new_params is not None:
+                is_param = new_params
+            elif slot.param is not None:
+                is_param = slot.param
+            else:
+                is_param = self.rng.random() < self.cfg.param_rate
             t = op.operand_type(index, first.type, dtype, self.ctx)
             if t is None:
                 t = self.placeholder_type(self.rng.choice(slot.ranks), dtype)
@@ -296,6 +310,11 @@ class SymbolicGraphBuilder:
                 lo = mid
         return hi
 
+    def admit(self, insts: Sequence[Inst]) -> bool:
+        """Whether placed control flow (its instructions, in order) joins the graph; a subclass
+        with more state may refuse it (`ir.gen_dynshape`: it would pin a symbolic dim)."""
+        return True
+
     def graph(self, name: str, insts: Sequence[Inst], outputs: Sequence[str]) -> Graph:
         """The graph of `insts` over this builder's inputs and params."""
         return Graph(name, tuple(self.inputs), tuple(insts), tuple(outputs), tuple(self.params))
@@ -319,12 +338,14 @@ def generate(seed: int, cfg: GenConfig | None = None) -> Graph:
     return g
 
 
-def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
+def _generate_once(rng: random.Random, cfg: GenConfig, seed: int,
+                   builder: SymbolicGraphBuilder | None = None) -> Graph:
     ops = cfg.enabled_ops()
     dtypes = cfg.enabled_dtypes()
     if not ops or not dtypes:
         raise GenerationError("generator: no ops or no dtypes enabled")
-    b = SymbolicGraphBuilder(rng, cfg)
+    # `builder`: a subclass with more state (ir.gen_dynshape keeps symbolic dims beside it)
+    b = builder if builder is not None else SymbolicGraphBuilder(rng, cfg)
     first_rank = rng.randint(1, cfg.max_rank)
     b.add_input(b.concrete_type(first_rank, _first_input_dtype(rng, dtypes)))
     values: list[Value] = list(b.inputs)
@@ -337,7 +358,7 @@ def _generate_once(rng: random.Random, cfg: GenConfig, seed: int) -> Graph:
             from ir.gen_control import try_control
 
             placed = try_control(b, values, ops, roll)
-            if placed:
+            if placed and b.admit(placed.insts):
                 for inst in placed.insts:
                     b.insts.append(inst)
                     used.update(inst.args)
