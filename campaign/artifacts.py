@@ -18,7 +18,12 @@ class Materialized:
 
     @cached_property
     def onnx_model(self) -> onnx.ModelProto:
-        model = to_onnx(self.tc.graph, self.tc.params())
+        if self.tc.dynshape is not None:  # one model with symbolic dims (docs/dynshape.md)
+            from ir.dynshape import to_onnx_dyn
+
+            model = to_onnx_dyn(self.tc.graph, self.tc.dynshape, self.tc.params())
+        else:
+            model = to_onnx(self.tc.graph, self.tc.params())
         onnx.checker.check_model(model, full_check=True)
         return model
 
@@ -28,4 +33,8 @@ class Materialized:
 
     @cached_property
     def torch_module(self) -> GraphModule:
+        if self.tc.dynshape is not None:
+            from ir.dynshape import torch_module
+
+            return torch_module(self.tc.graph, self.tc.dynshape, self.tc.params())
         return GraphModule(self.tc.graph, self.tc.params())

@@ -56,6 +56,7 @@ def run_reference(m: Materialized) -> ReferenceResult:
     sets = m.tc.value_sets()
     outputs: list[np.ndarray] = []
     for k, env in enumerate(sets):
+        g = m.tc.graph_of(k)  # dynamic shapes: each set's own concrete graph
         where = f"input set {k}: " if len(sets) > 1 else ""
         try:
             with torch.no_grad():
@@ -108,9 +109,9 @@ def run_shadow(m: Materialized) -> list[np.ndarray]:
     """The graph's outputs computed with every float in float64 (float outputs come back as
     float64; int/bool outputs keep their dtype), for every input set as `run_reference` lays
     them out. Raises what eager raises."""
-    g = widen_graph(m.tc.graph)
     out = []
-    for env in m.tc.value_sets():
+    for k, env in enumerate(m.tc.value_sets()):
+        g = widen_graph(m.tc.graph_of(k))  # dynamic shapes: each set's own concrete graph
         with torch.no_grad():
             values = evaluate_torch(g, torch_env(env, widen=True))
         for o in g.outputs:

@@ -132,6 +132,8 @@ class Job:
     onnx_bytes: bytes | None
     lineage: list[dict[str, Any]]
     extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
+    #: dynamic shapes (`ir.dynshape.DynShape`, plain data), None for a static test
+    dynshape: Any = None
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
@@ -143,7 +145,7 @@ class Job:
             onnx_bytes = None
         return Job(tc.test_id, tc.seed, tc.graph, dict(tc.values),
                    [v.name for v in tc.graph.inputs], onnx_bytes, list(tc.lineage),
-                   list(tc.extra_inputs))
+                   list(tc.extra_inputs), tc.dynshape)
 
     def pack(self) -> bytes:
         """The job as bytes (computed once: every sandbox of a test gets the same)."""
@@ -152,7 +154,7 @@ class Job:
             _JobPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(
                 {k: getattr(self, k) for k in ("test_id", "seed", "graph", "values",
                                                "input_names", "onnx_bytes", "lineage",
-                                               "extra_inputs")})
+                                               "extra_inputs", "dynshape")})
             self._packed = buf.getvalue()
         return self._packed
 
@@ -167,7 +169,7 @@ class JobMaterialized(Materialized):
 
     def __init__(self, job: Job):
         super().__init__(TestCase(job.test_id, job.seed, job.graph, job.values, job.lineage,
-                                  job.extra_inputs))
+                                  job.extra_inputs, dynshape=job.dynshape))
         self.job = job
         #: per input set, graph input name -> value, in order (`backends.base.input_feed_sets`)
         self.feed_sets = [{n: s[n] for n in job.input_names}

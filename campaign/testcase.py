@@ -33,6 +33,20 @@ class TestCase:
     extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
     #: what the input sets exercise (`ir.coverage.Coverage.summary()`), when measured
     coverage: dict[str, Any] | None = None
+    #: dynamic shapes (`ir.dynshape.DynShape`, docs/dynshape.md): which dims are symbolic and
+    #: the shape of each input set; `graph` is then the concrete graph of set 0
+    dynshape: Any = None
+
+    def graph_of(self, k: int) -> Graph:
+        """The concrete graph input set `k` runs: `graph`, unless the sets differ in shape."""
+        if self.dynshape is None:
+            return self.graph
+        sets = self.__dict__.get("_graph_sets")
+        if sets is None or sets.g is not self.graph:
+            from ir.dynshape import GraphSets
+
+            sets = self.__dict__["_graph_sets"] = GraphSets(self.graph, self.dynshape)
+        return sets(k)
 
     @property
     def n_sets(self) -> int:

@@ -13,6 +13,9 @@ class Verdict(str, enum.Enum):
     UNSUPPORTED = "unsupported"  #: a known-unsupported feature; never a bug
     INVALID = "invalid"  #: the reference failed or was non-finite: a generator problem, our bug
     SKIPPED = "skipped"  #: not evaluated (e.g. a cuda target with no GPU)
+    #: right outputs, but the backend compiled again for a later shape of a dynamic-shape test
+    #: that its first compilation should have covered (docs/dynshape.md)
+    RECOMPILE = "recompile"
 
     @property
     def is_finding(self) -> bool:

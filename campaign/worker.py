@@ -33,6 +33,7 @@ from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
 from ir.coverage import CoverConfig, cover
+from ir.gen_dynshape import wants_dynshape
 from ir.generate import GenConfig
 from ir.graph import Graph
 from ir.input_search import make_valid, search_inputs
@@ -106,6 +107,23 @@ class Prepared:
         return self.shadow[0]
 
 
+def dyn_row_fields(tc: TestCase) -> dict[str, Any]:
+    from campaign.dynshape import row_fields
+
+    return row_fields(tc)
+
+
+def dynshape_fields(prep: "Prepared", row: dict[str, Any], result: BackendResult) -> dict[str, Any]:
+    """Compiles counted, and for a dynamic-shape test the kind of its finding
+    (`campaign.dynshape.classify`)."""
+    from campaign.dynshape import classify, failing_sets
+
+    failing = None
+    if row.get("verdict") == "mismatch" and prep.tc.dynshape is not None and result.outputs:
+        failing = failing_sets(prep, result.outputs)
+    return classify(prep.tc, row, result, failing)
+
+
 def set_single_thread() -> None:
     """One thread per worker for torch (ORT sessions set their own): 2 cores otherwise thrash."""
     torch.set_num_threads(1)
@@ -153,6 +171,10 @@ class FuzzWorker:
 
     # ---- making a test -------------------------------------------------------------------------
     def make_test(self, test_id: str, seed: int) -> TestCase:
+        if wants_dynshape(seed, self.cfg.generator):  # symbolic dims (docs/dynshape.md)
+            from campaign.dynshape import make_dyn_test
+
+            return make_dyn_test(self.cfg, test_id, seed)
         # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
         g, lineage = self.mutation.make(test_id, seed)
         # inputs for which every value is valid (NNSmith-style gradient search), dropping the
@@ -225,6 +247,7 @@ class FuzzWorker:
             j = judge_sets(prep.ref.outputs, result.outputs, len(prep.tc.graph.outputs),
                            prep.tolerances, prep.precisions, prep.truth if use_shadow else None)
             row.update(self._judgement_fields(j))
+        row.update(dynshape_fields(prep, row, result))
         if Verdict(row["verdict"]).is_finding:
             return row, self._finding(prep.m, row, prep.ref, result)
         return row, None
@@ -273,7 +296,9 @@ class FuzzWorker:
             "n_if": counts["if"], "n_loop": counts["loop"], "n_scan": counts["scan"],
             "n_rnn": sum(counts[op] for op in RNN_OPS),
             **dict(zip(("n_inplace", "n_view_writes"), inplace_counts(g))),
-            "n_input_sets": tc.n_sets,
+            "n_input_sets": tc.n_sets, **dyn_row_fields(tc),
+            "n_compiles": None, "recompile_input_set": None, "failed_input_set": None,
+            "dyn_finding": None,
             "branch_coverage": (tc.coverage or {}).get("branch_coverage"),
             "trip_counts": (tc.coverage or {}).get("trip_counts", []),
             "ops": sorted(counts), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),
@@ -317,6 +342,8 @@ class FuzzWorker:
         }
         for k, extra in enumerate(tc.extra_inputs, 1):
             files[f"inputs_set{k}.npz"] = npz_bytes(extra)
+        if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
+            files["dynshape.json"] = tc.dynshape.dumps().encode()
         try:
             files["model.onnx"] = m.onnx_bytes
         except Exception:  # the ONNX build itself failed; info.json says how
@@ -327,7 +354,8 @@ class FuzzWorker:
             files["actual.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(result.outputs)})
         info = {k: row[k] for k in ("test_id", "seed", "backend", "target", "verdict", "stage",
                                     "error_class", "error_sig", "error_msg", "max_abs_err",
-                                    "max_rel_err", "mismatch_output", "mismatch_input_set")}
+                                    "max_rel_err", "mismatch_output", "mismatch_input_set",
+                                    "n_compiles", "dyn_finding") if k in row}
         info["lineage"] = tc.lineage
         info["input_sets"] = tc.n_sets
         if tc.coverage is not None:

@@ -58,6 +58,11 @@ class BackendResult:
     #: the control-flow dialect of the torch module this run compiled, when the backend
     #: chose it per test (`Backend.dialect_of`)
     dialect: str | None = None
+    #: per input set, the compilations its run caused (set 0: the first compile; a backend
+    #: that compiles once by construction reports [1, 0, ...]; docs/dynshape.md)
+    compiles: list[int] | None = None
+    #: the input set being run when the run failed (None: not in a run, or set 0 ... unknown)
+    input_set: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -243,6 +248,19 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         """Compile and run; wrap each stage with `stage()` so failures are attributed."""
+
+    def run_sets(self, sets: list, run: Callable[[Any], list], result: BackendResult) -> list:
+        """Run every input set (`run(set) -> outputs`) as stage `run`, in order, recording the
+        set being run (`result.input_set`); one flat list of outputs. A backend that compiled
+        once before (ORT, TVM) and did not count its compiles reports [1, 0, ...]."""
+        out: list = []
+        for k, s in enumerate(sets):
+            result.input_set = k
+            out += self.stage(Stage.RUN, lambda s=s: run(s), result, "run_ms")
+        result.input_set = None
+        if result.compiles is None:
+            result.compiles = [1] + [0] * (len(sets) - 1)
+        return out
 
     @staticmethod
     def stage(stage: Stage, fn: Callable[[], Any], result: BackendResult | None = None,

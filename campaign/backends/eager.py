@@ -51,13 +51,14 @@ class EagerBackend(Backend):
             return [o.astype(types[i % len(types)].dtype.numpy, copy=False)
                     for i, o in enumerate(outs)]
 
-        def run(env):
+        def run(k_env):
+            k, env = k_env
+            gk = m.tc.graph_of(k)  # dynamic shapes: each set's own concrete graph
             with torch.no_grad():
-                values = evaluate_torch(g, torch_env(env))
-            return [values[o].numpy() for o in g.outputs]
+                values = evaluate_torch(gk, torch_env(env))
+            return [values[o].numpy() for o in gk.outputs]
 
-        return [out for env in m.tc.value_sets()
-                for out in self.stage(Stage.RUN, lambda: run(env), result, "run_ms")]
+        return self.run_sets(list(enumerate(m.tc.value_sets())), run, result)
 
 
 register("eager", EagerBackend)

@@ -19,7 +19,14 @@ once, so a forked sandbox process starts warm and its first real compile costs ~
 
 Registered: `inductor` (cpu), `inductor_cuda`, `inductor_dynamic` (cpu, dynamic shapes).
 Options: `device` (`cpu` | `cuda`), `fullgraph` (default true: a graph break is an error),
-`dynamic` (default false; true: symbolic shapes), `dialect` (`hop` | `python` | `mixed`).
+`dynamic` (default false; true: symbolic shapes), `dialect` (`hop` | `python` | `mixed`),
+`unbacked` (dynamic-shape tests: `mark_unbacked` instead of `mark_dynamic`).
+
+Dynamic-shape tests (docs/dynshape.md): the module computes its shape arguments from its
+inputs' sizes (`ir.dynshape.DynGraphModule`), `torch.compile(dynamic=None)` with every symbolic
+input dim marked (`torch._dynamo.mark_dynamic`) on each call's inputs; the compiles of each
+input set are counted (`CompileCounter`, `BackendResult.compiles`), so a recompile for a later
+shape is seen.
 """
 from __future__ import annotations
 
@@ -53,6 +60,20 @@ def _copies(args: list) -> list:
     return [a.clone() for a in args]
 
 
+class CompileCounter:
+    """A torch.compile backend that counts the FX graphs it compiles with Inductor (each
+    compile and recompile of each graph-broken piece)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        self.n += 1
+        return compile_fx(gm, example_inputs)
+
+
 def _outputs_numpy(out) -> list[np.ndarray]:
     if not isinstance(out, (tuple, list)):
         out = (out,)
@@ -65,7 +86,7 @@ class InductorBackend(Backend):
     UNSUPPORTED = INDUCTOR_UNSUPPORTED
 
     def __init__(self, device: str = "cpu", fullgraph: bool = True, dynamic: bool = False,
-                 dialect: str = "hop"):
+                 dialect: str = "hop", unbacked: bool = False):
         if device not in ("cpu", "cuda"):
             raise ValueError(f"inductor: device must be cpu or cuda, got {device!r}")
         if dialect not in ("hop", "python", "mixed"):
@@ -75,6 +96,9 @@ class InductorBackend(Backend):
         self.target = device
         self.fullgraph = bool(fullgraph)
         self.dynamic = bool(dynamic)
+        #: dynamic-shape tests: mark their symbolic dims unbacked (no 0/1 specialization, no
+        #: guards on them) instead of dynamic
+        self.unbacked = bool(unbacked)
 
     @property
     def version(self) -> str:
@@ -134,25 +158,52 @@ class InductorBackend(Backend):
         result.dialect = dialect
         fullgraph = self.fullgraph and not (self.dialect == "mixed" and dialect == "python")
 
-        def build():
-            from ir.to_torch import GraphModule
+        dyn = m.tc.dynshape  # dynamic shapes: one module, its symbolic dims marked dynamic
+        counter = CompileCounter()
 
-            module = GraphModule(m.tc.graph, m.tc.params(), dialect=dialect)
+        def build():
+            from ir.dynshape import torch_module
+
+            module = torch_module(m.tc.graph, dyn, m.tc.params(), dialect=dialect)
             module = module.to(self.target).eval()
-            return torch.compile(module, backend="inductor", fullgraph=fullgraph,
-                                 dynamic=self.dynamic)
+            return torch.compile(module, backend=counter, fullgraph=fullgraph,
+                                 dynamic=None if dyn is not None else self.dynamic)
 
         compiled = self.stage(Stage.IMPORT, build, result, "compile_ms")
         sets = self.stage(Stage.IMPORT, lambda: _torch_input_sets(m, self.target))
+
+        def args_of(args: list) -> list:
+            # fresh copies per call: a graph may write its inputs in place (docs/inplace.md)
+            fresh = _copies(args)
+            if dyn is not None:
+                from ir.dynshape import mark_dynamic
+
+                # maybe_mark_dynamic, on every call alike (Dynamo guards on how inputs are
+                # marked): set 0 (every symbolic size >= 2) compiles generic code, a later set
+                # with a 0/1 size may recompile and specialize it (by design), without the
+                # ConstraintViolationError mark_dynamic raises then
+                mark_dynamic(fresh, m.tc.graph, dyn, unbacked=self.unbacked, maybe=True)
+            return fresh
+
         outs: list[np.ndarray] = []
         with torch.no_grad():
             # the first call compiles (for set 0); the others run what guards allow, so a set
-            # taking another Python-dialect branch may compile again, counted as run time
-            # fresh copies per call: a graph may write its inputs in place (docs/inplace.md)
-            self.stage(Stage.COMPILE, lambda: compiled(*_copies(sets[0])), result, "compile_ms")
-            for args in sets:
-                outs += _outputs_numpy(self.stage(Stage.RUN, lambda: compiled(*_copies(args)), result,
-                                                  "run_ms"))
+            # taking another Python-dialect branch, or of another shape, may compile again:
+            # counted per set (`result.compiles`), as run time
+            self.stage(Stage.COMPILE, lambda: compiled(*args_of(sets[0])), result, "compile_ms")
+            compiles = [counter.n]
+            for k, args in enumerate(sets):
+                before = counter.n
+                result.input_set = k
+                outs += _outputs_numpy(self.stage(Stage.RUN,
+                                                  lambda: compiled(*args_of(args)),
+                                                  result, "run_ms"))
+                if k:
+                    compiles.append(counter.n - before)
+                else:
+                    compiles[0] += counter.n - before
+            result.input_set = None
+            result.compiles = compiles
         return outs
 
 

@@ -93,16 +93,19 @@ class OnnxExportBackend(Backend):
                 for feeds in m.tc.feed_sets()]
         args = sets[0]  # the example inputs of the export
 
-        def export() -> bytes:
-            from ir.to_torch import GraphModule
+        dyn = m.tc.dynshape  # dynamic shapes: one export with a `Dim` per symbol
 
-            module = GraphModule(graph, m.tc.params(), dialect=self.dialect).eval()
+        def export() -> bytes:
+            from ir.dynshape import export_dynamic_shapes, torch_module
+
+            module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect).eval()
+            extra = {} if dyn is None else {"dynamic_shapes": export_dynamic_shapes(graph, dyn)}
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
                 # copies: a graph may write its inputs in place (docs/inplace.md)
                 program = torch.onnx.export(module, tuple(a.clone() for a in args), dynamo=True,
                                             optimize=self.optimize,
-                                            verbose=False, report=False)
+                                            verbose=False, report=False, **extra)
             return program.model_proto.SerializeToString()
 
         model_bytes = self.stage(Stage.IMPORT, export, result, "compile_ms")
@@ -119,8 +122,7 @@ class OnnxExportBackend(Backend):
                     f"exported model has {len(names)} inputs, the graph has {len(xs)}")
             return sess.run(None, {n: a.numpy() for n, a in zip(names, xs)})
 
-        return [out for xs in sets for out in self.stage(Stage.RUN, lambda: run(xs), result,
-                                                         "run_ms")]
+        return self.run_sets(sets, run, result)
 
 
 register("onnx_export", OnnxExportBackend)

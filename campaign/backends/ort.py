@@ -92,8 +92,7 @@ class OrtBackend(Backend):
                     providers=ort_providers(self.target)),
             result, "compile_ms",
         )
-        return [out for feeds in input_feed_sets(m)
-                for out in self.stage(Stage.RUN, partial(sess.run, None, feeds), result, "run_ms")]
+        return self.run_sets(input_feed_sets(m), partial(sess.run, None), result)
 
 
 register("ort", OrtBackend, opt_level="all")

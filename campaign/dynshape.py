@@ -1,0 +1,151 @@
+"""Dynamic-shape tests in the campaign (docs/dynshape.md): making one, the row fields it adds,
+and how a backend's run on several shapes is judged.
+
+A dynamic-shape test is a `TestCase` whose `dynshape` (`ir.dynshape.DynShape`) says which dims
+are symbolic; its input sets run different shapes (set k has the assignment
+`dynshape.set_assignment[k]`), through one ONNX model with `dim_param`s and one torch module
+that computes its shape arguments from its inputs' sizes. Backends compile once and run every
+set; the judgement adds three kinds of finding of its own (column `dyn_finding`):
+  - `recompile`: the backend compiled again for a later shape although every symbolic dim of
+    every value is >= 2 there, as at set 0 (Inductor; 0/1 sizes are specialized by design, so
+    a recompile for them is expected and only counted); verdict `recompile` when the outputs
+    were right;
+  - `later_shape_crash`: the backend ran set 0 and failed on a later set;
+  - `shape_mismatch`: the outputs are wrong on some shapes only.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+
+from campaign.testcase import TestCase
+from ir.dynshape import DynShape, instantiate
+from ir.gen_dynshape import finish, generate_dyn, wants_dynshape
+from ir.input_search import make_valid, search_inputs
+from ir.values import random_values
+
+__all__ = ["wants_dynshape", "make_dyn_test", "row_fields", "unexpected_recompile",
+           "classify", "failing_sets"]
+
+
+def make_dyn_test(cfg, test_id: str, seed: int) -> TestCase:
+    """`FuzzWorker.make_test` for a dynamic-shape test (`cfg`: the `WorkerConfig`): generate with symbolic dims, search
+    set 0's inputs (repairing the graph), add the coverage sets, lift the final
+    graph and draw its shape assignments, then search inputs for each other shape (params
+    shared). A test whose symbols all end up pinned runs as a static test (lineage says so)."""
+    from ir.coverage import cover
+
+    g, dseed = generate_dyn(seed, cfg.generator)
+    lineage: list[dict[str, Any]] = [{"seed": seed}]
+    # not mutated: mutators rewrite concrete graphs of the seed pool (lifting a mutant would
+    # work, `finish` lifts any concrete graph, but pool entries carry no symbolic dims)
+    valid = make_valid(g, seed)
+    if valid is None:
+        return TestCase(test_id, seed, g, search_inputs(g, seed).values, lineage)
+    if valid.dropped:
+        lineage.append({"repair": "drop", "insts": valid.dropped})
+    g, values = valid.graph, valid.search.values
+    extra, coverage = cover(g, values, seed, cfg.coverage)
+    done = finish(g, dseed, cfg.generator, random.Random(f"dynshape-sets/{seed}"))
+    if done.dyn is None:
+        lineage.append({"dynshape": "static", "reason": done.reason})
+        return TestCase(test_id, seed, g, values, lineage, extra, coverage.summary())
+    dyn = done.dyn
+    params = {p.name: values[p.name] for p in g.params}
+    kept = [dyn.assignments[0]]
+    set_assignment = [0] * (1 + len(extra))
+    for k, a in enumerate(dyn.assignments[1:], 1):
+        gk = instantiate(g, dyn, a)
+        start = {**random_values(gk, np.random.default_rng([seed, k])), **params}
+        res = search_inputs(gk, seed * 31 + k, start=start, frozen=frozenset(params))
+        if not res.ok:
+            continue
+        extra.append({v.name: res.values[v.name] for v in gk.inputs})
+        kept.append(a)
+        set_assignment.append(len(kept) - 1)
+    if len(kept) < 2:
+        lineage.append({"dynshape": "static", "reason": "no valid inputs for another shape"})
+        return TestCase(test_id, seed, g, values, lineage, extra[:len(set_assignment) - 1],
+                        coverage.summary())
+    dyn.assignments = kept
+    dyn.set_assignment = set_assignment
+    if done.demoted:
+        lineage.append({"dynshape": "demoted", "symbols": done.demoted})
+    return TestCase(test_id, seed, g, values, lineage, extra, coverage.summary(), dynshape=dyn)
+
+
+def row_fields(tc: TestCase) -> dict[str, Any]:
+    """The row columns every backend's row of this test shares."""
+    dyn: DynShape | None = getattr(tc, "dynshape", None)
+    if dyn is None:
+        return {"dyn_dims": [], "dyn_shapes": []}
+    return {"dyn_dims": dyn.input_dims(tc.graph), "dyn_shapes": dyn.shape_labels()}
+
+
+def unexpected_recompile(tc: TestCase, compiles: list[int] | None) -> int | None:
+    """The first input set after set 0 for which the backend compiled again although every
+    symbolic dim of every value is >= 2 there (`generic`), as it is at set 0 (None: none)."""
+    dyn: DynShape | None = getattr(tc, "dynshape", None)
+    if not compiles or dyn is None:
+        return None
+    for k in range(1, min(len(compiles), len(dyn.set_assignment))):
+        if compiles[k] > 0 and generic(dyn, dyn.assignment_of_set(k)):
+            return k
+    return None
+
+
+def generic(dyn: DynShape, assignment: dict[str, int]) -> bool:
+    """Every symbolic dim of every value is >= 2 under `assignment`: nothing a compiler may
+    specialize as a 0/1 size (torch.compile does, by design)."""
+    from ir.dynshape import eval_expr
+
+    return all(eval_expr(d, assignment) >= 2 for dims in dyn.dims.values() for d in dims
+               if not isinstance(d, int))
+
+
+def classify(tc: TestCase, row: dict[str, Any], result, per_set_failures: list[int] | None
+             ) -> dict[str, Any]:
+    """Row fields for a dynamic-shape test's backend run: compiles, the kind of finding."""
+    out: dict[str, Any] = {}
+    compiles = getattr(result, "compiles", None)
+    if compiles is not None:
+        out["n_compiles"] = int(sum(compiles))
+    if getattr(tc, "dynshape", None) is None:
+        return out
+    verdict = row.get("verdict")
+    failed_set = getattr(result, "input_set", None)
+    if verdict in ("crash", "signal", "timeout") and row.get("stage") == "run" and failed_set:
+        out["failed_input_set"] = failed_set
+        out["dyn_finding"] = "later_shape_crash"
+    elif verdict == "mismatch" and per_set_failures is not None:
+        n_sets = len(tc.dynshape.set_assignment)
+        if per_set_failures and len(per_set_failures) < n_sets:
+            out["dyn_finding"] = "shape_mismatch"
+    recompiled = unexpected_recompile(tc, compiles)
+    if recompiled is not None:
+        out["recompile_input_set"] = recompiled
+        if verdict == "pass":
+            label = tc.dynshape.shape_labels()[recompiled]
+            out.update(verdict="recompile", stage="run", error_class="Recompile",
+                       error_sig="Recompile: a later shape with every symbolic dim >= 2",
+                       error_msg=f"compiled again for input set {recompiled} ({label}); "
+                                 f"graphs compiled per input set: {list(compiles)}")
+            out["dyn_finding"] = "recompile"
+        elif "dyn_finding" not in out:
+            out["dyn_finding"] = "recompile"
+    return out
+
+
+def failing_sets(prep, actual: list) -> list[int]:
+    """Input sets whose outputs differ from the reference (plain comparison, no shadow)."""
+    from campaign.oracle import compare
+
+    n = len(prep.tc.graph.outputs)
+    expected = prep.ref.outputs or []
+    if not n or len(actual) != len(expected):
+        return list(range(prep.tc.n_sets))
+    return [k for k in range(len(expected) // n)
+            if not compare(expected[k * n:(k + 1) * n], actual[k * n:(k + 1) * n],
+                           prep.tolerances).ok]
