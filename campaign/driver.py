@@ -73,6 +73,8 @@ MAX_MSG = 2000
 POLL_S = 0.5
 #: batches are sized so that one actor call takes about this long
 CALL_TARGET_S = 0.05
+#: backend verdicts go to the generation actors' seed pools at most this often
+FEEDBACK_S = 0.5
 #: packed tests per evaluation call at most, in bytes (below Ray's 100 KiB inline limit)
 MAX_CALL_BYTES = 90_000
 #: most tests queued for one backend, whatever `campaign.queue_s` says
@@ -561,6 +563,7 @@ class _Campaign:
         self.by_ref: dict[Any, _Call] = {}
         #: backend verdicts not yet sent to the generation actors' seed pools (docs/mutation.md)
         self.outcomes: list[tuple[str, str]] = []
+        self.feedback_sent = 0.0
         self.tests_done = 0
         self.skipped_tests = 0
         self.verdicts: dict[str, Counter[str]] = {}
@@ -949,6 +952,9 @@ class _Campaign:
             if not refs:
                 if any(p.backlog() for p in self.pools):
                     continue
+                last = self.send_feedback(force=True)  # the rest, before the actors stop
+                if last:
+                    ray.wait(last, num_returns=len(last), timeout=2.0)
                 return
             ready, rest = ray.wait(refs, num_returns=1, timeout=POLL_S)
             if ready and rest:
@@ -966,13 +972,20 @@ class _Campaign:
                 self.bar.set_postfix({"tests/s": f"{rate:.1f}", "findings": self.findings.total},
                                      refresh=False)
 
-    def send_feedback(self) -> None:
+    def send_feedback(self, force: bool = False) -> list:
         """Backend verdicts to every generation actor's seed pool, fire and forget (a stage
-        class without `feedback` gets none); each actor keeps those of its own tests."""
+        class without `feedback` gets none); each actor keeps those of its own tests. Sent at
+        most every FEEDBACK_S seconds, so that it costs a Ray call per actor per interval, not
+        per completed batch."""
+        now = time.monotonic()
+        if not force and now - self.feedback_sent < FEEDBACK_S:
+            return
+        self.feedback_sent = now
+        refs = []
         if self.outcomes and hasattr(self.stages.generator_cls, "feedback"):
-            for slot in self.gen.slots:
-                slot.actor.feedback.remote(self.outcomes)
+            refs = [slot.actor.feedback.remote(self.outcomes) for slot in self.gen.slots]
         self.outcomes = []
+        return refs
 
     def summary(self, interrupted: bool) -> Summary:
         elapsed = time.monotonic() - self.t_start
