@@ -801,10 +801,13 @@ def _resized(old: np.ndarray, t: TensorType) -> np.ndarray | None:
     """`old` cut (or cast) to type `t` when it can be: same rank, no dim larger."""
     shape = tuple(int(d) for d in t.shape)
     if old.ndim == len(shape) and all(n <= o for n, o in zip(shape, old.shape)):
-        return np.ascontiguousarray(old[tuple(slice(0, n) for n in shape)]).astype(t.dtype.numpy)
-    if old.size == _numel(t):
-        return old.reshape(shape).astype(t.dtype.numpy)
-    return None
+        cut = old[tuple(slice(0, n) for n in shape)]
+    elif old.size == _numel(t):
+        cut = old
+    else:
+        return None
+    # (np.ascontiguousarray would make a 0-d array 1-d)
+    return np.array(cut, dtype=t.dtype.numpy, order="C", copy=True).reshape(shape)
 
 
 def pass_shrink_shapes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
