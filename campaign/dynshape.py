@@ -9,7 +9,8 @@ set; the judgement adds three kinds of finding of its own (column `dyn_finding`)
   - `recompile`: the backend compiled again for a later shape although every symbolic dim of
     every value is >= 2 there, as at set 0 (Inductor; 0/1 sizes are specialized by design, so
     a recompile for them is expected and only counted); verdict `recompile` when the outputs
-    were right;
+    were right (`unsupported` when an RNN op runs over a symbolic dim: torch.compile unrolls
+    RNNs over their sequence, a documented limit);
   - `later_shape_crash`: the backend ran set 0 and failed on a later set;
   - `shape_mismatch`: the outputs are wrong on some shapes only.
 """
@@ -27,7 +28,7 @@ from ir.input_search import make_valid, search_inputs
 from ir.values import random_values
 
 __all__ = ["wants_dynshape", "make_dyn_test", "row_fields", "unexpected_recompile",
-           "classify", "failing_sets"]
+           "classify", "failing_sets", "case_from_finding"]
 
 
 def make_dyn_test(cfg, test_id: str, seed: int) -> TestCase:
@@ -126,7 +127,16 @@ def classify(tc: TestCase, row: dict[str, Any], result, per_set_failures: list[i
     recompiled = unexpected_recompile(tc, compiles)
     if recompiled is not None:
         out["recompile_input_set"] = recompiled
-        if verdict == "pass":
+        rnn = symbolic_rnn(tc)
+        if verdict == "pass" and rnn is not None:
+            label = tc.dynshape.shape_labels()[recompiled]
+            out.update(verdict="unsupported", stage="run", error_class="Recompile",
+                       error_sig=f"Recompile: torch.compile specializes {rnn} on its sequence",
+                       error_msg=f"{KNOWN_RNN_RECOMPILE}: compiled again for input set "
+                                 f"{recompiled} ({label}); graphs compiled per input set: "
+                                 f"{list(compiles)}")
+            out["dyn_finding"] = "recompile"
+        elif verdict == "pass":
             label = tc.dynshape.shape_labels()[recompiled]
             out.update(verdict="recompile", stage="run", error_class="Recompile",
                        error_sig="Recompile: a later shape with every symbolic dim >= 2",
@@ -136,6 +146,22 @@ def classify(tc: TestCase, row: dict[str, Any], result, per_set_failures: list[i
         elif "dyn_finding" not in out:
             out["dyn_finding"] = "recompile"
     return out
+
+
+#: torch.compile's lowering of aten.lstm/gru/rnn unrolls the time loop, so the sequence length
+#: is specialized (`ConstraintViolationError` under mark_dynamic): a documented limit, not a bug
+KNOWN_RNN_RECOMPILE = ("torch.compile unrolls RNN ops (lstm, gru, rnn) over their sequence, "
+                       "which specializes its length")
+
+
+def symbolic_rnn(tc: TestCase) -> str | None:
+    """The name of an RNN op of the graph whose input has a symbolic dim (None: none)."""
+    dims = tc.dynshape.dims if tc.dynshape is not None else {}
+    for inst, _ in tc.graph.walk():
+        if inst.op.name in ("lstm", "gru", "rnn") and \
+                any(not isinstance(d, int) for d in dims.get(inst.args[0], ())):
+            return inst.op.name
+    return None
 
 
 def failing_sets(prep, actual: list) -> list[int]:
@@ -149,3 +175,31 @@ def failing_sets(prep, actual: list) -> list[int]:
     return [k for k in range(len(expected) // n)
             if not compare(expected[k * n:(k + 1) * n], actual[k * n:(k + 1) * n],
                            prep.tolerances).ok]
+
+
+def case_from_finding(folder) -> TestCase:
+    """The test case of a finding's folder (graph.gir, inputs*.npz, dynshape.json), to rerun a
+    dynamic-shape finding on a backend: `make_backend(b).evaluate(Materialized(tc))`."""
+    import json
+    from pathlib import Path
+
+    from ir.text import load
+
+    folder = Path(folder)
+    g = load(folder / "graph.gir")
+
+    def npz(name):
+        with np.load(folder / name, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    extra = []
+    k = 1
+    while (folder / f"inputs_set{k}.npz").exists():
+        extra.append(npz(f"inputs_set{k}.npz"))
+        k += 1
+    dyn = None
+    if (folder / "dynshape.json").exists():
+        dyn = DynShape.from_json(json.loads((folder / "dynshape.json").read_text()))
+    info = json.loads((folder / "info.json").read_text()) if (folder / "info.json").exists() else {}
+    return TestCase(info.get("test_id", folder.name), int(info.get("seed", 0)), g,
+                    npz("inputs.npz"), info.get("lineage", []), extra, dynshape=dyn)

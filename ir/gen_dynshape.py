@@ -278,26 +278,35 @@ class SymbolSpace:
 
     def problems(self, extra: Sequence, symbols: set[str] | None = None) -> set[str]:
         """Symbols that `extra` (on top of the constraints) would pin to fewer than MIN_VALUES
-        values or force equal to another symbol (checked for `symbols`: default all)."""
+        values or tie to another symbol (checked for `symbols`: default all)."""
         names = sorted(self.syms if symbols is None else symbols & set(self.syms))
         bad: set[str] = set()
         a0_ok = [self.syms[s] == self.a0[s] for s in self.syms]
         if not self.sat(list(extra) + a0_ok):
             return set(names) or set(self.syms)  # cannot happen for a valid a0 graph
         for s in names:
-            x = self.syms[s]
-            seen = [self.a0[s]]
-            for _ in range(MIN_VALUES - 1):
-                if not self.sat(list(extra) + [x != v for v in seen]):
-                    bad.add(s)
-                    break
-                seen.append(self.value_in_model(s))
+            if not self._spread(s, list(extra)):
+                bad.add(s)
+        # independent symbols: with one fixed at its a0 value, the other keeps its values
+        # (no `B == W + 3`, no `B == L or B == 1` from a concat or a broadcast)
         for i, s in enumerate(names):
             for t in names[i + 1:]:
-                if s not in bad and t not in bad and \
-                        not self.sat(list(extra) + [self.syms[s] != self.syms[t]]):
+                if s in bad or t in bad:
+                    continue
+                if not self._spread(t, list(extra) + [self.syms[s] == self.a0[s]]) or \
+                        not self._spread(s, list(extra) + [self.syms[t] == self.a0[t]]):
                     bad.add(t)
         return bad
+
+    def _spread(self, s: str, extra: list) -> bool:
+        """Whether symbol `s` has MIN_VALUES feasible values under `extra`."""
+        x = self.syms[s]
+        seen = [self.a0[s]]
+        for _ in range(MIN_VALUES - 1):
+            if not self.sat(extra + [x != v for v in seen]):
+                return False
+            seen.append(self.value_in_model(s))
+        return True
 
     def resolve(self, d, extra: Sequence = ()):
         """A dim term with if-then-else replaced by a branch it always equals, or None."""

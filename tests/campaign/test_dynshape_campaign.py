@@ -18,6 +18,7 @@ from campaign.verdict import Stage
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir.dynshape import DynShape
 from ir.generate import GenConfig
+from ir.text import parse
 from mutators import MutationConfig
 
 GEN = GenConfig(p_dynshape=1.0, nodes=6)
@@ -128,7 +129,8 @@ def test_a_recompile_for_a_generic_shape_is_a_finding():
 def test_recompile_rules():
     dyn = DynShape({"L": "seq"}, {"x0": ("L",), "v1": ("L + -2",)}, {},
                    [{"L": 5}, {"L": 3}, {"L": 8}, {"L": 1}], [0, 1, 2, 3])
-    tc = TestCase("t", 0, None, {}, dynshape=dyn)  # type: ignore[arg-type]
+    g = parse("graph main(%x0: f32[5]) {\n  %v1 = relu(%x0) : f32[5]\n  return %v1\n}")
+    tc = TestCase("t", 0, g, {}, dynshape=dyn)
     assert generic(dyn, {"L": 5}) and not generic(dyn, {"L": 3})  # L - 2 == 1
     assert unexpected_recompile(tc, [1, 1, 0, 1]) is None  # 0/1 sizes: by design
     assert unexpected_recompile(tc, [1, 0, 1, 0]) == 2
