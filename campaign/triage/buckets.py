@@ -32,10 +32,10 @@ import pyarrow.parquet as pq
 from ir.graph import Graph
 
 #: verdicts that are compiler bugs (reduced, reproduced); `invalid` is ours, `unsupported` known
-BUG_VERDICTS = ("crash", "signal", "timeout", "mismatch")
+BUG_VERDICTS = ("crash", "signal", "timeout", "mismatch", "recompile")
 #: bucket kinds by verdict
 KIND = {"crash": "bug", "signal": "bug", "timeout": "bug", "mismatch": "bug",
-        "invalid": "ours", "unsupported": "known"}
+        "recompile": "bug", "invalid": "ours", "unsupported": "known"}
 
 
 @dataclass(frozen=True)

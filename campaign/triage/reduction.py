@@ -61,21 +61,27 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_finding(folder: Path) -> Optional[FindingCase]:
-    """The finding in `folder`; None when it has no graph (e.g. a worker death's info only)."""
+    """The finding in `folder`; None when it has no graph (e.g. a worker death's info only),
+    cannot be read, or is a dynamic-shape test (`dynshape.json`: inputs of several shapes)."""
     from ir.text import load
 
     folder = Path(folder)
     info_path = folder / "info.json"
     if not (folder / "graph.gir").is_file() or not (folder / "inputs.npz").is_file():
         return None
-    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
-    graph = load(folder / "graph.gir")
-    values = _npz(folder / "inputs.npz")
-    extra = []
-    k = 1
-    while (folder / f"inputs_set{k}.npz").is_file():
-        extra.append(_npz(folder / f"inputs_set{k}.npz"))
-        k += 1
+    if (folder / "dynshape.json").is_file():
+        return None  # a dynamic-shape test (one graph, inputs of several shapes): not reduced
+    try:
+        info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+        graph = load(folder / "graph.gir")
+        values = _npz(folder / "inputs.npz")
+        extra = []
+        k = 1
+        while (folder / f"inputs_set{k}.npz").is_file():
+            extra.append(_npz(folder / f"inputs_set{k}.npz"))
+            k += 1
+    except Exception:  # unreadable artifacts: bucketed, not reduced
+        return None
     return FindingCase(folder, info, graph, values, extra)
 
 

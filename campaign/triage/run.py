@@ -30,7 +30,8 @@ from campaign.triage.buckets import (BUGS_FILE, UNREDUCED, Bucket, BucketKey, cr
                                      write_bugs_table)
 from campaign.triage.config import TriageConfig
 
-FINDING_VERDICTS = ("crash", "signal", "timeout", "mismatch", "invalid", "unsupported")
+#: verdicts that are not findings; every other one is bucketed
+NOT_FINDINGS = ("pass", "skipped")
 BUGS_DIR = "bugs"
 INDEX = "reduced.json"
 
@@ -66,7 +67,7 @@ def _rows_from_results(out_dir: Path) -> list[dict[str, Any]]:
     cols = ["test_id", "backend", "target", "verdict", "stage", "error_sig", "ts", "finding_dir",
             "ops", "seed"]
     rows = table.select([c for c in cols if c in table.column_names]).to_pylist()
-    return [r for r in rows if r["verdict"] in FINDING_VERDICTS]
+    return [r for r in rows if r["verdict"] not in NOT_FINDINGS]
 
 
 def _rows_from_folders(findings: Path, root: Path) -> list[dict[str, Any]]:
@@ -379,6 +380,11 @@ class _Triage:
                 info = json.loads(info_path.read_text())
                 info["repro_status"] = b.repro_status
                 info_path.write_text(json.dumps(info, indent=2, default=str) + "\n")
+        for b in self.buckets.values():
+            if b.artifact_path is None:  # no bug folder (no graph, dynamic shapes): the finding's
+                dirs = [d for _, _, d in sorted(b.members, key=lambda m: (m[0] is None, m[0] or 0))
+                        if d]
+                b.artifact_path = dirs[0] if dirs else None
         (self.bugs_dir / INDEX).write_text(json.dumps(self.index, indent=2) + "\n")
         return write_bugs_table(self.out / BUGS_FILE, list(self.buckets.values()))
 

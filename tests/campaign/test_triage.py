@@ -260,15 +260,27 @@ def test_unreduced_mismatches_join_the_bucket_whose_ops_they_contain(tmp_path):
     assert row["reduced_insts"] == 1
 
 
-def test_worker_deaths_without_a_graph_are_bucketed_not_reduced(tmp_path):
+def test_findings_without_a_static_graph_are_bucketed_not_reduced(tmp_path):
     root = tmp_path / "run"
     folder = root / "findings" / "ort" / "crash" / "run-000007"
     folder.mkdir(parents=True)
     (folder / "info.json").write_text(json.dumps(
         {"test_id": "run-000007", "seed": 7, "verdict": "crash", "error_class": "WorkerDied"}))
+    dyn = root / "findings" / "inductor" / "recompile" / "run-000008"  # a dynamic-shape test
+    dyn.mkdir(parents=True)
+    (dyn / "info.json").write_text(json.dumps(
+        {"test_id": "run-000008", "seed": 8, "verdict": "recompile", "stage": "run",
+         "error_sig": "Recompile: input set 1"}))
+    (dyn / "graph.gir").write_text(SMALL)
+    (dyn / "dynshape.json").write_text("{}")
     report = triage(root / "findings", TriageConfig(), log=lambda s: None)
-    (b,) = report.buckets
-    assert b.count == 1 and b.artifact_path is None and b.reduced_insts is None
+    by = {b.key.verdict: b for b in report.buckets}
+    b = by["crash"]
+    assert b.count == 1 and b.reduced_insts is None
+    assert b.artifact_path == "findings/ort/crash/run-000007"  # the finding itself
+    r = by["recompile"]
+    assert r.key.kind == "bug" and r.reduced_insts is None
+    assert r.artifact_path == "findings/inductor/recompile/run-000008"
 
 
 # ---- reproducers --------------------------------------------------------------------------------
