@@ -1,6 +1,7 @@
 """Figures of the triage over one or more campaign outputs (their `bugs.parquet`): buckets,
-reduction ratio (reduced / original instructions, nested counted) and how many `repro.py`
-reproduced the verdict when run fresh. Prints, never asserts.
+reduction ratio (reduced / original instructions, nested counted), the campaigns' timeouts
+(confirmed, or cleared by their re-run) and how many `repro.py` reproduced the verdict when
+run fresh. Prints, never asserts.
 
     python bench/triage.py runs/cpu_all/<time> runs/cpu_dynamic/<time> ...
 """
@@ -54,6 +55,7 @@ def main(dirs: list[str]) -> None:
     if per:
         print(f"every reduction: {len(per)}; median reduced/original = "
               f"{statistics.median(per):.1%} (max {max(per):.1%})")
+    timeouts(dirs)
     checked = [r for r in bugs if r.get("repro_status") not in (None, "none")]
     ok = [r for r in checked if r.get("repro_status") == "reproduced"]
     confirmed = [r for r in checked if r.get("confirmed")]
@@ -66,6 +68,36 @@ def main(dirs: list[str]) -> None:
         if r.get("repro_status") != "reproduced":
             print(f"  not reproduced: {r.get('bucket')} ({r.get('repro_status')}; confirmed="
                   f"{r.get('confirmed')}): {r.get('note') or ''}"[:200])
+
+
+def timeouts(dirs: list[str]) -> None:
+    """The campaigns' timeouts (results/): confirmed by a re-run in a fresh process with a
+    larger limit, cleared by it (a test slow only under load: the re-run's verdict), or never
+    re-run (older runs, `campaign.confirm_timeout_factor = 0`, the driver's WorkerTimeout)."""
+    from collections import Counter
+
+    from campaign.storage import read_results
+
+    confirmed = unconfirmed = 0
+    cleared: Counter[str] = Counter()
+    took = []
+    for d in dirs:
+        if not (Path(d) / "results").is_dir():
+            continue
+        t = read_results(Path(d)).select(["verdict", "timeout_confirmed", "confirm_s"])
+        for r in t.to_pylist():
+            if r["timeout_confirmed"] is True:
+                confirmed += 1
+            elif r["timeout_confirmed"] is False:
+                cleared[r["verdict"]] += 1
+                took.append(r["confirm_s"])
+            elif r["verdict"] == "timeout":
+                unconfirmed += 1
+    if confirmed or cleared or unconfirmed:
+        verdicts = ", ".join(f"{v} {n}" for v, n in cleared.most_common())
+        print(f"timeouts: {confirmed} confirmed by a re-run in a fresh process; "
+              f"{sum(cleared.values())} cleared by it ({verdicts or '-'}; re-run median "
+              f"{statistics.median(took) if took else 0:.1f} s); {unconfirmed} never re-run")
 
 
 if __name__ == "__main__":

@@ -84,8 +84,15 @@ class CampaignConfig:
     flush_rows: int = 2000
     #: artifact folders kept per (backend, verdict, error_sig); further findings are only counted
     max_findings_per_signature: int = 5
+    #: seconds a backend may take on one test in its sandbox process (import + compile + run)
+    sandbox_timeout_s: float = 60.0
+    #: a test that runs past `sandbox_timeout_s` is re-run at once in a fresh sandbox process
+    #: with this many times the limit, and is a `timeout` only if that runs out too (a compile
+    #: slow only under the campaign's load is no hang); 0: no re-run (timeouts unconfirmed)
+    confirm_timeout_factor: float = 3.0
     #: a test running longer than this in an actor (per test of a batch) is a hang: the actor
-    #: is killed, the test recorded as a timeout (backends enforce their own, shorter, limits)
+    #: is killed, the test recorded as a timeout; must exceed the sandbox's limit plus its
+    #: confirming re-run's, `sandbox_timeout_s * (1 + confirm_timeout_factor)`
     test_timeout_s: float = 300.0
     #: abort when this many tests in a row fail inside the worker (a harness bug, not a finding)
     max_consecutive_worker_failures: int = 20
@@ -258,6 +265,15 @@ def validate(cfg: Config) -> Budget:
         (c.max_findings_per_signature >= 0,
          f"campaign.max_findings_per_signature: must be >= 0, got {c.max_findings_per_signature}"),
         (c.test_timeout_s > 0, f"campaign.test_timeout_s: must be > 0, got {c.test_timeout_s}"),
+        (c.sandbox_timeout_s > 0,
+         f"campaign.sandbox_timeout_s: must be > 0, got {c.sandbox_timeout_s}"),
+        (c.confirm_timeout_factor == 0 or c.confirm_timeout_factor >= 1,
+         f"campaign.confirm_timeout_factor: must be 0 (no re-run) or >= 1, "
+         f"got {c.confirm_timeout_factor}"),
+        (c.test_timeout_s > c.sandbox_timeout_s * (1 + c.confirm_timeout_factor),
+         f"campaign.test_timeout_s: must exceed sandbox_timeout_s * (1 + confirm_timeout_factor)"
+         f" = {c.sandbox_timeout_s * (1 + c.confirm_timeout_factor):g} (a timeout and its "
+         f"confirming re-run), got {c.test_timeout_s}"),
         (c.max_consecutive_worker_failures >= 1,
          "campaign.max_consecutive_worker_failures: must be >= 1, "
          f"got {c.max_consecutive_worker_failures}"),

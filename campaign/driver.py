@@ -100,10 +100,14 @@ class Stages:
 
 def default_stages(cfg: Config) -> Stages:
     from campaign.pipeline import Evaluator, Generator
+    from campaign.sandbox import SandboxConfig
     from campaign.worker import WorkerConfig
 
+    c = cfg.campaign
     return Stages(Generator, Evaluator, WorkerConfig(
-        generator=cfg.generator, backends=list(cfg.campaign.backends), mutation=cfg.mutation))
+        generator=cfg.generator, backends=list(c.backends), mutation=cfg.mutation,
+        limits=SandboxConfig(timeout_s=c.sandbox_timeout_s,
+                             confirm_timeout_factor=c.confirm_timeout_factor)))
 
 
 @dataclass

@@ -20,6 +20,12 @@ Design (one sandbox per backend per FuzzWorker):
   stack: where it hangs), then the whole process group is SIGKILLed (compiler subprocesses
   such as Inductor's C++ compiler die too), verdict `timeout`. Either way the
   process is replaced on the next test; the test is not lost.
+- A timeout is only a finding once confirmed: a test that runs past `timeout_s` is re-run
+  at once, alone, in a fresh process (the hung one and its process group are dead and reaped
+  first, so the re-run never competes with its own first attempt) with the limit
+  `timeout_s * confirm_timeout_factor`. If it finishes, its result is the test's (a slow
+  compile under load is no hang: `timeout_confirmed` False, `confirm_s` how long it took); if
+  it runs out too, the timeout is confirmed. The result records both limits.
 - Child setup: own process group (a terminal's Ctrl-C reaches only the parent, which decides),
   default signal handlers, faulthandler into its stderr file (never the console), stdout/stderr
   into a per-process file (tail kept for crash reports, truncated per test), no core dumps,
@@ -82,6 +88,10 @@ class SandboxConfig:
 
     #: seconds for one test (import + compile + run); the process is killed past it
     timeout_s: float = 60.0
+    #: a test that ran past `timeout_s` is re-run once in a fresh process with this many times
+    #: the limit; only if that runs out too is it a `timeout` (0: no re-run, the first timeout
+    #: stands, unconfirmed)
+    confirm_timeout_factor: float = 3.0
     #: seconds for a new process to come up (`backend.child_init`)
     start_timeout_s: float = 120.0
     #: address space (MiB) a cpu-target process may add to what it had at fork; None: no limit
@@ -99,7 +109,9 @@ class SandboxStats:
     processes: int = 0  #: processes started
     tests: int = 0
     deaths: int = 0
-    timeouts: int = 0
+    timeouts: int = 0  #: attempts killed at their limit (confirming re-runs included)
+    confirmations: int = 0  #: confirming re-runs after a timeout
+    confirmed: int = 0  #: of which ran out too (confirmed timeouts)
     recycled: int = 0
     start_s: list[float] = field(default_factory=list)  #: seconds each start took
 
@@ -472,46 +484,73 @@ class Sandbox:
         return _trim_dumps(text)[-self.cfg.output_tail_bytes:].strip()
 
     # ---- evaluation --------------------------------------------------------------------------
-    def evaluate(self, m: Materialized, job: Job | None = None) -> BackendResult:
-        """Evaluate one test in the sandbox process (started or replaced as needed)."""
+    def evaluate(self, m: Materialized, job: Job | None = None,
+                 timeout_s: float | None = None) -> BackendResult:
+        """Evaluate one test in the sandbox process (started or replaced as needed), within
+        `timeout_s` (default: the config's); a timeout is re-run once to confirm it (module
+        doc, `SandboxConfig.confirm_timeout_factor`)."""
         job = job if job is not None else Job.of(m)
+        limit = self.cfg.timeout_s if timeout_s is None else timeout_s
+        result, _ = self._attempt(job, limit)
+        factor = self.cfg.confirm_timeout_factor
+        if result.verdict is not Verdict.TIMEOUT or not factor:
+            return result
+        # the hung process's group was killed and reaped by `_timed_out`: the re-run starts a
+        # fresh process and is all this sandbox runs until it ends
+        confirm_limit = limit * factor
+        self.stats.confirmations += 1
+        again, took = self._attempt(job, confirm_limit)
+        again.timeout_limit_s = limit
+        again.confirm_limit_s = confirm_limit
+        again.confirm_s = round(took, 3)
+        if again.verdict is Verdict.TIMEOUT:
+            self.stats.confirmed += 1
+            again.error_msg = (f"confirmed: the first attempt ran past {limit:g} s, a re-run in "
+                               f"a fresh process past {confirm_limit:g} s; "
+                               + (again.error_msg or ""))
+        return again
+
+    def _attempt(self, job: Job, limit: float) -> tuple[BackendResult, float]:
+        """One evaluation within `limit` seconds: (result, seconds from sending the job)."""
         for attempt in (1, 2):
             try:
                 self.start()
             except SandboxError as e:
                 return BackendResult(stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
-                                     error_class="SandboxError", error_msg=str(e))
+                                     error_class="SandboxError", error_msg=str(e)), 0.0
             try:
                 self._conn.send(("job", job.pack()))
                 break
             except (BrokenPipeError, ConnectionResetError, OSError):  # died while idle
                 self._kill()
                 if attempt == 2:
-                    return BackendResult(stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
-                                         error_class="SandboxError",
-                                         error_msg="sandbox process died before the test started")
+                    return BackendResult(
+                        stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
+                        error_class="SandboxError",
+                        error_msg="sandbox process died before the test started"), 0.0
         self.stats.tests += 1
-        deadline = time.monotonic() + self.cfg.timeout_s
+        deadline = time.monotonic() + limit
         t0 = time.perf_counter()
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return self._timed_out(time.perf_counter() - t0)
+                return self._timed_out(limit, time.perf_counter() - t0), time.perf_counter() - t0
             ready = mpc.wait([self._conn, self._proc.sentinel], remaining)
             if self._conn in ready:
                 try:
                     kind, result = self._conn.recv()
                 except (EOFError, OSError):
-                    return self._died()
+                    return self._died(), time.perf_counter() - t0
                 if kind == "result":
+                    took = time.perf_counter() - t0
                     self._served += 1
-                    limit = self.cfg.max_tests_per_process
-                    if limit is not None and self._served >= limit:
+                    cap = self.cfg.max_tests_per_process
+                    if cap is not None and self._served >= cap:
                         self.stats.recycled += 1
                         self.close()
-                    return result
+                    return result, took
             elif self._proc.sentinel in ready and not self._conn.poll(0):
-                return self._died()
+                return self._died(), time.perf_counter() - t0
 
     def _current_stage(self) -> Stage:
         return _STAGES[self._stage.value] or Stage.UNKNOWN
@@ -538,7 +577,7 @@ class Sandbox:
                              error_msg=msg, traceback=tail or None,
                              frames=tuple(python_frames(tail, innermost_first=True)))
 
-    def _timed_out(self, elapsed: float) -> BackendResult:
+    def _timed_out(self, limit: float, elapsed: float) -> BackendResult:
         stage = self._current_stage()
         try:  # ask faulthandler for the stacks (where it hangs), then kill
             os.kill(self._proc.pid, signal.SIGUSR1)
@@ -548,13 +587,14 @@ class Sandbox:
         tail = self._output_tail()
         self.stats.timeouts += 1
         self._kill()
-        msg = (f"no result within {self.cfg.timeout_s:g} s (during {stage.value}); "
+        msg = (f"no result within {limit:g} s (during {stage.value}); "
                f"sandbox process killed after {elapsed:.1f} s")
         if tail:
             msg += f"\n--- process output (tail) ---\n{tail}"
         return BackendResult(stage=stage, verdict=Verdict.TIMEOUT, error_class="Timeout",
                              error_msg=msg, traceback=tail or None,
-                             frames=tuple(python_frames(tail, innermost_first=True)))
+                             frames=tuple(python_frames(tail, innermost_first=True)),
+                             timeout_limit_s=limit)
 
 
 def _safe(name: str) -> str:

@@ -6,7 +6,10 @@ returns is plain data and bytes, so it can cross process and node boundaries.
 
 Each backend evaluates in its own `campaign.sandbox.Sandbox` process (long-lived, replaced when a
 test kills or hangs it), so a segfault, abort, out-of-memory or hang of a compiler becomes a row
-(`signal`, `crash`, `timeout`) and the worker goes on. `WorkerConfig.sandbox = False` evaluates
+(`signal`, `crash`, `timeout`) and the worker goes on. A test that runs past the sandbox's limit
+is re-run once in a fresh process with a larger one (`SandboxConfig.confirm_timeout_factor`):
+only a confirmed hang is a `timeout`; a test that was merely slow (under load) gets the re-run's
+verdict and `timeout_confirmed = False`. `WorkerConfig.sandbox = False` evaluates
 in-process instead (debugging, benchmarks). The reference (and its float64 shadow, consulted
 only when a float output mismatches) runs in the worker itself.
 """
@@ -124,6 +127,15 @@ def dynshape_fields(prep: "Prepared", row: dict[str, Any], result: BackendResult
     return classify(prep.tc, row, result, failing)
 
 
+def timeout_fields(result: BackendResult) -> dict[str, Any]:
+    """The row's record of a sandbox timeout and its confirming re-run (docs/results-schema.md):
+    a `timeout` verdict with `timeout_confirmed` True is a confirmed hang; any other verdict
+    with `timeout_confirmed` False is the re-run's (the first attempt was only slow)."""
+    return {"timeout_confirmed": result.timeout_confirmed,
+            "timeout_limit_s": result.timeout_limit_s, "confirm_limit_s": result.confirm_limit_s,
+            "confirm_s": result.confirm_s}
+
+
 def set_single_thread() -> None:
     """One thread per worker for torch (ORT sessions set their own): 2 cores otherwise thrash."""
     torch.set_num_threads(1)
@@ -237,7 +249,8 @@ class FuzzWorker:
               result: BackendResult) -> tuple[dict[str, Any], Finding | None]:
         """The row of one backend's result on a prepared test, and its finding if not a pass."""
         row = {**prep.base, "backend": backend.name, "target": backend.target,
-               "ref_ms": prep.ref.ms, "compile_ms": result.compile_ms, "run_ms": result.run_ms}
+               "ref_ms": prep.ref.ms, "compile_ms": result.compile_ms, "run_ms": result.run_ms,
+               **timeout_fields(result)}
         if result.dialect or backend.dialect:
             row["dialect"] = result.dialect or backend.dialect
         if result.verdict is not None or result.failed:
@@ -298,7 +311,8 @@ class FuzzWorker:
             **dict(zip(("n_inplace", "n_view_writes"), inplace_counts(g))),
             "n_input_sets": tc.n_sets, **dyn_row_fields(tc),
             "n_compiles": None, "recompile_input_set": None, "failed_input_set": None,
-            "dyn_finding": None,
+            "dyn_finding": None, "timeout_confirmed": None, "timeout_limit_s": None,
+            "confirm_limit_s": None, "confirm_s": None,
             "branch_coverage": (tc.coverage or {}).get("branch_coverage"),
             "trip_counts": (tc.coverage or {}).get("trip_counts", []),
             "ops": sorted(counts), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),
@@ -355,7 +369,9 @@ class FuzzWorker:
         info = {k: row[k] for k in ("test_id", "seed", "backend", "target", "verdict", "stage",
                                     "error_class", "error_sig", "error_msg", "max_abs_err",
                                     "max_rel_err", "mismatch_output", "mismatch_input_set",
-                                    "n_compiles", "dyn_finding") if k in row}
+                                    "n_compiles", "dyn_finding", "timeout_confirmed",
+                                    "timeout_limit_s", "confirm_limit_s", "confirm_s")
+                if k in row}
         info["lineage"] = tc.lineage
         info["input_sets"] = tc.n_sets
         if tc.coverage is not None:

@@ -63,6 +63,22 @@ class BackendResult:
     compiles: list[int] | None = None
     #: the input set being run when the run failed (None: not in a run, or set 0 ... unknown)
     input_set: int | None = None
+    #: set by a `campaign.sandbox.Sandbox`, never by a backend: the per-test limit (seconds) a
+    #: first attempt ran past (None: it did not time out)
+    timeout_limit_s: float | None = None
+    #: ... the larger limit of the confirming re-run in a fresh process (None: none ran)
+    confirm_limit_s: float | None = None
+    #: ... and the seconds that re-run took (to its result, or to its kill)
+    confirm_s: float | None = None
+
+    @property
+    def timeout_confirmed(self) -> bool | None:
+        """True: timed out twice, the second time in a fresh process with the larger limit;
+        False: the first attempt timed out, the confirming re-run finished (this result is the
+        re-run's); None: no confirming re-run."""
+        if self.confirm_limit_s is None:
+            return None
+        return self.verdict is Verdict.TIMEOUT
 
     @property
     def failed(self) -> bool:

@@ -24,12 +24,18 @@ class TriageConfig:
     #: seconds for all reductions of one triage; later ones are skipped (a duration "10m" or
     #: seconds); "0" for no reductions
     budget: str = "15m"
-    #: per-candidate sandbox timeout (seconds) while reducing
+    #: sandbox timeout (seconds) per candidate, and per re-run of a crash, signal or mismatch
+    #: finding; a timeout finding is re-run (and reduced) at the limit the campaign confirmed
+    #: it at (its `confirm_limit_s`; this for findings without one)
     timeout_s: float = 60.0
     #: run each written repro.py in a fresh process and record whether it reproduces
     check_repro: bool = True
-    #: seconds a repro.py may run when checked (a timeout verdict reproduces by running out)
+    #: seconds a repro.py may run when checked (a timeout's waits for its own limit instead)
     repro_timeout_s: float = 300.0
+    #: a timeout's repro.py reproduces when there is still no result after the campaign's
+    #: confirming limit plus this many seconds (a fresh process's cold start: Inductor's first
+    #: compile in a process takes ~15 s)
+    repro_cold_start_s: float = 30.0
     #: earlier bugs tables (bugs.parquet) or output dirs whose buckets are not new
     known: list[str] = field(default_factory=list)
 
@@ -52,4 +58,6 @@ def problem(t: TriageConfig) -> str | None:
     for name in ("max_seconds", "timeout_s", "repro_timeout_s"):
         if getattr(t, name) <= 0:
             return f"triage.{name}: must be > 0, got {getattr(t, name)}"
+    if t.repro_cold_start_s < 0:
+        return f"triage.repro_cold_start_s: must be >= 0, got {t.repro_cold_start_s}"
     return None

@@ -96,17 +96,34 @@ def same_failure(expect: dict[str, Any], row: dict[str, Any]) -> bool:
             and bucket_signature(v, row.get("error_sig")) == bucket_signature(v, expect.get("error_sig")))
 
 
+def confirmed_limit(info: dict[str, Any], default: float) -> float:
+    """The per-test limit (seconds) a timeout finding was confirmed at: its confirming
+    re-run's (`confirm_limit_s`), else the limit it ran past (`timeout_limit_s`: the campaign
+    did not re-run it), else `default` (findings from before these columns)."""
+    for k in ("confirm_limit_s", "timeout_limit_s"):
+        v = info.get(k)
+        if v:
+            return float(v)
+    return float(default)
+
+
 class BackendRunner:
     """Evaluates test cases on one backend as the campaign does (`FuzzWorker.run_case`, the
-    backend in a sandbox process). Reused across reductions; `close()` stops the sandbox."""
+    backend in a sandbox process). Reused across reductions; `close()` stops the sandbox.
 
-    def __init__(self, spec: str, timeout_s: float = 60.0, sandbox: bool = True):
+    One attempt per evaluation, at `timeout_s` (no confirming re-run, unlike the campaign's
+    sandboxes): the triage runs alone after the campaign, and re-runs a timeout finding at the
+    limit the campaign confirmed it at, so its first attempt already is a confirmation."""
+
+    def __init__(self, spec: str, timeout_s: float = 60.0, sandbox: bool = True,
+                 confirm_timeout_factor: float = 0.0):
         from campaign.sandbox import SandboxConfig
         from campaign.worker import FuzzWorker, WorkerConfig
 
         self.spec = spec
-        self.worker = FuzzWorker(WorkerConfig(backends=[spec], sandbox=sandbox,
-                                              limits=SandboxConfig(timeout_s=timeout_s)),
+        self.timeout_s = timeout_s
+        limits = SandboxConfig(timeout_s=timeout_s, confirm_timeout_factor=confirm_timeout_factor)
+        self.worker = FuzzWorker(WorkerConfig(backends=[spec], sandbox=sandbox, limits=limits),
                                  name="triage")
         self.calls = 0
 

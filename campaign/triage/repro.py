@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -103,6 +104,32 @@ def stage(name):
     global STAGE
     STAGE = name
     print(f"[repro] {{name}}", flush=True)
+
+
+def watchdog():
+    """A timeout reproduces when there is still no result EXPECT["timeout_s"] seconds after
+    main() started: the limit the hang was confirmed at plus a cold start."""
+    if EXPECT["verdict"] != "timeout":
+        return
+    import threading
+
+    wait = EXPECT["timeout_s"]
+    print(f"[repro] expecting a timeout: reproduced if there is no result within {{wait:g}} s "
+          f"({{EXPECT['timeout_note']}})", flush=True)
+
+    def expire():
+        print(f"REPRODUCED: timeout: no result within {{wait:g}} s (during {{STAGE}})",
+              flush=True)
+        faulthandler.dump_traceback(all_threads=True)  # where it hangs
+        sys.stderr.flush()
+        os._exit(1)
+
+    timer = threading.Timer(wait, expire)
+    timer.daemon = True
+    timer.start()
+    # should native code never release the GIL, faulthandler's own thread ends the process
+    # (exit 1, "Timeout (...)!" and the stacks on stderr)
+    faulthandler.dump_traceback_later(wait + {grace}, exit=True)
 
 
 def root(e):
@@ -337,8 +364,12 @@ def main():
 _MAIN = '''
 
 if __name__ == "__main__":
+    watchdog()
     main()
 '''
+
+#: seconds faulthandler's watchdog waits beyond a timeout repro's own (when the GIL is held)
+WATCHDOG_GRACE_S = 10
 
 
 def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
@@ -348,7 +379,8 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
 
     prelude = _PRELUDE.format(expect=_pyrepr(expect), tolerances=_pyrepr(tolerances),
                               inputs=_pyrepr([v.name for v in graph.inputs]),
-                              params=_pyrepr([p.name for p in graph.params]))
+                              params=_pyrepr([p.name for p in graph.params]),
+                              grace=WATCHDOG_GRACE_S)
     if kind == "ort":
         body = _ORT.format(**opts)
     elif kind == "tvm":
@@ -394,9 +426,14 @@ def _truth(tc) -> dict[str, np.ndarray] | None:
 
 
 def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str, Any],
-                     red, seed: int) -> dict[str, Any]:
+                     red, seed: int, timeout_s: Optional[float] = None,
+                     cold_start_s: float = 0.0) -> dict[str, Any]:
     """Write the folder of one bucket from a `campaign.triage.reduction.Reduction` (reduced or
-    not); returns what was written (`repro`: whether a repro.py exists, `codegen` errors)."""
+    not); returns what was written (`repro`: whether a repro.py exists, `codegen` errors,
+    `timeout_s`: a timeout repro's wait).
+
+    A timeout's repro.py waits `timeout_s` (the limit the campaign confirmed it at) plus
+    `cold_start_s` for a result, and reproduces when there is none by then."""
     from campaign.artifacts import Materialized
     from campaign.testcase import TestCase
     from ir.text import print_graph
@@ -437,7 +474,9 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
         if ref.outputs is not None:
             files["expected.npz"] = npz_bytes({f"out{i}": o for i, o in enumerate(ref.outputs)})
     row = red.row or {}
-    verdict = row.get("verdict") or key_fields.get("verdict")
+    # the bucket's verdict: what its repro must reproduce (a re-run that no longer failed the
+    # same way left its own row)
+    verdict = key_fields.get("verdict") or row.get("verdict")
     if verdict == "mismatch":
         truth = _truth(tc)
         if truth is not None:
@@ -446,17 +485,30 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
             "row": {k: row.get(k) for k in ("verdict", "stage", "error_class", "error_sig",
                                              "error_msg", "mismatch_output",
                                              "mismatch_input_set", "max_abs_err",
-                                             "max_rel_err", "dialect")},
+                                             "max_rel_err", "dialect", "timeout_confirmed",
+                                             "timeout_limit_s", "confirm_limit_s",
+                                             "confirm_s")},
             "finding": str(red.case.folder), "test_id": red.case.test_id, "seed": seed,
             "status": red.status, "note": red.note, "reduction": red.summary,
             "original_insts": red.original_insts, "reduced_insts": red.reduced_insts}
     files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
     kind, opts = backend_kind(spec)
     written: dict[str, Any] = {"repro": False, "kind": kind}
+    if verdict == "timeout":
+        limit = float(timeout_s if timeout_s is not None else 60.0)
+        written["timeout_s"] = limit + cold_start_s
+        info["repro_wait_s"] = {"confirmed_limit_s": limit, "cold_start_s": cold_start_s}
+        files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
     if kind != "other":
-        expect = {"verdict": verdict, "stage": row.get("stage") or key_fields.get("stage"),
-                  "error_class": row.get("error_class"),
-                  "error_sig": row.get("error_sig") or key_fields.get("error_sig")}
+        # the failing row's details, or the finding's when the row failed otherwise (or none)
+        src = row if row.get("verdict") == verdict else red.case.info
+        expect = {"verdict": verdict, "stage": src.get("stage") or key_fields.get("stage"),
+                  "error_class": src.get("error_class"),
+                  "error_sig": src.get("error_sig") or key_fields.get("error_sig")}
+        if verdict == "timeout":
+            expect["timeout_s"] = written["timeout_s"]
+            expect["timeout_note"] = (f"the limit it was confirmed at, {limit:g} s, "
+                                      f"+ {cold_start_s:g} s for a cold start")
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
             files["repro.py"] = repro_source(kind, opts, g, expect, _tolerances(g), header,
@@ -485,7 +537,11 @@ def _header(bucket_id: str, spec: str, expect: dict, row: dict, graph_text: str)
             "It prints REPRODUCED and exits 1 when the failure happens, NOT REPRODUCED (exit 0)\n"
             "when it does not, DIFFERENT FAILURE (exit 2) for another error; a signal kills it\n"
             "(the last '[repro] <stage>' line says where). The data is in inputs*.npz, the\n"
-            "reference outputs in expected.npz. The graph (GraphIR, graph.gir):\n\n"
+            "reference outputs in expected.npz. "
+            + ("A timeout reproduces when there is still no result after\n"
+               f"{expect['timeout_s']:g} s (the limit it was confirmed at + a cold start).\n"
+               if expect["verdict"] == "timeout" else "")
+            + "The graph (GraphIR, graph.gir):\n\n"
             + textwrap.indent(graph_text.rstrip(), "    ") + "\n")
     return text.replace("\\", "\\\\").replace('"""', "\'\'\'")
 
@@ -508,21 +564,38 @@ def check_repro(folder: Path, verdict: str, error_class: Optional[str] = None,
                 timeout_s: float = 300.0) -> tuple[str, str]:
     """Run `folder/repro.py` in a fresh Python where importing dynsmith fails; returns
     (outcome, last output lines). outcome: "reproduced", "not reproduced", "different
-    failure", "error" (anything else), "none" (no repro.py)."""
+    failure", "error" (anything else), "none" (no repro.py). A timeout reproduces when its
+    repro.py's watchdog says so (still no result after its wait), or when it is still running
+    after `timeout_s`. Whatever the repro started (compiler subprocesses) is killed with it."""
+    import tempfile
+
     folder = Path(folder)
     if not (folder / "repro.py").is_file():
         return "none", ""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    try:
-        proc = subprocess.run([sys.executable, "-c", _BLOCK_DYNSMITH], cwd=folder, env=env,
-                              capture_output=True, text=True, timeout=timeout_s,
-                              start_new_session=True)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or "") if isinstance(e.stdout, str) else (e.stdout or b"").decode(
-            "utf-8", "replace")
-        return ("reproduced" if verdict == "timeout" else "error"), _tail(out)
-    out = _tail(proc.stdout + proc.stderr)
+    # files, not pipes: a subprocess the repro left behind must not keep us reading
+    with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+        proc = subprocess.Popen([sys.executable, "-c", _BLOCK_DYNSMITH], cwd=folder, env=env,
+                                stdout=fout, stderr=ferr, start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+            expired = False
+        except subprocess.TimeoutExpired:
+            expired = True
+        finally:
+            _kill_group(proc.pid)
+            proc.wait()
+        fout.seek(0)
+        ferr.seek(0)
+        stdout = fout.read().decode("utf-8", "replace")
+        stderr = ferr.read().decode("utf-8", "replace")
+    out = "\n".join(t for t in (_tail(stdout, 8), _tail(stderr)) if t)
     code = proc.returncode
+    if expired:
+        return ("reproduced" if verdict == "timeout" else "error"), out
+    if verdict == "timeout" and code == 1 and (
+            "REPRODUCED: timeout" in stdout or re.search(r"^Timeout \(", stderr, re.M)):
+        return "reproduced", out
     if code < 0:
         name = _signame(-code)
         if verdict == "signal" and (error_class in (None, name)):
@@ -530,13 +603,20 @@ def check_repro(folder: Path, verdict: str, error_class: Optional[str] = None,
         return "different failure", f"killed by {name}\n{out}"
     if verdict == "crash" and error_class == "ProcessExit" and code not in (0, 1, 2):
         return "reproduced", out
-    if code == 1 and "REPRODUCED" in proc.stdout:
+    if code == 1 and "REPRODUCED" in stdout:
         return "reproduced", out
-    if code == 0 and "NOT REPRODUCED" in proc.stdout:
+    if code == 0 and "NOT REPRODUCED" in stdout:
         return "not reproduced", out
     if code == 2:
         return "different failure", out
     return "error", out
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
 
 
 def _signame(n: int) -> str:

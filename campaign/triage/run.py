@@ -32,6 +32,9 @@ from campaign.triage.config import TriageConfig
 
 #: verdicts that are not findings; every other one is bucketed
 NOT_FINDINGS = ("pass", "skipped")
+#: seconds a timeout's repro.py is given beyond its own wait when checked (its imports, the
+#: watchdog's grace)
+REPRO_IMPORT_S = 60.0
 BUGS_DIR = "bugs"
 INDEX = "reduced.json"
 
@@ -140,12 +143,23 @@ class _Triage:
             self.buckets[key] = Bucket(key, new=key.id not in self.known)
         return self.buckets[key]
 
-    def runner(self, spec: str):
+    def limit(self, info: dict[str, Any]) -> float:
+        """The sandbox limit a finding is re-run at: a timeout's, the limit the campaign
+        confirmed it at (still no result after it reproduces it); else `triage.timeout_s`."""
+        from campaign.triage.reduction import confirmed_limit
+
+        if info.get("verdict") == "timeout":
+            return confirmed_limit(info, self.cfg.timeout_s)
+        return self.cfg.timeout_s
+
+    def runner(self, spec: str, timeout_s: Optional[float] = None):
+        """The runner of backend `spec` at `timeout_s` (default `triage.timeout_s`)."""
         from campaign.triage.reduction import BackendRunner
 
-        if spec not in self.runners:
-            self.runners[spec] = BackendRunner(spec, timeout_s=self.cfg.timeout_s)
-        return self.runners[spec]
+        limit = self.cfg.timeout_s if timeout_s is None else timeout_s
+        if (spec, limit) not in self.runners:
+            self.runners[(spec, limit)] = BackendRunner(spec, timeout_s=limit)
+        return self.runners[(spec, limit)]
 
     def close(self) -> None:
         for r in self.runners.values():
@@ -170,8 +184,8 @@ class _Triage:
                  f"{case.backend}")
         t0 = time.monotonic()
         try:
-            red = reduce_finding(case, self.runner(case.backend), self.cfg.max_tests,
-                                 min(self.cfg.max_seconds, left))
+            red = reduce_finding(case, self.runner(case.backend, self.limit(case.info)),
+                                 self.cfg.max_tests, min(self.cfg.max_seconds, left))
         except Exception as e:  # a triage bug must not lose the campaign's results
             import traceback
 
@@ -263,7 +277,7 @@ class _Triage:
         b = self.buckets.get(key)
         if key.kind == "bug" and b is not None and b.new and self.time_left() > 0:
             try:
-                row, finding, tc = self.runner(case.backend).run(
+                row, finding, tc = self.runner(case.backend, self.limit(case.info)).run(
                     case.test_id, case.seed, case.graph, case.values, case.extra_sets)
             except Exception as e:
                 red.note = f"re-run failed: {type(e).__name__}: {e}"
@@ -351,9 +365,14 @@ class _Triage:
             fields = json.loads(key.text())
             key_fields = dict(zip(("backend", "target", "verdict", "stage", "error_sig",
                                    "pattern"), fields))
+            # a timeout's repro.py reproduces when there is still no result after the limit
+            # the campaign confirmed it at, plus a fresh process's cold start
+            wait = ({"timeout_s": self.limit({**red.case.info, "verdict": "timeout"}),
+                     "cold_start_s": self.cfg.repro_cold_start_s}
+                    if key.verdict == "timeout" else {})
             try:
                 written = write_bug_folder(dest, key.backend, key.id, key_fields, red,
-                                           red.case.seed)
+                                           red.case.seed, **wait)
             except Exception as e:
                 b.note = f"writing the bug folder failed: {type(e).__name__}: {e}"[:500]
                 self.log(f"triage: {b.note}")
@@ -367,10 +386,10 @@ class _Triage:
                 if self.cfg.check_repro and key.kind == "bug" and (
                         b.new or self.time_left() > 0):
                     error_class = (red.row or {}).get("error_class") if red.row else None
-                    # a timeout must run past the campaign's limit; twice that absorbs a
-                    # fresh process's cold start (Inductor's first compile: ~15 s)
-                    limit = (2 * self.cfg.timeout_s if key.verdict == "timeout"
-                             else self.cfg.repro_timeout_s)
+                    # a timeout's repro ends itself once its wait is over (a watchdog); the
+                    # check leaves it the time to import its libraries and to say so
+                    limit = (written.get("timeout_s", self.cfg.timeout_s) + REPRO_IMPORT_S
+                             if key.verdict == "timeout" else self.cfg.repro_timeout_s)
                     outcome, tail = check_repro(dest, key.verdict, error_class, limit)
                     b.repro_status = outcome
                     if outcome != "reproduced":
@@ -430,8 +449,8 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
     try:
         from campaign.triage.reduction import reduce_finding
 
-        red = reduce_finding(case, t.runner(case.backend), cfg.max_tests, cfg.max_seconds,
-                             log=lambda s: log(f"  {s}"))
+        red = reduce_finding(case, t.runner(case.backend, t.limit(case.info)), cfg.max_tests,
+                             cfg.max_seconds, log=lambda s: log(f"  {s}"))
         t.reductions += 1
         row = {"test_id": case.test_id, "backend": case.backend,
                "target": case.info.get("target") or "", "verdict": case.verdict,

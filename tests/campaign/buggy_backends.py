@@ -8,10 +8,17 @@ PYTHONPATH for the injected-bug campaign, see docs/triage.md). Not product code.
   reads a result of op `producer` (at any nesting level); the message carries value names and
   shapes, which the signature normalizes away.
 - `SegfaultOnOp(op)`: a SIGSEGV at compile when the graph contains op `op`.
+- `HangOnOp(op, seconds)`: compiles for `seconds` (a hang) when the graph contains op `op`,
+  on every attempt.
+- `SlowOnce(seconds, marks)`: the first attempt at each test id compiles for `seconds`, later
+  ones (the sandbox's confirming re-run) at once: a compile slow only under load. `marks` is
+  a directory remembering the test ids seen (the attempts run in different processes).
 """
 from __future__ import annotations
 
 import ctypes
+import os
+import time
 
 import numpy as np
 import torch
@@ -112,6 +119,36 @@ class SegfaultOnOp(Backend):
         def compile_():
             if any(inst.op.name == self.op for inst, _ in m.tc.graph.walk()):
                 ctypes.string_at(0)
+
+        self.stage(Stage.COMPILE, compile_, result, "compile_ms")
+        return self.stage(Stage.RUN, lambda: outputs(m), result, "run_ms")
+
+
+class HangOnOp(Backend):
+    def __init__(self, op: str = "tanh", seconds: float = 600.0):
+        self.name = "HangOnOp"
+        self.op, self.seconds = op, seconds
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        def compile_():
+            if any(inst.op.name == self.op for inst, _ in m.tc.graph.walk()):
+                time.sleep(self.seconds)
+
+        self.stage(Stage.COMPILE, compile_, result, "compile_ms")
+        return self.stage(Stage.RUN, lambda: outputs(m), result, "run_ms")
+
+
+class SlowOnce(Backend):
+    def __init__(self, seconds: float = 600.0, marks: str = ""):
+        self.name = "SlowOnce"
+        self.seconds, self.marks = seconds, marks
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        def compile_():
+            mark = os.path.join(self.marks, m.tc.test_id)
+            if not os.path.exists(mark):
+                open(mark, "w").close()
+                time.sleep(self.seconds)
 
         self.stage(Stage.COMPILE, compile_, result, "compile_ms")
         return self.stage(Stage.RUN, lambda: outputs(m), result, "run_ms")

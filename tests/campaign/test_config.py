@@ -80,6 +80,12 @@ def test_parse_budget_bad(text, message):
     ("backends", [], "campaign.backends: must name at least one backend"),
     ("backends", ["ort", "ort"], "campaign.backends: duplicate backend in ['ort', 'ort']"),
     ("flush_rows", 0, "campaign.flush_rows: must be >= 1, got 0"),
+    ("sandbox_timeout_s", 0, "campaign.sandbox_timeout_s: must be > 0, got 0"),
+    ("confirm_timeout_factor", 0.5,
+     "campaign.confirm_timeout_factor: must be 0 (no re-run) or >= 1, got 0.5"),
+    ("test_timeout_s", 200.0,
+     "campaign.test_timeout_s: must exceed sandbox_timeout_s * (1 + confirm_timeout_factor) = "
+     "240 (a timeout and its confirming re-run), got 200.0"),
 ])
 def test_validate_names_the_field(field, value, message):
     cfg = Config(campaign=CampaignConfig(name="t", **{field: value}))
@@ -149,3 +155,13 @@ def test_backend_options_are_checked(options, message):
     with pytest.raises(ConfigError) as ei:
         validate(cfg)
     assert str(ei.value) == message
+
+
+def test_the_sandbox_limits_reach_the_evaluators():
+    from campaign.driver import default_stages
+
+    cfg = Config(campaign=CampaignConfig(name="t", sandbox_timeout_s=20.0,
+                                         confirm_timeout_factor=2.0))
+    validate(cfg)
+    limits = default_stages(cfg).config.limits
+    assert (limits.timeout_s, limits.confirm_timeout_factor) == (20.0, 2.0)

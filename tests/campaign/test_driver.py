@@ -158,7 +158,7 @@ def config(**campaign) -> Config:
     backends = campaign.get("backends", ["ort", "ort_noopt"])
     base = dict(name="t", budget="20", workers=2, backends=backends, seed=1,
                 in_flight_per_worker=2, flush_rows=7, flush_every_s=60.0,
-                max_findings_per_signature=1, test_timeout_s=6.0,
+                max_findings_per_signature=1, test_timeout_s=6.0, sandbox_timeout_s=1.0,
                 backend_options={b: BackendOptions(wait=True) for b in backends})
     return Config(campaign=CampaignConfig(**{**base, **campaign}),
                   ray=RayConfig(start_timeout_s=60))

@@ -49,15 +49,33 @@ class Scripted(Backend):
         print(f"output of test {m.tc.test_id}", flush=True)
 
         def compile_():
+            marks = Path(os.environ.get("SANDBOX_TEST_DIR", "/nonexistent"))
             if action == "hang_with_child":
+                mark = marks / "grandchild"
+                if mark.exists():  # a re-run: is the first attempt's subprocess still there?
+                    (marks / "first_alive").write_text(str(_running(int(mark.read_text()))))
                 child = subprocess.Popen(["sleep", "600"])
-                Path(os.environ["SANDBOX_TEST_DIR"], "grandchild").write_text(str(child.pid))
+                mark.write_text(str(child.pid))
                 child.wait()
+            if action in ("slow_once", "slow_then_hog"):
+                mark = marks / "attempted"
+                if not mark.exists():  # the first attempt only
+                    mark.write_text("1")
+                    time.sleep(600)
+                elif action == "slow_then_hog":  # the re-run hits the memory limit
+                    np.ones(2**31, np.uint8)
             if action == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
 
         self.stage(Stage.COMPILE, compile_, result, "compile_ms")
         return [np.full((2, 4), float(os.getpid()))]
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
 
 
 class BadInit(Scripted):
@@ -89,11 +107,13 @@ def test_job_round_trips_and_reuses_the_parents_onnx():
 
 def test_timeout_kills_the_process_group_and_the_next_test_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("SANDBOX_TEST_DIR", str(tmp_path))
-    with Sandbox(Scripted("hang_with_child"), SandboxConfig(timeout_s=1.5)) as sb:
+    cfg = SandboxConfig(timeout_s=1.5, confirm_timeout_factor=0)  # no confirming re-run
+    with Sandbox(Scripted("hang_with_child"), cfg) as sb:
         t0 = time.monotonic()
         r = sb.evaluate(_m(0))
         assert time.monotonic() - t0 < 5
         assert (r.verdict, r.stage, r.error_class) == (Verdict.TIMEOUT, Stage.COMPILE, "Timeout")
+        assert (r.timeout_limit_s, r.confirm_limit_s, r.timeout_confirmed) == (1.5, None, None)
         assert "subprocess.py" in r.traceback  # faulthandler's dump of where it hung
         grandchild = int((tmp_path / "grandchild").read_text())
         time.sleep(0.2)
@@ -102,6 +122,45 @@ def test_timeout_kills_the_process_group_and_the_next_test_runs(tmp_path, monkey
         ok = sb.evaluate(_m(1))
         assert not ok.failed and ok.verdict is None
         assert sb.stats.processes == 2 and sb.stats.timeouts == 1
+
+
+def test_a_timeout_is_confirmed_alone_in_a_fresh_process_with_a_larger_limit(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setenv("SANDBOX_TEST_DIR", str(tmp_path))
+    cfg = SandboxConfig(timeout_s=1.0, confirm_timeout_factor=2.0)
+    with Sandbox(Scripted("hang_with_child"), cfg) as sb:
+        t0 = time.monotonic()
+        r = sb.evaluate(_m(0))
+        assert time.monotonic() - t0 < 8
+        assert (r.verdict, r.stage, r.error_class) == (Verdict.TIMEOUT, Stage.COMPILE, "Timeout")
+        assert r.timeout_confirmed is True
+        assert (r.timeout_limit_s, r.confirm_limit_s) == (1.0, 2.0) and 2.0 <= r.confirm_s < 4
+        assert r.error_msg.startswith("confirmed: the first attempt ran past 1 s, a re-run in "
+                                      "a fresh process past 2 s; no result within 2 s")
+        # the re-run did not compete with its first attempt: that one's subprocess was gone
+        assert (tmp_path / "first_alive").read_text() == "False"
+        assert (sb.stats.processes, sb.stats.timeouts) == (2, 2)
+        assert (sb.stats.confirmations, sb.stats.confirmed) == (1, 1)
+        ok = sb.evaluate(_m(1))
+        assert ok.verdict is None and not ok.failed and ok.timeout_limit_s is None
+
+
+@pytest.mark.parametrize("action", ["slow_once", "slow_then_hog"])
+def test_a_test_slow_only_once_gets_the_verdict_of_its_re_run(tmp_path, monkeypatch, action):
+    """The first attempt runs past the limit (as a compile may under load), the re-run in a
+    fresh process finishes: its result stands, marked as an unconfirmed timeout; the re-run's
+    process keeps the memory limit (an allocation past it is a MemoryError crash)."""
+    monkeypatch.setenv("SANDBOX_TEST_DIR", str(tmp_path))
+    cfg = SandboxConfig(timeout_s=1.0, confirm_timeout_factor=3.0, memory_limit_mb=512)
+    with Sandbox(Scripted(action), cfg) as sb:
+        r = sb.evaluate(_m(0))
+        assert r.timeout_confirmed is False and r.verdict is None
+        assert (r.timeout_limit_s, r.confirm_limit_s) == (1.0, 3.0) and r.confirm_s < 3.0
+        if action == "slow_once":
+            assert not r.failed and r.outputs[0].shape == (2, 4)
+        else:
+            assert (r.stage, r.error_class) == (Stage.COMPILE, "MemoryError")
+        assert (sb.stats.confirmations, sb.stats.confirmed, sb.stats.processes) == (1, 0, 2)
 
 
 def test_death_report_has_stage_signal_and_only_this_tests_output():

@@ -62,11 +62,13 @@ def _case(test_id: str = "run-000000", seed: int = 0, text: str = GRAPH) -> Test
     return TestCase(test_id, seed, g, valid.search.values, [{"seed": seed}])
 
 
-def campaign_dir(root: Path, specs: list[str], cases: list[TestCase]) -> Path:
+def campaign_dir(root: Path, specs: list[str], cases: list[TestCase],
+                 limits: SandboxConfig | None = None) -> Path:
     """A campaign's output (results/ and findings/) made without Ray."""
     store = FindingStore(root, 5)
     sink = ResultSink(root, "run", "triage-test", flush_rows=1000)
-    with FuzzWorker(WorkerConfig(backends=specs, limits=SandboxConfig(timeout_s=30))) as w:
+    limits = limits or SandboxConfig(timeout_s=30)
+    with FuzzWorker(WorkerConfig(backends=specs, limits=limits)) as w:
         for tc in cases:
             rep = w.run_case(tc)
             dirs = {}
@@ -281,6 +283,86 @@ def test_findings_without_a_static_graph_are_bucketed_not_reduced(tmp_path):
     r = by["recompile"]
     assert r.key.kind == "bug" and r.reduced_insts is None
     assert r.artifact_path == "findings/inductor/recompile/run-000008"
+
+
+# ---- timeouts: confirmed findings only -----------------------------------------------------------
+
+def test_only_a_confirmed_timeout_is_a_finding_and_the_triage_re_runs_it_at_that_limit(tmp_path):
+    """A backend hanging on every attempt gives a confirmed timeout (the first attempt ran past
+    1 s, its re-run in a fresh process past 2 s), bucketed as a bug that the triage's own re-run
+    (at the confirmed 2 s) confirms; a backend slow only on its first attempt gives its real
+    verdict and no bucket."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    hang, slow = "buggy_backends:HangOnOp?op=tanh", f"buggy_backends:SlowOnce?marks={marks}"
+    out = campaign_dir(tmp_path / "run", [hang, slow], [_case()],
+                       SandboxConfig(timeout_s=1.0, confirm_timeout_factor=2.0))
+    rows = {r["backend"]: r for r in pq.read_table(out / "results").to_pylist()}
+    assert (rows[hang]["verdict"], rows[hang]["timeout_confirmed"]) == ("timeout", True)
+    assert (rows[hang]["timeout_limit_s"], rows[hang]["confirm_limit_s"]) == (1.0, 2.0)
+    assert (rows[slow]["verdict"], rows[slow]["timeout_confirmed"]) == ("pass", False)
+    assert rows[slow]["finding_dir"] is None
+    report = triage(out, TriageConfig(budget="1m"), log=lambda s: None)
+    (b,) = report.buckets
+    assert (b.key.backend, b.key.verdict, b.key.stage, b.key.kind) == (
+        hang, "timeout", "compile", "bug")
+    assert b.key.error_sig == "Timeout: during compile"
+    assert b.confirmed is True and b.count == 1
+    assert b.repro_status == "none"  # a test double: no standalone library to call
+    info = json.loads((out / b.artifact_path / "info.json").read_text())
+    assert info["status"] == "confirmed" and info["row"]["timeout_limit_s"] == 2.0
+    assert info["repro_wait_s"] == {"confirmed_limit_s": 2.0, "cold_start_s": 30.0}
+
+
+LOOP = """graph main(%x0: f32[4], %x1: i64[]) {
+  %v2 = loop(%x1, %x0) : f32[4] {
+    graph body(%i0: i64[], %b0: f32[4]) {
+      %b1 = sin(%b0) : f32[4]
+      return %b1
+    }
+  }
+  return %v2
+}"""
+
+
+def _timeout_finding(root: Path, trips: int) -> Path:
+    """An output dir holding what the campaign writes for an ORT test whose loop runs `trips`
+    times, recorded as a timeout confirmed at 1 s (ORT runs ~1e6 trips a second)."""
+    from campaign.artifacts import Materialized
+    from ir.text import print_graph
+
+    g = ir.verify(ir.parse(LOOP))
+    values = {"x0": np.linspace(0.1, 0.4, 4, dtype=np.float32), "x1": np.array(trips, np.int64)}
+    folder = root / "findings" / "ort" / "timeout" / f"run-{trips}"
+    folder.mkdir(parents=True)
+    (folder / "graph.gir").write_text(print_graph(g))
+    (folder / "inputs.npz").write_bytes(npz_bytes(values))
+    tc = TestCase(folder.name, 0, g, values, [{"seed": 0}])
+    (folder / "model.onnx").write_bytes(Materialized(tc).onnx_bytes)
+    (folder / "info.json").write_text(json.dumps({
+        "test_id": folder.name, "seed": 0, "backend": "ort", "target": "cpu",
+        "verdict": "timeout", "stage": "run", "error_class": "Timeout",
+        "error_sig": "Timeout: during run", "timeout_confirmed": True, "timeout_limit_s": 0.5,
+        "confirm_limit_s": 1.0, "confirm_s": 1.0}))
+    return root
+
+
+@pytest.mark.parametrize("trips, status", [(10**10, "reproduced"), (3, "not reproduced")])
+def test_a_timeouts_repro_waits_for_its_confirmed_limit_and_a_cold_start(tmp_path, trips,
+                                                                         status):
+    """The repro.py of a timeout bucket (ORT, a loop of 10^10 trips: a real hang) reproduces
+    when run fresh: still no result after the limit the campaign confirmed it at (1 s) plus
+    the cold-start allowance (1 s). The same test with 3 trips finishes: not reproduced."""
+    out = _timeout_finding(tmp_path / "run", trips)
+    cfg = TriageConfig(budget="0", repro_cold_start_s=1.0)  # budget 0: no re-run, the repro only
+    (b,) = triage(out, cfg, log=lambda s: None).buckets
+    src = (out / b.repro).read_text()
+    assert "import onnxruntime" in src and "'timeout_s': 2.0" in src
+    assert b.repro_status == status
+    if status == "reproduced":
+        outcome, text = check_repro(out / b.artifact_path, "timeout", "Timeout", timeout_s=60)
+        assert outcome == "reproduced"
+        assert "REPRODUCED: timeout: no result within 2 s (during run)" in text, text
 
 
 # ---- reproducers --------------------------------------------------------------------------------

@@ -48,3 +48,36 @@ def test_control_flow_tests_run_every_input_set_on_every_backend():
     assert [(r["backend"], r["verdict"]) for r in rows] == [("ort_noopt", "pass"), ("eager", "pass")]
     assert {r["n_input_sets"] for r in rows} == {tc.n_sets} and tc.n_sets >= 3
     assert {r["branch_coverage"] for r in rows} == {1.0} and 0 in rows[0]["trip_counts"]
+
+
+def test_a_test_slow_only_under_load_gets_its_real_verdict_and_no_timeout_finding(tmp_path):
+    """Its first attempt runs past the sandbox's limit (as a compile may on a loaded machine);
+    the re-run in a fresh process with 3x the limit finishes: the row has the re-run's verdict,
+    says the first attempt timed out and how long the re-run took; there is no finding."""
+    from campaign.sandbox import SandboxConfig
+    from campaign.testcase import TestCase
+    from ir import parse
+    from ir.values import random_values
+
+    g = parse("""graph main(%x0: f32[2,3], %w1: param f32[3,4]) {
+      %v2 = matmul(%x0, %w1) : f32[2,4]
+      %v3 = relu(%v2) : f32[2,4]
+      return %v3
+    }""")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    spec = f"buggy_backends:SlowOnce?seconds=600&marks={marks}"
+    cfg = WorkerConfig(backends=[spec], limits=SandboxConfig(timeout_s=1.0,
+                                                            confirm_timeout_factor=3.0))
+    with FuzzWorker(cfg) as worker:
+        report = worker.run_case(TestCase("slow-0", 0, g, random_values(g, 0), [{"seed": 0}]))
+    (row,) = report.rows
+    assert row["verdict"] == "pass" and report.findings == []
+    assert row["timeout_confirmed"] is False
+    assert (row["timeout_limit_s"], row["confirm_limit_s"]) == (1.0, 3.0)
+    assert 0 < row["confirm_s"] < 3.0
+    sink = ResultSink(tmp_path, "run", "test", flush_rows=10, flush_every_s=60)
+    sink.add(row)
+    sink.close()
+    (back,) = read_results(tmp_path).to_pylist()
+    assert (back["timeout_confirmed"], back["confirm_limit_s"]) == (False, 3.0)

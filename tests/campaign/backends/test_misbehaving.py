@@ -40,8 +40,10 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def worker():
+    # slack for a loaded machine; a hang is confirmed by one re-run with the same limit
     cfg = WorkerConfig(backends=list(EXPECTED),
-                       limits=SandboxConfig(timeout_s=6.0, memory_limit_mb=512))  # slack for a loaded machine
+                       limits=SandboxConfig(timeout_s=6.0, memory_limit_mb=512,
+                                            confirm_timeout_factor=1.0))
     w = FuzzWorker(cfg, "w-test")
     yield w
     w.close()
@@ -70,7 +72,11 @@ def test_every_misbehaviour_gets_its_verdict_and_the_worker_goes_on(worker, roun
     assert rows["misbehaving:Raise"]["error_sig"].startswith(
         "RuntimeError: backend failed at <addr> on tensor of shape [N, N]")
     assert rows["misbehaving:Segfault"]["error_sig"].startswith("SIGSEGV: SIGSEGV during compile")
-    assert rows["misbehaving:Hang?seconds=600"]["error_sig"].startswith("Timeout: during compile")
+    hang = rows["misbehaving:Hang?seconds=600"]
+    assert hang["error_sig"].startswith("Timeout: during compile")
+    assert hang["timeout_confirmed"] is True  # it ran out twice, the second time alone
+    assert (hang["timeout_limit_s"], hang["confirm_limit_s"]) == (6.0, 6.0)
+    assert all(r["timeout_confirmed"] is None for s, r in rows.items() if r is not hang)
     # a finding per non-pass, non-skipped row, with its artifacts
     found = {f.backend: f for f in report.findings}
     assert set(found) == {s for s, (v, _, _) in EXPECTED.items() if v not in ("pass", "skipped")}
@@ -80,10 +86,11 @@ def test_every_misbehaviour_gets_its_verdict_and_the_worker_goes_on(worker, roun
 
 
 def test_dead_processes_were_replaced_and_healthy_ones_kept(worker):
-    # after the two rounds above: killers and hangers restarted once per test, ort never
+    # after the two rounds above: killers restarted once per test, the hanger twice, ort never
     sb = worker.sandboxes
     assert sb["ort"].stats.processes == 1 and sb["ort"].stats.tests == 2
     assert sb["misbehaving:Segfault"].stats.processes == 2
     assert sb["misbehaving:Segfault"].stats.deaths == 2
-    assert sb["misbehaving:Hang?seconds=600"].stats.timeouts == 2
+    hang = sb["misbehaving:Hang?seconds=600"].stats  # each test timed out, then its re-run
+    assert (hang.timeouts, hang.confirmations, hang.confirmed) == (4, 2, 2)
     assert sb["misbehaving:Raise"].stats.processes == 1  # an exception does not kill it
