@@ -33,6 +33,10 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
     fixes result types (None entries: free); `names` names the results (default: fresh)."""
     first = args[0]
     assert isinstance(first, Value)
+    if op is None and first.type.rank not in op_cls.first_ranks():
+        # outside the op's declared ranks its `sample` may not even terminate (a transpose of a
+        # vector has no non-identity permutation: it would shuffle forever)
+        return None
     n_dims, n_syms = len(b.ctx.dims), len(b.ctx.symbols)
     op = op if op is not None else op_cls.sample(b.ctx, first.type)
     slots = list(op_cls.slots(len(args), first.type))
