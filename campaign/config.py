@@ -72,7 +72,7 @@ class CampaignConfig:
     seed: int = 0
     #: calls queued per actor, so an actor never idles waiting for the driver
     in_flight_per_worker: int = 2
-    #: tests per actor call at most; the driver sizes batches so that a call takes ~50 ms
+    #: tests per actor call at most; the driver sizes batches so that a call takes ~200 ms
     #: (Ray's per-call cost is paid per batch), starting at 1
     max_batch: int = 16
     #: each backend's queue holds about this many seconds of its work (at least a batch per
