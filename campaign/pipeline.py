@@ -23,8 +23,10 @@ evaluator hands the `Job` bytes to its sandbox process as they came.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import os
 import pickle
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -37,6 +39,9 @@ from campaign.worker import Finding, FuzzWorker, Prepared, TestReport, WorkerCon
 
 #: longest error message kept from a harness failure
 MAX_MSG = 2000
+#: a test whose generation runs this long has every thread's stack dumped to the actor's stderr
+#: (Ray's worker log): where a hang is, before the driver kills the actor at test_timeout_s
+STACK_DUMP_S = float(os.environ.get("DYNSMITH_STACK_DUMP_S", "60"))
 
 
 @dataclass
@@ -104,10 +109,13 @@ class Generator:
         """`items`: (test_id, seed, backends) per test."""
         out: list[Union[Generated, CaseError]] = []
         for test_id, seed, backends in items:
+            faulthandler.dump_traceback_later(STACK_DUMP_S, file=sys.stderr)
             try:
                 out.append(self.generate_one(test_id, seed, backends))
             except Exception:
                 out.append(_error(test_id))
+            finally:
+                faulthandler.cancel_dump_traceback_later()
         return out
 
     def generate_one(self, test_id: str, seed: int, backends: list[str]) -> Generated:
