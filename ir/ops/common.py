@@ -7,7 +7,10 @@ such as `x - round(x)` keep the gradient of `x`.
 
 Margins: a value within `margin(x)` of a discontinuity (an integer for floor, zero for sign, the
 other operand for a comparison) could land on either side in two correct implementations, so it
-is rejected. The margin is absolute plus relative to the magnitude, larger for float16.
+is rejected. The margin is absolute plus relative to the magnitude, larger for float16. A value
+exactly on the discontinuity is rejected too: an exact 0 may be a cancellation that another
+implementation rounds to +-tiny, and a value does not tell how it was made. (A comparison of a
+value with itself is the one exact case: the same tensor, not an equal one.)
 """
 from __future__ import annotations
 
@@ -126,13 +129,6 @@ def away_from_integers(x, offset: float = 0.0):
 
     xf = as_float(x) - offset
     return apart(xf - torch.round(xf).detach(), xf + offset, x.dtype)
-
-
-def unless_zero(violation, x):
-    """`violation` except where x is exactly zero. Exact zeros are mostly structural (relu,
-    triu/tril, padding, where) and then exactly zero in every implementation; floor, ceil, sign
-    and sqrt are exact there, while noise around a computed zero is what the margin is for."""
-    return violation * (x != 0).to(violation.dtype)
 
 
 def float_only(fn):
