@@ -6,29 +6,43 @@ an input set through `ir.domain.evaluate_checked` with a trace tells, per site, 
 an `if` took branch 0 (then) or 1 (else); a `loop`/`scan` ran its body n times (its trip count).
 
 `cover` adds input sets (graph inputs only; params are the model's weights, shared by every set)
-until every `if` has taken both branches and every loop has run a new trip count (zero where
-legal), or the attempt budget is spent. Each candidate set must be valid by the same check as
-set 0 and is kept only if it adds coverage; the sites a kept set reaches become steerable in
-turn (an `if` in a branch set 0 did not take). Ways to a new set:
-  - an `if` (at any depth) whose predicate is a comparison `a > b` (>=, <, <=) with one side a
-    graph input passed unchanged into the site (the generator makes every predicate threshold
-    such an input): the input is moved past every value the other side took in the set where
-    the site ran, by a clear gap (no near-tie), so every run of the site takes the other branch;
-  - a loop whose trip count is such an input: a count not seen yet (0 first);
-  - anything else: fresh random inputs, repaired by the input search (params frozen).
+until every `if` has taken both branches and every loop has run a second trip count, or the
+budget (`CoverConfig`) is spent. Each candidate set must be valid by the same check as set 0
+and is kept only if it adds coverage; the sites a kept set reaches become steerable in turn (an
+`if` in a branch set 0 did not take, in a loop body set 0 ran zero times). Targets, least tried
+first, each up to `CoverConfig.tries` times:
+  1. a branch an `if` has not taken, the `if` having run. Its predicate is a comparison `a > b`
+     (>=, <, <=) with one side a graph input passed unchanged into the site (the generator makes
+     every predicate threshold such an input). First try: in the first set where the site ran,
+     that input is moved past every value the other side took there by a clear gap (no
+     near-tie), so every run takes the other branch. Later tries: fresh random inputs. A set
+     that is invalid (the other branch, or what its results feed, is out of its domain) or
+     misses the branch is repaired by the input search, params (and a moved threshold) frozen,
+     with the goal that the site runs and takes the branch at least once, measured on the
+     predicate's values in the traced run at any depth (`_Hold`);
+  1'. a loop whose trip count is such an input: run only zero times while its body holds
+     sites, one trip (set 0's explore mode made the first trip valid), then more; seen with one
+     count only, zero, one, then another;
+  2. fresh random inputs repaired by the search, while a missing branch has no threshold seen.
+When more sets are needed than are left, a target's first try packs into its set every other
+untried target of the same base set, one by one while the set stays valid.
 Passing unchanged is seen by tensor identity in the traced run: bodies get their operands (and a
 loop's pass-through carried values) as the very tensors of the enclosing scope.
+
+Every candidate is recorded (`Attempt`), and `explain` tells why a branch was never taken
+(`bench/coverage.py` reports the figures and the reasons).
 """
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from ir.domain import evaluate_checked
+from ir.domain import ControlTrace, Violation, evaluate_checked
 from ir.graph import Graph, Inst
 from ir.input_search import SearchConfig, search_inputs
 from ir.ops.control import MAX_TRIPS
@@ -51,6 +65,50 @@ def sites(g: Graph, prefix: str = "") -> dict[str, Inst]:
     return out
 
 
+def enclosing(site: str) -> tuple[str, int] | None:
+    """The site holding `site` and the index of the body it is in ("3/1/0" -> ("3", 1)); None
+    at the top level."""
+    parts = site.split("/")
+    if len(parts) < 3:
+        return None
+    return "/".join(parts[:-2]), int(parts[-2])
+
+
+def _within(site: str, outer: str) -> bool:
+    """Whether `site` is inside a body of site `outer`."""
+    return site.startswith(outer + "/")
+
+
+def site_path(site: str) -> tuple[int, ...]:
+    """The site as a path of indices (`ir.domain.Violation.path`): "3/1/0" -> (3, 1, 0)."""
+    return tuple(int(p) for p in site.split("/"))
+
+
+# ---- what the sets exercised -------------------------------------------------------------------
+
+#: outcomes of one candidate set (`Attempt.outcome`)
+KEPT = "kept"  #: valid and adding coverage
+NO_GAIN = "no gain"  #: valid, nothing new (for a targeted if: it did not take the branch)
+INVALID = "invalid"  #: not valid, even after the repair
+NO_CANDIDATE = "no candidate"  #: no set to try (e.g. the fresh draw's repair failed)
+
+
+@dataclass
+class Attempt:
+    """One candidate set `cover` tried: what it aimed at and what became of it."""
+
+    #: "if" (a branch), "trips" (a loop's trip count) or "fresh" (random inputs)
+    kind: str
+    #: the targeted site (None: fresh)
+    site: str | None
+    #: the wanted branch of an if, the wanted trip count of a loop (None: fresh)
+    want: int | None
+    outcome: str
+    #: the violation of an invalid candidate (after the repair), and where it is
+    problem: str | None = None
+    problem_path: tuple[int, ...] = ()
+
+
 @dataclass
 class Coverage:
     """What a test's input sets exercised, per control-flow site."""
@@ -62,6 +120,10 @@ class Coverage:
     #: loop/scan site -> trip counts seen
     trips: dict[str, set[int]] = field(default_factory=dict)
     n_sets: int = 0
+    #: the candidate sets `cover` tried, in order (see `explain`)
+    attempts: list[Attempt] = field(default_factory=list)
+    #: sites whose predicate (an if) or trip count (a loop) is a steerable graph input
+    steerable: set[str] = field(default_factory=set)
 
     @staticmethod
     def of(g: Graph) -> "Coverage":
@@ -84,6 +146,16 @@ class Coverage:
         for s, t in other.trips.items():
             self.trips.setdefault(s, set()).update(t)
         self.n_sets += other.n_sets
+
+    def reached(self, site: str) -> bool:
+        """Whether the site ran in some set (a loop running zero trips counts as run)."""
+        return site in self.branches or site in self.trips
+
+    def body_ran(self, site: str, block: int) -> bool:
+        """Whether body `block` of `site` ran in some set."""
+        if self.ops.get(site) == "if":
+            return block in self.branches.get(site, set())
+        return any(t > 0 for t in self.trips.get(site, ()))
 
     @property
     def if_sites(self) -> list[str]:
@@ -110,6 +182,56 @@ class Coverage:
         }
 
 
+# ---- why a branch was never taken --------------------------------------------------------------
+
+UNREACHED_BRANCH = "unreached: enclosing if never took its branch"
+UNREACHED_LOOP = "unreached: enclosing loop never iterated"
+UNREACHED_OUTER = "unreached: enclosing site unreached"
+NO_THRESHOLD = "no steerable threshold"
+NOT_TRIED = "not tried (budget)"
+TRIES_INVALID_IN_BRANCH = "tried: invalid in the wanted branch"
+TRIES_INVALID_ELSEWHERE = "tried: invalid elsewhere (what the branch feeds, later trips)"
+TRIES_NOT_TAKEN = "tried: valid, the branch not taken"
+#: every reason `explain` gives, in report order
+REASONS = (UNREACHED_BRANCH, UNREACHED_LOOP, UNREACHED_OUTER, NO_THRESHOLD, NOT_TRIED,
+           TRIES_INVALID_IN_BRANCH, TRIES_INVALID_ELSEWHERE, TRIES_NOT_TAKEN)
+
+
+def explain(cov: Coverage) -> dict[tuple[str, int], str]:
+    """Why each missing branch (site, branch) of `cov` was never taken, from the sites that ran
+    and the attempts `cover` recorded: one of `REASONS`."""
+    out: dict[tuple[str, int], str] = {}
+    for site, k in cov.missing_branches():
+        if not cov.reached(site):
+            out[site, k] = _unreached(cov, site)
+            continue
+        tried = [a for a in cov.attempts if a.kind == "if" and a.site == site and a.want == k]
+        if site not in cov.steerable:
+            out[site, k] = NO_THRESHOLD
+        elif not tried:
+            out[site, k] = NOT_TRIED
+        elif any(a.outcome == INVALID for a in tried):
+            inside = site_path(site) + (k,)
+            last = [a for a in tried if a.outcome == INVALID][-1]
+            out[site, k] = (TRIES_INVALID_IN_BRANCH if last.problem_path[:len(inside)] == inside
+                            else TRIES_INVALID_ELSEWHERE)
+        else:
+            out[site, k] = TRIES_NOT_TAKEN
+    return out
+
+
+def _unreached(cov: Coverage, site: str) -> str:
+    """Why a site never ran: its enclosing site's body did not run, or that site itself never
+    ran (also said of a top-level site, which only an invalid set 0 leaves unrun)."""
+    outer = enclosing(site)
+    if outer is None or not cov.reached(outer[0]):
+        return UNREACHED_OUTER
+    return UNREACHED_BRANCH if cov.ops[outer[0]] == "if" else UNREACHED_LOOP
+
+
+# ---- traced runs -------------------------------------------------------------------------------
+
+
 @dataclass
 class Observation:
     """How the input sets met one steerable site: a comparison predicate of an `if` whose one
@@ -119,8 +241,11 @@ class Observation:
     input: str  #: the graph input that is the threshold or the trip count
     #: for an if: +1 when the predicate is `input > other` (or >=), -1 when `input < other`
     sign: int = 0
+    #: input set index -> the other side's values there (an if), or [] (a loop): the sets
+    #: where the site ran
     other: dict[int, list[float]] = field(default_factory=dict)
-    #: the other side's value name, when the site is at the top level (None: in a body)
+    #: for an if: the names, in the site's scope, of the threshold and of the other side
+    threshold_name: str | None = None
     other_name: str | None = None
 
 
@@ -166,7 +291,7 @@ class _Tracer:
         if inst.op.name == "loop":
             name = self.inputs.get(id(values.get(inst.args[0])))
             if name is not None:
-                self.obs.setdefault(site, Observation(name))
+                self.obs.setdefault(site, Observation(name)).other.setdefault(self.index, [])
             return
         if inst.op.name != "if":
             return
@@ -178,26 +303,37 @@ class _Tracer:
             name = self.inputs.get(id(values.get(side)))
             x = values.get(other)
             if name is not None and x is not None and x.numel() == 1:
-                ob = self.obs.setdefault(site, Observation(name, sign, {},
-                                                           None if "/" in site else other))
+                ob = self.obs.setdefault(site, Observation(name, sign, {}, side, other))
                 ob.other.setdefault(self.index, []).append(float(x.detach().reshape(())))
                 return
+
+
+def trace_run(g: Graph, values: dict[str, np.ndarray], index: int = 0,
+              observations: dict[str, Observation] | None = None
+              ) -> tuple[Coverage, dict | None, Violation | None]:
+    """Coverage of input set `index`, its evaluated values (None when the set is invalid) and
+    its violation; steerable sites are added to `observations` when given."""
+    env = {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}
+    tracer = _Tracer(g, env, index, observations if observations is not None else {})
+    with torch.no_grad():
+        out, violation = evaluate_checked(g, env, trace=tracer)
+    return tracer.cov, (None if violation is not None else out), violation
 
 
 def run_traced(g: Graph, values: dict[str, np.ndarray], index: int = 0,
                observations: dict[str, Observation] | None = None
                ) -> tuple[Coverage, dict | None]:
-    """Coverage of input set `index`, and its evaluated values (None when the set is
-    invalid); steerable sites are added to `observations` when given."""
-    env = {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}
-    tracer = _Tracer(g, env, index, observations if observations is not None else {})
-    with torch.no_grad():
-        out, violation = evaluate_checked(g, env, trace=tracer)
-    return tracer.cov, (None if violation is not None else out)
+    """`trace_run` without the violation."""
+    cov, env, _ = trace_run(g, values, index, observations)
+    return cov, env
 
 
-#: the input search's effort per candidate set (set 0's search has the default, larger one)
+# ---- the search ----------------------------------------------------------------------------------
+
+#: the input search's effort per candidate set (set 0's search has the default, larger one),
+#: near a valid set (a flip, a trip count) and from fresh inputs
 REPAIR = SearchConfig(max_iters=12)
+RESTART = SearchConfig(max_iters=24)
 
 
 @dataclass(frozen=True)
@@ -206,85 +342,8 @@ class CoverConfig:
     max_sets: int = 8
     #: candidate sets tried at most
     attempts: int = 24
-
-
-def cover(g: Graph, values: dict[str, np.ndarray], seed: int,
-          cfg: CoverConfig = CoverConfig()) -> tuple[list[dict[str, np.ndarray]], Coverage]:
-    """Extra input sets for `g` (graph inputs only) beyond `values` (set 0, valid), and the
-    coverage of all sets together. See the module doc for how candidates are made."""
-    observations: dict[str, Observation] = {}
-    total, env = run_traced(g, values, 0, observations)
-    if not total.ops or env is None:
-        return [], total
-    rng = random.Random(f"cover/{seed}")
-    inputs = [v.name for v in g.inputs]
-    sets = [values]
-    for attempt in range(cfg.attempts):
-        if len(sets) >= cfg.max_sets or _complete(total):
-            break
-        made = _candidate(g, sets, total, observations, rng, seed * 1000 + attempt)
-        if made is None:
-            continue
-        cand, steered, goal = made
-        seen: dict[str, Observation] = {}
-        cov, cand_env = run_traced(g, cand, len(sets), seen)
-        if cand_env is None and steered is not None:
-            # the other branch made something invalid: search the rest (the threshold and the
-            # params stay; a top-level predicate is held on the wanted side), then see whether
-            # the branch still flips
-            res = search_inputs(g, seed * 1000 + attempt, start=cand, goal=goal, cfg=REPAIR,
-                                frozen=frozenset([steered, *(p.name for p in g.params)]))
-            if res.ok:
-                cand = res.values
-                seen = {}
-                cov, cand_env = run_traced(g, cand, len(sets), seen)
-        if cand_env is None or not total.gain(cov):
-            continue
-        total.merge(cov)
-        for site, ob in seen.items():
-            mine = observations.setdefault(site, Observation(ob.input, ob.sign, {}, ob.other_name))
-            mine.other.update(ob.other)
-        sets.append(cand)
-    return [{k: s[k] for k in inputs} for s in sets[1:]], total
-
-
-def _complete(cov: Coverage) -> bool:
-    """Both branches of every if, and at least two trip counts of every loop (a scan's length
-    is its sequence's: fixed)."""
-    return not cov.missing_branches() and all(len(cov.trips.get(s, ())) >= 2
-                                              for s in cov.loop_sites if cov.ops[s] == "loop")
-
-
-def _candidate(g: Graph, sets: list[dict], total: Coverage, observations: dict[str, Observation],
-               rng: random.Random, seed: int) -> tuple[dict[str, np.ndarray], str | None] | None:
-    """A candidate input set, the input steered to make it (None: not steered), and a goal
-    that keeps it steered while other inputs are repaired (None: none)."""
-    steerable = [(s, k) for s, k in total.missing_branches()
-                 if s in observations and observations[s].other]
-    if steerable and rng.random() < 0.8:
-        site, branch = rng.choice(steerable)
-        ob = observations[site]
-        cand, goal = _flip(sets, ob, want=(branch == 0))
-        return cand, ob.input, goal
-    loops = [s for s in total.loop_sites if s in observations and total.ops[s] == "loop"
-             and len(total.trips.get(s, ())) < MAX_TRIPS + 1]
-    if loops and rng.random() < 0.8:
-        site = rng.choice(loops)
-        unseen = [t for t in range(MAX_TRIPS + 1) if t not in total.trips.get(site, set())]
-        cand = dict(sets[0])
-        name = observations[site].input
-        cand[name] = np.asarray(0 if 0 in unseen else rng.choice(unseen),
-                                dtype=np.asarray(cand[name]).dtype)
-        return cand, name, None
-    # nothing targeted applies: fresh inputs, made valid by the search (params kept)
-    fresh = dict(sets[0])
-    nprng = np.random.default_rng(seed)
-    r = ValueRanges()
-    for v in g.inputs:
-        fresh[v.name] = sample_value(v, nprng, r.input_scale, r.int_range)
-    res = search_inputs(g, seed, start=fresh, frozen=frozenset(p.name for p in g.params),
-                        explore=True, cfg=REPAIR)
-    return (res.values, None, None) if res.ok else None
+    #: candidate sets tried at most per target (a branch of an if, a loop's trip counts)
+    tries: int = 5
 
 
 def _gap(x: float, is_float: bool) -> float:
@@ -292,25 +351,288 @@ def _gap(x: float, is_float: bool) -> float:
     return 0.25 + 0.25 * abs(x) if is_float else max(1, int(abs(x)) // 4 + 1)
 
 
-def _flip(sets: list[dict], ob: Observation, want: bool):
-    """The input set where the site ran, with its threshold moved past every value the other
-    side took there, so that every run of the site takes the wanted branch; and for a top-level
-    site, a search goal that keeps the other side on its side of the new threshold."""
-    index = min(ob.other)  # the first set that ran the site
-    xs = ob.other[index]
-    cand = dict(sets[index])
-    dtype = np.asarray(cand[ob.input]).dtype
-    up = (ob.sign > 0) == want  # the threshold must exceed every x (else stay below all)
+class _Hold:
+    """A search goal: `site` runs and takes branch `want` at least once, with a clear gap
+    between the predicate's sides (`goal`, from the values the trace `new_trace` made for the
+    same evaluation saw)."""
+
+    def __init__(self, site: str, ob: Observation, want: int):
+        self.site = site
+        self.ob = ob
+        #: +1: the threshold must exceed the other side, -1: stay below it
+        self.side = ob.sign if want == 0 else -ob.sign
+        self.runs: list[torch.Tensor] = []
+
+    def new_trace(self) -> ControlTrace:
+        """The trace of one evaluation (what `goal` then judges)."""
+        self.runs = []
+        return self._trace
+
+    def _trace(self, site: str, ran: list[int], values: dict[str, torch.Tensor]) -> None:
+        if site != self.site:
+            return
+        t, x = values[self.ob.threshold_name], values[self.ob.other_name]
+        d = (t.to(torch.float64) - x.to(torch.float64)).reshape(()) * self.side
+        margin = _gap(float(x.detach().reshape(())), x.dtype.is_floating_point) / 2
+        self.runs.append(torch.relu(margin - d))
+
+    def goal(self, values: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        if not self.runs:  # the site did not run: no gradient, the search redraws
+            return [torch.ones((), dtype=torch.float64)]
+        return [torch.stack(self.runs).min()]
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a candidate set aims at: `kind` "if" (branch `want` of `site`), "trips" (trip
+    count `want` of loop `site`) or "fresh" (random inputs); `key` counts its tries."""
+
+    kind: str
+    site: str | None
+    want: int | None
+    key: tuple
+
+
+class _Cover:
+    """The state of one `cover` call: the kept sets, their coverage and observations."""
+
+    def __init__(self, g: Graph, values: dict[str, np.ndarray], seed: int, cfg: CoverConfig,
+                 total: Coverage, observations: dict[str, Observation]):
+        self.g = g
+        self.seed = seed
+        self.cfg = cfg
+        self.sets = [values]
+        self.total = total
+        self.obs = observations
+        self.rng = random.Random(f"cover/{seed}")
+        self.params = frozenset(p.name for p in g.params)
+        self.tries: Counter = Counter()
+        #: (site, body) pairs holding other sites
+        self.holders = {h for s in total.ops if (h := enclosing(s)) is not None}
+
+    def run(self) -> None:
+        for attempt in range(self.cfg.attempts):
+            if len(self.sets) >= self.cfg.max_sets:
+                return
+            target = self._target()
+            if target is None:
+                return
+            self.tries[target.key] += 1
+            search_seed = self.seed * 1000 + attempt
+            if self._try_packed(target):
+                continue
+            if target.kind == "if":
+                self._try_if(target, search_seed)
+            elif target.kind == "trips":
+                self._try_trips(target, search_seed)
+            else:
+                self._try_fresh(search_seed)
+
+    # ---- what to aim at next
+    def _target(self) -> _Target | None:
+        """The next target, least tried first within the first class that has one (see the
+        module doc), or None when nothing is left to try."""
+        open_ = self._steered_targets()
+        if open_:
+            return min(open_, key=lambda t: self.tries[t.key])
+        fresh = _Target("fresh", None, None, ("fresh",))
+        if self._unsteered() and self.tries[fresh.key] < self.cfg.tries:
+            return fresh
+        return None
+
+    def _steered_targets(self) -> list[_Target]:
+        """The open targets of classes 1 and 1' (see the module doc), each tried fewer than
+        `CoverConfig.tries` times."""
+        cov = self.total
+        loops = [s for s in cov.loop_sites if cov.ops[s] == "loop" and s in self.obs]
+        first = [_Target("if", s, k, ("if", s, k)) for s, k in cov.missing_branches()
+                 if s in self.obs and self.obs[s].other]
+        for s in loops:
+            seen = cov.trips.get(s, set())
+            if not cov.body_ran(s, 0) and (s, 0) in self.holders:
+                # one trip: the body's first trip is what set 0's explore mode made valid
+                want = 1 + self.tries["enable", s]
+                first.append(_Target("trips", s, want, ("enable", s)))
+            elif len(seen) < 2:
+                want = next(t for t in (0, 1, self._unseen(s)) if t not in seen)
+                first.append(_Target("trips", s, want, ("second", s)))
+        return [t for t in first if self.tries[t.key] < self.cfg.tries]
+
+    def _needed(self) -> int:
+        """About how many more sets the missing coverage needs, one each: every missing branch
+        (an if not reached yet counts two), every loop with one trip count."""
+        cov = self.total
+        return len(cov.missing_branches()) + sum(
+            1 for s in cov.loop_sites if cov.ops[s] == "loop" and len(cov.trips.get(s, ())) < 2)
+
+    def _unsteered(self) -> bool:
+        """Whether some branch is missing that no steered target reaches (worth fresh random
+        inputs)."""
+        return any(not (s in self.obs and self.obs[s].other)
+                   for s, _ in self.total.missing_branches())
+
+    def _unseen(self, site: str) -> int:
+        seen = self.total.trips.get(site, set())
+        return self.rng.choice([t for t in range(MAX_TRIPS + 1) if t not in seen])
+
+    # ---- candidates
+    def _try_packed(self, target: _Target) -> bool:
+        """On a target's first try, when more sets are needed than are left: steer it, then
+        each other untried target steered in the same set (its base) by its own input, one by
+        one, keeping each that leaves the set valid. Kept (True) when that packed more than the
+        target and adds coverage; otherwise nothing is recorded and the target is tried alone."""
+        if target.kind == "fresh" or self.tries[target.key] != 1:
+            return False
+        if self._needed() <= self.cfg.max_sets - len(self.sets):
+            return False
+        base = min(self.obs[target.site].other)
+        untried = [t for t in self._steered_targets()
+                   if t != target and not self.tries[t.key] and min(self.obs[t.site].other) == base]
+        if not untried:
+            return False
+        cand = self._steer(self.sets[base], target, base)
+        seen: dict[str, Observation] = {}
+        cov, env, _ = trace_run(self.g, cand, len(self.sets), seen)
+        if env is None:
+            return False
+        pack, inputs = [target], {self.obs[target.site].input}
+        for t in untried:
+            ob = self.obs[t.site]
+            if ob.input in inputs or any(_within(t.site, p.site) or _within(p.site, t.site)
+                                         for p in pack):
+                continue
+            more = self._steer(cand, t, base)
+            more_seen: dict[str, Observation] = {}
+            more_cov, more_env, _ = trace_run(self.g, more, len(self.sets), more_seen)
+            if more_env is not None:
+                cand, cov, seen = more, more_cov, more_seen
+                pack.append(t)
+                inputs.add(ob.input)
+        if len(pack) < 2 or not self.total.gain(cov):
+            return False
+        self._keep(cand, cov, seen)
+        for t in pack[1:]:
+            self.tries[t.key] += 1
+        for t in pack:
+            got = (t.want in cov.branches.get(t.site, ()) if t.kind == "if"
+                   else t.want in cov.trips.get(t.site, ()))
+            self.total.attempts.append(Attempt(t.kind, t.site, t.want, KEPT if got else NO_GAIN))
+        return True
+
+    def _steer(self, values: dict[str, np.ndarray], target: _Target,
+               base: int) -> dict[str, np.ndarray]:
+        """`values` with the target's input set: an if's threshold past the other side's values
+        in set `base`, a loop's trip count."""
+        ob = self.obs[target.site]
+        if target.kind == "if":
+            return _flip(values, ob.input, ob.other[base], ob.sign, target.want)
+        cand = dict(values)
+        cand[ob.input] = np.asarray(target.want, dtype=np.asarray(cand[ob.input]).dtype)
+        return cand
+
+    def _try_if(self, target: _Target, search_seed: int) -> None:
+        """First try: flip the site's threshold in the first set where it ran. Later tries:
+        fresh inputs, threshold included. Either way, repair the set if it is invalid or
+        misses the branch, holding the site on the wanted branch."""
+        ob = self.obs[target.site]
+        hold = _Hold(target.site, ob, target.want)
+        if self.tries[target.key] == 1:
+            base = min(ob.other)
+            cand = self._steer(self.sets[base], target, base)
+            self._repair_and_consider(target, cand, search_seed, frozenset([ob.input]), hold)
+        else:  # the search moves the threshold too
+            self._repair_and_consider(target, self._fresh_inputs(search_seed), search_seed,
+                                      frozenset(), hold, RESTART)
+
+    def _try_trips(self, target: _Target, search_seed: int) -> None:
+        """Set the trip count in a set where the loop ran; repair the rest if invalid."""
+        ob = self.obs[target.site]
+        base = min(ob.other)
+        cand = self._steer(self.sets[base], target, base)
+        self._repair_and_consider(target, cand, search_seed, frozenset([ob.input]))
+
+    def _try_fresh(self, search_seed: int) -> None:
+        target = _Target("fresh", None, None, ("fresh",))
+        res = search_inputs(self.g, search_seed, start=self._fresh_inputs(search_seed),
+                            frozen=self.params, explore=True, cfg=REPAIR)
+        if not res.ok:
+            self.total.attempts.append(Attempt("fresh", None, None, NO_CANDIDATE, res.violation,
+                                               res.path))
+            return
+        self._repair_and_consider(target, res.values, search_seed, frozenset())
+
+    def _fresh_inputs(self, search_seed: int) -> dict[str, np.ndarray]:
+        """Set 0 with every graph input drawn anew (params kept)."""
+        fresh = dict(self.sets[0])
+        nprng = np.random.default_rng(search_seed)
+        r = ValueRanges()
+        for v in self.g.inputs:
+            fresh[v.name] = sample_value(v, nprng, r.input_scale, r.int_range)
+        return fresh
+
+    def _repair_and_consider(self, target: _Target, cand: dict[str, np.ndarray],
+                             search_seed: int, steered: frozenset[str],
+                             hold: _Hold | None = None, effort: SearchConfig = REPAIR) -> None:
+        """Run `cand`; if it is invalid, or misses `hold`'s branch, search the other inputs
+        (params and the `steered` ones frozen) towards a valid set meeting `hold`; keep the
+        result if it is valid and adds coverage. The attempt is recorded."""
+        seen: dict[str, Observation] = {}
+        cov, env, violation = trace_run(self.g, cand, len(self.sets), seen)
+        if env is None or (hold is not None and target.want not in cov.branches.get(target.site, ())):
+            res = search_inputs(self.g, search_seed, start=cand, cfg=effort,
+                                goal=hold.goal if hold else None,
+                                trace=hold.new_trace if hold else None,
+                                frozen=self.params | steered)
+            if res.ok:
+                cand = res.values
+                seen = {}
+                cov, env, violation = trace_run(self.g, cand, len(self.sets), seen)
+        if env is None:
+            outcome = INVALID
+        elif not self.total.gain(cov):
+            outcome = NO_GAIN
+        else:
+            outcome = KEPT
+            self._keep(cand, cov, seen)
+        self.total.attempts.append(Attempt(
+            target.kind, target.site, target.want, outcome,
+            violation.message if violation else None, violation.path if violation else ()))
+
+
+    def _keep(self, cand: dict[str, np.ndarray], cov: Coverage,
+              seen: dict[str, Observation]) -> None:
+        """Add a valid set that adds coverage, with what its traced run observed."""
+        self.total.merge(cov)
+        for s, ob in seen.items():
+            mine = self.obs.setdefault(s, Observation(ob.input, ob.sign, {}, ob.threshold_name,
+                                                      ob.other_name))
+            mine.other.update(ob.other)
+        self.sets.append(cand)
+
+
+def cover(g: Graph, values: dict[str, np.ndarray], seed: int,
+          cfg: CoverConfig = CoverConfig()) -> tuple[list[dict[str, np.ndarray]], Coverage]:
+    """Extra input sets for `g` (graph inputs only) beyond `values` (set 0, valid), and the
+    coverage of all sets together. See the module doc for how candidates are made."""
+    observations: dict[str, Observation] = {}
+    total, env, _ = trace_run(g, values, 0, observations)
+    if not total.ops or env is None:
+        return [], total
+    state = _Cover(g, values, seed, cfg, total, observations)
+    state.run()
+    total.steerable = set(observations)
+    inputs = [v.name for v in g.inputs]
+    return [{k: s[k] for k in inputs} for s in state.sets[1:]], total
+
+
+def _flip(base: dict[str, np.ndarray], threshold: str, xs: list[float], sign: int,
+          want: int) -> dict[str, np.ndarray]:
+    """`base` with the threshold input moved past every value `xs` the other side took there,
+    so that every run of the site takes branch `want` (0: then)."""
+    cand = dict(base)
+    dtype = np.asarray(cand[threshold]).dtype
+    up = (sign > 0) == (want == 0)  # the threshold must exceed every x (else stay below all)
     x = max(xs) if up else min(xs)
     t = x + _gap(x, dtype.kind == "f") * (1 if up else -1)
-    cand[ob.input] = np.asarray(t, dtype=dtype)
-    if ob.other_name is None:
-        return cand, None
-    other, side = ob.other_name, (1 if up else -1)
-
-    def goal(vals: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-        d = (vals[ob.input] - vals[other]).reshape(()).to(torch.float64) * side
-        margin = _gap(float(vals[other].detach().reshape(())), True) / 2
-        return [torch.relu(margin - d)]
-
-    return cand, goal
+    cand[threshold] = np.asarray(t, dtype=dtype)
+    return cand

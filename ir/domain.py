@@ -24,6 +24,13 @@ class Violation:
     message: str
     #: differentiable violation measures (sum > 0), or empty when not differentiable
     penalties: list[torch.Tensor]
+    #: where the violating instruction is: its index in the top-level graph, then for each body
+    #: on the way down the block index and the index in that body, e.g. (3, 1, 0) for
+    #: instruction 0 of body 1 (an if's else) of instruction 3; () when unknown (an input)
+    path: tuple[int, ...] = ()
+    #: found in a body the run did not run (explore mode: an if's other branch, the body of a
+    #: loop at zero trips), not on the path the inputs run
+    not_taken: bool = False
 
 
 def int_limit(dtype: torch.dtype) -> int:
@@ -57,7 +64,8 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
     """Evaluate `g` into `values`, raising _Invalid at the first invalid instruction. Bodies of
     control-flow instructions (if, loop, scan; nested ones too) are run, as the op decides (its
     "python" dialect: once, per trip, per step), through the same checks. `explore`: every
-    `if` also runs (and checks) the branch it does not take, untraced, results discarded."""
+    `if` also runs (and checks) the branch it does not take, and every loop running zero trips
+    its body once on the initial carried values, untraced, results discarded."""
     for index, inst in enumerate(g.insts):
         label = f"{where}inst {index} ({inst.op.name})"
         here = f"{site}{index}"
@@ -65,7 +73,8 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
         args = [values[a] for a in inst.args]
         penalties = [p for p in inst.op.domain(*args) if bool((p.detach() > 0).any())]
         if penalties:
-            raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain", penalties))
+            raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain",
+                                     penalties, (index,)))
 
         def run_block(body: Graph, body_args, label=label, index=index, inst=inst, here=here,
                       ran=ran) -> list[torch.Tensor]:
@@ -76,13 +85,17 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
                 _run_checked(body, inner, f"{label} > {body.name}: ", trace, f"{here}/{k}/",
                              explore)
             except _Invalid as e:  # a violation inside a body is this instruction's, at this level
-                raise _Invalid(replace(e.violation, index=index)) from None
+                raise _Invalid(_lifted(e.violation, index, k)) from None
             return [inner[o] for o in body.outputs]
 
         if explore and inst.op.name == "if":
             for k, body in enumerate(inst.blocks):
                 if k != (0 if bool(args[0]) else 1):
-                    _explore(body, args[1:], f"{label} > {body.name} (not taken): ", index)
+                    _explore(body, args[1:], f"{label} > {body.name} (not taken): ", index, k)
+        if explore and inst.op.name == "loop" and int(args[0]) == 0:
+            (body,) = inst.blocks
+            _explore(body, [torch.zeros((), dtype=torch.int64), *args[1:]],
+                     f"{label} > {body.name} (not run): ", index, 0)
         res = inst.op.torch_call(args, inst.blocks, run_block)
         if trace is not None and inst.blocks:
             trace(here, ran, values)
@@ -92,22 +105,30 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
             values[r.name] = t
             problem = result_problem(r.name, t)
             if problem:
-                raise _Invalid(Violation(index, f"{label}: {problem}", []))
+                raise _Invalid(Violation(index, f"{label}: {problem}", [], (index,)))
 
 
-def _explore(body: Graph, operands: list[torch.Tensor], where: str, index: int) -> None:
+def _lifted(v: Violation, index: int, block: int, not_taken: bool = False) -> Violation:
+    """A violation found in body `block` of instruction `index`, as seen at that level."""
+    return replace(v, index=index, path=(index, block, *v.path),
+                   not_taken=v.not_taken or not_taken)
+
+
+def _explore(body: Graph, operands: list[torch.Tensor], where: str, index: int,
+             block: int) -> None:
     inner = {v.name: t for v, t in zip(body.inputs, operands)}
     try:
         _run_checked(body, inner, where, None, "", True)
     except _Invalid as e:
-        raise _Invalid(replace(e.violation, index=index)) from None
+        raise _Invalid(_lifted(e.violation, index, block, not_taken=True)) from None
 
 
 def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor], trace: ControlTrace | None = None,
                      explore: bool = False) -> tuple[dict[str, torch.Tensor], Violation | None]:
     """Evaluate `g` instruction by instruction and stop at the first invalid one; `trace`
     observes which bodies every control-flow instruction ran; `explore` checks the branches
-    not taken too (so that other input sets can take them: `ir.coverage`).
+    not taken and the bodies of loops running zero trips too, on the same operands (so that
+    other input sets can run them: `ir.coverage`).
 
     Returns every value computed so far and the violation (None when all values are valid)."""
     from ir.inplace import has_writes

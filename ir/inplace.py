@@ -652,5 +652,6 @@ def evaluate_checked(g: Graph, env, trace=None, explore: bool = False):
         if m:
             message = (f"inst {orig} ({g.insts[orig].op.name}), functionalized inst {m.group(1)} "
                        f"({m.group(2)})" + message[m.end():])
-        violation = dataclasses.replace(violation, index=orig, message=message)
+        # the functionalized graph's body paths do not name the original's instructions
+        violation = dataclasses.replace(violation, index=orig, message=message, path=(orig,))
     return values, violation

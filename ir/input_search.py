@@ -15,8 +15,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ir.domain import evaluate_checked
-from ir.graph import Graph
+from ir.domain import ControlTrace, evaluate_checked
+from ir.graph import Graph, Inst
 from ir.rewrite import remove_unused, replace_uses
 from ir.values import ValueRanges, random_values
 
@@ -37,6 +37,10 @@ class SearchResult:
     violation: str | None = None
     #: top-level instruction of the last violation (-1: an input itself), None when ok
     index: int | None = None
+    #: the violating instruction's path, nested bodies included (`ir.domain.Violation.path`)
+    path: tuple[int, ...] = ()
+    #: the last violation was in a body the inputs do not run (explore mode)
+    not_taken: bool = False
 
 
 def _narrow(r: ValueRanges) -> ValueRanges:
@@ -52,17 +56,20 @@ Goal = Callable[[dict[str, torch.Tensor]], list[torch.Tensor]]
 def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
                   cfg: SearchConfig = SearchConfig(), start: dict[str, np.ndarray] | None = None,
                   goal: Goal | None = None, frozen: frozenset[str] = frozenset(),
-                  explore: bool = False) -> SearchResult:
+                  explore: bool = False,
+                  trace: Callable[[], ControlTrace] | None = None) -> SearchResult:
     """Values for every input and param of `g` that make every value valid (and meet `goal`).
 
     `start`: the first values tried (default: a random draw); `frozen`: names never changed
     (e.g. the params of a test whose other input sets are being searched); `explore`: the
-    branches of every `if` not taken must be valid too (`ir.domain.evaluate_checked`)."""
+    branches of every `if` not taken must be valid too (`ir.domain.evaluate_checked`);
+    `trace`: makes the trace of each evaluation, which sees every control-flow instruction
+    run before `goal` is asked (a goal on values inside bodies records them there)."""
     rng = np.random.default_rng(seed)
     values = dict(start) if start is not None else random_values(g, rng, ranges)
     pinned = {k: values[k] for k in frozen}
     params = {p.name for p in g.params}
-    message, index = None, None
+    message, index, path, not_taken = None, None, (), False
     for it in range(cfg.max_iters + 1):
         leaves = {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}
         movable = [k for k, t in leaves.items() if t.dtype.is_floating_point and k not in frozen]
@@ -70,14 +77,16 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
         for t in floats:
             t.requires_grad_(True)
         with torch.enable_grad():
-            env, violation = evaluate_checked(g, leaves, explore=explore)
+            env, violation = evaluate_checked(g, leaves, trace=trace() if trace else None,
+                                              explore=explore)
             if violation is None:
                 penalties = [p for p in (goal(env) if goal else []) if bool((p.detach() > 0).any())]
                 if not penalties:
                     return SearchResult(values, True, it)
-                message, index = "goal not met", None
+                message, index, path, not_taken = "goal not met", None, (), False
             else:
                 message, index = violation.message, violation.index
+                path, not_taken = violation.path, violation.not_taken
                 penalties = violation.penalties
             grads = None
             if penalties and floats:
@@ -95,7 +104,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
             scale = ranges.param_scale if name in params else ranges.input_scale
             new = t.detach() - cfg.step * scale * 2 * gr / peak
             values[name] = new.numpy().astype(values[name].dtype)
-    return SearchResult(values, False, cfg.max_iters, message, index)
+    return SearchResult(values, False, cfg.max_iters, message, index, path, not_taken)
 
 # ---------------------------------------------------------------------------------------------
 # repair: drop what no input can make valid
@@ -105,7 +114,9 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
 class ValidTest:
     graph: Graph
     search: SearchResult
-    #: instructions dropped because no input could make them valid ("op@index" per drop)
+    #: instructions dropped because no input could make them valid ("op@path" per drop, the
+    #: path as in `ir.coverage` sites: "3" top-level instruction 3, "3/1/0" instruction 0 of
+    #: body 1 of instruction 3)
     dropped: list[str]
 
 
@@ -132,29 +143,125 @@ def drop_instruction(g: Graph, index: int) -> Graph | None:
     return remove_unused(g.with_insts(kept, outputs))
 
 
+def drop_nested(g: Graph, path: tuple[int, ...]) -> Graph | None:
+    """`g` without the instruction at `path` (`ir.domain.Violation.path`), at any depth. At the
+    top level see `drop_instruction`. In a body, whose outputs are its signature, each result
+    read later is replaced by a value of the same type: an operand of the instruction, else
+    the latest one defined before it in the body (its inputs included), then dead code goes.
+    A control-flow instruction in a body (its own domain failed: a loop's trip count) goes
+    the same way unless it holds an `if`. None when that is not possible: no such value, an
+    `if` inside, or an in-place write."""
+    if len(path) == 1:
+        return drop_instruction(g, path[0])
+    if len(path) < 3:
+        return None
+    index, block, rest = path[0], path[1], path[2:]
+    inst = g.insts[index]
+    body = _drop_in_body(inst.blocks[block], rest)
+    if body is None:
+        return None
+    blocks = list(inst.blocks)
+    blocks[block] = body
+    insts = list(g.insts)
+    insts[index] = replace(inst, blocks=tuple(blocks))
+    return g.with_insts(insts)
+
+
+def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
+    if len(path) > 1:
+        return drop_nested(body, path) if len(path) >= 3 else None
+    index = path[0]
+    inst = body.insts[index]
+    if inst.op.effect.writes is not None or any(i.op.name == "if" for b in inst.blocks
+                                                 for i, _ in b.walk()):
+        return None
+    types = body.types()
+    earlier = [v.name for v in (*body.inputs, *body.params)]
+    for before in body.insts[:index]:
+        earlier += [r.name for r in before.results]
+    read = {a for later in body.insts[index + 1:] for a in later.args} | set(body.outputs)
+    out = body.with_insts(body.insts[:index] + body.insts[index + 1:])
+    for i, r in enumerate(inst.results):
+        if r.name not in read:
+            continue
+        same = [a for a in inst.args if types[a] == r.type]
+        if inst.op.name == "loop":  # result i is carried value i: its initial value first
+            same.insert(0, inst.args[i + 1])
+        same += [a for a in reversed(earlier) if types[a] == r.type]
+        if not same:
+            return None
+        out = replace_uses(out, r.name, same[0], start=index)
+    return remove_unused(out, keep_inputs=True)
+
+
+def _site(path: tuple[int, ...]) -> str:
+    return "/".join(map(str, path))
+
+
+#: ops whose bodies may not run in set 0 (an if's other branch, a loop's body at zero trips)
+EXPLORED = ("if", "loop")
+
+
 def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = ValueRanges(),
                cfg: SearchConfig = SearchConfig()) -> ValidTest | None:
     """Search inputs for `g`; while the search fails at an instruction, drop it (see
-    `drop_instruction`) and search again. None when nothing valid remains.
+    `drop_instruction`; a failure inside a body drops the top-level instruction holding it) and
+    search again. None when nothing valid remains.
 
-    A graph with an `if` is first searched for values valid on the branches not taken too, so
-    that other input sets can take them (`ir.coverage`); failing that, the taken ones suffice."""
+    A graph with an `if` or a `loop` is first searched for values valid on the branches not
+    taken and the loop bodies not run too (explore mode), so that other input sets can run them
+    (`ir.coverage`); failing that, for values valid on what runs, then again in explore mode
+    from those. When explore mode fails inside a body not run, the failing instruction there
+    is dropped (`drop_nested`: only it, the `if` or `loop` stays), as no input made it valid
+    together with the rest, and the search starts over; when the instruction cannot be
+    dropped alone, what runs suffices. Such a drop never costs validity: if the graph after it
+    needs a top-level drop (or the drops run out), the valid test before it is returned."""
     dropped: list[str] = []
+    #: the valid test before the last drop in a body not run: what a failure after it returns
+    before: ValidTest | None = None
     for _ in range(max_drops + 1):
-        if any(inst.op.name == "if" for inst, _ in g.walk()):
-            result = search_inputs(g, seed, ranges, cfg, explore=True)
-            if result.ok:
-                return ValidTest(g, result, dropped)
+        explore = any(inst.op.name in EXPLORED for inst, _ in g.walk())
+        if explore:
+            explored = search_inputs(g, seed, ranges, cfg, explore=True)
+            if explored.ok:
+                return ValidTest(g, explored, dropped)
         result = search_inputs(g, seed, ranges, cfg)
-        if result.ok:
+        if not result.ok and before is not None:
+            return before  # a drop for explore mode never costs what runs
+        if not result.ok:
+            index = result.index
+            if index is None or index < 0:
+                return None
+            smaller = drop_instruction(g, index)
+            if smaller is None:
+                return None
+            dropped.append(f"{g.insts[index].op.name}@{index}")
+            g = smaller
+            continue
+        if not explore:
             return ValidTest(g, result, dropped)
-        index = result.index
-        if index is None or index < 0:
-            return None
-        name = g.insts[index].op.name
-        smaller = drop_instruction(g, index)
+        # valid on what runs: what breaks is in a body not run, where the search starts
+        env = {k: torch.from_numpy(np.array(v, order="C", copy=True))
+               for k, v in result.values.items()}
+        with torch.no_grad():
+            _, blocked = evaluate_checked(g, env, explore=True)
+        if blocked is None:
+            return ValidTest(g, result, dropped)
+        explored = search_inputs(g, seed, ranges, cfg, start=result.values, explore=True)
+        if explored.ok:
+            return ValidTest(g, explored, dropped)
+        # (a graph with in-place writes names only the top-level instruction: nothing to drop)
+        nested = blocked.not_taken and len(blocked.path) >= 3
+        smaller = drop_nested(g, blocked.path) if nested else None
         if smaller is None:
-            return None
-        dropped.append(f"{name}@{index}")
+            return ValidTest(g, result, dropped)
+        before = ValidTest(g, result, list(dropped))
+        dropped.append(f"{_inst_at(g, blocked.path).op.name}@{_site(blocked.path)}")
         g = smaller
-    return None
+    return before
+
+
+def _inst_at(g: Graph, path: tuple[int, ...]) -> Inst:
+    for i in range(0, len(path) - 1, 2):
+        g = g.insts[path[i]].blocks[path[i + 1]]
+    return g.insts[path[-1]]

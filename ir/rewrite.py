@@ -63,10 +63,11 @@ def add_inputs(g: Graph, inputs: Iterable[Value]) -> Graph:
     return replace(g, inputs=g.inputs + tuple(inputs))
 
 
-def remove_unused(g: Graph) -> Graph:
-    """Drop instructions (at this level) whose results are never read, and unread inputs/params.
-    Control-flow instructions are dropped the same way (their results are new values); in-place
-    writes are kept (their effect is on memory other names read, see docs/inplace.md)."""
+def remove_unused(g: Graph, keep_inputs: bool = False) -> Graph:
+    """Drop instructions (at this level) whose results are never read, and unread inputs/params
+    unless `keep_inputs` (a body: its inputs are its signature). Control-flow instructions are
+    dropped the same way (their results are new values); in-place writes are kept (their effect
+    is on memory other names read, see docs/inplace.md)."""
     live = set(g.outputs)
     kept: list[Inst] = []
     for inst in reversed(g.insts):
@@ -74,6 +75,8 @@ def remove_unused(g: Graph) -> Graph:
             kept.append(inst)
             live.update(inst.args)
     kept.reverse()
+    if keep_inputs:
+        return g.with_insts(kept)
     return replace(
         g,
         insts=tuple(kept),

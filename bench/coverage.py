@@ -1,0 +1,199 @@
+"""Control-flow coverage benchmark: how many generated `if`s see both branches across a test's
+input sets, how many loops run several trip counts, what it costs, and why the rest is missed.
+
+Graphs are generated with the generator settings of a campaign preset, read from the Hydra
+config (`conf/campaign/<preset>.yaml` over `conf/config.yaml`, default `cpu_dynamic`: p_if 0.15,
+p_loop 0.1, p_scan 0.1, max_depth 2, the other `GenConfig` fields at their defaults), from seeds
+0..N-1 (`--first F`: F..F+N-1), generation only (the preset's mutation is off: `mutation.rate = 0`). Each test is made
+by the campaign worker itself, `campaign.worker.FuzzWorker.make_test` (generate, `make_valid`,
+`cover` with the worker's `CoverConfig`), with no backend; `make_valid` and `cover` are timed
+by wrapping the names the worker calls, and the `Coverage` `cover` returns is kept. An input
+set counts only when it passed `ir.domain.evaluate_checked` (`cover` keeps no other).
+
+    python bench/coverage.py [--n 150] [--first 0] [--preset cpu_dynamic] [--list]
+
+Prints: ifs covered both ways / total (top level, nested), loops with >= 2 distinct trip counts
+and with a zero trip, input sets per test, seconds per test (median, p90; CPU time of this
+process, then wall) in `cover` and in `make_valid` over the tests with control flow,
+instructions `make_valid` dropped, and each uncovered if's reason (`ir.coverage.explain`, the
+reason of its first missing branch); `--list` names them (seed, site, reason).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import campaign.worker as worker_mod  # noqa: E402
+from campaign.config import Config, register_configs, to_config  # noqa: E402
+from campaign.worker import FuzzWorker, WorkerConfig  # noqa: E402
+from ir.coverage import REASONS, Coverage, explain  # noqa: E402
+from ir.generate import GenConfig  # noqa: E402
+
+
+def preset_config(preset: str) -> Config:
+    """The campaign config of `conf/campaign/<preset>.yaml`, as the campaign composes it."""
+    from hydra import compose, initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return to_config(compose("config", overrides=[f"campaign={preset}"]))
+
+
+@dataclass
+class Timed:
+    """Wraps a function the worker calls: its CPU and wall seconds, and its last result."""
+
+    fn: Callable
+    cpu: list[float] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+    last: Any = None
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        c0, w0 = time.process_time(), time.perf_counter()
+        self.last = self.fn(*args, **kw)
+        self.cpu.append(time.process_time() - c0)
+        self.wall.append(time.perf_counter() - w0)
+        return self.last
+
+    def reset(self) -> None:
+        self.last = None
+
+
+@dataclass
+class Tally:
+    ifs: Counter = field(default_factory=Counter)  #: "top"/"nested" -> ifs
+    both: Counter = field(default_factory=Counter)  #: "top"/"nested" -> ifs with both branches
+    loops: int = 0
+    loops_two_trips: int = 0
+    loops_zero_trip: int = 0
+    sets: list[int] = field(default_factory=list)  #: input sets per test with control flow
+    cover_cpu: list[float] = field(default_factory=list)
+    cover_wall: list[float] = field(default_factory=list)
+    valid_cpu: list[float] = field(default_factory=list)
+    valid_wall: list[float] = field(default_factory=list)
+    drops: Counter = field(default_factory=Counter)  #: "top"/"nested" -> instructions dropped
+    reasons: Counter = field(default_factory=Counter)
+    uncovered: list[tuple[int, str, str]] = field(default_factory=list)
+    tests: int = 0
+    no_valid: int = 0
+
+    def add(self, seed: int, cov: Coverage) -> None:
+        for site in cov.if_sites:
+            where = "nested" if "/" in site else "top"
+            self.ifs[where] += 1
+            self.both[where] += len(cov.branches.get(site, ())) == 2
+        for site in cov.loop_sites:
+            if cov.ops[site] != "loop":
+                continue
+            self.loops += 1
+            trips = cov.trips.get(site, set())
+            self.loops_two_trips += len(trips) >= 2
+            self.loops_zero_trip += 0 in trips
+        why = explain(cov)
+        for site in cov.if_sites:
+            missing = [k for k in (0, 1) if (site, k) in why]
+            if missing:
+                self.reasons[why[site, missing[0]]] += 1
+                self.uncovered.append((seed, site, why[site, missing[0]]))
+
+
+def run(n: int, preset: str, first: int = 0) -> Tally:
+    cfg = preset_config(preset)
+    gen: GenConfig = cfg.generator
+    wcfg = WorkerConfig(generator=gen, backends=[], sandbox=False,
+                        mutation=replace(cfg.mutation, rate=0.0))
+    print(f"preset {preset}: p_if {gen.p_if}, p_loop {gen.p_loop}, p_scan {gen.p_scan}, "
+          f"max_depth {gen.max_depth}, nodes {gen.nodes}; seeds {first}..{first + n - 1}, "
+          f"generated only; "
+          f"{wcfg.coverage}")
+    timed_cover = Timed(worker_mod.cover)
+    timed_valid = Timed(worker_mod.make_valid)
+    worker_mod.cover, worker_mod.make_valid = timed_cover, timed_valid
+    tally = Tally()
+    try:
+        worker = FuzzWorker(wcfg)
+        for seed in range(first, first + n):
+            timed_cover.reset()
+            timed_valid.reset()
+            tc = worker.make_test(f"cov-{seed}", seed)
+            tally.tests += 1
+            valid = timed_valid.last
+            if valid is None:
+                tally.no_valid += 1
+                continue
+            for d in valid.dropped:
+                tally.drops["nested" if "/" in d else "top"] += 1
+            out = timed_cover.last
+            assert out is not None and tc.coverage is not None
+            cov: Coverage = out[1]
+            if not cov.ops:
+                continue
+            tally.sets.append(cov.n_sets)
+            tally.cover_cpu.append(timed_cover.cpu[-1])
+            tally.cover_wall.append(timed_cover.wall[-1])
+            tally.valid_cpu.append(timed_valid.cpu[-1])
+            tally.valid_wall.append(timed_valid.wall[-1])
+            tally.add(seed, cov)
+    finally:
+        worker_mod.cover, worker_mod.make_valid = timed_cover.fn, timed_valid.fn
+    return tally
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a}/{b} = {100 * a / b:.1f}%" if b else f"{a}/0"
+
+
+def _times(cpu: list[float], wall: list[float]) -> str:
+    if not cpu:
+        return "n/a"
+    c50, c90 = np.percentile(cpu, [50, 90])
+    w50, w90 = np.percentile(wall, [50, 90])
+    return f"median {c50:.3f} s, p90 {c90:.3f} s CPU (wall: median {w50:.3f} s, p90 {w90:.3f} s)"
+
+
+def report(t: Tally, listing: bool) -> None:
+    both, ifs = sum(t.both.values()), sum(t.ifs.values())
+    print(f"tests {t.tests}, no valid inputs {t.no_valid}, with control flow {len(t.sets)}")
+    print(f"ifs covered both ways: {_pct(both, ifs)} "
+          f"(top level {_pct(t.both['top'], t.ifs['top'])}, "
+          f"nested {_pct(t.both['nested'], t.ifs['nested'])})")
+    print(f"loops with >= 2 distinct trip counts: {_pct(t.loops_two_trips, t.loops)}; "
+          f"with a zero trip: {_pct(t.loops_zero_trip, t.loops)}")
+    if t.sets:
+        print(f"input sets per test with control flow: mean {np.mean(t.sets):.2f}, "
+              f"max {max(t.sets)}")
+    print(f"cover per test:      {_times(t.cover_cpu, t.cover_wall)}")
+    print(f"make_valid per test: {_times(t.valid_cpu, t.valid_wall)}")
+    print(f"instructions dropped by make_valid: {t.drops['top']} top-level, "
+          f"{t.drops['nested']} inside branches not taken")
+    print(f"uncovered ifs ({ifs - both}), by the reason of their first missing branch:")
+    for reason in REASONS:
+        if t.reasons[reason]:
+            print(f"  {t.reasons[reason]:4d}  {reason}")
+    if listing:
+        for seed, site, reason in t.uncovered:
+            print(f"  seed {seed:4d}  site {site:10s}  {reason}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=150, help="graphs (seeds first..first+n-1)")
+    ap.add_argument("--first", type=int, default=0, help="first seed")
+    ap.add_argument("--preset", default="cpu_dynamic", help="conf/campaign preset")
+    ap.add_argument("--list", action="store_true", help="name every uncovered if")
+    args = ap.parse_args()
+    report(run(args.n, args.preset, args.first), args.list)
+
+
+if __name__ == "__main__":
+    main()
