@@ -314,6 +314,7 @@ class FuzzWorker:
             "dyn_finding": None, "timeout_confirmed": None, "timeout_limit_s": None,
             "confirm_limit_s": None, "confirm_s": None,
             "branch_coverage": (tc.coverage or {}).get("branch_coverage"),
+            "n_if_both": (tc.coverage or {}).get("ifs_both_branches") if counts["if"] else None,
             "trip_counts": (tc.coverage or {}).get("trip_counts", []),
             "ops": sorted(counts), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),
             "dialect": "eager", "stage": None, "error_class": None, "error_sig": None,

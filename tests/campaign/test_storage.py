@@ -110,3 +110,20 @@ def test_results_of_several_campaigns_read_as_one(tmp_path, make_row):
     assert table.schema.equals(RESULT_SCHEMA) and table.num_rows == 6
     assert sorted(set(table.column("campaign").to_pylist())) == ["cpu_ort", "cpu_tvm"]
     assert read_sweep(tmp_path / "empty").num_rows == 0
+
+
+def test_files_written_before_n_if_both_read_with_it_null(tmp_path, make_row):
+    """A results file from before the `n_if_both` column still reads with the current schema."""
+    rows = _rows(make_row, 3)
+    sink = ResultSink(tmp_path, "new", "camp")
+    sink.add_many(rows[:2])
+    sink.close()
+    old_schema = pa.schema([f for f in RESULT_SCHEMA if f.name != "n_if_both"])
+    old = [{k: v for k, v in {**r, "campaign": "camp", "run_id": "old", "finding_dir": None}.items()
+            if k != "n_if_both"} for r in rows[2:]]
+    pq.write_table(pa.Table.from_pylist(old, schema=old_schema),
+                   tmp_path / "results" / "part-old-000000.parquet")
+    table = read_results(tmp_path)
+    assert table.schema.equals(RESULT_SCHEMA) and table.num_rows == 3
+    by_run = {(r["run_id"], r["test_id"]): r["n_if_both"] for r in table.to_pylist()}
+    assert by_run[("old", "r-000002")] is None and by_run[("new", "r-000000")] == 1

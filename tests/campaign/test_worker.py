@@ -48,6 +48,7 @@ def test_control_flow_tests_run_every_input_set_on_every_backend():
     assert [(r["backend"], r["verdict"]) for r in rows] == [("ort_noopt", "pass"), ("eager", "pass")]
     assert {r["n_input_sets"] for r in rows} == {tc.n_sets} and tc.n_sets >= 3
     assert {r["branch_coverage"] for r in rows} == {1.0} and 0 in rows[0]["trip_counts"]
+    assert {r["n_if_both"] for r in rows} == {g.op_counts()["if"]} and g.op_counts()["if"] >= 1
 
 
 def test_a_test_slow_only_under_load_gets_its_real_verdict_and_no_timeout_finding(tmp_path):
