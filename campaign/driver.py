@@ -134,10 +134,12 @@ class Summary:
     worker_errors: int = 0
     requeued: int = 0
     interrupted: bool = False
-    #: per backend: target, actors, rate, evaluated tests, tests it skipped while busy
+    #: per backend: target, actors, rate, evaluated tests, tests it skipped while busy, calls
     backends: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: tests that reached no backend (every backend they were sampled for was busy)
     skipped_tests: int = 0
+    #: actor calls of the generation stage (each backend's are in `backends`)
+    generation_calls: int = 0
     #: where each actor ran: name, stage, node id and address, the resources it holds
     actors: list[dict[str, Any]] = field(default_factory=list)
     #: the first test index of this run when it resumed an earlier one
@@ -403,6 +405,7 @@ class _Item:
 
     test: _Test
     suspect: bool = False  #: in flight when an actor died with others: runs alone
+    queued: float = field(default_factory=time.monotonic)  #: when it joined its pool's queue
 
 
 @dataclass(eq=False)
@@ -451,6 +454,7 @@ class _Pool:
         self.per_item_s: Optional[float] = None  #: moving average of an item's time in a call
         self.done = 0  #: items that came back
         self.skipped_busy = 0  #: tests not given to this backend because its queue was full
+        self.calls = 0  #: actor calls sent (tests per call: `done / calls`)
 
     @property
     def label(self) -> str:
@@ -498,11 +502,29 @@ class _Pool:
                 self._send(slot, [self.suspects.popleft()])
             if slot.calls and slot.calls[0].items[0].suspect:
                 continue  # nothing queued behind a suspect, so its death blames it alone
-            while len(slot.calls) < self.camp.c.in_flight_per_worker:
+            while len(slot.calls) < self.camp.c.in_flight_per_worker and self.due() <= 0:
                 items = self._take(self.batch())
                 if not items:
                     break
                 self._send(slot, items)
+
+    def due(self) -> float:
+        """Seconds until the next call should go (<= 0: now). Generation and re-runs go at
+        once. An evaluation call waits for a whole batch (by count or bytes), at most
+        CALL_TARGET_S after its oldest test was queued, or until no more tests are coming: an
+        evaluator faster than generation would otherwise get a call per generated batch, and
+        each call costs ~1 ms of CPU (driver and actor) however few tests it carries."""
+        if self.stage == GEN or self.retry or not self.queue:
+            return 0.0
+        n, size, want = 0, 0, self.batch()
+        for it in self.queue:
+            n += 1
+            size += len(it.test.case) if it.test.case is not None else 0
+            if n >= want or size >= MAX_CALL_BYTES:
+                return 0.0
+        if not self.camp.gen.backlog():  # generation is done (budget spent or downstream full)
+            return 0.0
+        return self.queue[0].queued + CALL_TARGET_S - time.monotonic()
 
     def _take(self, n: int) -> list[_Item]:
         """Up to `n` items, re-runs first; an evaluation batch also stops at MAX_CALL_BYTES of
@@ -530,6 +552,7 @@ class _Pool:
             slot.head_since = time.monotonic()
         slot.calls.append(call)
         self.in_flight += len(items)
+        self.calls += 1
         self.camp.by_ref[ref] = call
 
     def pop(self, call: _Call, timed: bool = True) -> None:
@@ -969,7 +992,8 @@ class _Campaign:
                 if last:
                     ray.wait(last, num_returns=len(last), timeout=2.0)
                 return
-            ready, rest = ray.wait(refs, num_returns=1, timeout=POLL_S)
+            wake = min([POLL_S] + [p.due() for p in self.evals.values() if p.queue])
+            ready, rest = ray.wait(refs, num_returns=1, timeout=max(wake, 0.001))
             if ready and rest:
                 more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
                 ready += more
@@ -1014,9 +1038,11 @@ class _Campaign:
             requeued=self.requeued, interrupted=interrupted,
             backends={b: {"target": self.targets.get(b, ""), "actors": p.n,
                           "rate": self.c.options(b).rate, "evaluated": p.done,
-                          "skipped_busy": p.skipped_busy, "resources": p.resources}
+                          "skipped_busy": p.skipped_busy, "resources": p.resources,
+                          "calls": p.calls}
                       for b, p in self.evals.items()},
-            skipped_tests=self.skipped_tests, actors=self.actor_table(),
+            skipped_tests=self.skipped_tests, generation_calls=self.gen.calls,
+            actors=self.actor_table(),
             resumed_at=self.resumed_at,
         )
 
