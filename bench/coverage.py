@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -159,6 +160,8 @@ def run(n: int, preset: str, first: int = 0, mutation_rate: float = 0.0) -> Grou
             try:
                 tc = worker.make_test(f"cov-{seed}", seed)
             except Exception:  # the campaign records a generator failure and goes on
+                if not groups.all.failed:
+                    traceback.print_exc()
                 groups.all.tests += 1
                 groups.all.failed += 1
                 continue

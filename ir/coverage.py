@@ -247,13 +247,21 @@ class Observation:
     #: for an if: the names, in the site's scope, of the threshold and of the other side
     threshold_name: str | None = None
     other_name: str | None = None
+    #: for an if: the site in whose scope those names are (the if itself, or an enclosing site
+    #: whose bodies get the predicate unchanged: `PredicateSource`); None: the if itself
+    anchor: str | None = None
 
 
 def _predicate_parts(scope_graph: Graph, inst: Inst) -> tuple[str, str, int] | None:
     """(a, b, s) when `inst` is an if whose predicate is `a <cmp> b` computed in the same graph:
     true iff (a - b) * s > 0."""
+    return _comparison(scope_graph, inst.args[0])
+
+
+def _comparison(scope_graph: Graph, name: str) -> tuple[str, str, int] | None:
+    """(a, b, s) when value `name` is `a <cmp> b` computed in `scope_graph`."""
     for other in scope_graph.insts:
-        if inst.args[0] in other.result_names and other.op.name in COMPARISONS:
+        if name in other.result_names and other.op.name in COMPARISONS:
             a, b = other.args
             return a, b, COMPARISONS[other.op.name]
     return None
@@ -270,6 +278,89 @@ def _scopes(g: Graph, prefix: str = "") -> dict[str, Graph]:
     return out
 
 
+def _passed_in(g: Graph, site: str, scope: Graph, name: str) -> tuple[str, str] | None:
+    """When value `name` of the body holding `site` is an input of that body passed unchanged
+    (an if's operand; a loop's or scan's carried value its body returns as is): the enclosing
+    site and the name of the value it passes, in the enclosing site's own scope."""
+    outer = enclosing(site)
+    names = [v.name for v in scope.inputs]
+    if outer is None or name not in names:
+        return None
+    holder = sites(g)[outer[0]]
+    i = names.index(name)
+    if holder.op.name == "if":
+        return outer[0], holder.args[1 + i]
+    if holder.op.name == "loop":  # body inputs: (trip counter, *carried); args: (trips, *carried)
+        ok = i >= 1 and scope.outputs[i - 1] == name
+    else:  # scan: carries, then slices; args: carries, then sequences
+        ok = i < holder.op.num_carries and scope.outputs[i] == name
+    return (outer[0], holder.args[i]) if ok else None
+
+
+@dataclass(frozen=True)
+class PredicateSource:
+    """Where an if's predicate is computed: the comparison `a <cmp> b` ((a - b) * sign > 0) in
+    the scope of site `anchor`, the if itself or an enclosing site whose bodies receive the
+    predicate unchanged (an if's operand, a loop's or scan's pass-through carried value)."""
+
+    anchor: str
+    a: str
+    b: str
+    sign: int
+
+
+def predicate_sources(g: Graph) -> dict[str, PredicateSource]:
+    """Every if of `g` whose predicate is a comparison, in its own scope or passed unchanged
+    from an enclosing one, by site."""
+    scopes, out = _scopes(g), {}
+    for site, inst in sites(g).items():
+        if inst.op.name != "if":
+            continue
+        here, name = site, inst.args[0]
+        while True:
+            parts = _comparison(scopes[here], name)
+            if parts is not None:
+                out[site] = PredicateSource(here, *parts)
+                break
+            up = _passed_in(g, here, scopes[here], name)
+            if up is None:
+                break
+            here, name = up
+    return out
+
+
+def _from_input(g: Graph, site: str, name: str) -> bool:
+    """Whether value `name` of the scope of `site` is a graph input (never a param) passed
+    unchanged into that scope."""
+    scopes = _scopes(g)
+    while True:
+        scope = scopes[site]
+        if scope is g:
+            return any(v.name == name for v in g.inputs)
+        up = _passed_in(g, site, scope, name)
+        if up is None:
+            return False
+        site, name = up
+
+
+def unsteerable_ifs(g: Graph) -> list[str]:
+    """The ifs `cover` cannot steer, by the graph alone: their predicate is no comparison (in
+    their scope or passed unchanged from an enclosing one) with a scalar side that is a graph
+    input passed unchanged (what the generator makes and `cover` flips)."""
+    srcs = predicate_sources(g)
+    scopes = _scopes(g)
+    out = []
+    for site, inst in sites(g).items():
+        if inst.op.name != "if":
+            continue
+        src = srcs.get(site)
+        types = scopes[src.anchor].types() if src else {}
+        if src is None or not any(types[x].rank == 0 and _from_input(g, src.anchor, x)
+                                  for x in (src.a, src.b)):
+            out.append(site)
+    return out
+
+
 class _Tracer:
     """Records coverage and observations of one traced run of input set `index`."""
 
@@ -279,9 +370,15 @@ class _Tracer:
         self.cov.n_sets = 1
         self.index = index
         self.obs = observations
-        self.scopes = _scopes(g)
         self.sites = sites(g)
         self.inputs = {id(t): name for name, t in env.items() if name in {v.name for v in g.inputs}}
+        self.sources = predicate_sources(g)
+        #: anchor site -> the ifs whose predicate is computed in its scope
+        self.by_anchor: dict[str, list[str]] = {}
+        for s, src in self.sources.items():
+            self.by_anchor.setdefault(src.anchor, []).append(s)
+        #: ifs run since their anchor's last trace (their predicate's sides are read there)
+        self.pending: set[str] = set()
 
     def __call__(self, site: str, ran: list[int], values: dict[str, torch.Tensor]) -> None:
         self.cov.record(site, ran)
@@ -292,18 +389,23 @@ class _Tracer:
             name = self.inputs.get(id(values.get(inst.args[0])))
             if name is not None:
                 self.obs.setdefault(site, Observation(name)).other.setdefault(self.index, [])
-            return
-        if inst.op.name != "if":
-            return
-        parts = _predicate_parts(self.scopes[site], inst)
-        if parts is None:
-            return
-        a, b, s = parts
+        src = self.sources.get(site)
+        if src is not None and src.anchor != site:
+            self.pending.add(site)
+        for s in self.by_anchor.get(site, ()):
+            if s == site or s in self.pending:
+                self.pending.discard(s)
+                self._observe(s, self.sources[s], values)
+
+    def _observe(self, site: str, src: "PredicateSource", values: dict[str, torch.Tensor]) -> None:
+        """The if at `site` ran: its predicate's sides, read in its anchor's scope `values`."""
+        a, b, s = src.a, src.b, src.sign
         for side, other, sign in ((b, a, -s), (a, b, s)):
             name = self.inputs.get(id(values.get(side)))
             x = values.get(other)
             if name is not None and x is not None and x.numel() == 1:
-                ob = self.obs.setdefault(site, Observation(name, sign, {}, side, other))
+                ob = self.obs.setdefault(site, Observation(name, sign, {}, side, other,
+                                                           src.anchor))
                 ob.other.setdefault(self.index, []).append(float(x.detach().reshape(())))
                 return
 
@@ -361,16 +463,24 @@ class _Hold:
         self.ob = ob
         #: +1: the threshold must exceed the other side, -1: stay below it
         self.side = ob.sign if want == 0 else -ob.sign
+        #: where the predicate's sides are read (the site, or an enclosing one)
+        self.anchor = ob.anchor or site
         self.runs: list[torch.Tensor] = []
+        self.pending = False
 
     def new_trace(self) -> ControlTrace:
         """The trace of one evaluation (what `goal` then judges)."""
         self.runs = []
+        self.pending = False
         return self._trace
 
     def _trace(self, site: str, ran: list[int], values: dict[str, torch.Tensor]) -> None:
-        if site != self.site:
+        if site == self.site and self.anchor != site:
+            self.pending = True  # its sides are read when the anchor's trace comes
             return
+        if site != self.anchor or (self.anchor != self.site and not self.pending):
+            return
+        self.pending = False
         t, x = values[self.ob.threshold_name], values[self.ob.other_name]
         d = (t.to(torch.float64) - x.to(torch.float64)).reshape(()) * self.side
         margin = _gap(float(x.detach().reshape(())), x.dtype.is_floating_point) / 2
@@ -605,7 +715,7 @@ class _Cover:
         self.total.merge(cov)
         for s, ob in seen.items():
             mine = self.obs.setdefault(s, Observation(ob.input, ob.sign, {}, ob.threshold_name,
-                                                      ob.other_name))
+                                                      ob.other_name, ob.anchor))
             mine.other.update(ob.other)
         self.sets.append(cand)
 
