@@ -121,6 +121,8 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=20)
     ap.add_argument("--profile", choices=["gen", "eval", "child"], default=None)
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--freeze", action="store_true",
+                    help="gc.freeze() after the warm-up, as the campaign's actors do")
     args = ap.parse_args()
 
     from campaign.config import Config
@@ -188,6 +190,10 @@ def main() -> None:
         one_batch(10_000 + k, args.batch, False)
     instrument(t)
     import gc
+
+    if args.freeze:  # as `campaign.driver` does in every actor after its start
+        gc.collect()
+        gc.freeze()
 
     gc_start = {}
 

@@ -12,8 +12,11 @@ the campaign's actors need, starts them, and runs the pipeline until the budget 
       -> results/*.parquet (campaign.storage) and findings/ (campaign.findings)
 
 Flow: every pool of actors (generation, each backend) keeps `in_flight_per_worker` calls on each
-actor, each call a batch of tests sized so that it takes ~200 ms (Ray's per-call cost is paid per
-batch); results are taken in completion order with `ray.wait`. Each backend has its own bounded
+actor, each call a batch of tests sized so that it takes ~200 ms (Ray's per-call cost, ~1 ms of
+CPU, is paid per batch; an evaluator faster than generation waits up to that long for a whole
+batch rather than getting a call per generated batch); results are taken in completion order
+with `ray.wait`. Actors run without Ray task events and with what they hold after their start
+frozen out of the garbage collector's way (`gc.freeze`). Each backend has its own bounded
 queue (about `campaign.queue_s` seconds of its work): when it is full, a new test skips that
 backend (counted, no row; `wait: true` makes generation wait for it instead), so a slow backend
 never stalls a fast one. Generation runs only while some backend has room, so memory stays

@@ -12,7 +12,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 import ray
@@ -40,7 +39,7 @@ class FakeConfig:
     actions: dict = field(default_factory=dict)
     #: backend -> seconds per test
     delay: dict = field(default_factory=dict)
-    #: a file: the evaluator of test 5 kills itself with SIGKILL if the file does not exist yet
+    #: a file: the first evaluator to reach test 5 creates it and kills itself with SIGKILL
     kill_once: str = ""
 
 
@@ -108,6 +107,16 @@ class FakeGenerator:
         return out
 
 
+def _first_to_create(path: str) -> bool:
+    """Create `path`; True only for the one process that did (both backends' evaluators may
+    reach test 5 at once: checking, then creating, let both kill themselves now and then)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 class FakeEvaluator:
     """Finds a mismatch on every 5th test, passes the rest; misbehaves as `cfg.actions` say."""
 
@@ -124,8 +133,7 @@ class FakeEvaluator:
                 out.append(FakeError(f"harness error on {tid}"))
                 continue
             misbehave(action)
-            if i == 5 and self.cfg.kill_once and not os.path.exists(self.cfg.kill_once):
-                Path(self.cfg.kill_once).touch()
+            if i == 5 and self.cfg.kill_once and _first_to_create(self.cfg.kill_once):
                 os.kill(os.getpid(), signal.SIGKILL)  # what `kill -9 <actor pid>` does
             time.sleep(self.cfg.delay.get(self.backend, 0.0))
             verdict = "mismatch" if i % 5 == 0 else "pass"
