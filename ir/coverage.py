@@ -329,24 +329,56 @@ def predicate_sources(g: Graph) -> dict[str, PredicateSource]:
     return out
 
 
-def _from_input(g: Graph, site: str, name: str) -> bool:
-    """Whether value `name` of the scope of `site` is a graph input (never a param) passed
-    unchanged into that scope."""
+def _input_name(g: Graph, site: str, name: str) -> str | None:
+    """The graph input (never a param) that value `name` of the scope of `site` is, passed
+    unchanged into that scope; None when it is none."""
     scopes = _scopes(g)
     while True:
         scope = scopes[site]
         if scope is g:
-            return any(v.name == name for v in g.inputs)
+            return name if any(v.name == name for v in g.inputs) else None
         up = _passed_in(g, site, scope, name)
         if up is None:
-            return False
+            return None
         site, name = up
 
 
+def _from_input(g: Graph, site: str, name: str) -> bool:
+    """Whether value `name` of the scope of `site` is a graph input passed unchanged into it."""
+    return _input_name(g, site, name) is not None
+
+
+def _only_compared(scope: Graph, name: str) -> bool:
+    """Whether value `name` of `scope` is read only by comparisons, directly or passed
+    unchanged into bodies (an if's operand; a loop's or scan's carried value its body returns
+    as is): a threshold that moves nothing else when `cover` moves it."""
+    for inst in scope.insts:
+        for pos in (i for i, a in enumerate(inst.args) if a == name):
+            op = inst.op.name
+            if op in COMPARISONS:
+                continue
+            if op == "if" and pos >= 1:
+                if all(_only_compared(b, b.inputs[pos - 1].name) for b in inst.blocks):
+                    continue
+                return False
+            if op == "loop" and pos >= 1:
+                body, inner = inst.blocks[0], inst.blocks[0].inputs[pos].name
+            elif op == "scan" and pos < inst.op.num_carries:
+                body, inner = inst.blocks[0], inst.blocks[0].inputs[pos].name
+            else:  # read as data, a trip count, a predicate, a sequence
+                return False
+            carry = pos - 1 if op == "loop" else pos
+            if body.outputs[carry] != inner or not _only_compared(body, inner):
+                return False
+    return True
+
+
 def unsteerable_ifs(g: Graph) -> list[str]:
-    """The ifs `cover` cannot steer, by the graph alone: their predicate is no comparison (in
-    their scope or passed unchanged from an enclosing one) with a scalar side that is a graph
-    input passed unchanged (what the generator makes and `cover` flips)."""
+    """The ifs `cover` cannot steer freely, by the graph alone: their predicate is no
+    comparison (in their scope or passed unchanged from an enclosing one) with a scalar side
+    that is a graph input passed unchanged (what the generator makes and `cover` flips), read
+    by nothing but comparisons (moving it must not move other values: a trip count, an
+    operand of `floor`)."""
     srcs = predicate_sources(g)
     scopes = _scopes(g)
     out = []
@@ -356,6 +388,7 @@ def unsteerable_ifs(g: Graph) -> list[str]:
         src = srcs.get(site)
         types = scopes[src.anchor].types() if src else {}
         if src is None or not any(types[x].rank == 0 and _from_input(g, src.anchor, x)
+                                  and _only_compared(g, _input_name(g, src.anchor, x))
                                   for x in (src.a, src.b)):
             out.append(site)
     return out

@@ -2,7 +2,8 @@
 
 Each step draws a mutator by weight and asks it for a candidate; a candidate that is declined
 (the mutator found nothing to do at the place it looked), fails `ir.verify`, grows past
-`max_insts` or nests past `max_depth` is discarded and counted, and the step is retried (a new
+`max_insts`, nests past `max_depth` or has more ifs whose branch `ir.coverage.cover` cannot
+steer than its parent (`ir.coverage.unsteerable_ifs`) is discarded and counted, and the step is retried (a new
 draw, so another mutator or the same one with other choices) up to `retries` times. Accepted
 steps are recorded for the lineage as `{"mutator": name, ...its parameters}`.
 """
@@ -14,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from ir.coverage import unsteerable_ifs
 from ir.generate import GenConfig
 from ir.graph import Graph
 from ir.verify import VerifyError, verify
@@ -77,7 +79,8 @@ class MutationEngine:
         for m in self.mutators:
             m.donors = donors
             m.max_depth = cfg.max_depth
-        #: per mutator: proposed, declined, invalid (failed verify), too_big, error, applied
+        #: per mutator: proposed, declined, invalid (failed verify), too_big, unsteerable, error,
+    #: applied
         self.stats: dict[str, Counter] = {m.name: Counter() for m in self.mutators}
 
     def mutate(self, g: Graph, rng: random.Random, steps: int | None = None) -> MutationOutcome:
@@ -120,6 +123,13 @@ class MutationEngine:
         except VerifyError as e:
             stats["invalid"] += 1
             log.debug("mutator %s made an ill-formed graph: %s", mutator.name, e.summary)
+            return None
+        if g.op_counts()["if"] and len(unsteerable_ifs(g)) > len(unsteerable_ifs(out.graph)):
+            # an if whose predicate is no longer a comparison with a graph-input threshold
+            # (e.g. `gt` replaced by `eq`, an op inserted on the threshold or on the predicate,
+            # the comparison wrapped into a body): `ir.coverage.cover` could not take both
+            # of its branches
+            stats["unsteerable"] += 1
             return None
         stats["applied"] += 1
         out.graph = g
