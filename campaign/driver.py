@@ -12,11 +12,12 @@ the campaign's actors need, starts them, and runs the pipeline until the budget 
       -> results/*.parquet (campaign.storage) and findings/ (campaign.findings)
 
 Flow: every pool of actors (generation, each backend) keeps `in_flight_per_worker` calls on each
-actor, each call a batch of tests sized so that it takes ~200 ms (Ray's per-call cost, ~1 ms of
+actor, each call a batch of tests sized so that it takes ~200 ms (Ray's per-call cost, ~1.5 ms of
 CPU, is paid per batch; an evaluator faster than generation waits up to that long for a whole
 batch rather than getting a call per generated batch); results are taken in completion order
-with `ray.wait`. Actors run without Ray task events and with what they hold after their start
-frozen out of the garbage collector's way (`gc.freeze`). Each backend has its own bounded
+with `ray.wait`. Actors run without Ray task events, with what they hold after their start
+frozen out of the garbage collector's way (`gc.freeze`) and with one thread per library and a
+small oneDNN primitive cache (`ACTOR_ENV`), so their memory plateaus. Each backend has its own bounded
 queue (about `campaign.queue_s` seconds of its work): when it is full, a new test skips that
 backend (counted, no row; `wait: true` makes generation wait for it instead), so a slow backend
 never stalls a fast one. Generation runs only while some backend has room, so memory stays
@@ -521,7 +522,7 @@ class _Pool:
         once. An evaluation call waits for a whole batch (by count or bytes), at most
         CALL_TARGET_S after its oldest test was queued, or until no more tests are coming: an
         evaluator faster than generation would otherwise get a call per generated batch, and
-        each call costs ~1 ms of CPU (driver and actor) however few tests it carries."""
+        each call costs ~1.5 ms of CPU (driver and actor) however few tests it carries."""
         if self.stage == GEN or self.retry or not self.queue:
             return 0.0
         n, size, want = 0, 0, self.batch()
