@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ir.domain import ControlTrace, Violation, evaluate_checked
+from ir.domain import ControlTrace, Violation, evaluate_checked, site_path
 from ir.graph import Graph, Inst
 from ir.input_search import SearchConfig, search_inputs
 from ir.ops.control import MAX_TRIPS
-from ir.values import ValueRanges, sample_value
+from ir.values import ValueRanges, as_tensors, sample_value
 
 #: comparison op -> the sign s with which (a - b) * s > 0 makes it true
 COMPARISONS = {"gt": 1, "ge": 1, "lt": -1, "le": -1}
@@ -77,11 +77,6 @@ def enclosing(site: str) -> tuple[str, int] | None:
 def _within(site: str, outer: str) -> bool:
     """Whether `site` is inside a body of site `outer`."""
     return site.startswith(outer + "/")
-
-
-def site_path(site: str) -> tuple[int, ...]:
-    """The site as a path of indices (`ir.domain.Violation.path`): "3/1/0" -> (3, 1, 0)."""
-    return tuple(int(p) for p in site.split("/"))
 
 
 # ---- what the sets exercised -------------------------------------------------------------------
@@ -448,19 +443,11 @@ def trace_run(g: Graph, values: dict[str, np.ndarray], index: int = 0,
               ) -> tuple[Coverage, dict | None, Violation | None]:
     """Coverage of input set `index`, its evaluated values (None when the set is invalid) and
     its violation; steerable sites are added to `observations` when given."""
-    env = {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}
+    env = as_tensors(values)
     tracer = _Tracer(g, env, index, observations if observations is not None else {})
     with torch.no_grad():
         out, violation = evaluate_checked(g, env, trace=tracer)
     return tracer.cov, (None if violation is not None else out), violation
-
-
-def run_traced(g: Graph, values: dict[str, np.ndarray], index: int = 0,
-               observations: dict[str, Observation] | None = None
-               ) -> tuple[Coverage, dict | None]:
-    """`trace_run` without the violation."""
-    cov, env, _ = trace_run(g, values, index, observations)
-    return cov, env
 
 
 # ---- the search ----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 import torch
 
-from ir.graph import Graph
+from ir.graph import Graph, Inst
 
 
 @dataclass
@@ -31,6 +31,23 @@ class Violation:
     #: found in a body the run did not run (explore mode: an if's other branch, the body of a
     #: loop at zero trips), not on the path the inputs run
     not_taken: bool = False
+
+
+def site_of(path: tuple[int, ...]) -> str:
+    """A path as a site name (`ir.coverage`): (3, 1, 0) -> "3/1/0"."""
+    return "/".join(map(str, path))
+
+
+def site_path(site: str) -> tuple[int, ...]:
+    """A site name as a path: "3/1/0" -> (3, 1, 0)."""
+    return tuple(int(p) for p in site.split("/"))
+
+
+def inst_at(g: Graph, path: tuple[int, ...]) -> Inst:
+    """The instruction at `path` (instruction, block, instruction, ... indices)."""
+    for i in range(0, len(path) - 1, 2):
+        g = g.insts[path[i]].blocks[path[i + 1]]
+    return g.insts[path[-1]]
 
 
 def int_limit(dtype: torch.dtype) -> int:

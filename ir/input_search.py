@@ -15,10 +15,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ir.domain import ControlTrace, evaluate_checked
-from ir.graph import Graph, Inst
+from ir.domain import ControlTrace, evaluate_checked, inst_at, site_of
+from ir.graph import Graph
 from ir.rewrite import remove_unused, replace_uses
-from ir.values import ValueRanges, random_values
+from ir.values import ValueRanges, as_tensors, random_values
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
     params = {p.name for p in g.params}
     message, index, path, not_taken = None, None, (), False
     for it in range(cfg.max_iters + 1):
-        leaves = {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}
+        leaves = as_tensors(values)
         movable = [k for k, t in leaves.items() if t.dtype.is_floating_point and k not in frozen]
         floats = [leaves[k] for k in movable]
         for t in floats:
@@ -194,10 +194,6 @@ def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
     return remove_unused(out, keep_inputs=True)
 
 
-def _site(path: tuple[int, ...]) -> str:
-    return "/".join(map(str, path))
-
-
 #: ops whose bodies may not run in set 0 (an if's other branch, a loop's body at zero trips)
 EXPLORED = ("if", "loop")
 
@@ -241,10 +237,8 @@ def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = Va
         if not explore:
             return ValidTest(g, result, dropped)
         # valid on what runs: what breaks is in a body not run, where the search starts
-        env = {k: torch.from_numpy(np.array(v, order="C", copy=True))
-               for k, v in result.values.items()}
         with torch.no_grad():
-            _, blocked = evaluate_checked(g, env, explore=True)
+            _, blocked = evaluate_checked(g, as_tensors(result.values), explore=True)
         if blocked is None:
             return ValidTest(g, result, dropped)
         explored = search_inputs(g, seed, ranges, cfg, start=result.values, explore=True)
@@ -256,12 +250,6 @@ def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = Va
         if smaller is None:
             return ValidTest(g, result, dropped)
         before = ValidTest(g, result, list(dropped))
-        dropped.append(f"{_inst_at(g, blocked.path).op.name}@{_site(blocked.path)}")
+        dropped.append(f"{inst_at(g, blocked.path).op.name}@{site_of(blocked.path)}")
         g = smaller
     return before
-
-
-def _inst_at(g: Graph, path: tuple[int, ...]) -> Inst:
-    for i in range(0, len(path) - 1, 2):
-        g = g.insts[path[i]].blocks[path[i + 1]]
-    return g.insts[path[-1]]

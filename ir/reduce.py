@@ -990,11 +990,11 @@ class Reducer:
         import torch
 
         from ir.to_torch import evaluate_torch
+        from ir.values import as_tensors
 
         try:
             with torch.no_grad():
-                env = evaluate_torch(self.graph, {k: torch.from_numpy(np.array(v, copy=True))
-                                                  for k, v in self.values.items()})
+                env = evaluate_torch(self.graph, as_tensors(self.values))
             out = {k: t.detach().numpy().copy() for k, t in env.items() if isinstance(t, torch.Tensor)}
         except Exception:
             out = dict(self.values)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from ir.dtypes import DType
 from ir.graph import Graph, Value
@@ -41,3 +42,9 @@ def random_values(g: Graph, seed: int | np.random.Generator, ranges: ValueRanges
     out = {v.name: sample_value(v, rng, ranges.input_scale, ranges.int_range) for v in g.inputs}
     out.update({p.name: sample_value(p, rng, ranges.param_scale, ranges.int_range) for p in g.params})
     return out
+
+
+def as_tensors(values: "dict[str, np.ndarray]") -> "dict[str, torch.Tensor]":
+    """Torch tensors of a values dict (inputs and params by name), each a fresh C-contiguous
+    copy: evaluation may write in place or attach gradients without touching `values`."""
+    return {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}

@@ -2,10 +2,10 @@
 
 Each step draws a mutator by weight and asks it for a candidate; a candidate that is declined
 (the mutator found nothing to do at the place it looked), fails `ir.verify`, grows past
-`max_insts`, nests past `max_depth` or has more ifs whose branch `ir.coverage.cover` cannot
-steer than its parent (`ir.coverage.unsteerable_ifs`) is discarded and counted, and the step is retried (a new
-draw, so another mutator or the same one with other choices) up to `retries` times. Accepted
-steps are recorded for the lineage as `{"mutator": name, ...its parameters}`.
+`max_insts`, nests past `max_depth` or has more ifs whose branches `ir.coverage.cover` cannot
+steer than its parent (`ir.coverage.unsteerable_ifs`) is discarded and counted, and the step is
+retried (a new draw, so another mutator or the same one with other choices) up to `retries`
+times. Accepted steps are recorded for the lineage as `{"mutator": name, ...its parameters}`.
 """
 from __future__ import annotations
 
@@ -80,8 +80,10 @@ class MutationEngine:
             m.donors = donors
             m.max_depth = cfg.max_depth
         #: per mutator: proposed, declined, invalid (failed verify), too_big, unsteerable, error,
-    #: applied
+        #: applied
         self.stats: dict[str, Counter] = {m.name: Counter() for m in self.mutators}
+        self._unsteerable_of: Graph | None = None
+        self._unsteerable_n = 0
 
     def mutate(self, g: Graph, rng: random.Random, steps: int | None = None) -> MutationOutcome:
         """A chain of 1..max_steps accepted mutations of `g` (fewer when every retry of a step
@@ -99,6 +101,13 @@ class MutationEngine:
                 out.discarded += 1
                 out.discarded_by[mutator.name] += 1
         return out
+
+    def _unsteerable(self, parent: Graph) -> int:
+        """How many ifs of `parent` `cover` cannot steer; computed once per parent, not once per
+        candidate (a step retries on the same parent)."""
+        if self._unsteerable_of is not parent:
+            self._unsteerable_of, self._unsteerable_n = parent, len(unsteerable_ifs(parent))
+        return self._unsteerable_n
 
     def step(self, mutator: Mutator, out: MutationOutcome, rng: random.Random) -> dict | None:
         """One candidate of `mutator` on `out.graph`; on success `out.graph` becomes it and its
@@ -124,7 +133,7 @@ class MutationEngine:
             stats["invalid"] += 1
             log.debug("mutator %s made an ill-formed graph: %s", mutator.name, e.summary)
             return None
-        if g.op_counts()["if"] and len(unsteerable_ifs(g)) > len(unsteerable_ifs(out.graph)):
+        if g.op_counts()["if"] and len(unsteerable_ifs(g)) > self._unsteerable(out.graph):
             # an if whose predicate is no longer a comparison with a graph-input threshold
             # (e.g. `gt` replaced by `eq`, an op inserted on the threshold or on the predicate,
             # the comparison wrapped into a body): `ir.coverage.cover` could not take both

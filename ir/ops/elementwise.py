@@ -7,7 +7,9 @@ Most map one-to-one onto a torch function and an ONNX op; the rest say how they 
   - `round`: torch.round and ONNX Round both round half to even; the domain keeps inputs away
     from the halves anyway, where rounding noise would flip the result.
   - `floor`, `ceil`, `sign`: discontinuous, so inputs stay a margin away from the jumps, even
-    from an exact 0 (a cancellation's 0 in the reference is +-tiny elsewhere; `_sign_safe`).
+    from an exact 0: a value exactly 0 in the reference may be a cancellation of rounded terms
+    (cumsum of [h, -h]) that another correct implementation computes as +-tiny, and the value
+    cannot tell a structural 0 (relu, padding) from such a one. `sqrt` likewise keeps x >= margin.
   - `clip`: the bounds are attributes, passed to ONNX Clip as constants of x's dtype (CastLike).
 Constants in ONNX compositions are float64 tensors cast to x's type with CastLike, so one graph
 serves every float dtype.
@@ -90,29 +92,8 @@ def _positive(x):
     return at_least(x, margin(x.dtype, 0.0))
 
 
-def _sqrt_safe(x):
-    """Violation of x >= margin; an exact 0 too (see `_sign_safe`: a cancellation's 0 is -tiny
-    elsewhere, and sqrt NaN)."""
-    return _positive(x)
-
-
 def _nonzero(x):
     return apart(x, 0.0, x.dtype)
-
-
-def _sign_safe(x):
-    """Violation of |x| >= margin, exact zeros included. A value that is exactly 0 in the
-    reference may be a cancellation of rounded terms (cumsum of [h, -h] with h = hardswish(a) =
-    -hardswish(b)), which another correct implementation computes as a tiny nonzero of either
-    sign, and sign jumps there. Structural zeros (relu, padding, masks) are exact everywhere,
-    but the value cannot tell which kind it holds, so no float zero is exempt."""
-    return _nonzero(x)
-
-
-def _integral_safe(x):
-    """floor/ceil: x a margin away from integers, 0 included (see `_sign_safe`: floor of a
-    cancellation's 0 is -1 where it comes out -tiny)."""
-    return away_from_integers(x)
 
 
 def _small_argument(x):
@@ -153,18 +134,18 @@ Exp = _unary("exp", "exp", "Exp", safe=lambda x: at_most(x, 10.0),
              doc="Elementwise exp; x <= 10 keeps it finite in float16 and the graph tame.", family=T)
 Log = _unary("log", "log", "Log", safe=_positive, family=T,
              doc="Elementwise natural log; x >= margin > 0.")
-Sqrt = _unary("sqrt", "sqrt", "Sqrt", safe=_sqrt_safe, family=T,
+Sqrt = _unary("sqrt", "sqrt", "Sqrt", safe=_positive, family=T,
               doc="Elementwise sqrt; x >= margin > 0.")
 Reciprocal = _unary("reciprocal", "reciprocal", "Reciprocal", safe=_nonzero,
                     doc="Elementwise 1/x; |x| >= margin.")
 Erf = _unary("erf", "erf", "Erf", F16_32, family=T)
-Floor = _unary("floor", "floor", "Floor", FLOATS, safe=_integral_safe,
+Floor = _unary("floor", "floor", "Floor", FLOATS, safe=away_from_integers,
                doc="Elementwise floor; float inputs stay a margin away from integers, 0 too.")
-Ceil = _unary("ceil", "ceil", "Ceil", FLOATS, safe=_integral_safe,
+Ceil = _unary("ceil", "ceil", "Ceil", FLOATS, safe=away_from_integers,
               doc="Elementwise ceil; float inputs stay a margin away from integers, 0 too.")
 Round = _unary("round", "round", "Round", FLOATS, safe=lambda x: away_from_integers(x, 0.5),
                doc="Round half to even (torch and ONNX agree); inputs stay away from halves.")
-Sign = _unary("sign", "sign", "Sign", NUMERIC, safe=_sign_safe,
+Sign = _unary("sign", "sign", "Sign", NUMERIC, safe=_nonzero,
               doc="Elementwise sign; float inputs stay a margin away from 0, even an exact 0.")
 Softplus = _unary("softplus", "F.softplus", "Softplus", FLOATS, safe=lambda x: at_most(x, 20.0),
                   doc="log(1 + exp(x)); x <= 20 (torch switches to x above 20, ONNX overflows "

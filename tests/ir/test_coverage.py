@@ -14,7 +14,7 @@ import pytest
 from ir import GenConfig, generate, parse, print_graph, verify
 from ir.coverage import (
     INVALID, KEPT, NO_THRESHOLD, NOT_TRIED, TRIES_INVALID_ELSEWHERE, UNREACHED_BRANCH,
-    UNREACHED_LOOP, UNREACHED_OUTER, Attempt, Coverage, cover, explain, run_traced, sites,
+    UNREACHED_LOOP, UNREACHED_OUTER, Attempt, Coverage, cover, explain, sites, trace_run,
 )
 from ir.domain import evaluate_checked
 from ir.input_search import make_valid
@@ -31,7 +31,7 @@ def test_trace_records_the_branch_and_the_trip_count():
     g = verify(parse(IF_LOOP))
     values = {"x0": np.ones((2, 3), np.float32), "x8": np.float32(-100.0), "x9": np.int64(3),
               "w1": np.full((3, 4), 0.5, np.float32)}
-    cov, env = run_traced(g, values)
+    cov, env, _ = trace_run(g, values)
     assert env is not None
     assert cov.branches == {"4": {0}} and cov.trips == {"5": {3}}
     assert cov.summary() == {"n_sets": 1, "n_ifs": 1, "ifs_both_branches": 0,
@@ -116,7 +116,7 @@ def test_a_nested_if_in_the_branch_set_0_does_not_take_gets_both_branches():
     reaches it (its threshold becomes observable), and another flips it."""
     g = verify(parse(NESTED_IF))
     values = {"x0": np.ones((2, 3), np.float32), "x1": np.float32(100.0), "x2": np.float32(0.0)}
-    assert run_traced(g, values)[0].branches == {"3": {1}}
+    assert trace_run(g, values)[0].branches == {"3": {1}}
     extra, cov = cover(g, values, 0)
     assert cov.branches == {"3": {0, 1}, "3/0/3": {0, 1}}
     assert cov.steerable == {"3", "3/0/3"} and explain(cov) == {}
@@ -195,7 +195,7 @@ LOOP_HOLDS_IF = """graph main(%x0: f32[3], %x1: i64[], %x2: f32[]) {
 def test_a_nested_if_in_a_loop_set_0_runs_zero_times_gets_both_branches():
     g = verify(parse(LOOP_HOLDS_IF.replace("{ELSE}", "neg")))
     values = {"x0": np.ones(3, np.float32), "x1": np.int64(0), "x2": np.float32(-1.0)}
-    assert run_traced(g, values)[0].trips == {"0": {0}}
+    assert trace_run(g, values)[0].trips == {"0": {0}}
     extra, cov = cover(g, values, 0)
     assert cov.branches == {"0/0/2": {0, 1}}
     assert 0 in cov.trips["0"] and len(cov.trips["0"]) >= 2
