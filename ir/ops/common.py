@@ -113,6 +113,20 @@ def at_most(x, hi: float):
     return torch.relu(as_float(x) - hi)
 
 
+def no_wraparound(log2_bound, dtype):
+    """Violation of: every partial result of an integer op that multiplies or sums products
+    (reduce_prod, matmul, linear) stays exact, given `log2_bound` (float64), the log2 of a bound
+    on the magnitude of every partial result in any evaluation order. `ir.domain` checks only
+    the final result (|x| < 2**(bits/2 - 1)), which bounds a product of two values and a sum,
+    but not these: a wrapped-around result can land back in range (the product of 63 values in
+    {3, 4} is 0 mod 2**64 in torch, where ORT's int64 ReduceProd, computed in float64,
+    saturates to 2**63 - 1).
+    The limit 2**(bits - 2) leaves room for the rounding of the float64 bound."""
+    import torch
+
+    return torch.relu(log2_bound - float(torch.iinfo(dtype).bits - 2))
+
+
 def apart(d, magnitude, dtype):
     """Violation of |d| >= margin: `d` is the distance of values of `dtype` and size
     `magnitude` to a discontinuity."""

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from ir.dtypes import DType
 from ir.op import Op, Slot
-from ir.ops.common import NUMERIC, same_dtype
+from ir.ops.common import NUMERIC, is_float, no_wraparound, same_dtype
 from ir.shapes import eq
 from ir.types import TensorType
 
@@ -40,6 +40,11 @@ class MatMul(Op):
 
     def infer(self, ins):
         return [TensorType(ins[0].shape[:-1] + ins[1].shape[1:], ins[0].dtype)]
+
+    def domain(self, x, w):
+        """Integers: no partial sum of products wraps around (`no_wraparound`; |x| @ |w|
+        bounds them all); floats: none."""
+        return _int_matmul_bound(x, w)
 
     def torch(self, x, w):
         import torch
@@ -78,6 +83,10 @@ class Linear(MatMul):
     def infer(self, ins):
         return [TensorType(ins[0].shape[:-1] + ins[1].shape[:1], ins[0].dtype)]
 
+    def domain(self, x, w, bias):
+        """As matmul's, the bias added to the bound (ONNX: MatMul, then Add)."""
+        return _int_matmul_bound(x, w.T, bias)
+
     def torch(self, x, w, bias):
         import torch
 
@@ -89,3 +98,16 @@ class Linear(MatMul):
         b.node("Transpose", [w], [wt], perm=[1, 0])
         b.node("MatMul", [x, wt], [xw])
         b.node("Add", [xw, bias], outs)
+
+
+def _int_matmul_bound(x, w, bias=None) -> list:
+    """`no_wraparound` for integer x @ w (+ bias): |x| @ |w| (+ |bias|) in float64 bounds every
+    partial sum of products, in any order."""
+    if is_float(x) or not x.numel() or not w.numel():
+        return []
+    import torch
+
+    bound = torch.matmul(x.to(torch.float64).abs(), w.to(torch.float64).abs())
+    if bias is not None:
+        bound = bound + bias.to(torch.float64).abs()
+    return [no_wraparound(torch.log2(bound), x.dtype)]

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ir.dtypes import DType
-from ir.ops.common import AxisOp, FLOATS, NUMERIC, distinct_sorted, float_only, nonempty, same_dtype
+from ir.ops.common import (
+    AxisOp, FLOATS, NUMERIC, distinct_sorted, float_only, is_float, no_wraparound,
+    nonempty, same_dtype,
+)
 from ir.types import TensorType
 
 
@@ -76,6 +79,17 @@ class ReduceMean(Reduce):
 class ReduceProd(Reduce):
     name: ClassVar[str] = "reduce_prod"
     onnx_name: ClassVar[str] = "ReduceProd"
+
+    def domain(self, x):
+        """Integers: the product does not wrap around (`no_wraparound`): without a 0 along the
+        axis every partial product is at most the product in magnitude; with one the product
+        is exactly 0 (log2 |0| = -inf), whatever wrapped or saturated before it. Floats: none
+        (the result check sees an overflow as inf)."""
+        import torch
+
+        if is_float(x) or not x.numel():
+            return []
+        return [no_wraparound(torch.log2(x.to(torch.float64).abs()).sum(dim=self.axis), x.dtype)]
 
     def torch(self, x):
         return x.prod(dim=self.axis, keepdim=self.keepdim, dtype=x.dtype)
