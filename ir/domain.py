@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
+import numpy as np
 import torch
 
 from ir.graph import Graph, Inst
@@ -54,12 +55,34 @@ def int_limit(dtype: torch.dtype) -> int:
     return 2 ** (torch.iinfo(dtype).bits // 2 - 1)
 
 
+def _as_numpy(t: torch.Tensor) -> np.ndarray | None:
+    """`t`'s data as a numpy array without a copy (None for dtypes numpy lacks: bfloat16). For
+    tiny tensors a numpy reduction costs a third of torch's dispatch, and the checks below run
+    on every value of every evaluation of the input search."""
+    if t.dtype is torch.bfloat16 or t.is_complex():
+        return None
+    try:
+        return t.detach().numpy()
+    except (RuntimeError, TypeError):  # a tensor numpy cannot share (a lazy neg/conj view)
+        return None
+
+
+def any_positive(p: torch.Tensor) -> bool:
+    """Whether a violation measure is violated anywhere (some element > 0)."""
+    a = _as_numpy(p)
+    return bool((a > 0).any()) if a is not None else bool((p.detach() > 0).any())
+
+
 def result_problem(name: str, t: torch.Tensor) -> str | None:
     if t.dtype.is_floating_point:
-        if not bool(torch.isfinite(t).all()):
+        a = _as_numpy(t)
+        finite = np.isfinite(a).all() if a is not None else torch.isfinite(t).all()
+        if not bool(finite):
             return f"value %{name} is not finite"
     elif t.dtype in (torch.int32, torch.int64) and t.numel():
-        peak = int(t.abs().max())
+        a = _as_numpy(t)
+        lo, hi = (a.min(), a.max()) if a is not None else (t.min(), t.max())
+        peak = max(int(hi), -int(lo))  # python ints: no wrap-around at -2**63
         if peak >= int_limit(t.dtype):
             return f"value %{name} reaches {peak} (>= {int_limit(t.dtype)}: integer overflow risk)"
     return None
@@ -88,7 +111,7 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
         here = f"{site}{index}"
         ran: list[int] = []
         args = [values[a] for a in inst.args]
-        penalties = [p for p in inst.op.domain(*args) if bool((p.detach() > 0).any())]
+        penalties = [p for p in inst.op.domain(*args) if any_positive(p)]
         if penalties:
             raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain",
                                      penalties, (index,)))

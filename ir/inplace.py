@@ -82,8 +82,9 @@ def _writes(op: Op) -> bool:
 
 
 def has_writes(g: Graph) -> bool:
-    """Whether any instruction, nested ones included, writes in place."""
-    return any(_writes(inst.op) for inst, _ in g.walk())
+    """Whether any instruction, nested ones included, writes in place (remembered per graph
+    object: asked at every evaluation of the input search)."""
+    return _cached("writes", g, lambda: any(_writes(inst.op) for inst, _ in g.walk()))
 
 
 def has_effects(g: Graph) -> bool:

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ir.domain import ControlTrace, evaluate_checked, inst_at, site_of
+from ir.domain import ControlTrace, Violation, any_positive, evaluate_checked, inst_at, site_of
 from ir.graph import Graph
 from ir.rewrite import remove_unused, replace_uses
 from ir.values import ValueRanges, as_tensors, random_values
@@ -26,6 +26,13 @@ class SearchConfig:
     max_iters: int = 24
     #: gradient step, as a fraction of the input range
     step: float = 0.1
+    #: give up after this many iterations in a row without progress over the one before: the
+    #: first violation neither later in the graph nor, at the same instruction, by a measure
+    #: 1% smaller. What no step or draw moves is structural (topk of sign(x) always ties) or
+    #: a plateau the fixed step cannot leave; a search that succeeds rarely stalls this long.
+    #: (Not "no progress over the furthest point": a loop body's violation stays at one
+    #: instruction while the search fixes trip after trip, each starting from a new high.)
+    patience: int = 8
 
 
 @dataclass
@@ -53,6 +60,23 @@ def _narrow(r: ValueRanges) -> ValueRanges:
 Goal = Callable[[dict[str, torch.Tensor]], list[torch.Tensor]]
 
 
+#: how far an evaluation got: the violating instruction's path (`Violation.path`, (-1,) for an
+#: input, (inf,) for the goal, asked once every value is valid) and the violation measure
+#: there (inf for a violation without one: a non-finite or overflowing value)
+Progress = tuple[tuple[float, ...], float]
+
+
+def _progress(violation: Violation | None, penalties: list[torch.Tensor]) -> Progress:
+    where = (float("inf"),) if violation is None else tuple(map(float, violation.path or (-1,)))
+    measure = float(sum(float(p.detach().sum()) for p in penalties)) if penalties else float("inf")
+    return where, measure
+
+
+def _further(a: Progress, b: Progress) -> bool:
+    """Whether `a` is progress over `b`: a later violation, or the same one 1% smaller."""
+    return a[0] > b[0] or (a[0] == b[0] and a[1] < 0.99 * b[1])
+
+
 def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
                   cfg: SearchConfig = SearchConfig(), start: dict[str, np.ndarray] | None = None,
                   goal: Goal | None = None, frozen: frozenset[str] = frozenset(),
@@ -70,6 +94,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
     pinned = {k: values[k] for k in frozen}
     params = {p.name for p in g.params}
     message, index, path, not_taken = None, None, (), False
+    last, stalled = None, 0  # the last iteration's progress; iterations in a row without
     for it in range(cfg.max_iters + 1):
         leaves = as_tensors(values)
         movable = [k for k, t in leaves.items() if t.dtype.is_floating_point and k not in frozen]
@@ -80,7 +105,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
             env, violation = evaluate_checked(g, leaves, trace=trace() if trace else None,
                                               explore=explore)
             if violation is None:
-                penalties = [p for p in (goal(env) if goal else []) if bool((p.detach() > 0).any())]
+                penalties = [p for p in (goal(env) if goal else []) if any_positive(p)]
                 if not penalties:
                     return SearchResult(values, True, it)
                 message, index, path, not_taken = "goal not met", None, (), False
@@ -88,6 +113,11 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
                 message, index = violation.message, violation.index
                 path, not_taken = violation.path, violation.not_taken
                 penalties = violation.penalties
+            reached = _progress(violation, penalties)
+            stalled = 0 if last is None or _further(reached, last) else stalled + 1
+            last = reached
+            if stalled >= cfg.patience:
+                break
             grads = None
             if penalties and floats:
                 loss = sum(p.sum() for p in penalties)
@@ -104,7 +134,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
             scale = ranges.param_scale if name in params else ranges.input_scale
             new = t.detach() - cfg.step * scale * 2 * gr / peak
             values[name] = new.numpy().astype(values[name].dtype)
-    return SearchResult(values, False, cfg.max_iters, message, index, path, not_taken)
+    return SearchResult(values, False, it, message, index, path, not_taken)
 
 # ---------------------------------------------------------------------------------------------
 # repair: drop what no input can make valid
