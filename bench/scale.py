@@ -4,6 +4,7 @@ long campaign. Prints figures; asserts nothing about time.
 
     python bench/scale.py [--seconds 60] [--parts overhead tvm ort cluster]
     python bench/scale.py --rss 600          # peak RSS over a 10-minute cpu_ort campaign
+    python bench/scale.py --parts ort --nnsmith-python /tmp/nns/bin/python   # with the baseline
 
 Parts:
 - `overhead`: the campaign with no-op stages (generation hands out a real packed 10-node test,
@@ -14,7 +15,10 @@ Parts:
   inputs, reference, ONNX, ORT in its sandbox process, judge). CPU time, unlike wall time,
   hardly depends on what else the machine runs.
 - `tvm`: a TVM-bound campaign (one generation actor, 1 then 2 TVM evaluation actors).
-- `ort`: the cpu_ort campaign (1 then 2 generation actors, one ORT evaluation actor).
+- `ort`: the cpu_ort campaign (1 then 2 generation actors, one ORT evaluation actor). With
+  `--nnsmith-python`, first NNSmith's own single fuzz loop on ORT (CPU, 10 nodes) runs as long
+  with that interpreter (bench/nnsmith_loop.py: generate, export, oracle, ORT, compare), and
+  the 2-worker rate is also given as a ratio against its tests/min.
 - `cluster`: the TVM-bound campaign on a simulated cluster (`ray.cluster_utils.Cluster`): a head
   node with the generation actor and two more nodes, one TVM actor each (custom resource).
 Figures are tests/s over the campaign (`Summary.tests_per_s`, after the actors started), with
@@ -23,6 +27,7 @@ the load average of the machine (other processes compete for the 2 cores).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import statistics
@@ -284,15 +289,33 @@ def campaign_rate(backends: list[str], workers: int, actors: int, seconds: float
             os.environ.pop("RAY_TMPDIR", None)
 
 
-def bench_scaling(backend: str, seconds: float) -> None:
+def nnsmith_loop(python: str, seconds: float) -> dict:
+    """NNSmith's own fuzz loop on ORT (CPU), 10 nodes, for `seconds` (bench/nnsmith_loop.py)."""
+    script = Path(__file__).with_name("nnsmith_loop.py")
+    out = subprocess.run([python, str(script), "--seconds", f"{seconds:g}"], capture_output=True,
+                         text=True, check=True, timeout=seconds + 600).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def bench_scaling(backend: str, seconds: float, nnsmith_python: str | None = None) -> None:
     print(f"== {backend}: 1 vs 2 workers, {seconds:g} s each; {load()}", flush=True)
+    base = None
     if backend == "tvm":  # TVM-bound: one generation actor, k TVM actors
         r1 = campaign_rate(["tvm"], 1, 1, seconds)
         r2 = campaign_rate(["tvm"], 1, 2, seconds)
     else:  # generation-bound: k generation actors, one ORT actor
+        if nnsmith_python:
+            base = nnsmith_loop(nnsmith_python, seconds)
+            print(f"   NNSmith's fuzz loop (ORT cpu, {base['nodes']} nodes): {base['tests']} tests "
+                  f"in {base['seconds']:.1f} s = {base['tests_per_min']:.0f}/min "
+                  f"({base['failed_gen']} failed generations, {base['bugs']} bug reports); "
+                  f"{load()}", flush=True)
         r1 = campaign_rate(["ort"], 1, 1, seconds)
         r2 = campaign_rate(["ort"], 2, 1, seconds)
     print(f"   {backend}: 2 workers / 1 worker = {r2 / r1:.2f}x", flush=True)
+    if base is not None and base["tests_per_min"] > 0:
+        print(f"   ort: 2 workers / NNSmith's loop = {r2 * 60 / base['tests_per_min']:.2f}x "
+              f"({r2 * 60:.0f} vs {base['tests_per_min']:.0f} tests/min)", flush=True)
 
 
 def bench_cluster(seconds: float) -> None:
@@ -356,6 +379,9 @@ def main() -> None:
     ap.add_argument("--rss", type=int, metavar="SECONDS",
                     help="only: peak RSS over a campaign of this many seconds")
     ap.add_argument("--preset", default="cpu_ort", help="the campaign of --rss")
+    ap.add_argument("--nnsmith-python", metavar="PATH",
+                    help="an interpreter with NNSmith: the ort part also times NNSmith's fuzz "
+                         "loop (bench/nnsmith_loop.py) and gives the ratio against it")
     args = ap.parse_args()
     if args.rss:
         bench_rss(args.rss, args.preset)
@@ -364,7 +390,7 @@ def main() -> None:
         if part == "overhead":
             bench_overhead(args.tests)
         elif part in ("tvm", "ort"):
-            bench_scaling(part, args.seconds)
+            bench_scaling(part, args.seconds, args.nnsmith_python)
         elif part == "cluster":
             bench_cluster(args.seconds)
 
