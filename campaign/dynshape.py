@@ -48,7 +48,8 @@ def make_dyn_test(cfg, test_id: str, seed: int) -> TestCase:
     if valid.dropped:
         lineage.append({"repair": "drop", "insts": valid.dropped})
     g, values = valid.graph, valid.search.values
-    extra, coverage = cover(g, values, seed, cfg.coverage)
+    covered = cover(g, values, seed, cfg.coverage)  # its outputs: set 0's shapes only
+    extra, coverage = covered.extra, covered.coverage
     done = finish(g, dseed, cfg.generator, random.Random(f"dynshape-sets/{seed}"))
     if done.dyn is None:
         lineage.append({"dynshape": "static", "reason": done.reason})

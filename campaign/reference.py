@@ -50,8 +50,12 @@ def torch_env(values: dict[str, np.ndarray], widen: bool = False) -> dict[str, t
 
 
 def run_reference(m: Materialized) -> ReferenceResult:
-    """The outputs of every input set, set after set (one flat list); invalid when any set is."""
+    """The outputs of every input set, set after set (one flat list); invalid when any set is.
+    Taken as they are when the input-set search computed them already (`TestCase.ref_outputs`:
+    the same evaluation, `ir.coverage.Covered.outputs`)."""
     t0 = time.perf_counter()
+    if m.tc.ref_outputs is not None and m.tc.dynshape is None:
+        return ReferenceResult(list(m.tc.ref_outputs), (time.perf_counter() - t0) * 1e3)
     g = m.tc.graph
     sets = m.tc.value_sets()
     outputs: list[np.ndarray] = []

@@ -36,6 +36,9 @@ class TestCase:
     #: dynamic shapes (`ir.dynshape.DynShape`, docs/dynshape.md): which dims are symbolic and
     #: the shape of each input set; `graph` is then the concrete graph of set 0
     dynshape: Any = None
+    #: the reference outputs of every set (`ir.coverage.Covered.outputs`), when the input-set
+    #: search computed them already; None: `campaign.reference.run_reference` runs the sets
+    ref_outputs: list[np.ndarray] | None = None
 
     def graph_of(self, k: int) -> Graph:
         """The concrete graph input set `k` runs: `graph`, unless the sets differ in shape."""

@@ -199,8 +199,9 @@ class FuzzWorker:
             lineage.append({"repair": "drop", "insts": valid.dropped})
         g, values = valid.graph, valid.search.values
         # more input sets, so every `if` takes both branches and loops run other trip counts
-        extra, coverage = cover(g, values, seed, self.cfg.coverage)
-        return TestCase(test_id, seed, g, values, lineage, extra, coverage.summary())
+        covered = cover(g, values, seed, self.cfg.coverage)
+        return TestCase(test_id, seed, g, values, lineage, covered.extra,
+                        covered.coverage.summary(), ref_outputs=covered.outputs)
 
     # ---- running it ----------------------------------------------------------------------------
     def run(self, test_id: str, seed: int) -> TestReport:

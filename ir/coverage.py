@@ -37,7 +37,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -539,6 +539,8 @@ class _Cover:
         self.tries: Counter = Counter()
         #: (site, body) pairs holding other sites
         self.holders = {h for s in total.ops if (h := enclosing(s)) is not None}
+        #: per set, the graph outputs its traced run computed (`Covered.outputs`)
+        self.outputs: list[list[np.ndarray]] = []
 
     def run(self) -> None:
         for attempt in range(self.cfg.attempts):
@@ -635,12 +637,12 @@ class _Cover:
             more_seen: dict[str, Observation] = {}
             more_cov, more_env, _ = trace_run(self.g, more, len(self.sets), more_seen)
             if more_env is not None:
-                cand, cov, seen = more, more_cov, more_seen
+                cand, cov, seen, env = more, more_cov, more_seen, more_env
                 pack.append(t)
                 inputs.add(ob.input)
         if len(pack) < 2 or not self.total.gain(cov):
             return False
-        self._keep(cand, cov, seen)
+        self._keep(cand, cov, seen, env)
         for t in pack[1:]:
             self.tries[t.key] += 1
         for t in pack:
@@ -723,16 +725,17 @@ class _Cover:
             outcome = NO_GAIN
         else:
             outcome = KEPT
-            self._keep(cand, cov, seen)
+            self._keep(cand, cov, seen, env)
         self.total.attempts.append(Attempt(
             target.kind, target.site, target.want, outcome,
             violation.message if violation else None, violation.path if violation else ()))
 
 
     def _keep(self, cand: dict[str, np.ndarray], cov: Coverage,
-              seen: dict[str, Observation]) -> None:
-        """Add a valid set that adds coverage, with what its traced run observed."""
+              seen: dict[str, Observation], env: dict[str, torch.Tensor]) -> None:
+        """Add a valid set that adds coverage, with what its traced run observed and computed."""
         self.total.merge(cov)
+        self.outputs.append(_outputs(self.g, env))
         for s, ob in seen.items():
             mine = self.obs.setdefault(s, Observation(ob.input, ob.sign, {}, ob.threshold_name,
                                                       ob.other_name, ob.anchor))
@@ -740,19 +743,43 @@ class _Cover:
         self.sets.append(cand)
 
 
+class Covered(NamedTuple):
+    """What `cover` found for a test."""
+
+    #: input sets 1.., graph inputs only (params are set 0's)
+    extra: list[dict[str, np.ndarray]]
+    #: the coverage of all sets together
+    coverage: Coverage
+    #: the graph outputs of every set (set 0 first, each set's in graph order, one flat list:
+    #: `campaign.reference.run_reference`'s layout) as the traced runs computed them: torch
+    #: eager through `evaluate_checked`, every value checked, which is the reference's own
+    #: evaluation, so the reference takes them instead of running the sets again. None when
+    #: set 0 turned out invalid.
+    outputs: list[np.ndarray] | None
+
+
+def _outputs(g: Graph, env: dict[str, torch.Tensor]) -> list[np.ndarray]:
+    return [env[o].numpy() for o in g.outputs]
+
+
 def cover(g: Graph, values: dict[str, np.ndarray], seed: int,
-          cfg: CoverConfig = CoverConfig()) -> tuple[list[dict[str, np.ndarray]], Coverage]:
-    """Extra input sets for `g` (graph inputs only) beyond `values` (set 0, valid), and the
-    coverage of all sets together. See the module doc for how candidates are made."""
+          cfg: CoverConfig = CoverConfig()) -> Covered:
+    """Extra input sets for `g` (graph inputs only) beyond `values` (set 0, valid), the
+    coverage of all sets together and their outputs. See the module doc for how candidates
+    are made."""
     observations: dict[str, Observation] = {}
     total, env, _ = trace_run(g, values, 0, observations)
-    if not total.ops or env is None:
-        return [], total
+    if env is None:
+        return Covered([], total, None)
+    if not total.ops:
+        return Covered([], total, _outputs(g, env))
     state = _Cover(g, values, seed, cfg, total, observations)
+    state.outputs.append(_outputs(g, env))
     state.run()
     total.steerable = set(observations)
     inputs = [v.name for v in g.inputs]
-    return [{k: s[k] for k in inputs} for s in state.sets[1:]], total
+    return Covered([{k: s[k] for k in inputs} for s in state.sets[1:]], total,
+                   [t for out in state.outputs for t in out])
 
 
 def _flip(base: dict[str, np.ndarray], threshold: str, xs: list[float], sign: int,

@@ -41,8 +41,9 @@ def test_control_flow_tests_run_every_input_set_on_every_backend():
 
     g = verify(parse((Path(__file__).parents[1] / "data" / "if_loop.gir").read_text()))
     valid = make_valid(g, 3)
-    extra, cov = cover(g, valid.search.values, 3)
-    tc = TestCase("t-sets", 3, g, valid.search.values, [{"seed": 3}], extra, cov.summary())
+    covered = cover(g, valid.search.values, 3)
+    tc = TestCase("t-sets", 3, g, valid.search.values, [{"seed": 3}], covered.extra,
+                  covered.coverage.summary())
     with FuzzWorker(WorkerConfig(backends=["ort_noopt", "eager"])) as worker:
         rows = worker.run_case(tc).rows
     assert [(r["backend"], r["verdict"]) for r in rows] == [("ort_noopt", "pass"), ("eager", "pass")]
@@ -82,3 +83,30 @@ def test_a_test_slow_only_under_load_gets_its_real_verdict_and_no_timeout_findin
     sink.close()
     (back,) = read_results(tmp_path).to_pylist()
     assert (back["timeout_confirmed"], back["confirm_limit_s"]) == (False, 3.0)
+
+
+def test_the_reference_takes_the_outputs_the_input_set_search_computed_unchanged():
+    """`cover`'s traced runs are the reference's own evaluation: the outputs a test carries
+    (`TestCase.ref_outputs`) are bit for bit what running the reference again gives, set after
+    set, for tests with several input sets and without."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from campaign.artifacts import Materialized
+    from campaign.reference import run_reference
+    from ir import GenConfig
+
+    worker = FuzzWorker(WorkerConfig(generator=GenConfig(p_if=0.3, p_loop=0.2), sandbox=False,
+                                     backends=["ort_noopt"]))
+    sets = []
+    for seed in range(12):
+        tc = worker.make_test(f"t{seed}", seed)
+        assert tc.ref_outputs is not None
+        again = run_reference(Materialized(replace(tc, ref_outputs=None)))
+        assert again.problem is None and len(again.outputs) == len(tc.ref_outputs)
+        assert len(tc.ref_outputs) == tc.n_sets * len(tc.graph.outputs)
+        for a, b in zip(tc.ref_outputs, again.outputs):
+            assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+        sets.append(tc.n_sets)
+    assert max(sets) >= 3 and min(sets) == 1

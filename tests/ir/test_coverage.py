@@ -42,7 +42,7 @@ def test_cover_takes_both_branches_and_zero_trips_with_valid_sets_and_shared_par
     g = verify(parse(IF_LOOP))
     valid = make_valid(g, 3)
     assert valid is not None and valid.graph == g
-    extra, cov = cover(g, valid.search.values, 3)
+    extra, cov, _ = cover(g, valid.search.values, 3)
     assert cov.branches["4"] == {0, 1}
     assert 0 in cov.trips["5"] and len(cov.trips["5"]) >= 2
     assert cov.n_sets == 1 + len(extra) <= 4
@@ -117,7 +117,7 @@ def test_a_nested_if_in_the_branch_set_0_does_not_take_gets_both_branches():
     g = verify(parse(NESTED_IF))
     values = {"x0": np.ones((2, 3), np.float32), "x1": np.float32(100.0), "x2": np.float32(0.0)}
     assert trace_run(g, values)[0].branches == {"3": {1}}
-    extra, cov = cover(g, values, 0)
+    extra, cov, _ = cover(g, values, 0)
     assert cov.branches == {"3": {0, 1}, "3/0/3": {0, 1}}
     assert cov.steerable == {"3", "3/0/3"} and explain(cov) == {}
     for inputs in _sets(values, extra):
@@ -148,7 +148,7 @@ def test_a_flip_whose_branch_feeds_an_invalid_value_is_repaired_holding_the_bran
     the branch held) until the set is valid."""
     g = verify(parse(FLIP_FEEDS_LOG.replace("{ELSE}", "neg")))
     values = {"x0": np.ones((2, 3), np.float32), "x1": np.float32(0.0)}
-    extra, cov = cover(g, values, 0)
+    extra, cov, _ = cover(g, values, 0)
     assert cov.branches == {"3": {0, 1}}
     assert [(a.kind, a.site, a.want, a.outcome) for a in cov.attempts] == [("if", "3", 1, KEPT)]
     (flipped,) = _sets(values, extra)[1:]
@@ -162,7 +162,7 @@ def test_a_branch_no_input_makes_valid_downstream_is_explained():
     g = verify(parse(FLIP_FEEDS_LOG.replace("{ELSE}", "abs").replace(
         "%v8 = abs(%b7) : f32[2,3]", "%v20 = abs(%b7) : f32[2,3]\n      %v8 = neg(%v20) : f32[2,3]")))
     values = {"x0": np.ones((2, 3), np.float32), "x1": np.float32(0.0)}
-    extra, cov = cover(g, values, 0)
+    extra, cov, _ = cover(g, values, 0)
     assert extra == [] and cov.branches == {"3": {0}}
     assert {(a.kind, a.site, a.want, a.outcome) for a in cov.attempts} == {("if", "3", 1, INVALID)}
     assert len(cov.attempts) == 5  # CoverConfig.tries
@@ -196,7 +196,7 @@ def test_a_nested_if_in_a_loop_set_0_runs_zero_times_gets_both_branches():
     g = verify(parse(LOOP_HOLDS_IF.replace("{ELSE}", "neg")))
     values = {"x0": np.ones(3, np.float32), "x1": np.int64(0), "x2": np.float32(-1.0)}
     assert trace_run(g, values)[0].trips == {"0": {0}}
-    extra, cov = cover(g, values, 0)
+    extra, cov, _ = cover(g, values, 0)
     assert cov.branches == {"0/0/2": {0, 1}}
     assert 0 in cov.trips["0"] and len(cov.trips["0"]) >= 2
     assert cov.attempts[0].kind == "trips" and cov.attempts[0].want == 1  # the explored trip
@@ -249,7 +249,7 @@ def test_make_valid_drops_what_no_input_makes_valid_in_a_branch_not_taken_keepin
     assert print_graph(valid.graph) == print_graph(verify(parse(expected)))
     env = {k: torch.from_numpy(np.asarray(v)) for k, v in valid.search.values.items()}
     assert evaluate_checked(valid.graph, env, explore=True)[1] is None
-    _, cov = cover(valid.graph, valid.search.values, 0)
+    _, cov, _ = cover(valid.graph, valid.search.values, 0)
     assert cov.branches == {"3": {0, 1}}
 
 
@@ -276,7 +276,7 @@ def test_generated_ifs_mostly_see_both_branches():
         valid = make_valid(g, seed)
         if valid is None:
             continue
-        _, cov = cover(valid.graph, valid.search.values, seed)
+        _, cov, _ = cover(valid.graph, valid.search.values, seed)
         summary = cov.summary()
         ifs += summary["n_ifs"]
         both += summary["ifs_both_branches"]
@@ -294,7 +294,7 @@ def test_cpu_dynamic_ifs_see_both_branches():
         valid = make_valid(generate(seed, cfg), seed)
         if valid is None:
             continue
-        _, cov = cover(valid.graph, valid.search.values, seed)
+        _, cov, _ = cover(valid.graph, valid.search.values, seed)
         ifs += len(cov.if_sites)
         both += sum(len(cov.branches.get(s, ())) == 2 for s in cov.if_sites)
     assert ifs >= 300 and both / ifs >= 0.95, (both, ifs)

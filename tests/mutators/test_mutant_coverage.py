@@ -38,7 +38,7 @@ def test_wrap_branch_mutants_of_the_seeds_take_both_branches():
             assert not unsteerable_ifs(mu.graph), sid
             valid = make_valid(mu.graph, i)
             assert valid is not None, sid
-            extra, cov = cover(valid.graph, valid.search.values, i)
+            extra, cov, _ = cover(valid.graph, valid.search.values, i)
             for inputs in extra:  # every set counted is valid by set 0's check
                 assert _valid(valid.graph, {**valid.search.values, **inputs})
             ifs += len(cov.if_sites)
@@ -82,7 +82,7 @@ def test_an_if_whose_predicate_is_passed_into_a_body_takes_both_branches():
     g = verify(parse(NESTED))
     assert unsteerable_ifs(g) == []
     valid = make_valid(g, 5)
-    extra, cov = cover(valid.graph, valid.search.values, 5)
+    extra, cov, _ = cover(valid.graph, valid.search.values, 5)
     assert "6/0/0" in cov.steerable
     assert cov.branches["6"] == {0, 1} and cov.branches["6/0/0"] == {0, 1}
     for inputs in extra:
