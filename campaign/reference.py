@@ -10,7 +10,12 @@ wrapped around (|x| < 2**(bits/2 - 1)).
 The *float64 shadow* evaluates the same graph with every float value (inputs, params, every
 intermediate, float dtype attributes such as a cast's target) widened to float64: a close
 approximation of the exact result, against which the float32 reference and a target can both be
-judged when they disagree (`campaign.oracle.judge_with_truth`).
+judged when they disagree (`campaign.oracle.judge_with_truth`). With the truth it measures the
+*rounding spread* (`rounding_spread`): the graph evaluated again in its own precision a few
+times, every float result of a rounding op moved by one ulp up or down at random, each output's
+elementwise max distance from the truth. A correct float32 implementation (another summation
+order, fused ops, other exp/erf approximations) differs from the reference by roundings of
+this size, often larger, so a target no farther off than the spread is no evidence of a bug.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import numpy as np
 import torch
 
 from campaign.artifacts import Materialized
+from campaign.oracle import Truths
 from ir.domain import evaluate_checked
 from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
@@ -109,16 +115,98 @@ def widen_graph(g: Graph) -> Graph:
                  tuple(_widen_value(v) for v in g.params))
 
 
-def run_shadow(m: Materialized) -> list[np.ndarray]:
+#: float32 evaluations with perturbed rounding that measure the rounding spread
+ROUNDING_SAMPLES = 4
+
+#: op families whose float results every implementation computes exactly (data movement,
+#: selection, correctly rounded casts), and control flow (its results are its bodies'):
+#: never perturbed
+EXACT_FAMILIES = frozenset({"shape", "view", "index", "pad", "cast", "control", "inplace"})
+#: ops of the other families whose float results are exact (selections, sign changes,
+#: rounding to integers)
+EXACT_OPS = frozenset({
+    "max", "min", "where", "masked_fill", "abs", "neg", "relu", "ceil", "floor", "round",
+    "sign", "clip", "reduce_max", "reduce_min", "maxpool1d", "maxpool2d", "resize_nearest",
+})
+
+
+def _nudge(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """`t` (float) with every finite element moved one ulp up or down at random."""
+    if not t.dtype.is_floating_point or t.numel() == 0:
+        return t
+    inf = torch.tensor(float("inf"), dtype=t.dtype)
+    up = torch.rand(t.shape, generator=gen) < 0.5
+    moved = torch.where(up, torch.nextafter(t, inf), torch.nextafter(t, -inf))
+    return torch.where(torch.isfinite(t), moved, t)
+
+
+def evaluate_perturbed(g: Graph, env: dict[str, torch.Tensor], gen: torch.Generator
+                       ) -> dict[str, torch.Tensor]:
+    """`g` (pure: no in-place writes) evaluated as the reference evaluates it, instruction by
+    instruction, bodies included, with every float result of a rounding op (not in
+    `EXACT_FAMILIES` / `EXACT_OPS`) moved one ulp up or down at random: what another correct
+    implementation could compute. Every value of this level by name."""
+    env = dict(env)
+
+    def run_block(body: Graph, args) -> list[torch.Tensor]:
+        values = evaluate_perturbed(body, {v.name: t for v, t in zip(body.inputs, args)}, gen)
+        return [values[o] for o in body.outputs]
+
+    for inst in g.insts:
+        res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block, "python")
+        if len(inst.results) == 1:
+            res = (res,)
+        exact = inst.op.family in EXACT_FAMILIES or inst.op.name in EXACT_OPS
+        for r, t in zip(inst.results, res):
+            env[r.name] = t if exact or not isinstance(t, torch.Tensor) else _nudge(t, gen)
+    return env
+
+
+def rounding_spread(g: Graph, env: dict[str, np.ndarray], truths: list[np.ndarray],
+                    samples: int = ROUNDING_SAMPLES) -> list[np.ndarray | None]:
+    """For each output of `g` on one input set, elementwise: the max over `samples`
+    evaluations with perturbed rounding (`evaluate_perturbed` of the pure form, seeded 0, 1, ..)
+    of |output - truth| (inf where an evaluation went non-finite). None for a non-float output,
+    or when no evaluation gave it with the truth's shape (one that raises or changes a shape
+    is left out: it measures nothing)."""
+    from ir.inplace import pure_form
+
+    spread: list[np.ndarray | None] = [None] * len(g.outputs)
+    try:
+        pure = pure_form(g)
+    except Exception:
+        return spread
+    for s in range(samples):
+        try:
+            with torch.no_grad():
+                values = evaluate_perturbed(pure, torch_env(env), torch.Generator().manual_seed(s))
+        except Exception:
+            continue
+        for i, (o, truth) in enumerate(zip(pure.outputs, truths)):
+            y = values[o]
+            if not y.dtype.is_floating_point or tuple(y.shape) != np.shape(truth):
+                continue
+            err = np.nan_to_num(np.abs(y.to(torch.float64).numpy() - truth), nan=np.inf)
+            spread[i] = err if spread[i] is None else np.maximum(spread[i], err)
+    return spread
+
+
+def run_shadow(m: Materialized, samples: int = ROUNDING_SAMPLES) -> Truths:
     """The graph's outputs computed with every float in float64 (float outputs come back as
     float64; int/bool outputs keep their dtype), for every input set as `run_reference` lays
-    them out. Raises what eager raises."""
-    out = []
+    them out, with their rounding spreads (`rounding_spread`, `samples` evaluations per set;
+    0: not measured). Raises what eager raises."""
+    out, spread = [], []
     for k, env in enumerate(m.tc.value_sets()):
-        g = widen_graph(m.tc.graph_of(k))  # dynamic shapes: each set's own concrete graph
+        g = m.tc.graph_of(k)  # dynamic shapes: each set's own concrete graph
+        wide = widen_graph(g)
         with torch.no_grad():
-            values = evaluate_torch(g, torch_env(env, widen=True))
-        for o in g.outputs:
+            values = evaluate_torch(wide, torch_env(env, widen=True))
+        truths = []
+        for o in wide.outputs:
             t = values[o]
-            out.append((t.to(torch.float64) if t.dtype.is_floating_point else t).numpy())
-    return out
+            truths.append((t.to(torch.float64) if t.dtype.is_floating_point else t).numpy())
+        out += truths
+        spread += (rounding_spread(g, env, truths, samples) if samples
+                   else [None] * len(truths))
+    return Truths(out, spread)
