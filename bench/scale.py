@@ -14,8 +14,9 @@ Parts:
   time of a whole ORT test done in one process without Ray (`FuzzWorker.run`: generate, search
   inputs, reference, ONNX, ORT in its sandbox process, judge). CPU time, unlike wall time,
   hardly depends on what else the machine runs.
-- `tvm`: a TVM-bound campaign (one generation actor, 1 then 2 TVM evaluation actors).
-- `ort`: the cpu_ort campaign (1 then 2 generation actors, one ORT evaluation actor). With
+- `tvm`: the TVM-bound cpu_tvm campaign (one generation actor, 1 then 2 TVM evaluation actors).
+- `ort`: the cpu_ort campaign (1 then 2 generation actors, one ORT evaluation actor).
+  Both run their preset's generator and mutation settings (conf/campaign/cpu_<backend>.yaml). With
   `--nnsmith-python`, first NNSmith's own single fuzz loop on ORT (CPU, 10 nodes) runs as long
   with that interpreter (bench/nnsmith_loop.py: generate, export, oracle, ORT, compare), and
   the 2-worker rate is also given as a ratio against its tests/min.
@@ -240,10 +241,21 @@ def bench_overhead(n: int) -> None:
 
 # ---- real campaigns ---------------------------------------------------------------------------
 
+def preset_config(preset: str):
+    """The config `python run.py campaign=<preset>` runs (Hydra-composed from conf/)."""
+    from hydra import compose, initialize_config_dir
+
+    from campaign.config import to_config
+
+    with initialize_config_dir(str(REPO / "conf"), version_base="1.3"):
+        return to_config(compose("config", overrides=[f"campaign={preset}"]))
+
+
 def campaign_rate(backends: list[str], workers: int, actors: int, seconds: float,
                   cluster_nodes: int = 0, name: str = "bench") -> float:
-    from campaign.config import (BackendOptions, CampaignConfig, Config, GenerationOptions,
-                                 RayConfig)
+    """tests/s of the backend's preset campaign (`cpu_<backend>`: its generator and mutation
+    settings) with `workers` generation actors and `actors` evaluation actors."""
+    from campaign.config import BackendOptions, GenerationOptions, RayConfig
     from campaign.driver import run_campaign
 
     b = backends[0]
@@ -263,10 +275,10 @@ def campaign_rate(backends: list[str], workers: int, actors: int, seconds: float
         ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
         opts = BackendOptions(actors=actors, wait=True, resources={"eval_slot": 1})
         gen = GenerationOptions(num_cpus=0.5, resources={"head": 1})
-    cfg = Config(campaign=CampaignConfig(
-        name=name, budget=f"{seconds:g}s", workers=workers, backends=backends,
-        backend_options={b: opts}, generation=gen, flush_every_s=30),
-        ray=RayConfig(temp_dir="/tmp/dsray-bench"))
+    cfg = preset_config(f"cpu_{b}")
+    cfg.campaign.name, cfg.campaign.budget, cfg.campaign.workers = name, f"{seconds:g}s", workers
+    cfg.campaign.backends, cfg.campaign.backend_options = backends, {b: opts}
+    cfg.campaign.generation, cfg.ray = gen, RayConfig(temp_dir="/tmp/dsray-bench")
     cfg.triage.enabled = False
     sampler = CpuSampler(os.getpid())
     try:

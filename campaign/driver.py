@@ -517,6 +517,10 @@ class _Pool:
                     break
                 self._send(slot, items)
 
+    def can_send(self) -> bool:
+        """Whether some actor has room for another call (fewer than `in_flight_per_worker`)."""
+        return any(len(slot.calls) < self.camp.c.in_flight_per_worker for slot in self.slots)
+
     def due(self) -> float:
         """Seconds until the next call should go (<= 0: now). Generation and re-runs go at
         once. An evaluation call waits for a whole batch (by count or bytes), at most
@@ -1001,7 +1005,10 @@ class _Campaign:
                 if last:
                     ray.wait(last, num_returns=len(last), timeout=2.0)
                 return
-            wake = min([POLL_S] + [p.due() for p in self.evals.values() if p.queue])
+            # wake for a batch coming due only where an actor can take it: a due batch with
+            # every actor busy would make this a 1 ms spin (a backend slower than generation)
+            wake = min([POLL_S] + [p.due() for p in self.evals.values()
+                                   if p.queue and p.can_send()])
             ready, rest = ray.wait(refs, num_returns=1, timeout=max(wake, 0.001))
             if ready and rest:
                 more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)

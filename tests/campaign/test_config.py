@@ -165,3 +165,21 @@ def test_the_sandbox_limits_reach_the_evaluators():
     validate(cfg)
     limits = default_stages(cfg).config.limits
     assert (limits.timeout_s, limits.confirm_timeout_factor) == (20.0, 2.0)
+
+
+def test_cpu_tvm_makes_no_test_tvm_cannot_import():
+    """TVM 0.27's Relax ONNX importer has no Loop, Scan, LSTM, GRU or RNN: cpu_tvm's generator
+    and mutators (mutation rate 0.8, the shipped seeds) make none, and still make ifs."""
+    from campaign.driver import default_stages
+    from campaign.worker import FuzzWorker
+
+    wcfg = default_stages(to_config(_compose("campaign=cpu_tvm"))).config
+    wcfg.sandbox = False
+    worker = FuzzWorker(wcfg)
+    ops: set[str] = set()
+    for seed in range(60):
+        tc = worker.make_test(f"t{seed}", seed)
+        ops |= {inst.op.name for inst, _ in tc.graph.walk()}
+        worker.mutation.observe(tc.test_id, tc.graph, tc.lineage, True, None)
+    assert not ops & {"loop", "scan", "lstm", "gru", "rnn"}
+    assert "if" in ops and len(ops) > 30
