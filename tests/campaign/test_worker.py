@@ -77,7 +77,7 @@ def test_a_test_slow_only_under_load_gets_its_real_verdict_and_no_timeout_findin
     assert row["verdict"] == "pass" and report.findings == []
     assert row["timeout_confirmed"] is False
     assert (row["timeout_limit_s"], row["confirm_limit_s"]) == (1.0, 3.0)
-    assert 0 < row["confirm_s"] < 3.0
+    assert 0 <= row["confirm_s"] < 3.0  # in ms steps: a re-run under 0.5 ms reads 0.0
     sink = ResultSink(tmp_path, "run", "test", flush_rows=10, flush_every_s=60)
     sink.add(row)
     sink.close()
