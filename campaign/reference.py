@@ -146,20 +146,12 @@ def evaluate_perturbed(g: Graph, env: dict[str, torch.Tensor], gen: torch.Genera
     instruction, bodies included, with every float result of a rounding op (not in
     `EXACT_FAMILIES` / `EXACT_OPS`) moved one ulp up or down at random: what another correct
     implementation could compute. Every value of this level by name."""
-    env = dict(env)
 
-    def run_block(body: Graph, args) -> list[torch.Tensor]:
-        values = evaluate_perturbed(body, {v.name: t for v, t in zip(body.inputs, args)}, gen)
-        return [values[o] for o in body.outputs]
-
-    for inst in g.insts:
-        res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block, "python")
-        if len(inst.results) == 1:
-            res = (res,)
+    def perturb(inst: Inst, t: torch.Tensor) -> torch.Tensor:
         exact = inst.op.family in EXACT_FAMILIES or inst.op.name in EXACT_OPS
-        for r, t in zip(inst.results, res):
-            env[r.name] = t if exact or not isinstance(t, torch.Tensor) else _nudge(t, gen)
-    return env
+        return t if exact else _nudge(t, gen)
+
+    return evaluate_torch(g, env, "python", result=perturb)
 
 
 def rounding_spread(g: Graph, env: dict[str, np.ndarray], truths: list[np.ndarray],

@@ -6,27 +6,36 @@ straight through, so the same module serves eager and `torch.compile`.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 import torch
 
-from ir.graph import Graph
+from ir.graph import Graph, Inst
 from ir.inplace import has_effects, torch_plan
 
 
-def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "python"
-                   ) -> dict[str, torch.Tensor]:
+#: what becomes of each result of an instruction (`evaluate_torch`'s `result` hook)
+ResultHook = Callable[[Inst, torch.Tensor], torch.Tensor]
+
+
+def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "python",
+                   result: ResultHook | None = None) -> dict[str, torch.Tensor]:
     """Evaluate `g` given tensors for its inputs and params; returns every value of this level
     by name (the reference checks intermediates too, not only outputs). `dialect` selects how
     control flow is expressed (see `Op.torch_call`). A graph with views or in-place writes
-    runs as torch would (`ir.inplace.TorchPlan`), on copies of the inputs it writes."""
+    runs as torch would (`ir.inplace.TorchPlan`), on copies of the inputs it writes.
+    `result` (pure graphs only) replaces every instruction's tensor results, bodies included
+    (e.g. `campaign.reference.evaluate_perturbed`)."""
     if has_effects(g):
+        if result is not None:
+            raise ValueError("evaluate_torch: a result hook needs a pure graph (ir.inplace.pure_form)")
         return torch_plan(g).run(env, dialect)
     env = dict(env)
 
     def run_block(body: Graph, args) -> list[torch.Tensor]:
-        values = evaluate_torch(body, {v.name: t for v, t in zip(body.inputs, args)}, dialect)
+        values = evaluate_torch(body, {v.name: t for v, t in zip(body.inputs, args)}, dialect,
+                                result)
         return [values[o] for o in body.outputs]
 
     for inst in g.insts:
@@ -34,7 +43,7 @@ def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "py
         if len(inst.results) == 1:
             res = (res,)
         for r, t in zip(inst.results, res):
-            env[r.name] = t
+            env[r.name] = t if result is None or not isinstance(t, torch.Tensor) else result(inst, t)
     return env
 
 
