@@ -44,15 +44,24 @@ class BackendOptions:
     num_cpus: float = 1.0
     num_gpus: Optional[float] = None
     resources: dict[str, float] = field(default_factory=dict)
+    #: this backend's share of the campaign's cores (`campaign.scheduler`, weighted fair
+    #: queueing over the stages' core-seconds; normalized over all stages); an idle backend's
+    #: share goes to the others
+    share: float = 1.0
+    #: independent tests compiled as one module (a slow compiler's time per test barely
+    #: grows with the graph); each part is judged on its own, and a merged compile that fails
+    #: is split back into its parts, each run alone (campaign/merge.py); 1: no merging
+    merge: int = 1
 
 
 @dataclass
 class GenerationOptions:
     """Ray resources of each generation actor (`campaign.generation`); there are
-    `campaign.workers` of them."""
+    `campaign.workers` of them; `share`: generation's share of the cores (as a backend's)."""
 
     num_cpus: float = 1.0
     resources: dict[str, float] = field(default_factory=dict)
+    share: float = 1.0
 
 
 @dataclass
@@ -102,6 +111,21 @@ class CampaignConfig:
     #: continue the campaign in `output.dir` (same config): test indices go on after the last
     #: one recorded, so no test id repeats; a test budget counts the tests of every run
     resume: bool = False
+    #: cores the campaign's actors may keep busy at once (campaign/scheduler.py: at most this
+    #: many actor calls run, handed out by share); None: this machine's cores for a local
+    #: cluster, the cluster's CPUs when joining one; 0: no limit (every actor runs when it has
+    #: work, `in_flight_per_worker` calls queued on each, and the OS shares the cores)
+    cores: Optional[int] = None
+    #: capability routing: a test holding an op a backend declares it lacks
+    #: (`Backend.LACKS`, e.g. TVM's importer has no Loop) is not sent to it (no row; counted as
+    #: not applicable), and a backend that would idle gets tests generated without those ops
+    route: bool = True
+    #: known bugs (`triage.known`, and on resume the run's own bugs table): a test matching a
+    #: known bug's trigger (docs/triage.md) is sent to that bug's backend with this chance
+    #: (chosen by test seed), so compile time goes to new tests; 1: no holding back
+    known_rate: float = 0.1
+    #: build report.html (docs/report.md) in the output dir when the campaign ends
+    report: bool = False
 
     def options(self, backend: str) -> BackendOptions:
         return self.backend_options.get(backend) or BackendOptions()
@@ -279,6 +303,11 @@ def validate(cfg: Config) -> Budget:
          f"got {c.max_consecutive_worker_failures}"),
         (c.max_batch >= 1, f"campaign.max_batch: must be >= 1, got {c.max_batch}"),
         (c.queue_s >= 0, f"campaign.queue_s: must be >= 0, got {c.queue_s}"),
+        (c.cores is None or c.cores >= 0, f"campaign.cores: must be >= 0, got {c.cores}"),
+        (0.0 <= c.known_rate <= 1.0,
+         f"campaign.known_rate: must be in [0, 1], got {c.known_rate}"),
+        (c.generation.share > 0,
+         f"campaign.generation.share: must be > 0, got {c.generation.share}"),
         (cfg.ray.num_cpus is None or cfg.ray.num_cpus >= 1,
          f"ray.num_cpus: must be >= 1, got {cfg.ray.num_cpus}"),
         (c.generation.num_cpus >= 0,
@@ -293,6 +322,8 @@ def validate(cfg: Config) -> Budget:
             (o.actors is None or o.actors >= 1, f"{key}.actors: must be >= 1, got {o.actors}"),
             (0.0 < o.rate <= 1.0, f"{key}.rate: must be in (0, 1], got {o.rate}"),
             (o.num_cpus >= 0, f"{key}.num_cpus: must be >= 0, got {o.num_cpus}"),
+            (o.share > 0, f"{key}.share: must be > 0, got {o.share}"),
+            (o.merge >= 1, f"{key}.merge: must be >= 1, got {o.merge}"),
             (o.num_gpus is None or o.num_gpus >= 0,
              f"{key}.num_gpus: must be >= 0, got {o.num_gpus}"),
         ]

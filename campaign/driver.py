@@ -62,9 +62,11 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from campaign.budget_plan import BudgetPlan
 from campaign.config import Budget, Config, ConfigError, to_config, validate
 from campaign.findings import FindingStore
 from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
+from campaign.scheduler import CoreScheduler
 from campaign.schema import graphless_row
 from campaign.storage import ResultSink, existing_run
 from campaign.verdict import Stage, Verdict
@@ -113,7 +115,8 @@ def default_stages(cfg: Config) -> Stages:
     return Stages(Generator, Evaluator, WorkerConfig(
         generator=cfg.generator, backends=list(c.backends), mutation=cfg.mutation,
         limits=SandboxConfig(timeout_s=c.sandbox_timeout_s,
-                             confirm_timeout_factor=c.confirm_timeout_factor)))
+                             confirm_timeout_factor=c.confirm_timeout_factor),
+        merge={b: c.options(b).merge for b in c.backends if c.options(b).merge > 1}))
 
 
 @dataclass
@@ -148,6 +151,14 @@ class Summary:
     actors: list[dict[str, Any]] = field(default_factory=list)
     #: the first test index of this run when it resumed an earlier one
     resumed_at: Optional[int] = None
+    #: cores the scheduler handed out (0: no limit, the OS shared them)
+    cores: int = 0
+    #: the generation stage: share, core-seconds, calls, tests cut off at the deadline
+    generation: dict[str, Any] = field(default_factory=dict)
+    #: seconds from the start to the end of testing, and the wall-clock budget's deadline
+    #: for it (None: a test budget)
+    testing_s: float = 0.0
+    testing_deadline_s: Optional[float] = None
 
     def table(self) -> str:
         """Verdict counts per backend as a small text table."""
@@ -174,6 +185,22 @@ class Summary:
         if busy:
             lines.append("skipped while busy (no row): " + ", ".join(
                 f"{b} {n}" for b, n in sorted(busy.items())))
+        for key, what in (("not_applicable", "not applicable (no row; ops it lacks)"),
+                          ("held_known", "held back: matched a known bug (no row)"),
+                          ("cut_off", "cut off at the deadline (no row)")):
+            per = {b: s[key] for b, s in self.backends.items() if s.get(key)}
+            if per:
+                lines.append(f"{what}: " + "; ".join(
+                    f"{b} {sum(c.values()) if isinstance(c, dict) else c}"
+                    + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(c.items(), key=lambda kv: -kv[1])[:4]) + ")"
+                       if isinstance(c, dict) and key == "not_applicable" else "")
+                    for b, c in sorted(per.items())))
+        if self.cores:
+            parts = [f"{GEN} {self.generation.get('core_s', 0):.0f} s "
+                     f"({self.generation.get('share', 0):.0%})"]
+            parts += [f"{b} {s.get('core_s', 0):.0f} s ({s.get('share', 0):.0%})"
+                      for b, s in sorted(self.backends.items())]
+            lines.append(f"core-seconds on {self.cores} cores (share): " + ", ".join(parts))
         lines += [
             f"results:  {self.results_dir} ({self.rows} rows)",
             f"findings: {self.findings_dir} ({self.findings} findings, "
@@ -192,6 +219,7 @@ def preflight(cfg: Config) -> Budget:
     from campaign.backends import BACKENDS
 
     budget = validate(cfg)
+    BudgetPlan.of(budget, cfg.triage.budget, cfg.triage.enabled)  # a triage that leaves no time
     for key in ("backends", "probe"):
         unknown = [b for b in getattr(cfg.campaign, key) if b not in BACKENDS]
         if unknown:
@@ -210,6 +238,26 @@ def backend_targets(cfg: Config) -> dict[str, str]:
     from campaign.backends import make_backend
 
     return {b: make_backend(b).target for b in cfg.campaign.backends}
+
+
+def backend_lacks(cfg: Config) -> dict[str, frozenset[str]]:
+    """backend spec -> the ops it declares it cannot import (`Backend.LACKS`); empty with
+    capability routing off."""
+    from campaign.backends import make_backend
+
+    if not cfg.campaign.route:
+        return {}
+    return {b: frozenset(make_backend(b).LACKS) for b in cfg.campaign.backends}
+
+
+def campaign_cores(cfg: Config, started_local: bool) -> int:
+    """The cores the scheduler hands out: `campaign.cores`, else this machine's for a local
+    cluster we started, else the cluster's CPUs."""
+    if cfg.campaign.cores is not None:
+        return cfg.campaign.cores
+    if started_local:
+        return os.cpu_count() or 1
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
 
 def actor_needs(cfg: Config, targets: dict[str, str]) -> dict[str, tuple[int, dict[str, float]]]:
@@ -406,6 +454,10 @@ class _Test:
     base: Optional[dict[str, Any]] = None  #: the row fields its rows share (valid tests)
     pending: set[str] = field(default_factory=set)  #: backends it was given, not yet reported
     rows: int = 0
+    #: ops its graph must not hold: made for a backend that lacks them (capability routing)
+    avoid: frozenset[str] = frozenset()
+    #: the backend it was made for (capability routing), if any
+    made_for: Optional[str] = None
 
 
 @dataclass(eq=False)
@@ -422,6 +474,9 @@ class _Call:
     items: list[_Item]
     ref: Any
     slot: "_Slot"
+    sent: float = 0.0
+    #: the scheduler's charge made when it was sent (None: not scheduled)
+    expected_s: Optional[float] = None
 
 
 @dataclass(eq=False)
@@ -442,6 +497,8 @@ class _Slot:
     host: str = "unknown"
     node_id: str = ""
     generation: int = 0
+    #: its actor is the campaign's first on this slot (a failed start fails the campaign)
+    first_start: bool = False
 
 
 class _Pool:
@@ -486,10 +543,13 @@ class _Pool:
 
     # ---- sizing ------------------------------------------------------------------------------
     def batch(self) -> int:
+        """Tests per call: ~CALL_TARGET_S of work, at least a backend's `merge` (its
+        evaluator compiles a call's tests as one module)."""
+        merge = self.camp.c.options(self.stage).merge if self.stage != GEN else 1
         if not self.per_item_s:
-            return 1
+            return merge
         n = round(CALL_TARGET_S / self.per_item_s)
-        return max(1, min(self.camp.c.max_batch, n))
+        return max(merge, min(self.camp.c.max_batch, n))
 
     def backlog(self) -> int:
         return len(self.queue) + len(self.retry) + len(self.suspects) + self.in_flight
@@ -516,6 +576,29 @@ class _Pool:
                 if not items:
                     break
                 self._send(slot, items)
+
+    # ---- under the core scheduler: one call per actor, each holding a core -----------------
+    def idle_slot(self) -> Optional[_Slot]:
+        """An actor that has started and runs no call."""
+        for slot in self.slots:
+            if not slot.calls and slot.starting is None:
+                return slot
+        return None
+
+    def has_work(self) -> bool:
+        """Whether a call is due: a suspect or re-run, or a due batch of queued tests."""
+        return bool(self.suspects or self.retry or (self.queue and self.due() <= 0))
+
+    def send_next(self, slot: _Slot) -> Optional[_Call]:
+        """Send `slot` its next call (a suspect alone, else a batch); None when nothing is due."""
+        items = [self.suspects.popleft()] if self.suspects else self._take(self.batch())
+        if not items:
+            return None
+        return self._send(slot, items)
+
+    def expected_s(self, call: _Call) -> float:
+        """What a call is expected to take (for the scheduler's charge when it is sent)."""
+        return len(call.items) * (self.per_item_s if self.per_item_s is not None else 1.0)
 
     def can_send(self) -> bool:
         """Whether some actor has room for another call (fewer than `in_flight_per_worker`)."""
@@ -554,9 +637,10 @@ class _Pool:
                 out.append(q.popleft())
         return out
 
-    def _send(self, slot: _Slot, items: list[_Item]) -> None:
+    def _send(self, slot: _Slot, items: list[_Item]) -> _Call:
         if self.stage == GEN:
-            payload = [(it.test.test_id, it.test.seed, it.test.backends) for it in items]
+            payload = [(it.test.test_id, it.test.seed, it.test.backends, sorted(it.test.avoid))
+                       for it in items]
         else:
             payload = [it.test.case for it in items]
         ref = getattr(slot.actor, self.method).remote(payload)
@@ -567,6 +651,8 @@ class _Pool:
         self.in_flight += len(items)
         self.calls += 1
         self.camp.by_ref[ref] = call
+        call.sent = time.monotonic()
+        return call
 
     def pop(self, call: _Call, timed: bool = True) -> None:
         slot = call.slot
@@ -578,6 +664,8 @@ class _Pool:
         slot.calls.remove(call)
         slot.head_since = now
         self.in_flight -= len(call.items)
+        if call.expected_s is not None and self.camp.scheduler is not None:
+            self.camp.scheduler.finish(self.stage, call.expected_s, now - call.sent)
 
     def call_limit(self, call: _Call) -> float:
         """Seconds a call may run: the per-test limit plus the batch's expected time, x4."""
@@ -588,7 +676,8 @@ class _Campaign:
     """The state of one run; `run_campaign` is its public face."""
 
     def __init__(self, cfg: Config, budget: Budget, out_dir: Path, stages: Stages,
-                 needs: dict[str, tuple[int, dict[str, float]]], targets: dict[str, str]) -> None:
+                 needs: dict[str, tuple[int, dict[str, float]]], targets: dict[str, str],
+                 cores: int = 0, lacks: Optional[dict[str, frozenset[str]]] = None) -> None:
         self.cfg = cfg
         self.c = cfg.campaign
         self.budget = budget
@@ -641,6 +730,27 @@ class _Campaign:
             self.evals[b] = _Pool(self, b, n, res,
                                   lambda name, b=b, cls=cls: cls.remote(scfg, b, name), "evaluate")
         self.pools = [self.gen, *self.evals.values()]
+        #: the core scheduler (campaign/scheduler.py); None: no limit (`campaign.cores=0`)
+        self.scheduler: Optional[CoreScheduler] = None
+        if cores:
+            self.scheduler = CoreScheduler(cores, {
+                GEN: self.c.generation.share, **{b: self.c.options(b).share for b in self.evals}})
+        self.cores = cores
+        #: capability routing: per backend, the ops it lacks (`Backend.LACKS`)
+        self.lacks = {b: frozenset(v) for b, v in (lacks or {}).items() if v and self.c.route}
+        #: per backend: tests not sent to it, by the op it lacks
+        self.not_applicable: dict[str, Counter[str]] = {b: Counter() for b in self.evals}
+        #: per backend: tests held back for matching a known bug's trigger, by bucket
+        self.held_known: dict[str, Counter[str]] = {b: Counter() for b in self.evals}
+        #: per backend: tests made without the ops it lacks, in generation now
+        self.making_for: Counter[str] = Counter()
+        #: per backend: tests cut off at the deadline (no row)
+        self.cut_off: Counter[str] = Counter()
+        #: monotonic time the testing phase ends (a wall-clock budget), None: a test budget
+        self.deadline: Optional[float] = None
+        #: per backend: tests made for it without the ops it lacks
+        self.made_for: Counter[str] = Counter()
+        self.t_end: Optional[float] = None
 
     # ---- resume ------------------------------------------------------------------------------
     def _resume_state(self) -> int:
@@ -671,21 +781,14 @@ class _Campaign:
 
     # ---- actors ------------------------------------------------------------------------------
     def start_actors(self) -> None:
+        """Start every actor without waiting for them: a stage whose actors are up starts
+        testing at once, while a slow backend warms up (Inductor's first compile, 12-17 s).
+        `check_hangs` sees each come up, and fails the campaign on one that cannot start or
+        does not within `ray.start_timeout_s`."""
         for pool in self.pools:
             for slot in pool.slots:
                 pool.start_actor(slot)
-        slots = [s for p in self.pools for s in p.slots]
-        timeout = self.cfg.ray.start_timeout_s
-        ready, _ = ray.wait([s.starting for s in slots], num_returns=len(slots), timeout=timeout)
-        ready = set(ready)
-        late = [s for s in slots if s.starting not in ready]
-        if late:
-            raise CampaignError(
-                f"{len(late)} actors did not start within ray.start_timeout_s={timeout:g} s "
-                f"(the cluster's resources are in use? see `ray status`): " + "; ".join(
-                    f"{s.name} needs {_fmt(s.pool.resources)}" for s in late[:4]))
-        for s in slots:
-            self._started(s)
+                slot.first_start = True
 
     def _started(self, slot: _Slot) -> None:
         try:
@@ -715,6 +818,8 @@ class _Campaign:
     def budget_left(self) -> bool:
         if self.budget.tests is not None:
             return self.next_index < self.budget.tests
+        if self.deadline is not None:
+            return time.monotonic() < self.deadline
         return time.monotonic() - self.t_start < (self.budget.seconds or 0.0)
 
     def _room(self, coming: int) -> bool:
@@ -739,8 +844,47 @@ class _Campaign:
             backends = [b for b in self.c.backends if sampled(seed, b, self.c.options(b).rate)]
             if not backends:
                 continue  # sampled for no backend: nothing to test
-            self.gen.queue.append(_Item(_Test(i, test_id(self.run_id, i), seed, backends)))
+            test = _Test(i, test_id(self.run_id, i), seed, backends)
+            b = self._starving(backends)
+            if b is not None:  # made without the ops this backend lacks, so it has work
+                test.avoid, test.made_for = self.lacks[b], b
+                self.making_for[b] += 1
+                self.made_for[b] += 1
+            self.gen.queue.append(_Item(test))
             want -= 1
+
+    def _starving(self, backends: list[str]) -> Optional[str]:
+        """A backend of `backends` that lacks some ops and would idle: fewer tests waiting for
+        it (queued, or being made for it) than it has actors. Ties go to the fewest waiting."""
+        best: Optional[tuple[int, str]] = None
+        for b in backends:
+            if b not in self.lacks:
+                continue
+            pool = self.evals[b]
+            waiting = len(pool.queue) + len(pool.retry) + self.making_for[b]
+            if waiting < pool.n and (best is None or waiting < best[0]):
+                best = (waiting, b)
+        return best[1] if best else None
+
+    def _generated(self, test: _Test) -> None:
+        """`test` left generation (made, invalid or failed)."""
+        if test.made_for is not None:
+            self.making_for[test.made_for] -= 1
+            test.made_for = None
+
+    def _route(self, test: _Test, b: str, known: dict[str, str]) -> bool:
+        """Whether backend `b` gets `test`: not when its graph holds an op `b` lacks (counted
+        as not applicable, by that op), nor, mostly, when it matches a known bug of `b`
+        (counted as held back; `campaign.known_rate` of such tests still go)."""
+        lacking = sorted(self.lacks.get(b, frozenset()) & set((test.base or {}).get("ops") or ()))
+        if lacking:
+            self.not_applicable[b][lacking[0]] += 1
+            return False
+        bucket = known.get(b)
+        if bucket is not None and not sampled(test.seed, f"known:{bucket}", self.c.known_rate):
+            self.held_known[b][bucket] += 1
+            return False
+        return True
 
     # ---- results -----------------------------------------------------------------------------
     def _add_row(self, test: _Test, row: dict[str, Any]) -> None:
@@ -773,12 +917,16 @@ class _Campaign:
             self.errors += 1
             self.fail(self.gen, item, Verdict.INVALID, "WorkerError", res.message)
             return
+        self._generated(test)
         if res.report is not None:  # an invalid test: its rows are final
-            self._record(test, res.report)
+            self._record(test, self._applicable(res.report))
             self._finish(test)
             return
         test.case, test.base = res.case, res.base
+        known = getattr(res, "known", None) or {}
         for b in test.backends:
+            if not self._route(test, b, known):
+                continue
             pool = self.evals[b]
             if self.c.options(b).wait or pool.backlog() < pool.limit():
                 pool.queue.append(_Item(test))
@@ -788,6 +936,15 @@ class _Campaign:
         self.consecutive_failures = 0
         if not test.pending:
             self._finish(test)
+
+    def _applicable(self, report: Any) -> Any:
+        """An invalid test's report without the rows of backends that lack one of its ops
+        (they would not have been given it), unless that leaves none."""
+        keep = [r for r in report.rows
+                if not self.lacks.get(r["backend"], frozenset()) & set(r.get("ops") or ())]
+        if keep and len(keep) < len(report.rows):
+            report.rows = keep
+        return report
 
     def on_evaluated(self, pool: _Pool, item: _Item, res: Any) -> None:
         if _is_error(res):
@@ -832,6 +989,7 @@ class _Campaign:
         for k, row in enumerate(rows):
             self._add_row(test, {**row, "finding_dir": finding_dir if k == 0 else None})
         if pool.stage == GEN:
+            self._generated(test)
             self._finish(test)
         else:
             self._done_with(pool, test)
@@ -978,13 +1136,18 @@ class _Campaign:
                         try:
                             self._started(slot)
                         except CampaignError:
+                            if slot.first_start:
+                                raise
                             slot.starting = None  # its calls fail with the cause
                     elif now - slot.starting_since > self.cfg.ray.start_timeout_s:
+                        what = "actor" if slot.first_start else "replacement actor"
                         raise CampaignError(
-                            f"replacement actor {slot.name} did not start within "
+                            f"{what} {slot.name} did not start within "
                             f"ray.start_timeout_s={self.cfg.ray.start_timeout_s:g} s "
-                            f"(needs {_fmt(pool.resources)})")
+                            f"(the cluster's resources are in use? see `ray status`; needs "
+                            f"{_fmt(pool.resources)})")
                     continue
+                slot.first_start = False
                 if slot.calls and now - slot.head_since > pool.call_limit(slot.calls[0]):
                     limit = self.c.test_timeout_s
                     self.retire(slot, Verdict.TIMEOUT, "WorkerTimeout", TimeoutError(
@@ -994,21 +1157,27 @@ class _Campaign:
     def loop(self) -> None:
         last_postfix = 0.0
         while True:
-            self.feed()
-            for pool in self.pools:
-                pool.submit()
-            refs = list(self.by_ref)
-            if not refs:
-                if any(p.backlog() for p in self.pools):
-                    continue
-                last = self.send_feedback(force=True)  # the rest, before the actors stop
-                if last:
-                    ray.wait(last, num_returns=len(last), timeout=2.0)
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                self.stop_at_deadline()
                 return
+            self.feed()
+            self.dispatch()
+            if not self.by_ref:
+                if any(p.backlog() for p in self.pools):
+                    self._wait_for_starts()
+                    continue
+                else:
+                    last = self.send_feedback(force=True)  # the rest, before the actors stop
+                    if last:
+                        ray.wait(last, num_returns=len(last), timeout=2.0)
+                    return
+            refs = list(self.by_ref) + self._starting_refs()
             # wake for a batch coming due only where an actor can take it: a due batch with
             # every actor busy would make this a 1 ms spin (a backend slower than generation)
             wake = min([POLL_S] + [p.due() for p in self.evals.values()
-                                   if p.queue and p.can_send()])
+                                   if p.queue and self._can_send(p)])
+            if self.deadline is not None:
+                wake = min(wake, self.deadline - time.monotonic())
             ready, rest = ray.wait(refs, num_returns=1, timeout=max(wake, 0.001))
             if ready and rest:
                 more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
@@ -1025,6 +1194,105 @@ class _Campaign:
                 self.bar.set_postfix({"tests/s": f"{rate:.1f}", "findings": self.findings.total},
                                      refresh=False)
 
+    def _starting_refs(self) -> list:
+        return [s.starting for p in self.pools for s in p.slots if s.starting is not None]
+
+    def _wait_for_starts(self) -> bool:
+        """Nothing is in flight but work is queued: wait (briefly) for actors still starting,
+        or for a batch to come due, or for the deadline (work that would not fit before it
+        waits for it); always True (the caller goes round again)."""
+        starting = self._starting_refs()
+        if starting:
+            ray.wait(starting, num_returns=1, timeout=POLL_S)
+            self.check_hangs()
+            return True
+        wait = min([POLL_S] + [p.due() for p in self.evals.values() if p.due() > 0])
+        if self.deadline is not None:
+            wait = min(wait, self.deadline - time.monotonic())
+        time.sleep(max(wait, 0.001))
+        return True
+
+    def _can_send(self, pool: _Pool) -> bool:
+        return pool.idle_slot() is not None if self.scheduler is not None else pool.can_send()
+
+    def dispatch(self) -> None:
+        """Send the calls that are due. Without a scheduler every actor gets up to
+        `in_flight_per_worker` calls; with one, each free core goes to the stage with work
+        ready and the smallest virtual time (campaign/scheduler.py), one call per actor."""
+        sched = self.scheduler
+        if sched is None:
+            for pool in self.pools:
+                pool.submit()
+            return
+        ready = {p.stage: p for p in self.pools if p.has_work() and p.idle_slot() is not None
+                 and self._fits_before_deadline(p)}
+        sched.ready(ready)
+        while ready and sched.free() > 0:
+            stage = sched.pick(ready)
+            if stage is None:
+                break
+            pool = ready[stage]
+            slot = pool.idle_slot()
+            assert slot is not None
+            call = pool.send_next(slot)
+            if call is not None:
+                call.expected_s = pool.expected_s(call)
+                sched.start(stage, call.expected_s)
+            if call is None or not pool.has_work() or pool.idle_slot() is None:
+                del ready[stage]
+            if stage == GEN:  # room for more tests to be made
+                self.feed()
+                if self.gen.has_work() and self.gen.idle_slot() is not None:
+                    ready[GEN] = self.gen
+
+    def _fits_before_deadline(self, pool: _Pool) -> bool:
+        """Whether a call of `pool` is expected to come back before the testing deadline: one
+        that would be cut off anyway is not sent, and its core goes to a stage whose work
+        fits (a compile of seconds in the last seconds of a budget is wasted)."""
+        if self.deadline is None or pool.per_item_s is None:
+            return True
+        return time.monotonic() + pool.per_item_s <= self.deadline
+
+    def stop_at_deadline(self) -> None:
+        """The testing phase's time is up: work in flight is stopped, not waited for. Actors
+        running a call are killed (their tests get no row and are not counted; a test another
+        backend already reported keeps those rows), queued tests are dropped."""
+        for pool in self.pools:
+            for slot in pool.slots:
+                if not slot.calls:
+                    continue
+                try:
+                    ray.kill(slot.actor, no_restart=True)
+                except Exception:  # already gone
+                    pass
+                for call in list(slot.calls):
+                    self.by_ref.pop(call.ref, None)
+                    if call.expected_s is not None and self.scheduler is not None:
+                        self.scheduler.finish(pool.stage, call.expected_s,
+                                              time.monotonic() - call.sent)
+                    for it in call.items:
+                        self._cut(pool, it.test)
+                slot.calls.clear()
+            for q in (pool.queue, pool.retry, pool.suspects):
+                for it in q:
+                    self._cut(pool, it.test)
+                q.clear()
+            pool.in_flight = 0
+
+    def _cut(self, pool: _Pool, test: _Test) -> None:
+        """`test` was cut off at the deadline in `pool`."""
+        if pool.stage == GEN:
+            self.cut_off[GEN] += 1
+            return
+        self.cut_off[pool.stage] += 1
+        test.pending.discard(pool.stage)
+        if not test.pending:
+            test.case = None
+            if test.rows:  # reported by another backend: counted, with those rows
+                self.tests_done += 1
+                if self.bar is not None:
+                    self.bar.update(1)
+
     def send_feedback(self, force: bool = False) -> list:
         """Backend verdicts to every generation actor's seed pool, fire and forget (a stage
         class without `feedback` gets none); each actor keeps those of its own tests. Sent at
@@ -1040,8 +1308,13 @@ class _Campaign:
         self.outcomes = []
         return refs
 
+    def stage_report(self) -> dict[str, dict[str, Any]]:
+        """Per stage: share, core-seconds and calls from the scheduler ({} without one)."""
+        return self.scheduler.report() if self.scheduler is not None else {}
+
     def summary(self, interrupted: bool) -> Summary:
         elapsed = time.monotonic() - self.t_start
+        sched = self.stage_report()
         return Summary(
             campaign=self.c.name, run_id=self.run_id, budget=str(self.budget),
             out_dir=str(self.out_dir), results_dir=str(self.sink.dir),
@@ -1055,11 +1328,23 @@ class _Campaign:
             backends={b: {"target": self.targets.get(b, ""), "actors": p.n,
                           "rate": self.c.options(b).rate, "evaluated": p.done,
                           "skipped_busy": p.skipped_busy, "resources": p.resources,
-                          "calls": p.calls}
+                          "calls": p.calls,
+                          "share": sched.get(b, {}).get("share"),
+                          "core_s": sched.get(b, {}).get("core_s"),
+                          "not_applicable": dict(self.not_applicable[b]),
+                          "made_for": self.made_for[b],
+                          "held_known": dict(self.held_known[b]),
+                          "cut_off": self.cut_off[b]}
                       for b, p in self.evals.items()},
             skipped_tests=self.skipped_tests, generation_calls=self.gen.calls,
             actors=self.actor_table(),
             resumed_at=self.resumed_at,
+            cores=self.cores,
+            generation={**sched.get(GEN, {}), "calls": self.gen.calls,
+                        "cut_off": self.cut_off[GEN]},
+            testing_s=(self.t_end or time.monotonic()) - self.t_start,
+            testing_deadline_s=(self.deadline - self.t_start if self.deadline is not None
+                                else None),
         )
 
 
@@ -1074,6 +1359,21 @@ def _check_resume_config(conf: Config, out_dir: Path) -> None:
         if a != b:
             raise CampaignError(f"campaign.resume=true: {key} differs from the run in {out_dir} "
                                 f"({a!r} there, {b!r} now)")
+
+
+#: seconds of a wall-clock budget kept for building report.html after the triage
+REPORT_S = 4.0
+
+
+def _report(out_dir: Path) -> None:
+    """report.html in the output dir (docs/report.md); a failure is logged, never raised."""
+    try:
+        from campaign.report import build_report
+
+        res = build_report([out_dir], out_dir / "report.html")
+        print(f"report: {res.out} ({res.size_bytes / 1e6:.1f} MB)", flush=True)
+    except Exception as e:
+        log.warning("report.html not built: %s: %s", type(e).__name__, e)
 
 
 def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
@@ -1100,19 +1400,31 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     targets = backend_targets(conf)
     needs = actor_needs(conf, targets)
     stages = stages or default_stages(conf)
+    known = conf.triage.known + ([str(out_dir)] if conf.campaign.resume else [])
+    if known and hasattr(stages.config, "known"):
+        from campaign.known import load_triggers
+
+        stages.config.known = load_triggers(known)
+        log.warning("known bugs: %d triggers from %s", len(stages.config.known), ", ".join(known))
     out_dir.mkdir(parents=True, exist_ok=True)
     if not conf.campaign.resume:
         (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))
     started = _start_ray(conf, needs)
+    t0 = time.monotonic()  # the budget counts from here: Ray's start-up is not in it
+    plan = BudgetPlan.of(budget, conf.triage.budget, conf.triage.enabled)
     camp: Optional[_Campaign] = None
     interrupted = False
     try:
         check_resources(conf, needs)
-        camp = _Campaign(conf, budget, out_dir, stages, needs, targets)
+        camp = _Campaign(conf, budget, out_dir, stages, needs, targets,
+                         cores=campaign_cores(conf, started and not conf.ray.address),
+                         lacks=backend_lacks(conf))
+        if plan.testing_s is not None:
+            camp.deadline = t0 + plan.testing_s
         with logging_redirect_tqdm():
             try:
                 camp.start_actors()
-                camp.t_start = time.monotonic()
+                camp.t_start = t0
                 total = (budget.tests - camp.next_index) if budget.tests is not None else None
                 camp.bar = tqdm(total=total, unit="test", dynamic_ncols=True,
                                 disable=None, desc=conf.campaign.name)
@@ -1120,6 +1432,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
             except KeyboardInterrupt:
                 interrupted = True
             finally:
+                camp.t_end = time.monotonic()
                 if camp.bar is not None:
                     camp.bar.close()
     finally:
@@ -1139,5 +1452,8 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     if conf.triage.enabled and not interrupted:
         from campaign.triage.run import triage_campaign  # buckets, reductions, repro.py
 
-        triage_campaign(out_dir, conf.triage)
+        end = t0 + plan.total_s - REPORT_S if plan.total_s is not None else None
+        triage_campaign(out_dir, conf.triage, log=tqdm.write, deadline=end)
+    if conf.campaign.report and not interrupted:
+        _report(out_dir)
     return summary

@@ -31,8 +31,9 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
+from campaign.known import matching
 from campaign.reference import ReferenceResult
 from campaign.sandbox import Job, JobMaterialized
 from campaign.worker import Finding, FuzzWorker, Prepared, TestReport, WorkerConfig
@@ -63,6 +64,8 @@ class Generated:
     base: Optional[dict[str, Any]]
     report: Optional[TestReport]
     ms: float  #: generation + ONNX build + reference, wall time in the actor
+    #: backend -> the known bug (bucket id) whose trigger the graph matches (`campaign.known`)
+    known: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def pack_case(prep: Prepared) -> bytes:
@@ -105,25 +108,27 @@ class Generator:
         self.worker = FuzzWorker(dataclasses.replace(cfg, sandbox=False), name)
         self.by_name = {b.name: b for b in self.worker.backends}
 
-    def generate(self, items: list[tuple[str, int, list[str]]]) -> list[Union[Generated, CaseError]]:
-        """`items`: (test_id, seed, backends) per test."""
+    def generate(self, items: list[tuple]) -> list[Union[Generated, CaseError]]:
+        """`items`: (test_id, seed, backends[, avoid]) per test; `avoid`: ops the graph must
+        not hold (`FuzzWorker.make_test`)."""
         out: list[Union[Generated, CaseError]] = []
-        for test_id, seed, backends in items:
+        for test_id, seed, backends, *rest in items:
             faulthandler.dump_traceback_later(STACK_DUMP_S, file=sys.stderr)
             try:
-                out.append(self.generate_one(test_id, seed, backends))
+                out.append(self.generate_one(test_id, seed, backends, rest[0] if rest else ()))
             except Exception:
                 out.append(_error(test_id))
             finally:
                 faulthandler.cancel_dump_traceback_later()
         return out
 
-    def generate_one(self, test_id: str, seed: int, backends: list[str]) -> Generated:
+    def generate_one(self, test_id: str, seed: int, backends: list[str],
+                     avoid: Iterable[str] = ()) -> Generated:
         w = self.worker
         w.backends = [self.by_name[b] for b in backends]  # an invalid test's rows: these
         t0 = time.perf_counter()
         try:
-            tc = w.make_test(test_id, seed)
+            tc = w.make_test(test_id, seed, avoid)
         except Exception as e:  # a generator bug: recorded as invalid, never fatal
             ms = (time.perf_counter() - t0) * 1e3
             return Generated(test_id, seed, None, None,
@@ -132,7 +137,8 @@ class Generator:
         ms = (time.perf_counter() - t0) * 1e3
         if isinstance(prep, TestReport):
             return Generated(test_id, seed, None, None, prep, ms)
-        return Generated(test_id, seed, pack_case(prep), prep.base, None, ms)
+        known = matching(w.cfg.known, tc.graph, backends) if w.cfg.known else {}
+        return Generated(test_id, seed, pack_case(prep), prep.base, None, ms, known)
 
     def feedback(self, outcomes: list[tuple[str, str]]) -> int:
         """Backend verdicts, (test id, `backend:verdict:error_sig`), for the seed pool

@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
@@ -37,7 +37,7 @@ from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
 from ir.coverage import CoverConfig, cover
 from ir.gen_dynshape import wants_dynshape
-from ir.generate import GenConfig
+from ir.generate import GenConfig, generate
 from ir.graph import Graph
 from ir.input_search import make_valid, search_inputs
 from ir.inplace import counts as inplace_counts
@@ -65,6 +65,10 @@ class WorkerConfig:
     float64_shadow: bool = True
     #: extra input sets for tests with control flow (`ir.coverage`)
     coverage: CoverConfig = field(default_factory=CoverConfig)
+    #: known bugs' triggers (`campaign.known`): generation says which backends' a test matches
+    known: list = field(default_factory=list)
+    #: backend spec -> tests an evaluator compiles as one module (`BackendOptions.merge`)
+    merge: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -182,13 +186,19 @@ class FuzzWorker:
         return sb.evaluate(m, job)
 
     # ---- making a test -------------------------------------------------------------------------
-    def make_test(self, test_id: str, seed: int) -> TestCase:
+    def make_test(self, test_id: str, seed: int, avoid: Iterable[str] = ()) -> TestCase:
+        """Test `test_id` from `seed`: deterministic given the seed, the config, the seed
+        pool's history and `avoid`, ops the graph must not hold (capability routing: made for
+        a backend that lacks them; the lineage header records them)."""
         if wants_dynshape(seed, self.cfg.generator):  # symbolic dims (docs/dynshape.md)
             from campaign.dynshape import make_dyn_test
 
             return make_dyn_test(self.cfg, test_id, seed)
         # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
         g, lineage = self.mutation.make(test_id, seed)
+        avoid = frozenset(avoid)
+        if avoid:
+            g, lineage = self._without(g, lineage, seed, avoid)
         # inputs for which every value is valid (NNSmith-style gradient search), dropping the
         # instructions no input can make valid; if nothing valid remains, the plain search's
         # last try is kept and the reference marks the test invalid
@@ -202,6 +212,16 @@ class FuzzWorker:
         covered = cover(g, values, seed, self.cfg.coverage)
         return TestCase(test_id, seed, g, values, lineage, covered.extra,
                         covered.coverage.summary(), ref_outputs=covered.outputs)
+
+    def _without(self, g: Graph, lineage: list[dict[str, Any]], seed: int,
+                 avoid: frozenset[str]) -> tuple[Graph, list[dict[str, Any]]]:
+        """`g` if it holds none of `avoid`, else a graph generated from `seed` by the
+        generator restricted to the rest (no loop/scan/if when those are avoided)."""
+        if not avoid & set(g.op_counts()):
+            lineage[0]["avoid"] = sorted(avoid)
+            return g, lineage
+        return generate(seed, self.cfg.generator.without(avoid)), [{"seed": seed, "seed_id": f"gen/{seed}",
+                                      "avoid": sorted(avoid)}]
 
     # ---- running it ----------------------------------------------------------------------------
     def run(self, test_id: str, seed: int) -> TestReport:

@@ -17,11 +17,12 @@ way on every machine instead of hanging.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import z3
 
@@ -84,6 +85,19 @@ class GenConfig:
 
     def enabled_dtypes(self) -> list[DType]:
         return [DType.from_name(d) for d in self.dtypes]
+
+    def without(self, ops: Iterable[str]) -> "GenConfig":
+        """This config generating none of `ops`: plain ops join `ops_exclude`, a control-flow
+        op (`if`, `loop`, `scan`) gets its chance set to 0."""
+        ops = set(ops)
+        knobs = {knob: 0.0 for op, knob in CONTROL_KNOBS.items() if op in ops}
+        plain = sorted(n for n in ops if n in OP_REGISTRY and n not in CONTROL_KNOBS
+                       and n not in self.ops_exclude)
+        return dataclasses.replace(self, ops_exclude=[*self.ops_exclude, *plain], **knobs)
+
+
+#: the control-flow ops and the GenConfig chance that places each
+CONTROL_KNOBS = {"if": "p_if", "loop": "p_loop", "scan": "p_scan"}
 
 
 #: z3 resource units per check: ~10x the costliest query seen in normal generation

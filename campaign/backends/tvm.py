@@ -46,10 +46,16 @@ TVM_UNSUPPORTED = (
 )
 
 
+#: the GraphIR ops that become the ONNX ops above (`loop` -> Loop, `scan` -> Scan, the
+#: recurrent cells -> LSTM/GRU/RNN): their tests are not sent to TVM (capability routing)
+TVM_LACKS = frozenset({"loop", "scan", "lstm", "gru", "rnn"})
+
+
 class TvmBackend(Backend):
     """TVM Relax on one target (llvm or cuda)."""
 
     UNSUPPORTED = TVM_UNSUPPORTED
+    LACKS = TVM_LACKS
 
     def __init__(self, target: str = "llvm", opt_level: int = 3, pipeline: str = "fused"):
         if target not in ("llvm", "cuda"):

@@ -8,6 +8,11 @@ Files of different schema versions are read by column name (`union_by_name`): a 
 from some files is null there, a column absent from all of them (`n_inplace` before in-place ops
 landed) leaves its feature out with a note, never an error.
 
+A run's `summary.json` (campaign/driver.py's `Summary`), where there is one, gives the per-stage
+core accounting of the core scheduler (generation and each backend: share, core-seconds, tests
+evaluated, tests not applicable, held back, skipped, cut off); older summaries lack those fields
+and give what they have.
+
 Buckets come from the triage `bugs` table of a run (`<run>/bugs.parquet` or
 `<run>/bugs/*.parquet`) where there is one; otherwise they are derived from the rows by
 (backend, target, verdict, stage, error_sig), the same key triage uses for crashes.
@@ -23,6 +28,10 @@ from typing import Optional, Sequence
 import duckdb
 
 RESULTS_DIR = "results"
+#: the run summary the driver writes beside results/
+SUMMARY_FILE = "summary.json"
+#: the generation stage's name in summary.json (campaign/driver.py `GEN`)
+GEN_STAGE = "generate"
 #: verdicts that are compiler findings (docs/results-schema.md "counts as")
 FINDING_VERDICTS = ("mismatch", "crash", "signal", "timeout")
 #: verdicts whose buckets the table lists: findings, and our own bugs
@@ -113,6 +122,15 @@ class Run:
     findings: int = 0
     invalid: int = 0
     has_bugs_table: bool = False
+    #: what summary.json says about the cores: "none" (no summary.json), "unreadable",
+    #: "pre-scheduler" (a summary without the scheduler's fields), "no-scheduler" (cores = 0),
+    #: "scheduler"
+    summary_state: str = "none"
+    cores: Optional[int] = None
+    testing_s: Optional[float] = None
+    testing_deadline_s: Optional[float] = None
+    #: one row per stage (generation first, then the backends): see `core_stages`
+    stages: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -215,6 +233,8 @@ def load(dirs: Sequence[Path], *, max_buckets: int = 500, op_registry: bool = Tr
         raise ReportError("the results hold no rows")
 
     runs = _runs(db, run_dirs)
+    for run in runs:
+        _load_summary(run)
     absent = [lbl for lbl, cols in FEATURES if not any(c in present for c in cols)]
     data = ReportData(
         runs=runs, n_rows=n_rows, n_tests=n_tests, columns=set(present), absent_features=absent,
@@ -257,6 +277,91 @@ def _runs(db: _Db, run_dirs: list[Path]) -> list[Run]:
             backends=r["backends"], tests=r["tests"], rows=r["rows"], start_ms=r["start_ms"],
             duration_s=float(r["dur"] or 0.0), findings=r["findings"], invalid=r["invalid"]))
     return runs
+
+
+def _num(v: object) -> Optional[float]:
+    """A finite number from summary.json, else None (null, absent, a string, a bool)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _int(v: object) -> Optional[int]:
+    n = _num(v)
+    return None if n is None else int(n)
+
+
+def _tally(v: object) -> tuple[Optional[int], list[tuple[str, int]]]:
+    """A count summary.json gives as an int or as {key: int}: the total and the parts, largest
+    first (None: absent)."""
+    if isinstance(v, dict):
+        parts = [(str(k), n) for k, n in ((k, _int(x)) for k, x in v.items()) if n is not None]
+        parts.sort(key=lambda kv: (-kv[1], kv[0]))
+        return sum(n for _, n in parts), parts
+    return _int(v), []
+
+
+def core_stages(summary: dict) -> list[dict]:
+    """Per stage of a run's summary.json (generation, then each backend in the summary's order):
+    stage, share (normalized 0..1), core_s, core_frac (of the core-seconds of all stages),
+    evaluated (generation: the run's tests), per_core_s (evaluated per core-second), calls,
+    not_applicable / held_known (totals, and `*_parts` as (op or bucket, n), largest first),
+    skipped_busy, cut_off, made_for. A field the summary lacks is None."""
+    gen = summary.get("generation")
+    gen = gen if isinstance(gen, dict) else {}
+    backends = summary.get("backends")
+    backends = backends if isinstance(backends, dict) else {}
+    raw = [(GEN_STAGE, gen, True)] + [(str(b), s if isinstance(s, dict) else {}, False)
+                                      for b, s in backends.items()]
+    stages = []
+    for name, s, is_gen in raw:
+        na, na_parts = _tally(s.get("not_applicable"))
+        held, held_parts = _tally(s.get("held_known"))
+        calls = s.get("calls", summary.get("generation_calls") if is_gen else None)
+        stages.append({
+            "stage": name, "generation": is_gen, "share": _num(s.get("share")),
+            "core_s": _num(s.get("core_s")), "core_frac": _num(s.get("core_frac")),
+            "evaluated": _int(summary.get("tests") if is_gen else s.get("evaluated")),
+            "calls": _int(calls), "not_applicable": na, "not_applicable_parts": na_parts,
+            "held_known": held, "held_known_parts": held_parts,
+            "skipped_busy": _int(s.get("skipped_busy")), "cut_off": _int(s.get("cut_off")),
+            "made_for": _int(s.get("made_for")),
+        })
+    used = sum(s["core_s"] for s in stages if s["core_s"] is not None)
+    for s in stages:
+        if s["core_s"] is not None and used > 0:
+            s["core_frac"] = s["core_s"] / used
+        s["per_core_s"] = (s["evaluated"] / s["core_s"]
+                           if s["evaluated"] is not None and s["core_s"] else None)
+    return stages
+
+
+def _load_summary(run: Run) -> None:
+    """Fill the run's core fields from its summary.json (left as they are without one)."""
+    import json
+
+    path = run.dir / SUMMARY_FILE
+    if not path.is_file():
+        return
+    try:
+        summary = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        run.summary_state = "unreadable"
+        return
+    if not isinstance(summary, dict):
+        run.summary_state = "unreadable"
+        return
+    run.stages = core_stages(summary)
+    run.cores = _int(summary.get("cores"))
+    run.testing_s = _num(summary.get("testing_s"))
+    run.testing_deadline_s = _num(summary.get("testing_deadline_s"))
+    keys = ("share", "core_s")
+    if run.cores or any(s[k] is not None for s in run.stages for k in keys):
+        run.summary_state = "scheduler"
+    elif run.cores == 0:
+        run.summary_state = "no-scheduler"
+    else:
+        run.summary_state = "pre-scheduler"
 
 
 def _progress(db: _Db) -> list[dict]:

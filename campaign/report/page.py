@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.offline
 
 from campaign.report import figures
-from campaign.report.data import FEATURES, FINDING_VERDICTS, ReportData
+from campaign.report.data import FEATURES, FINDING_VERDICTS, SUMMARY_FILE, ReportData, Run
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True,
                "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
@@ -50,6 +50,8 @@ td.sig { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 11.5p
 .missing { color: #999; }
 input.filter { margin: 4px 0 8px 0; padding: 4px 8px; width: 320px; }
 nav a { margin-right: 14px; font-size: 13px; }
+.parts { color: #666; font-size: 11px; white-space: nowrap; }
+h3 { font-size: 14px; margin: 12px 0 2px 0; }
 """
 
 # filter the rows of a bucket table by a substring typed into its box
@@ -112,6 +114,93 @@ def _runs_table(data: ReportData, out_dir: Path) -> str:
             f"<td>{'yes' if r.has_bugs_table else 'no'}</td></tr>")
     return (f'<div class="tablewrap"><table id="runs"><thead>{head}</thead>'
             f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+#: the "Where the cores went" table: (heading, stage key, format, tooltip)
+_CORE_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
+    ("share", "share", "pct", "the stage's share of the cores (normalized over the stages)"),
+    ("core-s", "core_s", "sec", "core-seconds the stage used"),
+    ("% of core-s", "core_frac", "pct", "fraction of the core-seconds of all stages"),
+    ("tests", "evaluated", "int", "tests the backend evaluated; generation: tests of the run "
+     "(with at least one row)"),
+    ("tests/core-s", "per_core_s", "rate", "tests per core-second"),
+    ("not applicable", "not_applicable", "int",
+     "tests the backend was not given because they hold ops it lacks (by op)"),
+    ("held back (known bug)", "held_known", "int",
+     "tests held back because they matched a known bug (by bucket)"),
+    ("skipped busy", "skipped_busy", "int", "tests not given to the backend: its queue was full"),
+    ("cut off at the deadline", "cut_off", "int", "tests still in the stage at the deadline"),
+    ("made for it", "made_for", "int", "tests generated to suit this backend (avoiding the ops "
+     "it lacks)"),
+)
+#: why a run's cores table is short, by Run.summary_state
+_CORE_STATES = {
+    "none": f"no {SUMMARY_FILE}: no per-stage numbers.",
+    "unreadable": f"{SUMMARY_FILE} could not be read.",
+    "pre-scheduler": "the run predates the core scheduler: no shares or core-seconds.",
+    "no-scheduler": "no core scheduler in this run (cores = 0): no shares or core-seconds.",
+}
+
+
+def _cell(v: Optional[float], fmt: str) -> str:
+    if v is None:
+        return '<span class="missing">–</span>'
+    if fmt == "pct":
+        return f"{v:.1%}"
+    if fmt == "sec":
+        return f"{v:,.1f}"
+    if fmt == "rate":
+        return f"{v:,.2f}"
+    return f"{int(v):,}"
+
+
+def _parts(parts: list[tuple[str, int]], n: int) -> str:
+    """`loop 120, scan 80`: the first `n` (key, count), and how many more there are."""
+    more = f", … {len(parts) - n} more" if len(parts) > n else ""
+    return ", ".join(f"{k} {c:,}" for k, c in parts[:n]) + more
+
+
+def _cores_table(run: Run) -> str:
+    head = "<tr><th>stage</th>" + "".join(
+        f'<th class=num title="{E(tip)}">{E(h)}</th>' for h, _, _, tip in _CORE_COLUMNS) + "</tr>"
+    body = []
+    for st in run.stages:
+        row = f"<td>{E(st['stage'])}</td>"
+        for _, key, fmt, _ in _CORE_COLUMNS:
+            cell = _cell(st[key], fmt)
+            parts = st.get(key + "_parts") or []
+            if parts:
+                cell = (f'<span title="{E(_parts(parts, 20))}">{cell}</span>'
+                        + (f'<br><span class="parts">{E(_parts(parts, 2))}</span>'
+                           if key == "not_applicable" else ""))
+            row += f"<td class=num>{cell}</td>"
+        body.append(f"<tr>{row}</tr>")
+    return (f'<div class="tablewrap"><table class="cores" id="cores-{run.idx}"><thead>{head}'
+            f"</thead><tbody>{''.join(body)}</tbody></table></div>")
+
+
+def _cores_section(data: ReportData) -> str:
+    parts = []
+    for run in data.runs:
+        facts = []
+        if run.cores:
+            facts.append(f"{run.cores} cores")
+        if run.testing_s is not None:
+            facts.append(f"testing {_fmt_dur(run.testing_s)}" + (
+                f" of a {_fmt_dur(run.testing_deadline_s)} deadline"
+                if run.testing_deadline_s is not None else " (a test budget, no deadline)"))
+        note = _CORE_STATES.get(run.summary_state, "")
+        line = "; ".join(facts + ([note] if note else []))
+        parts.append(f'<h3>{E(run.label)}</h3><p class="note">{E(line)}</p>'
+                     + (_cores_table(run) if run.stages else ""))
+    return ('<section id="s-cores"><h2>Where the cores went</h2><p class="note">'
+            f"Per run, from its {SUMMARY_FILE}: per stage (generation, then each backend) its "
+            "share of the cores, the core-seconds it used and their fraction of all stages', "
+            "the tests it evaluated and tests per core-second, and the tests that got no row "
+            "there: not applicable (ops the backend lacks; the top ops below, all on hover), "
+            "held back as a known bug (buckets on hover), skipped while the backend was busy, "
+            "cut off at the deadline; and the tests made for the backend.</p>"
+            + "".join(parts) + "</section>")
 
 
 def _links(paths: Sequence[Path], out_dir: Path, text: str) -> str:
@@ -233,6 +322,7 @@ def render(data: ReportData, out: Path, *, title: Optional[str] = None,
     body = "".join(sections[:3]) + "".join(tables) + "".join(sections[3:])
     links = [(f"s-{i}", h) for i, h, _, _ in plots]
     links.insert(3, ("s-bugs" if data.bugs else "s-buckets", "Buckets"))
+    links.insert(0, ("s-cores", "Where the cores went"))
     nav = "".join(f'<a href="#{i}">{E(h)}</a>' for i, h in links)
     cards = [("campaigns", len(campaigns)), ("runs", len(data.runs)),
              ("tests", f"{data.n_tests:,}"), ("result rows", f"{data.n_rows:,}"),
@@ -256,6 +346,7 @@ def render(data: ReportData, out: Path, *, title: Optional[str] = None,
 <div class="cards">{cards_html}</div>
 <nav>{nav}</nav>
 <section id="s-runs"><h2>Runs</h2>{_runs_table(data, out_dir)}</section>
+{_cores_section(data)}
 {body}
 </main>
 <script>{FILTER_JS}</script>

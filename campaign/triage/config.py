@@ -21,9 +21,11 @@ class TriageConfig:
     max_tests: int = 300
     #: seconds per reduction
     max_seconds: float = 300.0
-    #: seconds for all reductions of one triage; later ones are skipped (a duration "10m" or
-    #: seconds); "0" for no reductions
-    budget: str = "15m"
+    #: wall-clock seconds for one triage (reductions, re-runs, repro checks); what does not
+    #: fit is left for `python -m campaign.triage`: a duration ("10m"), a share of a
+    #: wall-clock campaign budget ("25%"; 15 minutes under a test budget or offline), or "0"
+    #: for no reductions. After a campaign it is a hard limit (campaign/budget_plan.py)
+    budget: str = "25%"
     #: sandbox timeout (seconds) per candidate, and per re-run of a crash, signal or mismatch
     #: finding; a timeout finding is re-run (and reduced) at the limit the campaign confirmed
     #: it at (its `confirm_limit_s`; this for findings without one)
@@ -47,8 +49,12 @@ def problem(t: TriageConfig) -> str | None:
     """What is wrong with a triage config (one line naming the field), or None."""
     import re
 
-    if not re.fullmatch(r"0|\d+(\.\d+)?[smh]", str(t.budget).strip()):
-        return f"triage.budget: a duration like 10m (or 0: no reductions), got {t.budget!r}"
+    text = str(t.budget).strip()
+    if not re.fullmatch(r"0|\d+(\.\d+)?[smh]|\d+(\.\d+)?%", text):
+        return (f"triage.budget: a duration like 10m, a share like 25% (or 0: no reductions), "
+                f"got {t.budget!r}")
+    if text.endswith("%") and not 0 < float(text[:-1]) < 100:
+        return f"triage.budget: a share must be between 0% and 100%, got {t.budget!r}"
     bad = [v for v in t.reduce_verdicts if v not in _VERDICTS]
     if bad:
         return f"triage.reduce_verdicts: {bad[0]!r} is not one of {', '.join(_VERDICTS)}"

@@ -13,6 +13,7 @@ their names and types).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -107,6 +108,10 @@ def confirmed_limit(info: dict[str, Any], default: float) -> float:
     return float(default)
 
 
+#: the shortest limit a deadline cuts an evaluation's to
+MIN_LIMIT_S = 2.0
+
+
 class BackendRunner:
     """Evaluates test cases on one backend as the campaign does (`FuzzWorker.run_case`, the
     backend in a sandbox process). Reused across reductions; `close()` stops the sandbox.
@@ -126,6 +131,9 @@ class BackendRunner:
         self.worker = FuzzWorker(WorkerConfig(backends=[spec], sandbox=sandbox, limits=limits),
                                  name="triage")
         self.calls = 0
+        #: monotonic time no evaluation may run past (a campaign's wall-clock budget): each
+        #: one's limit is cut to the time left, at least `MIN_LIMIT_S`; None: no deadline
+        self.deadline: Optional[float] = None
 
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
             extra_sets: list[dict[str, np.ndarray]] = ()) -> tuple[dict[str, Any], Any, Any]:
@@ -134,6 +142,10 @@ class BackendRunner:
 
         self.calls += 1
         tc = TestCase(test_id, seed, graph, dict(values), [{"seed": seed}], list(extra_sets))
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            for sb in self.worker.sandboxes.values():
+                sb.cfg.timeout_s = min(self.timeout_s, max(MIN_LIMIT_S, left))
         report = self.worker.run_case(tc)
         row = report.rows[0]
         finding = report.findings[0] if report.findings else None
@@ -196,7 +208,10 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     first = expect.get("mismatch_input_set") or 0
     order = [first] + [k for k in range(len(sets)) if k != first] if len(sets) > 1 else []
     values, extra = case.values, list(case.extra_sets)
+    deadline = runner.deadline
     for k in order:
+        if deadline is not None and time.monotonic() >= deadline:
+            break
         r, f, t = runner.run(case.test_id, case.seed, case.graph, sets[k], [])
         if same_failure(expect, r):
             values, extra = sets[k], []
@@ -213,6 +228,12 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
             best.update(row=r, finding=f, tc=t)
         return ok
 
+    if deadline is not None:
+        max_seconds = min(max_seconds, deadline - time.monotonic())
+        if max_seconds <= 0:  # confirmed, but no time is left to reduce it
+            files = finding.files if finding is not None else {}
+            return Reduction(case, "confirmed", case.graph, case.values, list(case.extra_sets),
+                             row, files, tc, note="no time left to reduce it")
     res = reduce_graph(case.graph, values, predicate,
                        ReduceConfig(max_tests=max_tests, max_seconds=max_seconds,
                                     seed=case.seed), log=log)

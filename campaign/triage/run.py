@@ -47,11 +47,16 @@ class TriageReport:
     reductions: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: steps (reductions, re-runs, repro checks) left undone for lack of time
+    skipped: int = 0
 
     def text(self) -> str:
         bugs = [b for b in self.buckets if b.key.kind == "bug"]
         lines = [f"triage: {len(self.buckets)} buckets ({len(bugs)} compiler bugs), "
                  f"{self.reductions} reductions in {self.seconds:.0f} s -> {self.table}"]
+        if self.skipped:
+            lines.append(f"triage: {self.skipped} steps did not fit the budget; continue with "
+                         f"`python -m campaign.triage {self.out_dir}`")
         for b in sorted(bugs, key=lambda b: (-b.count, b.key.id)):
             size = (f"{b.original_insts}->{b.reduced_insts} insts"
                     if b.reduced_insts is not None else "not reduced")
@@ -101,21 +106,21 @@ def _rows_from_folders(findings: Path, root: Path) -> list[dict[str, Any]]:
 
 
 def _budget_seconds(text: str) -> float:
-    from campaign.config import parse_budget
+    from campaign.budget_plan import triage_seconds
 
-    t = str(text).strip()
-    if t in ("0", "0s", ""):
-        return 0.0
-    b = parse_budget(t)
-    if b.seconds is None:
-        raise ValueError(f"triage.budget: a duration like 10m, got {text!r}")
-    return b.seconds
+    return triage_seconds(text, None)
 
 
 # ---- the triage ---------------------------------------------------------------------------------
 
+#: under a hard deadline: a reduction starts only with this many seconds left, and a repro.py
+#: is checked only with this many (a fresh Python importing torch takes a few)
+MIN_REDUCTION_S = 5.0
+MIN_REPRO_S = 10.0
+
 class _Triage:
-    def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None]):
+    def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None],
+                 deadline: Optional[float] = None):
         self.out = out_dir
         self.cfg = cfg
         self.log = log
@@ -124,6 +129,13 @@ class _Triage:
         self.known = known_bucket_ids(list(cfg.known))
         self.runners: dict[str, Any] = {}
         self.deadline = time.monotonic() + _budget_seconds(cfg.budget)
+        #: a hard deadline (a campaign's wall-clock budget): every step, re-runs and repro
+        #: checks included, ends by it; what does not fit is left for a later triage
+        self.hard = deadline is not None
+        if deadline is not None:
+            self.deadline = deadline
+        self.skipped = 0  #: steps left undone for lack of time (hard deadline)
+        self.bar: Any = None
         self.reductions = 0
         #: bucket key -> the Reduction that represents it (smallest reduced graph)
         self.best: dict[BucketKey, Any] = {}
@@ -159,7 +171,25 @@ class _Triage:
         limit = self.cfg.timeout_s if timeout_s is None else timeout_s
         if (spec, limit) not in self.runners:
             self.runners[(spec, limit)] = BackendRunner(spec, timeout_s=limit)
+            if self.hard:
+                self.runners[(spec, limit)].deadline = self.deadline
         return self.runners[(spec, limit)]
+
+    def fits(self, seconds: float) -> bool:
+        """Whether a step that may take `seconds` can still start: any time left, or under a
+        hard deadline, that much (a step that does not fit is counted as skipped)."""
+        left = self.time_left()
+        ok = left > 0 and (not self.hard or left >= seconds)
+        if not ok and self.hard:
+            self.skipped += 1
+        return ok
+
+    def tick(self, what: str) -> None:
+        """Advance the progress bar (seconds of the budget used) and say what is running."""
+        if self.bar is not None:
+            used = max(0.0, self.bar.total - max(self.time_left(), 0.0))
+            self.bar.update(round(used - self.bar.n, 1))
+            self.bar.set_postfix_str(what[:40], refresh=True)
 
     def close(self) -> None:
         for r in self.runners.values():
@@ -178,8 +208,11 @@ class _Triage:
         if case is None:
             return None
         left = self.time_left()
-        if left <= 0:
+        # under a hard deadline a timeout's reduction must fit a few of its candidate runs
+        need = 3 * self.limit(case.info) if case.verdict == "timeout" else MIN_REDUCTION_S
+        if not self.fits(need):
             return None
+        self.tick(f"reducing {case.backend} {case.verdict}")
         self.log(f"triage: reducing {finding_dir} ({case.graph.num_insts()} insts) on "
                  f"{case.backend}")
         t0 = time.monotonic()
@@ -275,7 +308,9 @@ class _Triage:
             return
         red = Reduction(case, "not reduced", case.graph, case.values, case.extra_sets)
         b = self.buckets.get(key)
-        if key.kind == "bug" and b is not None and b.new and self.time_left() > 0:
+        if key.kind == "bug" and b is not None and b.new and self.fits(
+                min(self.limit(case.info), MIN_REDUCTION_S)):
+            self.tick(f"re-running {case.backend} {case.verdict}")
             try:
                 row, finding, tc = self.runner(case.backend, self.limit(case.info)).run(
                     case.test_id, case.seed, case.graph, case.values, case.extra_sets)
@@ -383,13 +418,17 @@ class _Triage:
                     b.note = f"no repro.py: {written['codegen_error']}"[:500]
             else:
                 b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
+                # a timeout's repro ends itself once its wait is over (a watchdog); the
+                # check leaves it the time to import its libraries and to say so
+                limit = (written.get("timeout_s", self.cfg.timeout_s) + REPRO_IMPORT_S
+                         if key.verdict == "timeout" else self.cfg.repro_timeout_s)
+                if self.hard and key.verdict != "timeout":
+                    limit = min(limit, self.time_left())
                 if self.cfg.check_repro and key.kind == "bug" and (
-                        b.new or self.time_left() > 0):
+                        (b.new and not self.hard) or self.fits(
+                            limit if key.verdict == "timeout" else MIN_REPRO_S)):
+                    self.tick(f"checking repro {key.id}")
                     error_class = (red.row or {}).get("error_class") if red.row else None
-                    # a timeout's repro ends itself once its wait is over (a watchdog); the
-                    # check leaves it the time to import its libraries and to say so
-                    limit = (written.get("timeout_s", self.cfg.timeout_s) + REPRO_IMPORT_S
-                             if key.verdict == "timeout" else self.cfg.repro_timeout_s)
                     outcome, tail = check_repro(dest, key.verdict, error_class, limit)
                     b.repro_status = outcome
                     if outcome != "reproduced":
@@ -409,8 +448,11 @@ class _Triage:
 
 
 def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Optional[Path] = None,
-           log: Callable[[str], None] = print) -> TriageReport:
-    """Triage a campaign output dir, a findings dir, or one finding folder (module doc)."""
+           log: Callable[[str], None] = print, deadline: Optional[float] = None,
+           progress: bool = False) -> TriageReport:
+    """Triage a campaign output dir, a findings dir, or one finding folder (module doc).
+    `deadline` (monotonic): a hard end for every step (a campaign's wall-clock budget);
+    `progress`: a progress bar of the time budget on stderr."""
     path = Path(path)
     t0 = time.monotonic()
     if (path / "graph.gir").is_file() or (path / "info.json").is_file():
@@ -424,14 +466,22 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Optional[Path] =
     else:  # a findings dir itself
         out_dir, rows = path.parent, _rows_from_folders(path, path.parent)
     out_dir = Path(out) if out is not None else out_dir
-    t = _Triage(out_dir, cfg, log)
+    t = _Triage(out_dir, cfg, log, deadline)
     try:
+        if progress and t.time_left() > 0:
+            from tqdm import tqdm
+
+            t.bar = tqdm(total=round(t.time_left(), 1), unit="s", desc="triage", disable=None,
+                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s "
+                                    "{postfix}")
         t.run(rows)
         table = t.write()
     finally:
+        if t.bar is not None:
+            t.bar.close()
         t.close()
     return TriageReport(out_dir, list(t.buckets.values()), table, t.reductions,
-                        time.monotonic() - t0)
+                        time.monotonic() - t0, skipped=t.skipped)
 
 
 def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
@@ -469,14 +519,15 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
                         time.monotonic() - t0)
 
 
-def triage_campaign(out_dir: Path, cfg: TriageConfig, log: Callable[[str], None] = print
-                    ) -> Optional[TriageReport]:
-    """The triage a campaign runs when it ends (`cfg.enabled`); never raises: a triage failure
-    is logged, the campaign's results stay as they are."""
+def triage_campaign(out_dir: Path, cfg: TriageConfig, log: Callable[[str], None] = print,
+                    deadline: Optional[float] = None) -> Optional[TriageReport]:
+    """The triage a campaign runs when it ends (`cfg.enabled`), by `deadline` if given (the
+    campaign's wall-clock budget), with a progress bar; never raises: a triage failure is
+    logged, the campaign's results stay as they are."""
     if not cfg.enabled:
         return None
     try:
-        report = triage(out_dir, cfg, log=log)
+        report = triage(out_dir, cfg, log=log, deadline=deadline, progress=True)
     except Exception as e:
         import traceback
 

@@ -17,8 +17,9 @@ from campaign.schema import RESULT_SCHEMA
 from campaign.storage import read_results, read_sweep, sweep_files
 
 REPO = Path(__file__).resolve().parents[2]
-#: one generation and one ORT actor; flushes every half second
-COMMON = ["campaign.workers=1", "ray.temp_dir=/tmp/dsray-cli", "campaign.flush_every_s=0.5"]
+#: the smoke preset (ORT alone), one generation and one ORT actor; flushes every half second
+COMMON = ["campaign=smoke", "campaign.workers=1", "ray.temp_dir=/tmp/dsray-cli",
+          "campaign.flush_every_s=0.5"]
 
 
 def _start(*args: str) -> subprocess.Popen:
@@ -85,7 +86,7 @@ def test_multirun_sweep_writes_one_dataset_per_campaign_read_as_one(tmp_path):
     sweep = tmp_path / "sweep"
     proc = subprocess.run(
         [sys.executable, "run.py", "-m", "campaign=smoke,cpu_ort", "campaign.budget=6",
-         *COMMON, f"hydra.sweep.dir={sweep}"],
+         *COMMON[1:], f"hydra.sweep.dir={sweep}"],
         cwd=REPO, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     files = sweep_files(sweep)

@@ -20,14 +20,43 @@ def _compose(*overrides: str):
         return compose("config", overrides=list(overrides))
 
 
-def test_smoke_is_the_default_and_converts_to_dataclasses():
+def test_the_tour_is_the_default_and_converts_to_dataclasses():
+    """`python run.py` shows the product: dynamic graphs on four compilers, two minutes of
+    wall clock, the triage and report.html at the end."""
     cfg = to_config(_compose())
-    assert cfg.campaign.name == "smoke"
-    assert cfg.campaign.backends == ["ort"]
+    assert cfg.campaign.name == "tour"
+    assert cfg.campaign.backends == ["ort", "tvm", "inductor?dialect=mixed", "onnx_export"]
     assert isinstance(cfg.generator, GenConfig) and isinstance(cfg.mutation, MutationConfig)
+    assert cfg.generator.p_if > 0 and cfg.generator.p_loop > 0 and cfg.generator.p_inplace > 0
     assert cfg.ray.address is None and cfg.output.dir is None
-    budget = validate(cfg)
-    assert budget.tests is not None and budget.tests >= 50
+    assert cfg.campaign.report and cfg.triage.enabled and cfg.triage.budget == "25%"
+    assert validate(cfg) == Budget(seconds=120.0)
+
+
+def test_shares_cores_and_triage_shares_are_checked():
+    from campaign.budget_plan import BudgetPlan
+
+    for override, msg in [
+        ("campaign.backend_options.ort.share=0", "campaign.backend_options.ort.share: must be > 0, got 0.0"),
+        ("campaign.generation.share=-1", "campaign.generation.share: must be > 0, got -1.0"),
+        ("campaign.cores=-2", "campaign.cores: must be >= 0, got -2"),
+        ("campaign.known_rate=2", "campaign.known_rate: must be in [0, 1], got 2.0"),
+        ("triage.budget=150%", "triage.budget: a share must be between 0% and 100%, got '150%'"),
+        ("triage.budget=soon", "triage.budget: a duration like 10m, a share like 25% (or 0: "
+                               "no reductions), got 'soon'"),
+    ]:
+        with pytest.raises(ConfigError) as ei:
+            validate(to_config(_compose("campaign=smoke", override)))
+        assert str(ei.value) == msg
+    cfg = to_config(_compose("campaign.budget=2m", "triage.budget=2m"))
+    with pytest.raises(ConfigError) as ei:
+        BudgetPlan.of(validate(cfg), cfg.triage.budget)
+    assert str(ei.value) == ("triage.budget: 2m (120 s) leaves no time for testing in "
+                             "campaign.budget=120 s (3.6 s are kept for stopping): give the "
+                             "triage less, or the campaign more")
+    plan = BudgetPlan.of(validate(to_config(_compose("campaign.budget=10m"))), "25%")
+    assert (plan.testing_s, plan.triage_s, plan.total_s) == (600 - 150 - 15, 150, 600)
+    assert BudgetPlan.of(validate(to_config(_compose("campaign=smoke"))), "25%").testing_s is None
 
 
 def test_cpu_ort_preset_and_budget_override():
@@ -104,7 +133,7 @@ def test_key_appended_with_plus_is_rejected(override, key):
 
 def test_every_preset_composes_and_validates():
     presets = sorted(p.stem for p in (Path(CONF_DIR) / "campaign").glob("*.yaml"))
-    assert {"smoke", "cpu_ort", "cpu_all", "cpu_dynamic", "cpu_tvm", "gpu_tvm"} <= set(presets)
+    assert {"tour", "smoke", "cpu_ort", "cpu_all", "cpu_dynamic", "cpu_tvm", "gpu_tvm"} <= set(presets)
     for name in presets:
         cfg = to_config(_compose(f"campaign={name}"))
         assert cfg.campaign.name == name

@@ -52,7 +52,7 @@ class Gen:
         self.cfg = cfg
 
     def generate(self, items):
-        return [Made(t, s, f"{t}|{s}", _base(t, s), None) for t, s, _ in items]
+        return [Made(t, s, f"{t}|{s}", _base(t, s), None) for t, s, *_ in items]
 
     def feedback(self, outcomes):
         with open(self.cfg.out, "a") as f:

@@ -242,3 +242,110 @@ def test_bugs_tables_of_several_runs_merge_per_bucket(tmp_path):
     assert got == {k: [c, n, f"{fs:%Y-%m-%d %H:%M:%S}"] for k, (c, n, fs) in want.items()}
     assert any(n == 2 for _, n, _ in got.values())
     assert data.buckets == []  # every run has a bugs table: nothing derived
+
+
+def _cores_rows(html: str, run_idx: int) -> list[list[str]]:
+    """The cells of a run's "Where the cores went" table, tags stripped (title attributes kept
+    out), one list per stage."""
+    m = re.search(rf'<table class="cores" id="cores-{run_idx}">.*?<tbody>(.*?)</tbody>', html,
+                  re.S)
+    assert m, f"no cores table for run {run_idx}"
+    return [[re.sub(r"<br>", " | ", re.sub(r"<(?!br>)[^>]*>", "", c))
+             for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
+            for tr in re.findall(r"<tr>(.*?)</tr>", m.group(1), re.S)]
+
+
+def test_where_the_cores_went(tmp_path):
+    """A run with the core scheduler's summary.json fields: one row per stage with its share,
+    core-seconds, fraction, tests, tests per core-second and the counts of tests with no row."""
+    import html as _html
+    import json
+
+    run = tmp_path / "c" / "t1"
+    write_run(run, campaign="c", n_tests=40, backends=("ort", "tvm"), seed=5,
+              op_names=("add", "loop", "scan"))
+    summary = {
+        "campaign": "c", "tests": 40, "cores": 8, "testing_s": 590.5, "testing_deadline_s": 600.0,
+        "generation": {"share": 0.2, "core_s": 1200.0, "core_frac": 0.25, "calls": 17,
+                       "cut_off": 3},
+        "backends": {
+            "ort": {"target": "cpu", "evaluated": 1500, "share": 0.5, "core_s": 2400.0,
+                    "skipped_busy": 7, "not_applicable": {"scan": 80, "loop": 120, "if": 5},
+                    "made_for": 11, "held_known": {"ort|crash|<sig>": 9, "ort|mismatch|x": 4},
+                    "cut_off": 2, "calls": 90},
+            "tvm@cuda": {"target": "cuda", "evaluated": 800, "share": 0.3, "core_s": 1200.0,
+                         "skipped_busy": 0, "not_applicable": {}, "made_for": 0,
+                         "held_known": {}, "cut_off": 0},
+        },
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    out = tmp_path / "r.html"
+    res = build_report([tmp_path / "c"], out, op_registry=False)
+    (r,) = res.data.runs
+    assert (r.summary_state, r.cores, r.testing_s, r.testing_deadline_s) == (
+        "scheduler", 8, 590.5, 600.0)
+    gen, ort, tvm = r.stages
+    assert [s["stage"] for s in r.stages] == ["generate", "ort", "tvm@cuda"]
+    # fractions of the 4,800 core-seconds used; tests per core-second
+    assert (gen["core_frac"], ort["core_frac"], tvm["core_frac"]) == (0.25, 0.5, 0.25)
+    assert ort["per_core_s"] == 1500 / 2400 and gen["per_core_s"] == 40 / 1200
+    assert ort["not_applicable"] == 205 and ort["not_applicable_parts"][:2] == [
+        ("loop", 120), ("scan", 80)]
+    assert ort["held_known"] == 13
+
+    page = out.read_text()
+    assert 'href="#s-cores"' in page and "<h2>Where the cores went</h2>" in page
+    assert "8 cores; testing 9.8 min of a 10.0 min deadline" in page
+    for h in ("share", "core-s", "% of core-s", "tests", "tests/core-s", "not applicable",
+              "held back (known bug)", "skipped busy", "cut off at the deadline", "made for it"):
+        assert f">{_html.escape(h)}</th>" in page, h
+    dash = "–"
+    assert _cores_rows(page, 0) == [
+        ["generate", "20.0%", "1,200.0", "25.0%", "40", "0.03", dash, dash, dash, "3", dash],
+        ["ort", "50.0%", "2,400.0", "50.0%", "1,500", "0.62",
+         "205 | loop 120, scan 80, … 1 more", "13", "7", "2", "11"],
+        ["tvm@cuda", "30.0%", "1,200.0", "25.0%", "800", "0.67", "0", "0", "0", "0", "0"],
+    ]
+    # the tooltips: every op and bucket, HTML escaped
+    assert 'title="loop 120, scan 80, if 5">205</span>' in page
+    assert 'title="ort|crash|&lt;sig&gt; 9, ort|mismatch|x 4">13</span>' in page
+    assert "<sig>" not in page
+    assert res.plot_ids == PLOT_IDS
+
+
+def test_where_the_cores_went_without_the_scheduler_fields(tmp_path):
+    """A summary.json from before the scheduler gives the counts it has, with a note; a run
+    without summary.json, or with cores = 0, says so."""
+    import json
+
+    old, none, nosched = (tmp_path / "c" / n for n in ("t1", "t2", "t3"))
+    for k, d in enumerate((old, none, nosched)):
+        write_run(d, campaign="c", n_tests=20, backends=("ort",), seed=20 + k,
+                  op_names=("add", "mul"))
+    (old / "summary.json").write_text(json.dumps({
+        "campaign": "c", "tests": 20, "generation_calls": 4,
+        "backends": {"ort": {"target": "cpu", "actors": 1, "evaluated": 20, "skipped_busy": 2,
+                             "calls": 5}}}))
+    (nosched / "summary.json").write_text(json.dumps({
+        "tests": 20, "cores": 0, "testing_s": 12.0, "testing_deadline_s": None,
+        "generation": {"calls": 4, "cut_off": 0},
+        "backends": {"ort": {"evaluated": 20, "skipped_busy": 0, "share": None, "core_s": None,
+                             "not_applicable": {"mul": 3}, "made_for": 0, "held_known": {},
+                             "cut_off": 0}}}))
+    out = tmp_path / "r.html"
+    res = build_report([tmp_path / "c"], out, op_registry=False)
+    states = {r.dir.name: r.summary_state for r in res.data.runs}
+    assert states == {"t1": "pre-scheduler", "t2": "none", "t3": "no-scheduler"}
+    page = out.read_text()
+    assert "the run predates the core scheduler: no shares or core-seconds." in page
+    assert "no summary.json: no per-stage numbers." in page
+    assert ("testing 12.0 s (a test budget, no deadline); no core scheduler in this run "
+            "(cores = 0): no shares or core-seconds.") in page
+    idx = {r.dir.name: r.idx for r in res.data.runs}
+    dash = "–"
+    assert _cores_rows(page, idx["t1"]) == [
+        ["generate", dash, dash, dash, "20", dash, dash, dash, dash, dash, dash],
+        ["ort", dash, dash, dash, "20", dash, dash, dash, "2", dash, dash]]
+    assert _cores_rows(page, idx["t3"])[1] == [
+        "ort", dash, dash, dash, "20", dash, "3 | mul 3", "0", "0", "0", "0"]
+    assert f'id="cores-{idx["t2"]}"' not in page

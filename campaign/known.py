@@ -1,0 +1,116 @@
+"""Known bugs' triggers: which new tests would most likely hit a bug already found.
+
+A compiler-bug bucket the triage confirmed (in `triage.known`'s bugs tables, or on resume in the
+run's own) has a reduced graph: the few instructions that still fail. Its **trigger** is that
+graph's op skeleton:
+  - `ops`: the op names it holds (bodies included: an `if` and the ops of its branches);
+  - `edges`: every (producer op, consumer op) pair where one instruction's result is read by
+    another (in the same scope; a body's instructions reading each other too).
+A test *matches* a trigger when its graph holds every op and every edge of it. Shapes, dtypes
+and attributes are ignored on purpose: a reduced graph keeps only what the failure needs, so
+a larger graph holding the same skeleton is most likely the same bug again; and the cost of a
+wrong match is small (the test still goes to every other backend, and `campaign.known_rate`
+of the matching tests still go to that one, so a bug that needs more than the skeleton, or a
+second bug behind it, is still seen).
+
+Plain data (the triggers cross to the generation actors in their config); no Ray, no torch.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ir.graph import Graph
+
+log = logging.getLogger(__name__)
+
+#: bucket kinds with a trigger (compiler bugs; `ours` and `known` gaps have none)
+_BUG = "bug"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """The op skeleton of a known bug's reduced graph, for the backend it fails on."""
+
+    bucket: str
+    backend: str
+    ops: frozenset[str]
+    edges: frozenset[tuple[str, str]]
+
+    def matches(self, ops: frozenset[str], edges: frozenset[tuple[str, str]]) -> bool:
+        return self.ops <= ops and self.edges <= edges
+
+
+def skeleton(g: Graph) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """(ops, edges) of a graph, bodies included (module doc)."""
+    ops: set[str] = set()
+    edges: set[tuple[str, str]] = set()
+
+    def walk(scope: Graph) -> None:
+        producer: dict[str, str] = {}
+        for inst in scope.insts:
+            ops.add(inst.op.name)
+            for a in inst.args:
+                if a in producer:
+                    edges.add((producer[a], inst.op.name))
+            for r in inst.results:
+                producer[r.name] = inst.op.name
+            for body in inst.blocks:
+                walk(body)
+
+    walk(g)
+    return frozenset(ops), frozenset(edges)
+
+
+def matching(triggers: Iterable[Trigger], g: Graph, backends: Iterable[str]) -> dict[str, str]:
+    """backend -> the bucket of the first trigger of that backend `g` matches."""
+    wanted = set(backends)
+    mine = [t for t in triggers if t.backend in wanted]
+    if not mine:
+        return {}
+    ops, edges = skeleton(g)
+    out: dict[str, str] = {}
+    for t in mine:
+        if t.backend not in out and t.matches(ops, edges):
+            out[t.backend] = t.bucket
+    return out
+
+
+def load_triggers(paths: Iterable[str | Path]) -> list[Trigger]:
+    """The triggers of the confirmed compiler-bug buckets in bugs tables (a `bugs.parquet`,
+    or an output dir holding one): each bucket's reduced graph (`graph.gir` in its folder,
+    relative to the table's dir). A bucket without a reduced graph on disk has no trigger."""
+    from campaign.triage.buckets import BUGS_FILE, read_bugs_table
+    from ir.text import load
+
+    out: list[Trigger] = []
+    seen: set[str] = set()
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            path = path / BUGS_FILE
+        if not path.is_file():
+            continue
+        for row in read_bugs_table(path).to_pylist():
+            if row["kind"] != _BUG or row["bucket"] in seen or row.get("confirmed") is False:
+                continue
+            folder = _folder(path.parent, row.get("artifact_path"))
+            if folder is None or row.get("reduced_insts") is None:
+                continue
+            try:
+                ops, edges = skeleton(load(folder / "graph.gir"))
+            except Exception as e:  # an unreadable folder costs its trigger, nothing else
+                log.warning("known bug %s: no trigger (%s: %s)", row["bucket"], type(e).__name__, e)
+                continue
+            seen.add(row["bucket"])
+            out.append(Trigger(row["bucket"], row["backend"], ops, edges))
+    return out
+
+
+def _folder(root: Path, artifact_path: Optional[str]) -> Optional[Path]:
+    if not artifact_path:
+        return None
+    folder = root / artifact_path
+    return folder if (folder / "graph.gir").is_file() else None

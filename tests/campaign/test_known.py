@@ -1,0 +1,77 @@
+"""Known bugs' triggers (campaign/known.py): a reduced graph's op skeleton matches the larger
+tests that hold it, and not a new pattern; triggers load from a bugs table's bug folders."""
+from __future__ import annotations
+
+from campaign.known import Trigger, load_triggers, matching, skeleton
+from campaign.triage.buckets import Bucket, BucketKey, write_bugs_table
+from ir.text import parse, print_graph
+
+REDUCED = """graph main(%x: f32[4]) {
+  %a = atan(%x) : f32[4]
+  %b = sin(%a) : f32[4]
+  return %b
+}"""
+
+#: holds atan -> sin (shapes, params and more ops around it): the known bug again
+SAME_AGAIN = """graph main(%x: f32[2,3], %w: param f32[2,3]) {
+  %m = mul(%x, %w) : f32[2,3]
+  %a = atan(%m) : f32[2,3]
+  %b = sin(%a) : f32[2,3]
+  %c = exp(%b) : f32[2,3]
+  return %c
+}"""
+
+#: both ops, but not atan feeding sin: a new pattern
+NEW_PATTERN = """graph main(%x: f32[4]) {
+  %s = sin(%x) : f32[4]
+  %a = atan(%s) : f32[4]
+  return %a
+}"""
+
+IF_BUG = """graph main(%p: b8[], %x: f32[3]) {
+  %r = if(%p, %x) : f32[3] {
+    graph then(%t: f32[3]) {
+      %u = neg(%t) : f32[3]
+      %v = abs(%u) : f32[3]
+      return %v
+    }
+    graph else(%e: f32[3]) {
+      return %e
+    }
+  }
+  return %r
+}"""
+
+
+def test_skeleton_has_ops_and_producer_consumer_edges_bodies_included():
+    assert skeleton(parse(REDUCED)) == (frozenset({"atan", "sin"}),
+                                        frozenset({("atan", "sin")}))
+    ops, edges = skeleton(parse(IF_BUG))
+    assert ops == {"if", "neg", "abs"} and edges == {("neg", "abs")}
+
+
+def test_a_trigger_matches_the_bug_again_but_not_a_new_pattern():
+    ops, edges = skeleton(parse(REDUCED))
+    known = [Trigger("tvm-crash-0123456789", "tvm", ops, edges)]
+    assert matching(known, parse(SAME_AGAIN), ["ort", "tvm"]) == {"tvm": "tvm-crash-0123456789"}
+    assert matching(known, parse(NEW_PATTERN), ["ort", "tvm"]) == {}
+    assert matching(known, parse(SAME_AGAIN), ["ort"]) == {}  # another backend's bug
+
+
+def test_load_triggers_from_a_bugs_table(tmp_path):
+    reduced = parse(REDUCED)
+    bug = Bucket(BucketKey("tvm", "cpu", "crash", "compile", "InternalError: x"),
+                 reduced_insts=2, confirmed=True)
+    folder = tmp_path / "bugs" / bug.key.id
+    folder.mkdir(parents=True)
+    (folder / "graph.gir").write_text(print_graph(reduced))
+    bug.artifact_path = f"bugs/{bug.key.id}"
+    unreduced = Bucket(BucketKey("ort", "cpu", "crash", "run", "Fail: y"))  # no graph: none
+    ours = Bucket(BucketKey("ort", "cpu", "invalid", "reference", "Nan"), reduced_insts=1)
+    write_bugs_table(tmp_path / "bugs.parquet", [bug, unreduced, ours])
+
+    triggers = load_triggers([tmp_path])
+    assert triggers == [Trigger(bug.key.id, "tvm", frozenset({"atan", "sin"}),
+                                frozenset({("atan", "sin")}))]
+    assert load_triggers([tmp_path / "bugs.parquet", tmp_path]) == triggers  # once each
+    assert load_triggers([tmp_path / "nothing-here"]) == []
