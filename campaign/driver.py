@@ -186,14 +186,13 @@ class Summary:
             lines.append("skipped while busy (no row): " + ", ".join(
                 f"{b} {n}" for b, n in sorted(busy.items())))
         for key, what in (("not_applicable", "not applicable (no row; ops it lacks)"),
+                          ("made_for", "made for a backend that would idle (without those ops)"),
                           ("held_known", "held back: matched a known bug (no row)"),
                           ("cut_off", "cut off at the deadline (no row)")):
             per = {b: s[key] for b, s in self.backends.items() if s.get(key)}
             if per:
                 lines.append(f"{what}: " + "; ".join(
-                    f"{b} {sum(c.values()) if isinstance(c, dict) else c}"
-                    + (" (" + ", ".join(f"{k} {n}" for k, n in sorted(c.items(), key=lambda kv: -kv[1])[:4]) + ")"
-                       if isinstance(c, dict) and key == "not_applicable" else "")
+                    f"{b} {_count_text(c, top=key == 'not_applicable')}"
                     for b, c in sorted(per.items())))
         if self.cores:
             parts = [f"{GEN} {self.generation.get('core_s', 0):.0f} s "
@@ -210,6 +209,17 @@ class Summary:
             lines.append(f"actors: {self.worker_deaths} died, {self.worker_timeouts} hung, "
                          f"{self.worker_errors} raised; {self.requeued} tests re-run")
         return "\n".join(lines)
+
+
+def _count_text(c: int | dict[str, int], top: bool = False) -> str:
+    """A count, or the sum of a dict of counts with (`top`) its largest parts."""
+    if not isinstance(c, dict):
+        return str(c)
+    text = str(sum(c.values()))
+    if top:
+        parts = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:4]
+        text += " (" + ", ".join(f"{k} {n}" for k, n in parts) + ")"
+    return text
 
 
 # ---- config checks and the cluster -------------------------------------------------------------

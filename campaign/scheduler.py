@@ -16,6 +16,8 @@ scheduler makes the campaign decide instead:
   virtual time among those with work ready (an idle actor and a due batch). A call is charged
   its expected cost when it is sent and corrected to what it took when it returns, so two
   cores freeing at once are not both given to the same stage.
+- **No hoarding.** A call holds its core until it returns, so a stage holds more cores than
+  its share of them (rounded up) only while no other stage has work ready.
 - **No banking.** A stage that had no work does not save up credit: when it becomes ready again
   its virtual time is raised to the smallest of the stages that are running or ready (the
   system's virtual clock). Stage shares are therefore shares of what is contended; an idle
@@ -28,6 +30,7 @@ with stand-in costs.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -85,13 +88,27 @@ class CoreScheduler:
                 a.vtime = max(a.vtime, now)
             a.active = name in ready
 
+    def fair_cores(self, stage: str) -> int:
+        """The most cores `stage` holds at once while another stage has work ready: its share
+        of the cores among the stages now active (ready or running), rounded up (at least one). A call holds its core until it returns, so
+        two of a slow stage's compiles of 30 s each would otherwise hold both cores of a
+        2-core machine for 30 s, whatever the shares say."""
+        if self.cores <= 0:
+            return 1 << 30
+        active = [a.share for n, a in self.stages.items() if a.active or a.running or n == stage]
+        share = self.stages[stage].share / sum(active)
+        return max(1, math.ceil(share * self.cores - 1e-9))
+
     def pick(self, candidates: Iterable[str]) -> Optional[str]:
         """The stage that gets the next free core among `candidates` (stages with work ready):
-        the smallest virtual time, ties by name; None when no core is free or none is ready."""
+        the smallest virtual time, ties by name, among those below their `fair_cores` (any of
+        them when all are at it: no core idles while there is work); None when no core is
+        free or none is ready."""
         cands = [c for c in candidates if c in self.stages]
         if not cands or self.free() <= 0:
             return None
-        return min(cands, key=lambda c: (self.stages[c].vtime, c))
+        below = [c for c in cands if self.stages[c].running < self.fair_cores(c)]
+        return min(below or cands, key=lambda c: (self.stages[c].vtime, c))
 
     def start(self, stage: str, expected_s: float) -> None:
         """A call of `stage` was sent: it holds a core; charge its expected cost now."""

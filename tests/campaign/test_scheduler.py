@@ -106,3 +106,15 @@ def test_report_and_a_bad_share():
         "ort": {"share": 0.75, "core_s": 2.0, "core_frac": 1.0, "calls": 1}}
     with pytest.raises(ValueError, match=r"^share of 'ort' must be > 0, got 0$"):
         CoreScheduler(2, {"ort": 0})
+
+
+def test_a_slow_stage_holds_no_more_than_its_share_of_the_cores_while_others_wait():
+    """Two 30 s compiles would hold both cores for 30 s: a stage with 45% of 2 cores holds one
+    while another stage has work, both when it alone has."""
+    sched = CoreScheduler(2, {"inductor": 0.45, "generate": 0.2, "ort": 0.35})
+    sched.ready(["inductor", "generate", "ort"])
+    assert sched.fair_cores("inductor") == 1 and sched.fair_cores("generate") == 1
+    sched.start("inductor", 1.0)
+    sched.stages["generate"].vtime = 100.0  # far behind in virtual time: inductor would win
+    assert sched.pick(["inductor", "generate"]) == "generate"
+    assert sched.pick(["inductor"]) == "inductor"  # alone with work: both cores

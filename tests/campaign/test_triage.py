@@ -4,6 +4,7 @@ and standalone reproducers run in a process where importing dynsmith fails."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -544,3 +545,21 @@ def test_a_campaign_ends_with_its_triage(tmp_path):
     rows = [r for r in pq.read_table(out / "bugs.parquet").to_pylist() if r["kind"] == "bug"]
     assert rows and all(r["verdict"] == "mismatch" and r["backend"] == WRONG for r in rows)
     assert {op for r in rows for op in pattern_ops(r["pattern"])} == {"atan"}
+
+
+def test_a_hard_deadline_leaves_what_does_not_fit_for_later(tmp_path):
+    """Under a campaign's wall-clock budget the triage ends by its deadline: with none left,
+    nothing is reduced or re-run, every bucket is still in the table, the skipped steps are
+    counted and the text says how to go on; a later triage without a deadline does them."""
+    cases = [_case(f"run-{i:06d}", i) for i in range(2)]
+    out = campaign_dir(tmp_path / "run", [WRONG, PATTERN], cases)
+    t0 = time.monotonic()
+    report = triage(out, TriageConfig(max_tests=150), log=lambda s: None,
+                    deadline=time.monotonic() + 0.5)
+    assert time.monotonic() - t0 < 10  # no reduction started: each needs MIN_REDUCTION_S
+    assert report.reductions == 0 and report.skipped >= 2
+    rows = {r["backend"]: r for r in pq.read_table(out / "bugs.parquet").to_pylist()}
+    assert set(rows) == {WRONG, PATTERN} and rows[PATTERN]["reduced_insts"] is None
+    assert f"continue with `python -m campaign.triage {out}`" in report.text()
+    later = triage(out, TriageConfig(max_tests=150, check_repro=False), log=lambda s: None)
+    assert later.reductions == 3 and later.skipped == 0
