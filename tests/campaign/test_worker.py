@@ -6,6 +6,7 @@ from pathlib import Path
 from campaign.storage import ResultSink, read_results
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import GenConfig
+from mutators import MutationConfig
 
 
 def test_generator_failure_is_an_invalid_row_the_sink_accepts(tmp_path):
@@ -110,3 +111,26 @@ def test_the_reference_takes_the_outputs_the_input_set_search_computed_unchanged
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
         sets.append(tc.n_sets)
     assert max(sets) >= 3 and min(sets) == 1
+
+
+def test_a_test_made_for_a_backend_holds_none_of_the_ops_it_lacks():
+    """Capability routing: `make_test(..., avoid=)` keeps a graph without those ops (a mutant
+    or a generated one) and otherwise generates without them; the lineage records them, and
+    the same seed with the same `avoid` makes the same test again."""
+    from campaign.backends.tvm import TVM_LACKS
+    from ir.text import print_graph
+
+    gen = GenConfig(p_if=0.15, p_loop=0.3, p_scan=0.3, max_depth=2)
+    cfg = WorkerConfig(generator=gen, mutation=MutationConfig(rate=0.5), sandbox=False)
+    with_loops = 0
+    for seed in range(12):
+        plain = FuzzWorker(cfg).make_test(f"t-{seed}", seed)
+        with_loops += bool(TVM_LACKS & set(plain.graph.op_counts()))
+        made = FuzzWorker(cfg).make_test(f"t-{seed}", seed, avoid=TVM_LACKS)
+        assert not TVM_LACKS & set(made.graph.op_counts()), seed
+        assert made.lineage[0]["avoid"] == sorted(TVM_LACKS)
+        again = FuzzWorker(cfg).make_test(f"t-{seed}", seed, avoid=TVM_LACKS)
+        assert print_graph(again.graph) == print_graph(made.graph)
+    assert with_loops >= 4  # the restriction had work to do
+    assert gen.without({"loop", "if", "lstm"}) == GenConfig(
+        p_if=0.0, p_loop=0.0, p_scan=0.3, max_depth=2, ops_exclude=["lstm"])
