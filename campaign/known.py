@@ -3,10 +3,13 @@
 A compiler-bug bucket the triage confirmed (in `triage.known`'s bugs tables, or on resume in the
 run's own) has a reduced graph: the few instructions that still fail. Its **trigger** is that
 graph's op skeleton:
-  - `ops`: the op names it holds (bodies included: an `if` and the ops of its branches);
-  - `edges`: every (producer op, consumer op) pair where one instruction's result is read by
-    another (in the same scope; a body's instructions reading each other too).
-A test *matches* a trigger when its graph holds every op and every edge of it. Shapes, dtypes
+  - `sigs`: the op signatures it holds, `name(operand dtypes)->result dtypes` (the generator's
+    `signature_key`; bodies included: an `if` and the ops of its branches). Dtypes are kept:
+    the reducer simplified every dtype the failure does not need, and a bug of `eq` on bools
+    is no bug of `eq` on floats;
+  - `edges`: every (producer op, consumer op) pair of names where one instruction's result is
+    read by another (in the same scope; a body's instructions reading each other too).
+A test *matches* a trigger when its graph holds every signature and every edge of it. Shapes
 and attributes are ignored on purpose: a reduced graph keeps only what the failure needs, so
 a larger graph holding the same skeleton is most likely the same bug again; and the cost of a
 wrong match is small (the test still goes to every other backend, and `campaign.known_rate`
@@ -36,22 +39,28 @@ class Trigger:
 
     bucket: str
     backend: str
-    ops: frozenset[str]
+    sigs: frozenset[str]
     edges: frozenset[tuple[str, str]]
 
-    def matches(self, ops: frozenset[str], edges: frozenset[tuple[str, str]]) -> bool:
-        return self.ops <= ops and self.edges <= edges
+    def matches(self, sigs: frozenset[str], edges: frozenset[tuple[str, str]]) -> bool:
+        return self.sigs <= sigs and self.edges <= edges
 
 
 def skeleton(g: Graph) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
-    """(ops, edges) of a graph, bodies included (module doc)."""
-    ops: set[str] = set()
+    """(signatures, edges) of a graph, bodies included (module doc)."""
+    from ir.generate import signature_key
+
+    sigs: set[str] = set()
     edges: set[tuple[str, str]] = set()
 
     def walk(scope: Graph) -> None:
         producer: dict[str, str] = {}
+        types = scope.types()
         for inst in scope.insts:
-            ops.add(inst.op.name)
+            # a control-flow op's operands are whatever its bodies capture: its name alone
+            sigs.add(inst.op.name if inst.blocks else signature_key(
+                inst.op.name, [types[a].dtype for a in inst.args],
+                [r.type.dtype for r in inst.results]))
             for a in inst.args:
                 if a in producer:
                     edges.add((producer[a], inst.op.name))
@@ -61,7 +70,7 @@ def skeleton(g: Graph) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
                 walk(body)
 
     walk(g)
-    return frozenset(ops), frozenset(edges)
+    return frozenset(sigs), frozenset(edges)
 
 
 def matching(triggers: Iterable[Trigger], g: Graph, backends: Iterable[str]) -> dict[str, str]:
@@ -70,10 +79,10 @@ def matching(triggers: Iterable[Trigger], g: Graph, backends: Iterable[str]) -> 
     mine = [t for t in triggers if t.backend in wanted]
     if not mine:
         return {}
-    ops, edges = skeleton(g)
+    sigs, edges = skeleton(g)
     out: dict[str, str] = {}
     for t in mine:
-        if t.backend not in out and t.matches(ops, edges):
+        if t.backend not in out and t.matches(sigs, edges):
             out[t.backend] = t.bucket
     return out
 
@@ -100,12 +109,12 @@ def load_triggers(paths: Iterable[str | Path]) -> list[Trigger]:
             if folder is None or row.get("reduced_insts") is None:
                 continue
             try:
-                ops, edges = skeleton(load(folder / "graph.gir"))
+                sigs, edges = skeleton(load(folder / "graph.gir"))
             except Exception as e:  # an unreadable folder costs its trigger, nothing else
                 log.warning("known bug %s: no trigger (%s: %s)", row["bucket"], type(e).__name__, e)
                 continue
             seen.add(row["bucket"])
-            out.append(Trigger(row["bucket"], row["backend"], ops, edges))
+            out.append(Trigger(row["bucket"], row["backend"], sigs, edges))
     return out
 
 

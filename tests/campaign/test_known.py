@@ -43,11 +43,12 @@ IF_BUG = """graph main(%p: b8[], %x: f32[3]) {
 }"""
 
 
-def test_skeleton_has_ops_and_producer_consumer_edges_bodies_included():
-    assert skeleton(parse(REDUCED)) == (frozenset({"atan", "sin"}),
+def test_skeleton_has_signatures_and_producer_consumer_edges_bodies_included():
+    assert skeleton(parse(REDUCED)) == (frozenset({"atan(f32)->f32", "sin(f32)->f32"}),
                                         frozenset({("atan", "sin")}))
-    ops, edges = skeleton(parse(IF_BUG))
-    assert ops == {"if", "neg", "abs"} and edges == {("neg", "abs")}
+    sigs, edges = skeleton(parse(IF_BUG))
+    assert sigs == {"if", "neg(f32)->f32", "abs(f32)->f32"}
+    assert edges == {("neg", "abs")}
 
 
 def test_a_trigger_matches_the_bug_again_but_not_a_new_pattern():
@@ -56,6 +57,8 @@ def test_a_trigger_matches_the_bug_again_but_not_a_new_pattern():
     assert matching(known, parse(SAME_AGAIN), ["ort", "tvm"]) == {"tvm": "tvm-crash-0123456789"}
     assert matching(known, parse(NEW_PATTERN), ["ort", "tvm"]) == {}
     assert matching(known, parse(SAME_AGAIN), ["ort"]) == {}  # another backend's bug
+    in_f64 = SAME_AGAIN.replace("f32", "f64")  # the same ops on another dtype: not this bug
+    assert matching(known, parse(in_f64), ["tvm"]) == {}
 
 
 def test_load_triggers_from_a_bugs_table(tmp_path):
@@ -71,7 +74,8 @@ def test_load_triggers_from_a_bugs_table(tmp_path):
     write_bugs_table(tmp_path / "bugs.parquet", [bug, unreduced, ours])
 
     triggers = load_triggers([tmp_path])
-    assert triggers == [Trigger(bug.key.id, "tvm", frozenset({"atan", "sin"}),
+    assert triggers == [Trigger(bug.key.id, "tvm",
+                                frozenset({"atan(f32)->f32", "sin(f32)->f32"}),
                                 frozenset({("atan", "sin")}))]
     assert load_triggers([tmp_path / "bugs.parquet", tmp_path]) == triggers  # once each
     assert load_triggers([tmp_path / "nothing-here"]) == []
