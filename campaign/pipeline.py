@@ -8,7 +8,9 @@ case crossing between them as bytes.
   as its finished report (one `invalid` row per backend the test was meant for).
 - `Evaluator` (one per backend, placed where the backend's target is): unpacks a case, runs it
   in the backend's sandbox process and judges the result against the shipped reference
-  (`FuzzWorker.judge`): one row and, for a non-pass, a finding.
+  (`FuzzWorker.judge`): one row and, for a non-pass, a finding. A backend with `merge` k > 1
+  compiles up to k cases of a batch as one merged test and splits the result back, one row
+  per case; a case the merged run did not pass cleanly is re-run alone (`campaign.merge`).
 
 Both take a batch per call, so the per-call costs (Ray's, the driver's) are paid once per batch.
 A failure of our own code on one test becomes `CaseError` in that test's place, never a lost
@@ -33,7 +35,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional, Union
 
+from campaign.artifacts import Materialized
 from campaign.known import matching
+from campaign.merge import merge as build_merged
+from campaign.merge import note as merge_note
+from campaign.merge import plan as merge_plan
 from campaign.reference import ReferenceResult
 from campaign.sandbox import Job, JobMaterialized
 from campaign.worker import Finding, FuzzWorker, Prepared, TestReport, WorkerConfig
@@ -163,22 +169,95 @@ class Evaluator:
             sandbox.start()
 
     def evaluate(self, cases: list[bytes]) -> list[Union[TestReport, CaseError]]:
-        out: list[Union[TestReport, CaseError]] = []
-        for data in cases:
-            test_id = "?"
+        """One report per case, in order. A backend with `merge` k > 1 (`WorkerConfig.merge`)
+        compiles groups of up to k mergeable cases as one merged test (`campaign.merge`: the
+        rows are those of alone runs wherever the merged one did not pass cleanly)."""
+        out: list[Optional[Union[TestReport, CaseError]]] = [None] * len(cases)
+        preps: list[Optional[Prepared]] = [None] * len(cases)
+        for i, data in enumerate(cases):
             try:
-                prep = unpack_case(data)
-                test_id = prep.tc.test_id
-                job = prep.m.job if self.worker.sandboxes else None
-                result = self.worker.evaluate(self.backend, prep.m, job)
-                row, finding = self.worker.judge(self.backend, prep, result)
-                # where and when the backend ran, not where and when the test was made
-                row.update(host=self.worker.host, worker=self.label,
-                           ts=datetime.now(timezone.utc))
-                out.append(TestReport([row], [finding] if finding is not None else []))
+                preps[i] = unpack_case(data)
             except Exception:
-                out.append(_error(test_id))
-        return out
+                out[i] = _error("?")
+        k = self.worker.cfg.merge.get(self.backend.name, 1)
+        groups: list[list[int]] = []
+        if k > 1:
+            try:
+                groups = merge_plan(preps, k, key=lambda p: self.backend.dialect_of(p.tc.seed))
+            except Exception:  # our bug: every case runs alone
+                groups = []
+        for group in groups:
+            self._evaluate_merged(group, preps, out)
+        for i, prep in enumerate(preps):
+            if out[i] is None and prep is not None:
+                out[i] = self._alone(prep)
+        return out  # type: ignore[return-value]
+
+    def _alone(self, prep: Prepared) -> Union[TestReport, CaseError]:
+        try:
+            job = prep.m.job if self.worker.sandboxes else None
+            result = self.worker.evaluate(self.backend, prep.m, job)
+            row, finding = self.worker.judge(self.backend, prep, result)
+            return self._report(row, finding)
+        except Exception:
+            return _error(prep.tc.test_id)
+
+    def _report(self, row: dict[str, Any], finding: Optional[Finding]) -> TestReport:
+        # where and when the backend ran, not where and when the test was made
+        row.update(host=self.worker.host, worker=self.label, ts=datetime.now(timezone.utc))
+        return TestReport([row], [finding] if finding is not None else [])
+
+    def _evaluate_merged(self, group: list[int], preps: list[Optional[Prepared]],
+                         out: list) -> None:
+        """Evaluate `group` (indices into `preps`) as one merged test and fill `out` for each:
+        the merged judgement of a part that passed in a cleanly run module, else the part's
+        alone run (`campaign.merge`'s failure rule)."""
+        parts = [preps[i] for i in group]
+        try:
+            merged = build_merged(parts)  # type: ignore[arg-type]
+            m = Materialized(merged.tc)
+            if self.backend.dialect is None:
+                m.onnx_model  # an ONNX backend: a union failing the checker runs alone
+            job = Job.of(m) if self.worker.sandboxes else None
+            # the limit of k tests (each would have it alone), not confirmed: a timeout re-runs
+            # the parts alone, each with its own confirmed limit
+            limit = self.worker.cfg.limits.timeout_s * len(group)
+            result = self.worker.evaluate(self.backend, m, job, confirm=False, timeout_s=limit)
+            split = merged.split(result)
+        except Exception:  # our bug, not the compiler's: the parts run alone (said in the log)
+            print(f"{self.label}: merging {[p.tc.test_id for p in parts]} failed, they run "
+                  f"alone:\n{traceback.format_exc()[-MAX_MSG:]}", file=sys.stderr)
+            return
+        k = len(group)
+        if split is None:
+            if result.verdict is not None or result.failed:
+                verdict = result.verdict.value if result.verdict is not None else "crash"
+                stage = f" during {result.stage.value}" if result.stage is not None else ""
+                what = (f"the merged module's verdict was {verdict} "
+                        f"({result.error_class or 'Error'}{stage})")
+            else:
+                what = (f"the merged module gave {len(result.outputs or [])} outputs, expected "
+                        f"{merged.n_outputs * merged.n_sets}")
+        for j, i in enumerate(group):
+            prep = preps[i]
+            if split is not None:
+                try:
+                    row, _ = self.worker.judge(self.backend, prep, split[j])
+                except Exception:
+                    out[i] = _error(prep.tc.test_id)
+                    continue
+                if row["verdict"] == "pass":
+                    row["merged"] = k
+                    out[i] = self._report(row, None)
+                    continue
+                # the merged run's finding (if any) is dropped: the alone run decides
+                what = f"{row['verdict']} ({row.get('error_sig') or row.get('error_class')})"
+            report = self._alone(prep)
+            if isinstance(report, TestReport) and report.rows[0]["verdict"] == "pass":
+                row = report.rows[0]
+                row["error_msg"] = "; ".join(x for x in (row.get("error_msg"),
+                                                         merge_note(k, what)) if x)[:MAX_MSG]
+            out[i] = report
 
     def close(self) -> None:
         self.worker.close()

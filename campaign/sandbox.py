@@ -485,15 +485,16 @@ class Sandbox:
 
     # ---- evaluation --------------------------------------------------------------------------
     def evaluate(self, m: Materialized, job: Job | None = None,
-                 timeout_s: float | None = None) -> BackendResult:
+                 timeout_s: float | None = None, confirm: bool = True) -> BackendResult:
         """Evaluate one test in the sandbox process (started or replaced as needed), within
         `timeout_s` (default: the config's); a timeout is re-run once to confirm it (module
-        doc, `SandboxConfig.confirm_timeout_factor`)."""
+        doc, `SandboxConfig.confirm_timeout_factor`) unless `confirm` is False (a merged test:
+        its parts are re-run alone, each confirmed on its own, `campaign.merge`)."""
         job = job if job is not None else Job.of(m)
         limit = self.cfg.timeout_s if timeout_s is None else timeout_s
         result, _ = self._attempt(job, limit)
         factor = self.cfg.confirm_timeout_factor
-        if result.verdict is not Verdict.TIMEOUT or not factor:
+        if result.verdict is not Verdict.TIMEOUT or not factor or not confirm:
             return result
         # the hung process's group was killed and reaped by `_timed_out`: the re-run starts a
         # fresh process and is all this sandbox runs until it ends

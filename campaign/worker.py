@@ -178,12 +178,15 @@ class FuzzWorker:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def evaluate(self, backend: Backend, m: Materialized, job: Job | None = None) -> BackendResult:
-        """One backend on one test: in its sandbox, or in-process when sandboxing is off."""
+    def evaluate(self, backend: Backend, m: Materialized, job: Job | None = None,
+                 confirm: bool = True, timeout_s: float | None = None) -> BackendResult:
+        """One backend on one test: in its sandbox, or in-process when sandboxing is off.
+        `confirm`: re-run a sandbox timeout to confirm it; `timeout_s`: the sandbox's limit
+        for this test (None: `limits.timeout_s`; `Sandbox.evaluate`)."""
         sb = self.sandboxes.get(backend.name)
         if sb is None:
             return backend.evaluate(m)
-        return sb.evaluate(m, job)
+        return sb.evaluate(m, job, timeout_s=timeout_s, confirm=confirm)
 
     # ---- making a test -------------------------------------------------------------------------
     def make_test(self, test_id: str, seed: int, avoid: Iterable[str] = ()) -> TestCase:
@@ -333,7 +336,7 @@ class FuzzWorker:
             "n_input_sets": tc.n_sets, **dyn_row_fields(tc),
             "n_compiles": None, "recompile_input_set": None, "failed_input_set": None,
             "dyn_finding": None, "timeout_confirmed": None, "timeout_limit_s": None,
-            "confirm_limit_s": None, "confirm_s": None,
+            "confirm_limit_s": None, "confirm_s": None, "merged": None,
             "branch_coverage": (tc.coverage or {}).get("branch_coverage"),
             "n_if_both": (tc.coverage or {}).get("ifs_both_branches") if counts["if"] else None,
             "trip_counts": (tc.coverage or {}).get("trip_counts", []),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ir.graph import Graph, Inst, Value
 
@@ -16,14 +16,30 @@ def rename_canonically(g: Graph) -> Graph:
     """Rename every value in definition order (x: inputs, w: params, v: results, one counter
     across nesting levels), so graphs equal up to naming print identically."""
     counter = itertools.count()
-    return _rename(g, {}, counter)
+    return rename_values(g, lambda v, kind: f"{kind}{next(counter)}")
 
 
-def _rename(g: Graph, outer: dict[str, str], counter) -> Graph:
+def rename_prefixed(g: Graph, prefix: str) -> Graph:
+    """Every value, bodies included, renamed to `prefix + name`: names unique in `g` stay
+    unique, and two graphs renamed with prefixes none of which is a prefix of another (`p0_`,
+    `p1_`, ...: the `_` ends the number) share no name, so their union is a valid graph
+    (`campaign.merge`)."""
+    return rename_values(g, lambda v, kind: prefix + v.name)
+
+
+def rename_values(g: Graph, new_name: Callable[[Value, str], str]) -> Graph:
+    """Rename every value definition-first, bodies included: `new_name(value, kind)` gives the
+    new name, `kind` being `x` (an input, body inputs too), `w` (a param) or `v` (a result);
+    it is called once per definition, in definition order (a body before its instruction's
+    results). The caller keeps the names unique across nesting levels."""
+    return _rename(g, {}, new_name)
+
+
+def _rename(g: Graph, outer: dict[str, str], new_name: Callable[[Value, str], str]) -> Graph:
     names = dict(outer)
 
-    def fresh(v: Value, prefix: str) -> Value:
-        names[v.name] = f"{prefix}{next(counter)}"
+    def fresh(v: Value, kind: str) -> Value:
+        names[v.name] = new_name(v, kind)
         return Value(names[v.name], v.type)
 
     inputs = tuple(fresh(v, "x") for v in g.inputs)
@@ -31,7 +47,7 @@ def _rename(g: Graph, outer: dict[str, str], counter) -> Graph:
     insts = []
     for inst in g.insts:
         args = tuple(names.get(a, a) for a in inst.args)
-        blocks = tuple(_rename(b, {}, counter) for b in inst.blocks)
+        blocks = tuple(_rename(b, {}, new_name) for b in inst.blocks)
         results = tuple(fresh(r, "v") for r in inst.results)
         insts.append(Inst(inst.op, args, results, blocks))
     outputs = tuple(names.get(o, o) for o in g.outputs)

@@ -39,7 +39,7 @@ def sample_row(**overrides: Any) -> dict[str, Any]:
         "target": "cpu", "verdict": "pass", "stage": None, "error_class": None,
         "error_sig": None, "error_msg": None, "mismatch_output": None, "mismatch_input_set": None,
         "max_abs_err": None,
-        "max_rel_err": None, "gen_ms": 1.5, "ref_ms": 0.1, "compile_ms": 2.0, "run_ms": 0.3,
+        "max_rel_err": None, "gen_ms": 1.5, "ref_ms": 0.1, "compile_ms": 2.0, "run_ms": 0.3, "merged": None,
         "n_compiles": 1, "timeout_confirmed": None, "timeout_limit_s": None,
         "confirm_limit_s": None, "confirm_s": None, "dyn_dims": [], "dyn_shapes": [], "recompile_input_set": None,
         "failed_input_set": None, "dyn_finding": None,
