@@ -367,6 +367,31 @@ def _actor_env() -> dict[str, str]:
     return {k: os.environ.get(k, v) for k, v in ACTOR_ENV.items()}
 
 
+def _run_env(run_id: str) -> dict[str, str]:
+    """The actors' environment: ACTOR_ENV, and the run id that the marks of every process
+    their sandboxes start carry (`campaign.proctree`), so the campaign's end finds them all."""
+    from campaign.proctree import RUN_ENV
+
+    return {**_actor_env(), RUN_ENV: run_id}
+
+
+def kill_leftovers(run_id: str, wait_s: float = 3.0) -> int:
+    """Kill every process the run's sandboxes started that is still running (actors killed
+    with SIGKILL leave their sandbox processes' orphans to init); returns how many. Repeated
+    until none is found (actors may still be dying)."""
+    from campaign.proctree import sweep
+
+    n, quiet, deadline = 0, 0, time.monotonic() + wait_s
+    while quiet < 2 and time.monotonic() < deadline:
+        k = sweep(f"{run_id}:", owner_dead_only=False)
+        n += k
+        quiet = quiet + 1 if k == 0 else 0
+        time.sleep(0.1)
+    if n:
+        log.warning("killed %d processes the run's compilers left running", n)
+    return n
+
+
 def _is_error(result: Any) -> bool:
     """A stage's `CaseError` (our code failed on that test) rather than a result."""
     return hasattr(result, "message")
@@ -629,7 +654,7 @@ class _Campaign:
             custom = {r: v for r, v in res.items() if r not in ("CPU", "GPU")}
             if custom:
                 opts["resources"] = custom
-            return ray.remote(**opts)(_hosted(cls, _actor_env()))
+            return ray.remote(**opts)(_hosted(cls, _run_env(self.run_id)))
 
         n, res = needs[GEN]
         gen_cls = remote(stages.generator_cls, res)
@@ -761,10 +786,10 @@ class _Campaign:
         dirs: dict[str, str] = {}
         for f in report.findings:
             d = self.findings.add(f)
-            if d is not None:
-                dirs.setdefault(f.backend, d)
+            if d is not None:  # an earlier test's finding may come too (worker.blame_finding)
+                dirs.setdefault((f.backend, f.test_id), d)
         for row in report.rows:
-            self._add_row(test, {**row, "finding_dir": dirs.get(row["backend"])})
+            self._add_row(test, {**row, "finding_dir": dirs.get((row["backend"], row["test_id"]))})
         self.consecutive_failures = 0
 
     def on_generated(self, item: _Item, res: Any) -> None:
@@ -1133,6 +1158,8 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
             camp.stop_actors()
         if started:
             ray.shutdown()
+        if camp is not None:
+            kill_leftovers(camp.run_id)
     assert camp is not None
     (out_dir / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
     print(summary.text(), flush=True)

@@ -169,7 +169,8 @@ class Evaluator:
                 # where and when the backend ran, not where and when the test was made
                 row.update(host=self.worker.host, worker=self.label,
                            ts=datetime.now(timezone.utc))
-                out.append(TestReport([row], [finding] if finding is not None else []))
+                blamed = self.worker.blame_finding(self.backend, result)
+                out.append(TestReport([row], [f for f in (finding, blamed) if f is not None]))
             except Exception:
                 out.append(_error(test_id))
         return out

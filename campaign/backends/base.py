@@ -26,7 +26,7 @@ import random
 import re
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterator, Optional
 
 import numpy as np
@@ -70,6 +70,19 @@ class BackendResult:
     confirm_limit_s: float | None = None
     #: ... and the seconds that re-run took (to its result, or to its kill)
     confirm_s: float | None = None
+    #: set by a sandbox: processes the test left running (killed by the sandbox), None when
+    #: not sandboxed
+    leaked_procs: int | None = None
+    #: set by a sandbox: what the test did to its process (`campaign.sandbox` checks it after
+    #: every test: cwd, signal handlers, sys.stdout/stderr, environment, threads, fds 1/2)
+    damage: list[str] = field(default_factory=list)
+    #: ... of which what left the process unusable (a `crash` when the test otherwise passed)
+    unusable: list[str] = field(default_factory=list)
+    #: our own code failed around the backend (not the compiler): the sandbox re-runs it once
+    harness: bool = False
+    #: set by a sandbox: the earlier test (its `Job` bytes) that left the process unusable,
+    #: found when this test hit a harness error there and passed a re-run in a fresh process
+    blame: Any = None
 
     @property
     def timeout_confirmed(self) -> bool | None:
@@ -248,6 +261,7 @@ class Backend(abc.ABC):
             result.verdict = Verdict.INVALID
             result.error_class = type(e).__name__
             result.error_msg = f"harness error in backend {self.name}: {e}"
+            result.harness = True
             result.traceback = traceback.format_exc()
         finally:
             try:
