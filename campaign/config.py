@@ -249,6 +249,37 @@ def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
     ]
 
 
+#: (file, problem) of bad seeds already warned about (validate may run twice per campaign)
+_warned_seeds: set[tuple[str, str]] = set()
+
+
+def seed_problem(m: MutationConfig) -> str:
+    """The first bad file of `mutation.seeds` as one line (`mutation.seeds: <file>:<line>:
+    problem`), "" when every file parses and verifies, or when bad ones are skipped
+    (`mutation.skip_bad_seeds`: a warning per file instead). Seeds matter only when mutation
+    is on (`mutation.rate` > 0)."""
+    import logging
+
+    from mutators.source import check_seeds, seeds_dir
+
+    try:
+        d = seeds_dir(m.seeds)
+    except ValueError:
+        return ""  # mutation_checks says so
+    if d is None or m.rate <= 0:
+        return ""
+    bad = check_seeds(d)
+    if bad and not m.skip_bad_seeds:
+        return (f"mutation.seeds: {bad[0][1]}"
+                + (f" (and {len(bad) - 1} more bad files)" if len(bad) > 1 else "")
+                + "; fix it, or set mutation.skip_bad_seeds=true to leave bad seeds out")
+    for f, e in bad:
+        if (str(f), str(e)) not in _warned_seeds:
+            _warned_seeds.add((str(f), str(e)))
+            logging.getLogger(__name__).warning("mutation.seeds: seed left out: %s", e)
+    return ""
+
+
 def validate(cfg: Config) -> Budget:
     """Check what the schema cannot; return the parsed budget. Errors name the field."""
     c = cfg.campaign
@@ -302,6 +333,9 @@ def validate(cfg: Config) -> Budget:
     for ok, msg in checks:
         if not ok:
             raise ConfigError(msg)
+    msg = seed_problem(cfg.mutation)
+    if msg:
+        raise ConfigError(msg)
     from campaign.triage.config import problem as triage_problem
 
     msg = triage_problem(cfg.triage)
