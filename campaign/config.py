@@ -249,6 +249,23 @@ def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
     ]
 
 
+def drop_unlisted_options(cfg: Config) -> list[str]:
+    """Remove `campaign.backend_options` entries whose spec is not in `campaign.backends` (a
+    preset's options for a backend the user's `campaign.backends=[...]` left out); returns
+    their specs, so the caller can warn about those the user set on the command line."""
+    c = cfg.campaign
+    dropped = [spec for spec in c.backend_options if spec not in c.backends]
+    for spec in dropped:
+        del c.backend_options[spec]
+    return dropped
+
+
+def set_on_command_line(spec: str, overrides: list[str]) -> bool:
+    """Whether one of Hydra's task overrides sets options of backend `spec`."""
+    return any("backend_options" in o and spec in o.split("=", 1)[-1] + o.split("=", 1)[0]
+               for o in overrides)
+
+
 #: (file, problem) of bad seeds already warned about (validate may run twice per campaign)
 _warned_seeds: set[tuple[str, str]] = set()
 

@@ -194,15 +194,29 @@ def preflight(cfg: Config) -> Budget:
     budget = validate(cfg)
     for key in ("backends", "probe"):
         unknown = [b for b in getattr(cfg.campaign, key) if b not in BACKENDS]
+        check_specs(key, unknown)  # why: a module not found, a bad option, ...
         if unknown:
             raise ConfigError(f"campaign.{key}: unknown backend {unknown[0]!r} "
                               f"(known: {', '.join(sorted(BACKENDS))})")
+        check_specs(key, getattr(cfg.campaign, key))
     try:
         if not cfg.generator.enabled_ops():
             raise ConfigError("generator: ops_include/ops_exclude leave no op enabled")
     except ValueError as e:
         raise ConfigError(str(e)) from None
     return budget
+
+
+def check_specs(key: str, specs: list[str]) -> None:
+    """Every spec builds (`make_backend`): an unknown option, a bad value or a module that does
+    not import is a ConfigError naming `campaign.<key>` and the spec."""
+    from campaign.backends import make_backend
+
+    for spec in specs:
+        try:
+            make_backend(spec)
+        except ValueError as e:
+            raise ConfigError(f"campaign.{key}: {e}") from None
 
 
 def backend_targets(cfg: Config) -> dict[str, str]:
@@ -1125,7 +1139,10 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     targets = backend_targets(conf)
     needs = actor_needs(conf, targets)
     stages = stages or default_stages(conf)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"output.dir: cannot create {str(out_dir)!r}: {e.strerror or e}") from None
     if not conf.campaign.resume:
         (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))
     started = _start_ray(conf, needs)

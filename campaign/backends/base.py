@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import inspect
 import random
 import re
 import time
@@ -429,14 +430,33 @@ def _resolve(spec: str) -> tuple[BackendFactory, dict[str, Any]]:
     return _import_dotted(base), options
 
 
+def _unknown_options(factory: BackendFactory, options: dict[str, Any]) -> str:
+    """"unknown option 'x' (known: a, b)" when `factory` takes no option of that name."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return ""
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return ""
+    known = [n for n, p in params.items()
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    bad = [k for k in options if k not in known]
+    if not bad:
+        return ""
+    return f"unknown option {bad[0]!r} (known: {', '.join(known) or 'none'})"
+
+
 def make_backend(spec: str) -> Backend:
     """Build the backend a config names (see the module doc for the forms of `spec`).
     Raises ValueError with a one-line message for an unknown name, a bad option or an
     unimportable path."""
     factory, options = _resolve(spec)
+    unknown = _unknown_options(factory, options)
+    if unknown:
+        raise ValueError(unknown if unknown.startswith("backend") else f"backend {spec!r}: {unknown}")
     try:
         backend = factory(**options)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:  # a bad value (the factory checks its options)
         raise ValueError(f"backend {spec!r}: {e}") from None
     if not isinstance(backend, Backend):
         raise ValueError(f"backend {spec!r}: the factory returned {type(backend).__name__}, "
