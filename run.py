@@ -3,8 +3,9 @@ Report on campaigns: `python run.py report runs/cpu_ort [-o report.html]` (docs/
 
 Config: conf/config.yaml on the schema in campaign/config.py. Output: results/ (Parquet),
 findings/, config.yaml and summary.json in `output.dir`, by default the Hydra run dir (one per
-job of a `-m` sweep). Exit status: 0 done, 2 config or cluster error, 130 interrupted (Ctrl-C:
-results flushed, summary printed).
+job of a `-m` sweep). Exit status: 0 done, 2 config or cluster error, 3 stopped (results could
+not be written for campaign.disk_wait_s: summary printed, `campaign.resume=true` continues),
+130 interrupted (Ctrl-C: results flushed, summary printed).
 """
 from __future__ import annotations
 
@@ -62,6 +63,8 @@ def main(cfg: DictConfig) -> None:
     except (ConfigError, CampaignError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    if summary.stopped:  # e.g. a full disk for campaign.disk_wait_s
+        sys.exit(3)
     if summary.interrupted:
         sys.exit(130)
 

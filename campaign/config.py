@@ -102,6 +102,10 @@ class CampaignConfig:
     #: continue the campaign in `output.dir` (same config): test indices go on after the last
     #: one recorded, so no test id repeats; a test budget counts the tests of every run
     resume: bool = False
+    #: seconds a campaign waits for a full disk (results that cannot be written: generation
+    #: paused, rows kept in memory, writes retried) before it stops as on Ctrl-C (exit 3;
+    #: `campaign.resume=true` continues it)
+    disk_wait_s: float = 600.0
 
     def options(self, backend: str) -> BackendOptions:
         return self.backend_options.get(backend) or BackendOptions()
@@ -327,6 +331,7 @@ def validate(cfg: Config) -> Budget:
          f"got {c.max_consecutive_worker_failures}"),
         (c.max_batch >= 1, f"campaign.max_batch: must be >= 1, got {c.max_batch}"),
         (c.queue_s >= 0, f"campaign.queue_s: must be >= 0, got {c.queue_s}"),
+        (c.disk_wait_s >= 0, f"campaign.disk_wait_s: must be >= 0, got {c.disk_wait_s}"),
         (cfg.ray.num_cpus is None or cfg.ray.num_cpus >= 1,
          f"ray.num_cpus: must be >= 1, got {cfg.ray.num_cpus}"),
         (c.generation.num_cpus >= 0,

@@ -66,7 +66,7 @@ from campaign.config import Budget, Config, ConfigError, to_config, validate
 from campaign.findings import FindingStore
 from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
 from campaign.schema import graphless_row
-from campaign.storage import ResultSink, existing_run
+from campaign.storage import ResultSink, describe_error, existing_run
 from campaign.verdict import Stage, Verdict
 from mutators.source import verdict_signature
 
@@ -91,6 +91,11 @@ GEN = "generate"
 
 class CampaignError(RuntimeError):
     """The campaign cannot go on (no resources, actors that cannot start or keep failing)."""
+
+
+class DiskFull(Exception):
+    """Results could not be written for `campaign.disk_wait_s`: the campaign stops as on
+    Ctrl-C (the message says where and how much space is needed)."""
 
 
 @dataclass
@@ -138,6 +143,14 @@ class Summary:
     worker_errors: int = 0
     requeued: int = 0
     interrupted: bool = False
+    #: why the campaign stopped before its budget other than Ctrl-C (e.g. a full disk)
+    stopped: Optional[str] = None
+    #: rows that could not be written into results/ when it stopped, and the file holding
+    #: them (moved into results/ by `campaign.resume=true`); no file: they were lost
+    rows_spilled: int = 0
+    spill_file: Optional[str] = None
+    #: findings whose folder could not be written (a full disk); their rows have no finding_dir
+    finding_write_errors: int = 0
     #: per backend: target, actors, rate, evaluated tests, tests it skipped while busy, calls
     backends: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: tests that reached no backend (every backend they were sampled for was busy)
@@ -179,6 +192,14 @@ class Summary:
             f"findings: {self.findings_dir} ({self.findings} findings, "
             f"{self.finding_folders} folders)",
         ]
+        if self.stopped:
+            lines.append(f"stopped: {self.stopped}")
+        if self.rows_spilled:
+            lines.append(f"{self.rows_spilled} rows not written to results/: "
+                         + (f"kept in {self.spill_file} (campaign.resume=true moves them back)"
+                            if self.spill_file else "LOST (no space anywhere)"))
+        if self.finding_write_errors:
+            lines.append(f"{self.finding_write_errors} finding folders could not be written")
         if self.worker_deaths or self.worker_timeouts or self.worker_errors:
             lines.append(f"actors: {self.worker_deaths} died, {self.worker_timeouts} hung, "
                          f"{self.worker_errors} raised; {self.requeued} tests re-run")
@@ -685,6 +706,7 @@ class _Campaign:
     def _resume_state(self) -> int:
         """Continue the run whose results are in out_dir; return the next file sequence number."""
         try:
+            _recover_spilled(self.out_dir)
             prev = existing_run(self.out_dir)
         except ValueError as e:
             raise CampaignError(f"campaign.resume: {e}") from None
@@ -1030,9 +1052,38 @@ class _Campaign:
                         f"actor call ran past campaign.test_timeout_s={limit:g} s"))
 
     # ---- the loop ----------------------------------------------------------------------------
+    def hold_for_disk(self) -> None:
+        """Results cannot be written (`ResultSink.blocked`): generation pauses (no new test is
+        fed) while the tests already fed run to the end and their rows come back into memory,
+        and writing is retried until it works again (return) or `campaign.disk_wait_s` passed
+        (DiskFull)."""
+        wait_s = self.c.disk_wait_s
+        while self.sink.blocked:
+            waited = time.monotonic() - (self.sink.blocked_since or time.monotonic())
+            if waited >= wait_s:
+                raise DiskFull(
+                    f"results could not be written to {self.sink.dir} for "
+                    f"campaign.disk_wait_s={wait_s:g} s ({describe_error(self.sink.error)}); "
+                    f"free at least "
+                    f"{self.sink.bytes_needed() / 2**20:.1f} MB there and continue with "
+                    "campaign.resume=true")
+            for pool in self.pools:  # what was fed before still runs: no test left half-done
+                pool.submit()
+            refs = list(self.by_ref)
+            if refs:
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=POLL_S)
+                for ref in ready:
+                    self.complete(ref)
+                self.check_hangs()
+            else:
+                time.sleep(min(POLL_S, max(wait_s - waited, 0.01)))
+            self.sink.maybe_flush()
+
     def loop(self) -> None:
         last_postfix = 0.0
         while True:
+            if self.sink.blocked:
+                self.hold_for_disk()
             self.feed()
             for pool in self.pools:
                 pool.submit()
@@ -1091,6 +1142,7 @@ class _Campaign:
             findings=self.findings.total, finding_folders=self.findings.folders,
             worker_deaths=self.deaths, worker_timeouts=self.timeouts, worker_errors=self.errors,
             requeued=self.requeued, interrupted=interrupted,
+            finding_write_errors=self.findings.write_errors,
             backends={b: {"target": self.targets.get(b, ""), "actors": p.n,
                           "rate": self.c.options(b).rate, "evaluated": p.done,
                           "skipped_busy": p.skipped_busy, "resources": p.resources,
@@ -1100,6 +1152,20 @@ class _Campaign:
             actors=self.actor_table(),
             resumed_at=self.resumed_at,
         )
+
+
+def _recover_spilled(out_dir: Path) -> int:
+    """The rows an earlier stop on a full disk spilled (`_spill`), back into results/."""
+    from campaign.storage import recover_spilled
+
+    try:
+        n = recover_spilled(out_dir)
+    except OSError as e:
+        raise CampaignError(f"campaign.resume: cannot move the rows spilled on a full disk "
+                            f"back into {out_dir}: {e.strerror or e}") from None
+    if n:
+        log.warning("campaign.resume: %d results files spilled on a full disk moved back", n)
+    return n
 
 
 def _check_resume_config(conf: Config, out_dir: Path) -> None:
@@ -1144,10 +1210,15 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     except OSError as e:
         raise ConfigError(f"output.dir: cannot create {str(out_dir)!r}: {e.strerror or e}") from None
     if not conf.campaign.resume:
-        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))
+        try:
+            (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))
+        except OSError as e:
+            raise CampaignError(f"output.dir: cannot write {out_dir / 'config.yaml'}: "
+                                f"{e.strerror or e}") from None
     started = _start_ray(conf, needs)
     camp: Optional[_Campaign] = None
     interrupted = False
+    stopped: Optional[str] = None
     try:
         check_resources(conf, needs)
         camp = _Campaign(conf, budget, out_dir, stages, needs, targets)
@@ -1161,27 +1232,56 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
                 camp.loop()
             except KeyboardInterrupt:
                 interrupted = True
+            except DiskFull as e:  # stops as on Ctrl-C, with its reason
+                interrupted, stopped = True, str(e)
+                log.error("%s", e)
             finally:
                 if camp.bar is not None:
                     camp.bar.close()
     finally:
         if camp is not None:
             camp.sink.close()
+            spill = _spill(camp.sink)
             try:
                 summary = camp.summary(interrupted)
             except Exception:  # e.g. the cluster went away: the summary without the actor table
                 camp.actor_table = lambda: []  # type: ignore[method-assign]
                 summary = camp.summary(interrupted)
+            summary.stopped = stopped
+            summary.rows_spilled, summary.spill_file = spill
             camp.stop_actors()
         if started:
             ray.shutdown()
         if camp is not None:
             kill_leftovers(camp.run_id)
     assert camp is not None
-    (out_dir / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
+    try:
+        (out_dir / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
+    except OSError as e:  # a full disk: the printed summary is all there is
+        log.warning("summary.json: cannot write to %s (%s)", out_dir, e.strerror or e)
     print(summary.text(), flush=True)
     if conf.triage.enabled and not interrupted:
         from campaign.triage.run import triage_campaign  # buckets, reductions, repro.py
 
-        triage_campaign(out_dir, conf.triage)
+        try:
+            triage_campaign(out_dir, conf.triage)
+        except OSError as e:  # a full disk: the results are safe, triage can run later
+            log.warning("triage: stopped, cannot write to %s (%s); run `python -m "
+                        "campaign.triage %s` when there is space", out_dir, e.strerror or e,
+                        out_dir)
     return summary
+
+
+def _spill(sink: ResultSink) -> tuple[int, Optional[str]]:
+    """Rows the sink still holds after its last flush failed: written to the spill dir
+    (`ResultSink.spill`), so a resume gets them back; (rows, file or None when lost)."""
+    n = sink.buffered
+    if not n:
+        return 0, None
+    try:
+        f = sink.spill()
+    except OSError as e:
+        log.error("results: %d rows could not be written anywhere (%s)", n, e.strerror or e)
+        return n, None
+    log.warning("results: %d rows kept in %s until campaign.resume=true moves them back", n, f)
+    return n, str(f)
