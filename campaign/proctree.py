@@ -135,12 +135,14 @@ def kill_tree(root: int, mark: str | None = None) -> int:
     _kill(root, signal.SIGSTOP)
     n = kill_descendants(root)
     if mark:
+        killed: set[int] = set()  # a killed process looks alive until it is reaped
         for _ in range(20):
             victims = [p for p in marked(mark) if p != root]
             if not victims:
                 break
-            n += sum(_kill(p) for p in victims)
+            killed |= {p for p in victims if _kill(p)}
             time.sleep(0.005)
+        n += len(killed)
     return n
 
 

@@ -211,3 +211,41 @@ def test_a_damage_no_check_sees_is_blamed_on_the_test_that_left_it():
                                  "there (sandbox could not read the job: [Errno 9] Bad file "
                                  "descriptor)")
     assert "graph.gir" in blamed.files
+
+
+def test_a_campaign_of_hostile_backends_goes_on_loses_no_row_and_leaves_no_process(tmp_path):
+    """The real CLI, the misbehaving backends loaded by dotted path in their Ray actors."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from campaign import proctree
+    from campaign.storage import read_results
+
+    repo = Path(__file__).resolve().parents[3]
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    out = tmp_path / "run"
+    specs = ["ort", "misbehaving:Orphan?how=daemon", "misbehaving:Orphan?then=segv",
+             "misbehaving:ClosedFds", "misbehaving:Flood?mb=20"]
+    env = {**os.environ, "MISBEHAVING_PIDS": str(pids),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(repo)])}
+    proc = subprocess.run(
+        [sys.executable, "run.py", "campaign=smoke", "campaign.backends=[" + ",".join(f"'{s}'" for s in specs) + "]",
+         "campaign.budget=6", "campaign.workers=1", "mutation.rate=0",
+         "campaign.queue_s=1000",  # room for every test in each backend's queue: no skip
+         "campaign.sandbox_timeout_s=20", "campaign.test_timeout_s=120",
+         f"output.dir={out}", "ray.temp_dir=/tmp/dsray-hostile", "triage.enabled=false"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = read_results(out).to_pylist()
+    assert len(rows) == 6 * len(specs)  # every test, every backend: nothing lost
+    got = {(r["backend"], r["verdict"], r["leaked_procs"]) for r in rows}
+    assert got == {("ort", "pass", 0), ("misbehaving:Orphan?how=daemon", "pass", 1),
+                   ("misbehaving:Orphan?then=segv", "signal", 1),
+                   ("misbehaving:ClosedFds", "crash", 0), ("misbehaving:Flood?mb=20", "pass", 0)}
+    run_id = rows[0]["run_id"]
+    assert proctree.marked(f"{run_id}:") == []  # nothing any sandbox started is left
+    noted = [int(f.read_text()) for f in pids.iterdir()]
+    assert len(noted) == 12 and not any(proctree.alive(p) for p in noted)
