@@ -266,8 +266,16 @@ def drop_unlisted_options(cfg: Config) -> list[str]:
 
 def set_on_command_line(spec: str, overrides: list[str]) -> bool:
     """Whether one of Hydra's task overrides sets options of backend `spec`."""
-    return any("backend_options" in o and spec in o.split("=", 1)[-1] + o.split("=", 1)[0]
-               for o in overrides)
+    for o in overrides:
+        key, _, value = o.lstrip("+~").partition("=")
+        if key.startswith(f"campaign.backend_options.{spec}"):  # .ort.rate=... or .ort=...
+            rest = key[len(f"campaign.backend_options.{spec}"):]
+            if rest in ("", ) or rest.startswith("."):
+                return True
+        if key == "campaign.backend_options" and re.search(
+                rf"[{{,]\s*['\"]?{re.escape(spec)}['\"]?\s*:", value):
+            return True
+    return False
 
 
 #: (file, problem) of bad seeds already warned about (validate may run twice per campaign)

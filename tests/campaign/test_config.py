@@ -196,6 +196,8 @@ def test_overriding_backends_drops_the_presets_options_for_the_others():
     assert set_on_command_line("ort", overrides)
     assert not set_on_command_line("ort", overrides[:1])
     assert set_on_command_line("ort", ["+campaign.backend_options={ort: {rate: 0.2}}"])
+    assert not set_on_command_line("ort", ["campaign.backend_options.ort_noopt.rate=0.5",
+                                           "+campaign.backend_options={ort_noopt: {rate: 1}}"])
 
 
 @pytest.mark.parametrize("spec, message", [
