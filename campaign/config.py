@@ -126,6 +126,10 @@ class CampaignConfig:
     known_rate: float = 0.1
     #: build report.html (docs/report.md) in the output dir when the campaign ends
     report: bool = False
+    #: seconds a campaign waits for a full disk (results that cannot be written: generation
+    #: paused, rows kept in memory, writes retried) before it stops as on Ctrl-C (exit 3;
+    #: `campaign.resume=true` continues it)
+    disk_wait_s: float = 600.0
 
     def options(self, backend: str) -> BackendOptions:
         return self.backend_options.get(backend) or BackendOptions()
@@ -273,6 +277,62 @@ def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
     ]
 
 
+def drop_unlisted_options(cfg: Config) -> list[str]:
+    """Remove `campaign.backend_options` entries whose spec is not in `campaign.backends` (a
+    preset's options for a backend the user's `campaign.backends=[...]` left out); returns
+    their specs, so the caller can warn about those the user set on the command line."""
+    c = cfg.campaign
+    dropped = [spec for spec in c.backend_options if spec not in c.backends]
+    for spec in dropped:
+        del c.backend_options[spec]
+    return dropped
+
+
+def set_on_command_line(spec: str, overrides: list[str]) -> bool:
+    """Whether one of Hydra's task overrides sets options of backend `spec`."""
+    for o in overrides:
+        key, _, value = o.lstrip("+~").partition("=")
+        if key.startswith(f"campaign.backend_options.{spec}"):  # .ort.rate=... or .ort=...
+            rest = key[len(f"campaign.backend_options.{spec}"):]
+            if rest in ("", ) or rest.startswith("."):
+                return True
+        if key == "campaign.backend_options" and re.search(
+                rf"[{{,]\s*['\"]?{re.escape(spec)}['\"]?\s*:", value):
+            return True
+    return False
+
+
+#: (file, problem) of bad seeds already warned about (validate may run twice per campaign)
+_warned_seeds: set[tuple[str, str]] = set()
+
+
+def seed_problem(m: MutationConfig) -> str:
+    """The first bad file of `mutation.seeds` as one line (`mutation.seeds: <file>:<line>:
+    problem`), "" when every file parses and verifies, or when bad ones are skipped
+    (`mutation.skip_bad_seeds`: a warning per file instead). Seeds matter only when mutation
+    is on (`mutation.rate` > 0)."""
+    import logging
+
+    from mutators.source import check_seeds, seeds_dir
+
+    try:
+        d = seeds_dir(m.seeds)
+    except ValueError:
+        return ""  # mutation_checks says so
+    if d is None or m.rate <= 0:
+        return ""
+    bad = check_seeds(d)
+    if bad and not m.skip_bad_seeds:
+        return (f"mutation.seeds: {bad[0][1]}"
+                + (f" (and {len(bad) - 1} more bad files)" if len(bad) > 1 else "")
+                + "; fix it, or set mutation.skip_bad_seeds=true to leave bad seeds out")
+    for f, e in bad:
+        if (str(f), str(e)) not in _warned_seeds:
+            _warned_seeds.add((str(f), str(e)))
+            logging.getLogger(__name__).warning("mutation.seeds: seed left out: %s", e)
+    return ""
+
+
 def validate(cfg: Config) -> Budget:
     """Check what the schema cannot; return the parsed budget. Errors name the field."""
     c = cfg.campaign
@@ -308,6 +368,7 @@ def validate(cfg: Config) -> Budget:
          f"campaign.known_rate: must be in [0, 1], got {c.known_rate}"),
         (c.generation.share > 0,
          f"campaign.generation.share: must be > 0, got {c.generation.share}"),
+        (c.disk_wait_s >= 0, f"campaign.disk_wait_s: must be >= 0, got {c.disk_wait_s}"),
         (cfg.ray.num_cpus is None or cfg.ray.num_cpus >= 1,
          f"ray.num_cpus: must be >= 1, got {cfg.ray.num_cpus}"),
         (c.generation.num_cpus >= 0,
@@ -333,6 +394,9 @@ def validate(cfg: Config) -> Budget:
     for ok, msg in checks:
         if not ok:
             raise ConfigError(msg)
+    msg = seed_problem(cfg.mutation)
+    if msg:
+        raise ConfigError(msg)
     from campaign.triage.config import problem as triage_problem
 
     msg = triage_problem(cfg.triage)

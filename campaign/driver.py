@@ -68,7 +68,7 @@ from campaign.findings import FindingStore
 from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
 from campaign.scheduler import CoreScheduler
 from campaign.schema import graphless_row
-from campaign.storage import ResultSink, existing_run
+from campaign.storage import ResultSink, describe_error, existing_run
 from campaign.verdict import Stage, Verdict
 from mutators.source import verdict_signature
 
@@ -93,6 +93,11 @@ GEN = "generate"
 
 class CampaignError(RuntimeError):
     """The campaign cannot go on (no resources, actors that cannot start or keep failing)."""
+
+
+class DiskFull(Exception):
+    """Results could not be written for `campaign.disk_wait_s`: the campaign stops as on
+    Ctrl-C (the message says where and how much space is needed)."""
 
 
 @dataclass
@@ -141,6 +146,14 @@ class Summary:
     worker_errors: int = 0
     requeued: int = 0
     interrupted: bool = False
+    #: why the campaign stopped before its budget other than Ctrl-C (e.g. a full disk)
+    stopped: Optional[str] = None
+    #: rows that could not be written into results/ when it stopped, and the file holding
+    #: them (moved into results/ by `campaign.resume=true`); no file: they were lost
+    rows_spilled: int = 0
+    spill_file: Optional[str] = None
+    #: findings whose folder could not be written (a full disk); their rows have no finding_dir
+    finding_write_errors: int = 0
     #: per backend: target, actors, rate, evaluated tests, tests it skipped while busy, calls
     backends: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: tests that reached no backend (every backend they were sampled for was busy)
@@ -205,6 +218,14 @@ class Summary:
             f"findings: {self.findings_dir} ({self.findings} findings, "
             f"{self.finding_folders} folders)",
         ]
+        if self.stopped:
+            lines.append(f"stopped: {self.stopped}")
+        if self.rows_spilled:
+            lines.append(f"{self.rows_spilled} rows not written to results/: "
+                         + (f"kept in {self.spill_file} (campaign.resume=true moves them back)"
+                            if self.spill_file else "LOST (no space anywhere)"))
+        if self.finding_write_errors:
+            lines.append(f"{self.finding_write_errors} finding folders could not be written")
         if self.worker_deaths or self.worker_timeouts or self.worker_errors:
             lines.append(f"actors: {self.worker_deaths} died, {self.worker_timeouts} hung, "
                          f"{self.worker_errors} raised; {self.requeued} tests re-run")
@@ -232,15 +253,29 @@ def preflight(cfg: Config) -> Budget:
     BudgetPlan.of(budget, cfg.triage.budget, cfg.triage.enabled)  # a triage that leaves no time
     for key in ("backends", "probe"):
         unknown = [b for b in getattr(cfg.campaign, key) if b not in BACKENDS]
+        check_specs(key, unknown)  # why: a module not found, a bad option, ...
         if unknown:
             raise ConfigError(f"campaign.{key}: unknown backend {unknown[0]!r} "
                               f"(known: {', '.join(sorted(BACKENDS))})")
+        check_specs(key, getattr(cfg.campaign, key))
     try:
         if not cfg.generator.enabled_ops():
             raise ConfigError("generator: ops_include/ops_exclude leave no op enabled")
     except ValueError as e:
         raise ConfigError(str(e)) from None
     return budget
+
+
+def check_specs(key: str, specs: list[str]) -> None:
+    """Every spec builds (`make_backend`): an unknown option, a bad value or a module that does
+    not import is a ConfigError naming `campaign.<key>` and the spec."""
+    from campaign.backends import make_backend
+
+    for spec in specs:
+        try:
+            make_backend(spec)
+        except ValueError as e:
+            raise ConfigError(f"campaign.{key}: {e}") from None
 
 
 def backend_targets(cfg: Config) -> dict[str, str]:
@@ -423,6 +458,31 @@ ACTOR_ENV = {**THREAD_ENV, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64"}
 def _actor_env() -> dict[str, str]:
     """ACTOR_ENV, except where the driver's own environment says otherwise."""
     return {k: os.environ.get(k, v) for k, v in ACTOR_ENV.items()}
+
+
+def _run_env(run_id: str) -> dict[str, str]:
+    """The actors' environment: ACTOR_ENV, and the run id that the marks of every process
+    their sandboxes start carry (`campaign.proctree`), so the campaign's end finds them all."""
+    from campaign.proctree import RUN_ENV
+
+    return {**_actor_env(), RUN_ENV: run_id}
+
+
+def kill_leftovers(run_id: str, wait_s: float = 3.0) -> int:
+    """Kill every process the run's sandboxes started that is still running (actors killed
+    with SIGKILL leave their sandbox processes' orphans to init); returns how many. Repeated
+    until none is found (actors may still be dying)."""
+    from campaign.proctree import sweep
+
+    n, quiet, deadline = 0, 0, time.monotonic() + wait_s
+    while quiet < 2 and time.monotonic() < deadline:
+        k = sweep(f"{run_id}:", owner_dead_only=False)
+        n += k
+        quiet = quiet + 1 if k == 0 else 0
+        time.sleep(0.1)
+    if n:
+        log.warning("killed %d processes the run's compilers left running", n)
+    return n
 
 
 def _is_error(result: Any) -> bool:
@@ -728,7 +788,7 @@ class _Campaign:
             custom = {r: v for r, v in res.items() if r not in ("CPU", "GPU")}
             if custom:
                 opts["resources"] = custom
-            return ray.remote(**opts)(_hosted(cls, _actor_env()))
+            return ray.remote(**opts)(_hosted(cls, _run_env(self.run_id)))
 
         n, res = needs[GEN]
         gen_cls = remote(stages.generator_cls, res)
@@ -766,6 +826,7 @@ class _Campaign:
     def _resume_state(self) -> int:
         """Continue the run whose results are in out_dir; return the next file sequence number."""
         try:
+            _recover_spilled(self.out_dir)
             prev = existing_run(self.out_dir)
         except ValueError as e:
             raise CampaignError(f"campaign.resume: {e}") from None
@@ -845,7 +906,10 @@ class _Campaign:
         return some
 
     def feed(self) -> None:
-        """Queue new tests for generation, as many as keep its actors busy and fit downstream."""
+        """Queue new tests for generation, as many as keep its actors busy and fit downstream;
+        none while results cannot be written (`hold_for_disk`)."""
+        if self.sink.blocked:
+            return
         want = self.gen.limit() - self.gen.backlog()
         while want > 0 and self._room(self.gen.backlog()) and self.budget_left():
             i = self.next_index
@@ -915,10 +979,10 @@ class _Campaign:
         dirs: dict[str, str] = {}
         for f in report.findings:
             d = self.findings.add(f)
-            if d is not None:
-                dirs.setdefault(f.backend, d)
+            if d is not None:  # an earlier test's finding may come too (worker.blame_finding)
+                dirs.setdefault((f.backend, f.test_id), d)
         for row in report.rows:
-            self._add_row(test, {**row, "finding_dir": dirs.get(row["backend"])})
+            self._add_row(test, {**row, "finding_dir": dirs.get((row["backend"], row["test_id"]))})
         self.consecutive_failures = 0
 
     def on_generated(self, item: _Item, res: Any) -> None:
@@ -1164,12 +1228,43 @@ class _Campaign:
                         f"actor call ran past campaign.test_timeout_s={limit:g} s"))
 
     # ---- the loop ----------------------------------------------------------------------------
+    def hold_for_disk(self) -> None:
+        """Results cannot be written (`ResultSink.blocked`): generation pauses (no new test is
+        fed) while the tests already fed run to the end and their rows come back into memory,
+        and writing is retried until it works again (return) or `campaign.disk_wait_s` passed
+        (DiskFull)."""
+        wait_s = self.c.disk_wait_s
+        while self.sink.blocked:
+            waited = time.monotonic() - (self.sink.blocked_since or time.monotonic())
+            if waited >= wait_s:
+                raise DiskFull(
+                    f"results could not be written to {self.sink.dir} for "
+                    f"campaign.disk_wait_s={wait_s:g} s ({describe_error(self.sink.error)}); "
+                    f"free at least "
+                    f"{self.sink.bytes_needed() / 2**20:.1f} MB there and continue with "
+                    "campaign.resume=true")
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                return  # the loop stops at the deadline; the sink keeps what it could not write
+            self.dispatch()  # what was fed before still runs (no feeding): no test left half-done
+            refs = list(self.by_ref)
+            if refs:
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=POLL_S)
+                for ref in ready:
+                    self.complete(ref)
+                self.check_hangs()
+            else:
+                time.sleep(min(POLL_S, max(wait_s - waited, 0.01)))
+            self.sink.maybe_flush()
+
     def loop(self) -> None:
         last_postfix = 0.0
         while True:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 self.stop_at_deadline()
                 return
+            if self.sink.blocked:
+                self.hold_for_disk()
+                continue  # the deadline may have come meanwhile
             self.feed()
             self.dispatch()
             if not self.by_ref:
@@ -1335,6 +1430,7 @@ class _Campaign:
             findings=self.findings.total, finding_folders=self.findings.folders,
             worker_deaths=self.deaths, worker_timeouts=self.timeouts, worker_errors=self.errors,
             requeued=self.requeued, interrupted=interrupted,
+            finding_write_errors=self.findings.write_errors,
             backends={b: {"target": self.targets.get(b, ""), "actors": p.n,
                           "rate": self.c.options(b).rate, "evaluated": p.done,
                           "skipped_busy": p.skipped_busy, "resources": p.resources,
@@ -1356,6 +1452,20 @@ class _Campaign:
             testing_deadline_s=(self.deadline - self.t_start if self.deadline is not None
                                 else None),
         )
+
+
+def _recover_spilled(out_dir: Path) -> int:
+    """The rows an earlier stop on a full disk spilled (`_spill`), back into results/."""
+    from campaign.storage import recover_spilled
+
+    try:
+        n = recover_spilled(out_dir)
+    except OSError as e:
+        raise CampaignError(f"campaign.resume: cannot move the rows spilled on a full disk "
+                            f"back into {out_dir}: {e.strerror or e}") from None
+    if n:
+        log.warning("campaign.resume: %d results files spilled on a full disk moved back", n)
+    return n
 
 
 def _check_resume_config(conf: Config, out_dir: Path) -> None:
@@ -1416,14 +1526,22 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
 
         stages.config.known = load_triggers(known)
         log.warning("known bugs: %d triggers from %s", len(stages.config.known), ", ".join(known))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"output.dir: cannot create {str(out_dir)!r}: {e.strerror or e}") from None
     if not conf.campaign.resume:
-        (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))
+        try:
+            (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(conf)))
+        except OSError as e:
+            raise CampaignError(f"output.dir: cannot write {out_dir / 'config.yaml'}: "
+                                f"{e.strerror or e}") from None
     started = _start_ray(conf, needs)
     t0 = time.monotonic()  # the budget counts from here: Ray's start-up is not in it
     plan = BudgetPlan.of(budget, conf.triage.budget, conf.triage.enabled)
     camp: Optional[_Campaign] = None
     interrupted = False
+    stopped: Optional[str] = None
     try:
         check_resources(conf, needs)
         camp = _Campaign(conf, budget, out_dir, stages, needs, targets,
@@ -1441,6 +1559,9 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
                 camp.loop()
             except KeyboardInterrupt:
                 interrupted = True
+            except DiskFull as e:  # stops as on Ctrl-C, with its reason
+                interrupted, stopped = True, str(e)
+                log.error("%s", e)
             finally:
                 camp.t_end = time.monotonic()
                 if camp.bar is not None:
@@ -1448,22 +1569,50 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     finally:
         if camp is not None:
             camp.sink.close()
+            spill = _spill(camp.sink)
             try:
                 summary = camp.summary(interrupted)
             except Exception:  # e.g. the cluster went away: the summary without the actor table
                 camp.actor_table = lambda: []  # type: ignore[method-assign]
                 summary = camp.summary(interrupted)
+            summary.stopped = stopped
+            summary.rows_spilled, summary.spill_file = spill
             camp.stop_actors()
         if started:
             ray.shutdown()
+        if camp is not None:
+            kill_leftovers(camp.run_id)
     assert camp is not None
-    (out_dir / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
+    try:
+        (out_dir / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
+    except OSError as e:  # a full disk: the printed summary is all there is
+        log.warning("summary.json: cannot write to %s (%s)", out_dir, e.strerror or e)
     print(summary.text(), flush=True)
     if conf.triage.enabled and not interrupted:
         from campaign.triage.run import triage_campaign  # buckets, reductions, repro.py
 
         end = t0 + plan.total_s - REPORT_S if plan.total_s is not None else None
-        triage_campaign(out_dir, conf.triage, log=tqdm.write, deadline=end)
+        try:
+            triage_campaign(out_dir, conf.triage, log=tqdm.write, deadline=end)
+        except OSError as e:  # a full disk: the results are safe, triage can run later
+            log.warning("triage: stopped, cannot write to %s (%s); run `python -m "
+                        "campaign.triage %s` when there is space", out_dir, e.strerror or e,
+                        out_dir)
     if conf.campaign.report and not interrupted:
         _report(out_dir)
     return summary
+
+
+def _spill(sink: ResultSink) -> tuple[int, Optional[str]]:
+    """Rows the sink still holds after its last flush failed: written to the spill dir
+    (`ResultSink.spill`), so a resume gets them back; (rows, file or None when lost)."""
+    n = sink.buffered
+    if not n:
+        return 0, None
+    try:
+        f = sink.spill()
+    except OSError as e:
+        log.error("results: %d rows could not be written anywhere (%s)", n, e.strerror or e)
+        return n, None
+    log.warning("results: %d rows kept in %s until campaign.resume=true moves them back", n, f)
+    return n, str(f)

@@ -7,6 +7,7 @@ finding is counted.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections import Counter
@@ -14,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Optional, Protocol
 
 FINDINGS_DIR = "findings"
+log = logging.getLogger(__name__)
 
 
 class FindingLike(Protocol):
@@ -51,6 +53,8 @@ class FindingStore:
         self.max_per_signature = max_per_signature
         self.counts: Counter[SignatureKey] = Counter()  #: every finding seen
         self.stored: Counter[SignatureKey] = Counter()  #: findings given a folder
+        #: findings whose folder could not be written (a full disk): counted, not stored
+        self.write_errors = 0
 
     @property
     def total(self) -> int:
@@ -71,13 +75,22 @@ class FindingStore:
         if self.stored[key] >= self.max_per_signature:
             return None
         tmp = parent / f".tmp-{finding.test_id}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        for rel, data in files.items():
-            path = tmp / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+        try:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir(parents=True)
+            for rel, data in files.items():
+                path = tmp / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+        except OSError as e:  # a full disk: the row still counts the finding
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not self.write_errors:
+                log.warning("findings: cannot write to %s (%s); folders are skipped until it "
+                            "works again (their rows have no finding_dir)", self.dir,
+                            e.strerror or e)
+            self.write_errors += 1
+            return None
         try:
             os.rename(tmp, final)
         except OSError:

@@ -198,14 +198,17 @@ class Evaluator:
             job = prep.m.job if self.worker.sandboxes else None
             result = self.worker.evaluate(self.backend, prep.m, job)
             row, finding = self.worker.judge(self.backend, prep, result)
-            return self._report(row, finding)
+            return self._report(row, finding, self.worker.blame_finding(self.backend, result))
         except Exception:
             return _error(prep.tc.test_id)
 
-    def _report(self, row: dict[str, Any], finding: Optional[Finding]) -> TestReport:
+    def _report(self, row: dict[str, Any], finding: Optional[Finding],
+                blamed: Optional[Finding] = None) -> TestReport:
+        """`blamed`: the finding of an earlier test that left the sandbox process unusable
+        (`FuzzWorker.blame_finding`)."""
         # where and when the backend ran, not where and when the test was made
         row.update(host=self.worker.host, worker=self.label, ts=datetime.now(timezone.utc))
-        return TestReport([row], [finding] if finding is not None else [])
+        return TestReport([row], [f for f in (finding, blamed) if f is not None])
 
     def _evaluate_merged(self, group: list[int], preps: list[Optional[Prepared]],
                          out: list) -> None:
@@ -248,7 +251,9 @@ class Evaluator:
                     continue
                 if row["verdict"] == "pass":
                     row["merged"] = k
-                    out[i] = self._report(row, None)
+                    out[i] = self._report(row, None, self.worker.blame_finding(self.backend,
+                                                                               result)
+                                          if j == 0 else None)
                     continue
                 # the merged run's finding (if any) is dropped: the alone run decides
                 what = f"{row['verdict']} ({row.get('error_sig') or row.get('error_class')})"

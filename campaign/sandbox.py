@@ -31,6 +31,13 @@ Design (one sandbox per backend per FuzzWorker):
   into a per-process file (tail kept for crash reports, truncated per test), no core dumps,
   `PR_SET_PDEATHSIG` (dies with the parent), optional address-space limit (`RLIMIT_AS`, cpu
   targets only: CUDA reserves huge virtual ranges), one torch thread.
+- The child owns every process its compiler starts (`campaign.proctree`: subreaper + an
+  environment mark): after each test it kills what was left running (`leaked_procs`), and a
+  replaced child is killed with its whole tree and every marked escapee.
+- After each test the child checks itself (`_Health`: cwd, signal handlers, sys streams,
+  environment, threads, fds 1/2), repairs what it can and asks to be replaced otherwise; a
+  harness error (our code failing in the child) replaces it and re-runs the test once in a
+  fresh one, blaming the test that ran before (`BackendResult.blame`).
 - A child is recycled after `max_tests_per_process` tests, bounding leaks in the compilers.
   Scratch dirs live under `WORK_ROOT/<parent pid>-...`; those of dead parents (a Ray actor
   killed with SIGKILL cannot clean up) are swept by the next sandbox to start.
@@ -52,6 +59,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import weakref
@@ -62,6 +70,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from campaign import proctree
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, set_stage_listener
 from campaign.signature import python_frames
@@ -113,6 +122,8 @@ class SandboxStats:
     confirmations: int = 0  #: confirming re-runs after a timeout
     confirmed: int = 0  #: of which ran out too (confirmed timeouts)
     recycled: int = 0
+    replaced: int = 0  #: processes replaced because a test damaged them (`_Health`)
+    harness_reruns: int = 0  #: tests re-run in a fresh process after a harness error
     start_s: list[float] = field(default_factory=list)  #: seconds each start took
 
 
@@ -221,18 +232,25 @@ def _set_pdeathsig() -> None:
         pass
 
 
+#: signals whose handlers the sandbox process sets (and puts back when a test replaced one)
+_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGSEGV",
+            "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGCHLD")
+
+
 def _setup_child(out_path: str, memory_limit: int | None, parent: int) -> None:
-    """Make this freshly forked process a quiet, killable, bounded sandbox process."""
+    """Make this freshly forked process a quiet, killable, bounded sandbox process that owns
+    every process its compiler starts (subreaper + mark, `campaign.proctree`)."""
     os.setpgid(0, 0)
     _set_pdeathsig()
+    proctree.become_subreaper()
+    os.environ[proctree.MARK] = proctree.mark_value(parent)
     try:  # a daemonic multiprocessing child may not start children; compilers may want to
         mp.current_process().daemon = False
     except (AssertionError, ValueError):
         pass
     if os.getppid() != parent:  # the parent died before the death signal was armed
         os._exit(0)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGSEGV",
-                 "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGCHLD"):
+    for name in _SIGNALS:
         sig = getattr(signal, name, None)
         if sig is not None:
             try:
@@ -247,10 +265,7 @@ def _setup_child(out_path: str, memory_limit: int | None, parent: int) -> None:
     # capture files); faulthandler dumps the Python stack of a fatal signal there too
     sys.stdout = open(1, "w", buffering=1, closefd=False, errors="replace")
     sys.stderr = open(2, "w", buffering=1, closefd=False, errors="replace")
-    faulthandler.disable()
-    faulthandler.enable(file=sys.stderr, all_threads=False)
-    if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    _arm_faulthandler()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory_limit is not None:
         limit = _vm_size_bytes() + memory_limit
@@ -259,6 +274,130 @@ def _setup_child(out_path: str, memory_limit: int | None, parent: int) -> None:
         import torch
 
         torch.set_num_threads(1)
+    try:  # compilers' progress bars (Inductor, the ONNX exporter) would start tqdm's monitor
+        import tqdm  # thread, which `_Health` would find left running after the test
+
+        tqdm.tqdm.monitor_interval = 0
+    except ImportError:
+        pass
+
+
+def _arm_faulthandler() -> None:
+    faulthandler.disable()
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+
+
+def _fd_id(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class _Health:
+    """What a sandbox process is before its first test, checked after every test (the
+    compiler runs in this process and may damage it). Owns the three outcomes:
+
+    - repaired in place, and noted: working directory changed (changed back), signal handlers
+      replaced (ours put back, faulthandler re-armed), `sys.stdout`/`sys.stderr` replaced
+      (ours put back), environment variables set, changed or removed (restored);
+    - the process is replaced before the next test, and noted: a Python thread left running
+      (it cannot be stopped from outside);
+    - the process is unusable (replaced; the test is a `crash` if it otherwise passed): fd 1
+      or 2 closed or pointing elsewhere, our `sys.stdout`/`sys.stderr` closed, the working
+      directory deleted;
+    and kills the processes a test left running (counted in `leaked_procs`)."""
+
+    def __init__(self) -> None:
+        self.cwd = os.getcwd()
+        self.env = dict(os.environ)
+        self.stdout, self.stderr = sys.stdout, sys.stderr
+        self.fds = {fd: _fd_id(fd) for fd in (1, 2)}
+        self.handlers = {}
+        for name in _SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is not None:
+                self.handlers[sig] = signal.getsignal(sig)
+        self.threads = {t.ident for t in threading.enumerate()}
+
+    def check(self, result: BackendResult) -> bool:
+        """Record (and repair what can be) the damage of the test just run into `result`;
+        True: the process must be replaced."""
+        damage, unusable = result.damage, result.unusable
+        leaked = proctree.kill_descendants(os.getpid())
+        _reap_children()
+        result.leaked_procs = leaked
+        if leaked:
+            damage.append(f"left {leaked} process{'es' if leaked > 1 else ''} running "
+                          "(killed)")
+        for fd, ident in self.fds.items():
+            now = _fd_id(fd)
+            if now != ident:
+                unusable.append(f"fd {fd} {'closed' if now is None else 'redirected'}")
+        for name in ("stdout", "stderr"):
+            ours = getattr(self, name)
+            if getattr(sys, name) is not ours:
+                setattr(sys, name, ours)
+                damage.append(f"sys.{name} replaced (put back)")
+            if ours.closed:
+                unusable.append(f"sys.{name} closed")
+        try:
+            cwd: str | None = os.getcwd()
+        except OSError:
+            cwd = None
+        if cwd != self.cwd:
+            try:
+                os.chdir(self.cwd)
+                damage.append(f"working directory {'deleted' if cwd is None else 'changed to ' + repr(cwd)} (changed back)")
+            except OSError:
+                unusable.append(f"working directory {self.cwd!r} deleted")
+        replaced = []
+        for sig, handler in self.handlers.items():
+            try:
+                if signal.getsignal(sig) is not handler and signal.getsignal(sig) != handler:
+                    signal.signal(sig, handler)
+                    replaced.append(_signal_name(sig))
+            except (OSError, ValueError):
+                pass
+        if replaced:
+            _arm_faulthandler()
+            damage.append(f"signal handlers of {', '.join(replaced)} replaced (put back)")
+        env = dict(os.environ)
+        if env != self.env:
+            changed = sorted(k for k in set(env) | set(self.env) if env.get(k) != self.env.get(k))
+            os.environ.clear()
+            os.environ.update(self.env)
+            damage.append(f"environment variables {', '.join(changed[:5])}"
+                          f"{' ...' if len(changed) > 5 else ''} changed (restored)")
+        threads = [t for t in threading.enumerate() if t.ident not in self.threads and t.is_alive()]
+        if threads:
+            damage.append(f"left {len(threads)} thread{'s' if len(threads) > 1 else ''} running "
+                          f"({', '.join(t.name for t in threads[:3])}; process replaced)")
+        if unusable:
+            damage.append(f"left its process unusable: {', '.join(unusable)} (process replaced)")
+        return bool(threads or unusable)
+
+
+def _reap_children() -> None:
+    """Reap the zombies of this process (a subreaper adopts orphans; nothing waits for them)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        except OSError:
+            return
+        if pid == 0:
+            return
+
+
+def _harness_result(what: str, e: BaseException) -> BackendResult:
+    return BackendResult(stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
+                         error_class=type(e).__name__, error_msg=f"sandbox {what}: {e}",
+                         traceback=traceback.format_exc(), harness=True)
 
 
 def _truncate_output() -> None:
@@ -280,6 +419,7 @@ def _child_main(backend: Backend, conn: Any, stage: Any, work_dir: str, out_path
     except BaseException as e:
         conn.send(("init_error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
         return
+    health = _Health()
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -288,25 +428,28 @@ def _child_main(backend: Backend, conn: Any, stage: Any, work_dir: str, out_path
             return
         if kind == "stop":
             return
-        _truncate_output()
         stage.value = _SETUP
         try:
+            _truncate_output()
             m = JobMaterialized(Job.unpack(payload))
         except Exception as e:  # our transport failed: a harness error, not the compiler's
-            result = BackendResult(stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
-                                   error_class=type(e).__name__,
-                                   error_msg=f"sandbox could not read the job: {e}")
+            result = _harness_result("could not read the job", e)
         else:
             result = backend.evaluate(m)
         stage.value = _IDLE
-        sys.stdout.flush()
-        sys.stderr.flush()
+        try:  # our code, in a process the compiler may have damaged
+            replace = health.check(result)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception as e:
+            result = _harness_result("could not check its process after the test", e)
+            replace = True
         try:
-            conn.send(("result", result))
+            conn.send(("result", result, replace))
         except Exception as e:  # e.g. an output numpy cannot pickle
-            conn.send(("result", BackendResult(
-                stage=Stage.UNKNOWN, verdict=Verdict.INVALID, error_class=type(e).__name__,
-                error_msg=f"sandbox could not send the result: {e}")))
+            conn.send(("result", _harness_result("could not send the result", e), True))
+        if replace:
+            return
 
 
 # ---- crash reports ----------------------------------------------------------------------------
@@ -355,12 +498,17 @@ def _signal_name(signum: int) -> str:
 
 # ---- the parent --------------------------------------------------------------------------------
 
-def _kill_group(pid: int) -> None:
+def _kill_group(pid: int, mark: str | None = None) -> int:
+    """Kill sandbox process `pid` with everything it started: its descendants (it is their
+    subreaper), what carries its mark (escaped after it died), its process group. Returns how
+    many processes other than `pid` were killed."""
+    n = proctree.kill_tree(pid, mark)
     for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
             kill()
         except (ProcessLookupError, PermissionError, OSError):
             pass
+    return n
 
 
 class Sandbox:
@@ -377,6 +525,11 @@ class Sandbox:
         self._served = 0
         self._prepared = False
         self._finalizer: Any = None
+        self._mark: str | None = None
+        #: the job the current process ran last (blamed if the next one finds it unusable)
+        self._last_job: Job | None = None
+        #: processes killed with the current process (`_kill`), for the row of its test
+        self._killed_with = 0
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -413,8 +566,10 @@ class Sandbox:
         proc.start()
         child_end.close()
         self._proc, self._conn, self._served = proc, parent_end, 0
+        self._mark = proctree.mark_value(os.getpid(), proc.pid)
+        self._last_job = None
         self.stats.processes += 1
-        self._finalizer = weakref.finalize(self, _kill_group, proc.pid)
+        self._finalizer = weakref.finalize(self, _kill_group, proc.pid, self._mark)
         ready = mpc.wait([parent_end, proc.sentinel], self.cfg.start_timeout_s)
         msg = None
         if parent_end in ready:
@@ -449,13 +604,12 @@ class Sandbox:
         self.close()
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.exitcode is None:
-            _kill_group(self._proc.pid)
         self._reap()
 
     def _reap(self) -> None:
         if self._proc is not None:
-            _kill_group(self._proc.pid)  # its process group may outlive it (compiler children)
+            # its descendants, process group and marked escapees may outlive it
+            self._killed_with += _kill_group(self._proc.pid, self._mark)
             self._proc.join(5.0)
             self._proc = None
         if self._finalizer is not None:
@@ -492,7 +646,10 @@ class Sandbox:
         its parts are re-run alone, each confirmed on its own, `campaign.merge`)."""
         job = job if job is not None else Job.of(m)
         limit = self.cfg.timeout_s if timeout_s is None else timeout_s
+        previous = self._last_job  # what the current process ran before (None: fresh)
         result, _ = self._attempt(job, limit)
+        if result.harness:
+            result = self._rerun_after_harness_error(job, limit, result, previous)
         factor = self.cfg.confirm_timeout_factor
         if result.verdict is not Verdict.TIMEOUT or not factor or not confirm:
             return result
@@ -511,8 +668,36 @@ class Sandbox:
                                + (again.error_msg or ""))
         return again
 
+    def _rerun_after_harness_error(self, job: Job, limit: float, first: BackendResult,
+                                   previous: Job | None) -> BackendResult:
+        """Our code failed in the sandbox process: the process may have been damaged by an
+        earlier test. Replace it and run the test once more; a normal result stands (and the
+        earlier test, if any, is blamed: `BackendResult.blame`), a second harness error is
+        ours (`invalid`)."""
+        self.stats.harness_reruns += 1
+        self._kill()
+        again, _ = self._attempt(job, limit)
+        if again.harness:
+            return again
+        why = (first.error_msg or "").splitlines()[0] if first.error_msg else first.error_class
+        if previous is not None and previous.test_id != job.test_id:
+            again.blame = (previous.pack(), why)
+            again.damage.append(f"test {previous.test_id} left the process unusable ({why}); "
+                                "this test was re-run in a fresh process")
+        else:
+            again.damage.append(f"harness error in the first attempt ({why}); re-run in a "
+                                "fresh process")
+        return again
+
     def _attempt(self, job: Job, limit: float) -> tuple[BackendResult, float]:
         """One evaluation within `limit` seconds: (result, seconds from sending the job)."""
+        result, took = self._attempt_once(job, limit)
+        if result.leaked_procs is None:  # killed with its process (death, timeout)
+            result.leaked_procs = self._killed_with
+        self._killed_with = 0
+        return result, took
+
+    def _attempt_once(self, job: Job, limit: float) -> tuple[BackendResult, float]:
         for attempt in (1, 2):
             try:
                 self.start()
@@ -539,14 +724,18 @@ class Sandbox:
             ready = mpc.wait([self._conn, self._proc.sentinel], remaining)
             if self._conn in ready:
                 try:
-                    kind, result = self._conn.recv()
+                    kind, result, replace = self._conn.recv()
                 except (EOFError, OSError):
                     return self._died(), time.perf_counter() - t0
                 if kind == "result":
                     took = time.perf_counter() - t0
                     self._served += 1
+                    self._last_job = job
                     cap = self.cfg.max_tests_per_process
-                    if cap is not None and self._served >= cap:
+                    if replace:  # damaged (`_Health`): the next test gets a fresh process
+                        self.stats.replaced += 1
+                        self.close()
+                    elif cap is not None and self._served >= cap:
                         self.stats.recycled += 1
                         self.close()
                     return result, took
@@ -558,7 +747,8 @@ class Sandbox:
 
     def _died(self) -> BackendResult:
         stage = self._current_stage()
-        _kill_group(self._proc.pid)  # before reaping: leftover compiler children die too
+        # before reaping: leftover compiler children die too
+        self._killed_with += _kill_group(self._proc.pid, self._mark)
         self._proc.join(5.0)
         code = self._proc.exitcode
         tail = self._output_tail()
@@ -640,5 +830,6 @@ def _new_work_dir(backend: str) -> str:
     os.makedirs(WORK_ROOT, exist_ok=True)
     if not _swept:  # once per process
         sweep_stale_work_dirs()
+        proctree.sweep()  # processes sandboxes of dead parents started (escaped their tree)
         _swept = True
     return tempfile.mkdtemp(prefix=f"{os.getpid()}-{_safe(backend)}-", dir=WORK_ROOT)

@@ -64,6 +64,8 @@ RESULT_SCHEMA = pa.schema(
         pa.field("recompile_input_set", pa.int32(), nullable=True),
         pa.field("failed_input_set", pa.int32(), nullable=True),
         pa.field("dyn_finding", pa.string(), nullable=True),
+        pa.field("leaked_procs", pa.int32(), nullable=True),
+        pa.field("damage", pa.string(), nullable=True),
         pa.field("finding_dir", pa.string(), nullable=True),
         pa.field("host", pa.string(), nullable=False),
         pa.field("worker", pa.string(), nullable=False),
@@ -92,5 +94,5 @@ def graphless_row(test_id: str, seed: int) -> dict:
         "timeout_confirmed": None, "timeout_limit_s": None, "confirm_limit_s": None,
         "confirm_s": None, "dyn_dims": [],
         "dyn_shapes": [], "recompile_input_set": None, "failed_input_set": None,
-        "dyn_finding": None,
+        "dyn_finding": None, "leaked_procs": None, "damage": None,
     }

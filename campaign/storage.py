@@ -8,8 +8,12 @@ nothing readable.
 """
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,23 @@ RESULTS_DIR = "results"
 _SINK_COLUMNS = ("campaign", "run_id")
 _REQUIRED = tuple(f.name for f in RESULT_SCHEMA if not f.nullable and f.name not in _SINK_COLUMNS)
 _KNOWN = frozenset(RESULT_SCHEMA.names)
+#: bytes per row assumed before any file was written (for "free at least ..." messages)
+ROW_BYTES_GUESS = 2048
+#: seconds between retries of a failed flush
+RETRY_S = 1.0
+#: where rows go that could not be written when the campaign stopped (`spill`), per run
+SPILL_ROOT = Path(tempfile.gettempdir()) / "dynsmith-spill"
+
+log = logging.getLogger(__name__)
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write one Parquet file (the sink's only write; tests wrap it to fail like a full disk)."""
+    pq.write_table(table, path)
+
+
+def _mb(n: float) -> str:
+    return f"{n / 2**20:.1f} MB"
 
 
 class RowError(ValueError):
@@ -50,6 +71,12 @@ class ResultSink:
 
     `add` flushes by itself once `flush_rows` rows are buffered; `maybe_flush` also flushes when
     `flush_every_s` passed since the last flush; `close` flushes what is left.
+
+    A flush that fails (a full disk, a quota, an I/O error) loses nothing: the rows stay
+    buffered, the partial temp file is removed, `blocked` says since when, a one-line warning
+    names the directory and the space needed, and `maybe_flush` retries every RETRY_S seconds
+    (the driver pauses generation meanwhile). `spill` writes what is still buffered elsewhere
+    when the campaign must stop; `recover_spilled` brings it back on resume.
     """
 
     def __init__(
@@ -73,10 +100,26 @@ class ResultSink:
         self._buffer: list[dict[str, Any]] = []
         self._seq = seq_start  #: a resumed run goes on after the files already there
         self._last_flush = time.monotonic()
+        self.bytes_written = 0
+        #: the error of the flush that failed, and since when writing fails (None: it works)
+        self.error: Optional[OSError] = None
+        self.blocked_since: Optional[float] = None
+        self.failed_flushes = 0
+        self.rows_spilled = 0
 
     @property
     def buffered(self) -> int:
         return len(self._buffer)
+
+    @property
+    def blocked(self) -> bool:
+        """Writing fails (the last flush failed): rows wait in memory."""
+        return self.blocked_since is not None
+
+    def bytes_needed(self) -> int:
+        """About how much free space the buffered rows need (twice their estimated size)."""
+        per_row = self.bytes_written / self.rows_written if self.rows_written else ROW_BYTES_GUESS
+        return int(2 * per_row * max(len(self._buffer), 1)) + 64 * 1024
 
     def add(self, row: dict[str, Any]) -> None:
         check_row(row)
@@ -84,7 +127,7 @@ class ResultSink:
             {**row, "campaign": self.campaign, "run_id": self.run_id,
              "finding_dir": row.get("finding_dir")}
         )
-        if len(self._buffer) >= self.flush_rows:
+        if len(self._buffer) >= self.flush_rows and not self.blocked:
             self.flush()
 
     def add_many(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -92,24 +135,74 @@ class ResultSink:
             self.add(row)
 
     def maybe_flush(self) -> Optional[Path]:
-        if self._buffer and time.monotonic() - self._last_flush >= self.flush_every_s:
+        wait = RETRY_S if self.blocked else self.flush_every_s
+        if self._buffer and time.monotonic() - self._last_flush >= wait:
             return self.flush()
         return None
 
     def flush(self) -> Optional[Path]:
-        """Write the buffered rows as one file; return its path (None if nothing was buffered)."""
+        """Write the buffered rows as one file; return its path (None if nothing was buffered,
+        or the write failed: then the rows stay buffered and `blocked` is set)."""
         self._last_flush = time.monotonic()
         if not self._buffer:
             return None
         table = pa.Table.from_pylist(self._buffer, schema=RESULT_SCHEMA)
         final = self.dir / f"part-{self.run_id}-{self._seq:06d}.parquet"
         tmp = self.dir / f".tmp-{final.name}"
-        pq.write_table(table, tmp)
-        os.replace(tmp, final)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            write_table(table, tmp)
+            os.replace(tmp, final)
+        except OSError as e:
+            self._failed(e, tmp)
+            return None
+        if self.blocked:
+            log.warning("results: writing to %s works again after %.0f s; %d rows written",
+                        self.dir, time.monotonic() - (self.blocked_since or 0.0),
+                        len(self._buffer))
+        self.error = self.blocked_since = None
         self._seq += 1
         self.rows_written += len(self._buffer)
+        try:
+            self.bytes_written += final.stat().st_size
+        except OSError:
+            pass
         self._buffer.clear()
         self.files.append(final)
+        return final
+
+    def _failed(self, e: OSError, tmp: Path) -> None:
+        try:  # the partial file only takes space
+            tmp.unlink()
+        except OSError:
+            pass
+        self.failed_flushes += 1
+        first = not self.blocked
+        self.error = e
+        if first:
+            self.blocked_since = time.monotonic()
+            free = shutil.disk_usage(self.dir).free if self.dir.is_dir() else 0
+            log.warning("results: cannot write to %s (%s): %d rows kept in memory, generation "
+                        "paused; free at least %s there (%s free now), retrying",
+                        self.dir, describe_error(e), len(self._buffer), _mb(self.bytes_needed()),
+                        _mb(free))
+
+    def spill(self, root: Optional[Path] = None) -> Optional[Path]:
+        """Write the rows still buffered (writing to `dir` failing) to `root/<run_id>/`, from
+        where `recover_spilled` moves them into the results on resume; returns the file, None
+        when nothing was buffered. Raises OSError when that fails too."""
+        if not self._buffer:
+            return None
+        d = Path(root or SPILL_ROOT) / self.run_id
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "origin").write_text(str(self.dir.parent.resolve()))  # for `recover_spilled`
+        final = d / f"part-{self.run_id}-{self._seq:06d}.parquet"
+        tmp = d / f".tmp-{final.name}"
+        write_table(pa.Table.from_pylist(self._buffer, schema=RESULT_SCHEMA), tmp)
+        os.replace(tmp, final)
+        self._seq += 1
+        self.rows_spilled = len(self._buffer)
+        self._buffer.clear()
         return final
 
     def close(self) -> None:
@@ -120,6 +213,38 @@ class ResultSink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def describe_error(e: OSError) -> str:
+    """"disk full" for ENOSPC/EDQUOT, else the error's own words (one line)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "disk full"
+    return e.strerror or str(e).splitlines()[0]
+
+
+def recover_spilled(root: Path, spill_root: Optional[Path] = None) -> int:
+    """Move the files `ResultSink.spill` wrote for the campaign in `root` into
+    `<root>/results/` (resume); returns how many. Raises OSError when they cannot be moved
+    (the disk still full)."""
+    base = Path(spill_root or SPILL_ROOT)
+    origin = str(Path(root).resolve())
+    n = 0
+    for d in sorted(base.iterdir()) if base.is_dir() else []:
+        try:
+            if (d / "origin").read_text() != origin:
+                continue
+        except OSError:
+            continue
+        dest = Path(root) / RESULTS_DIR
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in sorted(d.glob("part-*.parquet")):
+            tmp = dest / f".tmp-{f.name}"
+            shutil.copyfile(f, tmp)
+            os.replace(tmp, dest / f.name)
+            f.unlink()
+            n += 1
+        shutil.rmtree(d, ignore_errors=True)
+    return n
 
 
 def results_dataset(root: Path) -> pads.Dataset:

@@ -140,6 +140,27 @@ def timeout_fields(result: BackendResult) -> dict[str, Any]:
             "confirm_s": result.confirm_s}
 
 
+#: error class of a test that left its sandbox process unusable
+PROCESS_DAMAGED = "ProcessDamaged"
+
+
+def damage_fields(row: dict[str, Any], result: BackendResult) -> dict[str, Any]:
+    """The row's record of what the test did to its sandbox process (`leaked_procs`,
+    `damage`); a test that left the process unusable (`BackendResult.unusable`) and otherwise
+    passed is a `crash` (ProcessDamaged), any other verdict keeps its own and says so."""
+    out: dict[str, Any] = {"leaked_procs": result.leaked_procs,
+                           "damage": "; ".join(result.damage) or None}
+    if result.unusable:
+        what = f"left its process unusable: {', '.join(result.unusable)}"
+        if row.get("verdict") == Verdict.PASS.value:
+            out.update(verdict=Verdict.CRASH.value, stage=Stage.UNKNOWN.value,
+                       error_class=PROCESS_DAMAGED, error_sig=f"{PROCESS_DAMAGED}: {what}",
+                       error_msg=what)
+        else:
+            out["error_msg"] = ((row.get("error_msg") or "") + f"; {what}")[:MAX_MSG]
+    return out
+
+
 def set_single_thread() -> None:
     """One thread per worker for torch (ORT sessions set their own): 2 cores otherwise thrash."""
     torch.set_num_threads(1)
@@ -245,10 +266,10 @@ class FuzzWorker:
         rows, findings = [], []
         job = Job.of(prep.m) if self.sandboxes else None
         for backend in self.backends:
-            row, finding = self.judge(backend, prep, self.evaluate(backend, prep.m, job))
+            result = self.evaluate(backend, prep.m, job)
+            row, finding = self.judge(backend, prep, result)
             rows.append(row)
-            if finding is not None:
-                findings.append(finding)
+            findings += [f for f in (finding, self.blame_finding(backend, result)) if f]
         return TestReport(rows, findings)
 
     def prepare(self, tc: TestCase, gen_ms: float = 0.0) -> "Prepared | TestReport":
@@ -285,9 +306,27 @@ class FuzzWorker:
                            prep.tolerances, prep.precisions, prep.truth if use_shadow else None)
             row.update(self._judgement_fields(j))
         row.update(dynshape_fields(prep, row, result))
+        row.update(damage_fields(row, result))
         if Verdict(row["verdict"]).is_finding:
             return row, self._finding(prep.m, row, prep.ref, result)
         return row, None
+
+    def blame_finding(self, backend: Backend, result: BackendResult) -> Finding | None:
+        """The `crash` finding of an earlier test that left its sandbox process unusable
+        (found by the next test's harness error there, `BackendResult.blame`). That test's
+        row was already sent: its finding folder and this test's `damage` column say it."""
+        if result.blame is None:
+            return None
+        from campaign.sandbox import Job, JobMaterialized
+
+        packed, why = result.blame
+        m = JobMaterialized(Job.unpack(packed))
+        what = f"left its process unusable: the next test hit a harness error there ({why})"
+        row = {"test_id": m.tc.test_id, "seed": m.tc.seed, "backend": backend.name,
+               "target": backend.target, "verdict": Verdict.CRASH.value,
+               "stage": Stage.UNKNOWN.value, "error_class": PROCESS_DAMAGED,
+               "error_sig": f"{PROCESS_DAMAGED}: left its process unusable", "error_msg": what}
+        return self._finding(m, row, None, None)
 
     @staticmethod
     def _failure_fields(result: BackendResult) -> dict[str, Any]:
@@ -336,7 +375,8 @@ class FuzzWorker:
             "n_input_sets": tc.n_sets, **dyn_row_fields(tc),
             "n_compiles": None, "recompile_input_set": None, "failed_input_set": None,
             "dyn_finding": None, "timeout_confirmed": None, "timeout_limit_s": None,
-            "confirm_limit_s": None, "confirm_s": None, "merged": None,
+            "confirm_limit_s": None, "confirm_s": None, "merged": None, "leaked_procs": None,
+            "damage": None,
             "branch_coverage": (tc.coverage or {}).get("branch_coverage"),
             "n_if_both": (tc.coverage or {}).get("ifs_both_branches") if counts["if"] else None,
             "trip_counts": (tc.coverage or {}).get("trip_counts", []),

@@ -42,7 +42,9 @@ class MutationConfig:
     working directory, else to the dynsmith checkout; null or "": none); `generated_seeds`:
     graphs generated into the pool at start; `pool_size`: most entries kept (seeds are never
     evicted); `max_insts`: mutants with more instructions (nested counted) are discarded;
-    `max_depth`: deepest body nesting a mutant may reach."""
+    `max_depth`: deepest body nesting a mutant may reach; `skip_bad_seeds`: a seed file that
+    does not parse or verify is left out with a warning (false: it is a config error at
+    start-up, naming the file and line)."""
 
     rate: float = 0.8
     max_steps: int = 3
@@ -53,6 +55,7 @@ class MutationConfig:
     pool_size: int = 256
     max_insts: int = 80
     max_depth: int = 3
+    skip_bad_seeds: bool = False
 
 
 @dataclass

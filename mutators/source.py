@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
 from ir.generate import GenConfig, GenerationError, generate, signature_key
 from ir.graph import Graph
-from ir.text import load
-from ir.verify import verify
+from ir.text import ParseError, parse
+from ir.verify import VerifyError, verify
 from mutators.engine import MutationConfig, MutationEngine
 from mutators.pool import Outcome, SeedPool
 
@@ -47,11 +48,76 @@ def seeds_dir(path: str | None) -> Path | None:
                      f"the working directory and in {ROOT})")
 
 
-def load_seeds(path: str | Path) -> list[tuple[str, Graph]]:
-    """Every `<dir>/*.gir` as (`corpus/<name>`, verified graph), in name order."""
+class SeedError(ValueError):
+    """A seed file that cannot be a seed; the message is one line: `<file>:<line>: problem`."""
+
+
+def _def_line(text: str, context: str) -> int | None:
+    """The line of `text` defining the instruction a VerifyError's context marks (`>>>`):
+    value names are unique in a file, so its first result's definition finds it."""
+    marked = next((ln for ln in context.splitlines() if ln.startswith(">>>")), None)
+    m = re.search(r"%[\w.]+", marked or "")
+    if m is None:
+        return None
+    name = re.escape(m.group(0))
+    for i, line in enumerate(text.splitlines(), 1):
+        head = line.split("=", 1)[0] if "=" in line else ""
+        if re.search(rf"(^|[\s,]){name}\s*(,|$)", head):
+            return i
+    return None
+
+
+def check_seed(path: str | Path) -> Graph:
+    """Read, parse and verify one seed file. Raises SeedError naming the file, the line and
+    the problem: not UTF-8, empty, a syntax error or unknown op, a type error."""
+    f = Path(path)
+    try:
+        data = f.read_bytes()
+    except OSError as e:
+        raise SeedError(f"{f}: cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SeedError(f"{f}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                        f"{e.start}); a seed is a GraphIR text file") from None
+    if not [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]:
+        raise SeedError(f"{f}:1: empty file: no graph (a seed holds one `graph main(...) {{...}}`)")
+    try:
+        g = parse(text, str(f))
+    except ParseError as e:  # already `<file>:<line>:<col>: problem`
+        raise SeedError(str(e).splitlines()[0]) from None
+    try:
+        return verify(g)
+    except VerifyError as e:
+        line = _def_line(text, e.context)
+        raise SeedError(f"{f}:{line if line is not None else 1}: {e.summary}") from None
+    except ValueError as e:  # e.g. the in-place analysis (ir.inplace) rejects it
+        raise SeedError(f"{f}:1: {str(e).splitlines()[0]}") from None
+
+
+def check_seeds(path: str | Path) -> list[tuple[Path, SeedError]]:
+    """The bad files of a seed directory, in name order, with their errors."""
+    bad = []
+    for f in sorted(Path(path).glob("*.gir")):
+        try:
+            check_seed(f)
+        except SeedError as e:
+            bad.append((f, e))
+    return bad
+
+
+def load_seeds(path: str | Path, skip_bad: bool = False) -> list[tuple[str, Graph]]:
+    """Every `<dir>/*.gir` as (`corpus/<name>`, verified graph), in name order. A bad file
+    raises SeedError (`check_seed`), or is left out with `skip_bad`."""
     out = []
     for f in sorted(Path(path).glob("*.gir")):
-        out.append((f"corpus/{f.stem}", verify(load(f))))
+        try:
+            out.append((f"corpus/{f.stem}", check_seed(f)))
+        except SeedError as e:
+            if not skip_bad:
+                raise
+            log.info("seed left out: %s", e)
     return out
 
 
@@ -101,7 +167,7 @@ class MutationSource:
         cfg, gen = self.cfg, self.gen
         d = seeds_dir(cfg.seeds)
         if d is not None:
-            for sid, g in load_seeds(d):
+            for sid, g in load_seeds(d, skip_bad=cfg.skip_bad_seeds):
                 if usable(g, gen):
                     self.pool.add_seed(sid, g)
                 else:

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import abc
 import importlib
+import inspect
 import random
 import re
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterator, Optional
 
 import numpy as np
@@ -70,6 +71,19 @@ class BackendResult:
     confirm_limit_s: float | None = None
     #: ... and the seconds that re-run took (to its result, or to its kill)
     confirm_s: float | None = None
+    #: set by a sandbox: processes the test left running (killed by the sandbox), None when
+    #: not sandboxed
+    leaked_procs: int | None = None
+    #: set by a sandbox: what the test did to its process (`campaign.sandbox` checks it after
+    #: every test: cwd, signal handlers, sys.stdout/stderr, environment, threads, fds 1/2)
+    damage: list[str] = field(default_factory=list)
+    #: ... of which what left the process unusable (a `crash` when the test otherwise passed)
+    unusable: list[str] = field(default_factory=list)
+    #: our own code failed around the backend (not the compiler): the sandbox re-runs it once
+    harness: bool = False
+    #: set by a sandbox: the earlier test (its `Job` bytes) that left the process unusable,
+    #: found when this test hit a harness error there and passed a re-run in a fresh process
+    blame: Any = None
 
     @property
     def timeout_confirmed(self) -> bool | None:
@@ -253,6 +267,7 @@ class Backend(abc.ABC):
             result.verdict = Verdict.INVALID
             result.error_class = type(e).__name__
             result.error_msg = f"harness error in backend {self.name}: {e}"
+            result.harness = True
             result.traceback = traceback.format_exc()
         finally:
             try:
@@ -420,14 +435,33 @@ def _resolve(spec: str) -> tuple[BackendFactory, dict[str, Any]]:
     return _import_dotted(base), options
 
 
+def _unknown_options(factory: BackendFactory, options: dict[str, Any]) -> str:
+    """"unknown option 'x' (known: a, b)" when `factory` takes no option of that name."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return ""
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return ""
+    known = [n for n, p in params.items()
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    bad = [k for k in options if k not in known]
+    if not bad:
+        return ""
+    return f"unknown option {bad[0]!r} (known: {', '.join(known) or 'none'})"
+
+
 def make_backend(spec: str) -> Backend:
     """Build the backend a config names (see the module doc for the forms of `spec`).
     Raises ValueError with a one-line message for an unknown name, a bad option or an
     unimportable path."""
     factory, options = _resolve(spec)
+    unknown = _unknown_options(factory, options)
+    if unknown:
+        raise ValueError(unknown if unknown.startswith("backend") else f"backend {spec!r}: {unknown}")
     try:
         backend = factory(**options)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:  # a bad value (the factory checks its options)
         raise ValueError(f"backend {spec!r}: {e}") from None
     if not isinstance(backend, Backend):
         raise ValueError(f"backend {spec!r}: the factory returned {type(backend).__name__}, "

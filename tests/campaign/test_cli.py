@@ -97,3 +97,37 @@ def test_multirun_sweep_writes_one_dataset_per_campaign_read_as_one(tmp_path):
     counts = table.group_by("campaign").aggregate([("test_id", "count_distinct")]).to_pylist()
     assert sorted((c["campaign"], c["test_id_count_distinct"]) for c in counts) == [
         ("cpu_ort", 6), ("smoke", 6)]
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "run.py", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_an_output_dir_that_cannot_be_made_is_one_line(tmp_path):
+    proc = _cli("output.dir=/proc/nope", f"hydra.run.dir={tmp_path / 'h'}")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: output.dir: cannot create '/proc/nope': No such file or directory"]
+
+
+def test_a_backend_spec_error_names_the_spec_after_overriding_backends(tmp_path):
+    # cpu_ort's options for ort are dropped with ort: the spec's own error is what is said
+    proc = _cli("campaign=cpu_ort", "campaign.backends=['tvm?opt_levl=3']",
+                f"hydra.run.dir={tmp_path / 'h'}")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "error: campaign.backends: backend 'tvm?opt_levl=3': unknown option 'opt_levl' "
+        "(known: target, opt_level, pipeline)"]
+
+
+def test_options_the_user_set_for_a_backend_no_longer_listed_are_a_warning(tmp_path):
+    out = tmp_path / "run"
+    proc = _cli("campaign=cpu_ort", "campaign.backends=[eager]",
+                "campaign.backend_options.ort.rate=0.5", "campaign.budget=2", *COMMON,
+                f"output.dir={out}", "triage.enabled=false", timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[0] == (
+        "warning: campaign.backend_options.ort: ignored, 'ort' is not in campaign.backends "
+        "['eager']")
+    assert read_results(out).num_rows == 2

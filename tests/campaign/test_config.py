@@ -212,3 +212,37 @@ def test_cpu_tvm_makes_no_test_tvm_cannot_import():
         worker.mutation.observe(tc.test_id, tc.graph, tc.lineage, True, None)
     assert not ops & {"loop", "scan", "lstm", "gru", "rnn"}
     assert "if" in ops and len(ops) > 30
+
+
+def test_overriding_backends_drops_the_presets_options_for_the_others():
+    from campaign.config import drop_unlisted_options, set_on_command_line
+
+    cfg = to_config(_compose("campaign=cpu_ort", "campaign.backends=[tvm]"))
+    assert drop_unlisted_options(cfg) == ["ort"]
+    assert cfg.campaign.backend_options == {}
+    assert validate(cfg) == Budget(seconds=600.0)
+    overrides = ["campaign.backends=[tvm]", "campaign.backend_options.ort.rate=0.5"]
+    assert set_on_command_line("ort", overrides)
+    assert not set_on_command_line("ort", overrides[:1])
+    assert set_on_command_line("ort", ["+campaign.backend_options={ort: {rate: 0.2}}"])
+    assert not set_on_command_line("ort", ["campaign.backend_options.ort_noopt.rate=0.5",
+                                           "+campaign.backend_options={ort_noopt: {rate: 1}}"])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("tvm?opt_level=9", "campaign.backends: backend 'tvm?opt_level=9': tvm: opt_level must be "
+                        "0..3, got 9"),
+    ("tvm?opt_levl=3", "campaign.backends: backend 'tvm?opt_levl=3': unknown option 'opt_levl' "
+                       "(known: target, opt_level, pipeline)"),
+    ("nosuchmod.x:Y", "campaign.backends: backend 'nosuchmod.x:Y': cannot import module "
+                      "'nosuchmod.x': No module named 'nosuchmod'"),
+])
+def test_an_error_in_a_backend_spec_names_the_spec(spec, message):
+    from campaign.config import drop_unlisted_options
+    from campaign.driver import preflight
+
+    cfg = to_config(_compose("campaign=cpu_ort", f"campaign.backends=['{spec}']"))
+    drop_unlisted_options(cfg)
+    with pytest.raises(ConfigError) as e:
+        preflight(cfg)
+    assert str(e.value) == message

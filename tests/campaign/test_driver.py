@@ -574,3 +574,66 @@ def test_a_known_trigger_holds_back_repeats_but_not_new_patterns(cluster, tmp_pa
         assert sorted(r["backend"] for r in rs) == expected, i
     assert summary.backends["ort"]["held_known"] == {"known-bug": 15}
     assert summary.backends["ort_noopt"]["held_known"] == {}
+class _FullDisk:
+    """`campaign.storage.write_table` on a disk that is full (ENOSPC after a partial write)
+    while `full` is set, for writes under `under`."""
+
+    def __init__(self, real, under, free_after_s=None):
+        self.real, self.under, self.full, self.failed = real, str(under), True, 0
+        self.free_after_s, self.first = free_after_s, None
+
+    def __call__(self, table, path):
+        import errno
+
+        if self.first is not None and self.free_after_s is not None and (
+                time.monotonic() - self.first > self.free_after_s):
+            self.full = False  # someone freed space
+        if self.full and str(path).startswith(self.under):
+            self.first = self.first or time.monotonic()
+            path.write_bytes(b"PAR1 partial")
+            self.failed += 1
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        self.real(table, path)
+
+
+def test_a_full_disk_pauses_generation_and_loses_no_row_when_space_comes_back(
+        cluster, tmp_path, monkeypatch, caplog):
+    import campaign.storage as storage
+
+    disk = _FullDisk(storage.write_table, tmp_path, free_after_s=2.0)
+    monkeypatch.setattr(storage, "write_table", disk)
+    monkeypatch.setattr(storage, "RETRY_S", 0.2)
+    with caplog.at_level(logging.WARNING, logger="campaign.storage"):
+        summary = run_campaign(config(budget="20", flush_rows=7, flush_every_s=0.2), tmp_path,
+                               stages=stages(["ort", "ort_noopt"]))
+    assert disk.failed >= 2 and not summary.interrupted and summary.stopped is None
+    rows = read_results(tmp_path).to_pylist()
+    assert len(rows) == summary.rows == 40 and sorted(by_test(rows)) == list(range(20))
+    warned = [r.getMessage() for r in caplog.records if r.name == "campaign.storage"]
+    assert warned[0].startswith(f"results: cannot write to {tmp_path / 'results'} (disk full): ")
+    assert "generation paused; free at least " in warned[0]
+    assert any("works again" in w for w in warned)
+
+
+def test_a_disk_full_too_long_stops_as_on_ctrl_c_and_resume_continues(cluster, tmp_path,
+                                                                      monkeypatch):
+    import campaign.storage as storage
+
+    out = tmp_path / "out"
+    disk = _FullDisk(storage.write_table, out)
+    monkeypatch.setattr(storage, "write_table", disk)
+    monkeypatch.setattr(storage, "SPILL_ROOT", tmp_path / "spill")
+    summary = run_campaign(config(budget="40", flush_rows=7, disk_wait_s=1.0, workers=1), out,
+                           stages=stages(["ort", "ort_noopt"]))
+    assert summary.interrupted and summary.stopped.startswith(
+        f"results could not be written to {out / 'results'} for campaign.disk_wait_s=1 s")
+    assert summary.rows == 0 and summary.rows_spilled >= 14  # at least one flush's worth
+    assert summary.spill_file.startswith(str(tmp_path / "spill"))
+    assert read_results(out).num_rows == 0  # nothing could be written there ...
+    disk.full = False  # ... space comes back: resume moves the spilled rows in and goes on
+    again = run_campaign(config(budget="40", flush_rows=7, workers=1, resume=True), out,
+                         stages=stages(["ort", "ort_noopt"]))
+    rows = read_results(out).to_pylist()
+    keys = [(r["test_id"], r["backend"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 80 and sorted(by_test(rows)) == list(range(40))
+    assert again.resumed_at == summary.rows_spilled // 2

@@ -127,3 +127,66 @@ def test_files_written_before_n_if_both_read_with_it_null(tmp_path, make_row):
     assert table.schema.equals(RESULT_SCHEMA) and table.num_rows == 3
     by_run = {(r["run_id"], r["test_id"]): r["n_if_both"] for r in table.to_pylist()}
     assert by_run[("old", "r-000002")] is None and by_run[("new", "r-000000")] == 1
+
+
+class _FullDisk:
+    """`campaign.storage.write_table` as on a disk that is full until `free()`: the write
+    starts (a partial temp file appears) and fails with ENOSPC."""
+
+    def __init__(self, real):
+        self.real, self.full, self.calls = real, True, 0
+
+    def __call__(self, table, path):
+        import errno
+
+        self.calls += 1
+        if self.full:
+            path.write_bytes(b"PAR1 partial")
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        self.real(table, path)
+
+    def free(self):
+        self.full = False
+
+
+def test_a_full_disk_keeps_the_rows_in_memory_and_writes_them_when_space_comes_back(
+        tmp_path, make_row, monkeypatch, caplog):
+    import campaign.storage as storage
+
+    sink = ResultSink(tmp_path, "r", "camp", flush_rows=4, flush_every_s=1e9)
+    sink.add_many(_rows(make_row, 4))  # one good file first
+    disk = _FullDisk(storage.write_table)
+    monkeypatch.setattr(storage, "write_table", disk)
+    monkeypatch.setattr(storage, "RETRY_S", 0.0)
+    with caplog.at_level("WARNING", logger="campaign.storage"):
+        sink.add_many(_rows(make_row, 10)[4:])  # the flush at 4 rows fails: nothing raised
+        assert sink.blocked and sink.buffered == 6 and sink.rows_written == 4
+        assert sink.maybe_flush() is None and sink.buffered == 6  # still full: retried, kept
+        assert not list((tmp_path / "results").glob(".tmp-*"))  # the partial file is gone
+        [warning] = [r.getMessage() for r in caplog.records]
+        assert warning.startswith(f"results: cannot write to {tmp_path / 'results'} (disk full)"
+                                  ": 4 rows kept in memory, generation paused; free at least ")
+        disk.free()
+        assert sink.maybe_flush() is not None
+    assert not sink.blocked and sink.rows_written == 10 and disk.calls == 3
+    assert "works again" in caplog.records[-1].getMessage()
+    assert sorted(r["test_id"] for r in read_results(tmp_path).to_pylist()) == sorted(
+        r["test_id"] for r in _rows(make_row, 10))
+
+
+def test_rows_a_stop_could_not_write_are_spilled_and_recovered(tmp_path, make_row, monkeypatch):
+    import campaign.storage as storage
+
+    sink = ResultSink(tmp_path / "out", "r", "camp", flush_rows=100, flush_every_s=1e9)
+    disk = _FullDisk(storage.write_table)
+    monkeypatch.setattr(storage, "write_table",
+                        lambda t, p: disk(t, p) if "out" in p.parts else disk.real(t, p))
+    sink.add_many(_rows(make_row, 5))
+    sink.close()
+    assert sink.blocked and sink.buffered == 5
+    f = sink.spill(tmp_path / "spill")
+    assert f == tmp_path / "spill" / "r" / "part-r-000000.parquet" and sink.buffered == 0
+    assert storage.recover_spilled(tmp_path / "elsewhere", tmp_path / "spill") == 0
+    assert storage.recover_spilled(tmp_path / "out", tmp_path / "spill") == 1
+    assert read_results(tmp_path / "out").num_rows == 5
+    assert not (tmp_path / "spill" / "r").exists()

@@ -115,6 +115,129 @@ class MemoryHog(Misbehaving):
         del chunks
 
 
+def _note_pid(name: str, pid: int) -> None:
+    """Where a test finds the processes a backend started (`MISBEHAVING_PIDS`, a dir)."""
+    pid_dir = os.environ.get("MISBEHAVING_PIDS", "/tmp")
+    with open(os.path.join(pid_dir, f"{name}-{os.getpid()}-{pid}"), "w") as f:
+        f.write(str(pid))
+
+
+class Orphan(Misbehaving):
+    """Leaves a `sleep` running in a new session: directly (`how=child`), after a double fork
+    whose middle process exits (`how=daemon`: the sleep is an orphan), or and then dies of a
+    segfault (`then=segv`: the sandbox process is gone before anyone looks), or hangs
+    (`then=hang`)."""
+
+    def __init__(self, stage: str = "compile", how: str = "daemon", then: str = "return"):
+        super().__init__(stage)
+        self.how, self.then = how, then
+
+    def act(self) -> None:
+        if self.how == "child":
+            proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+            _note_pid("orphan", proc.pid)
+        else:
+            pid_dir = os.environ.get("MISBEHAVING_PIDS", "/tmp")
+            subprocess.run(["sh", "-c", f"setsid sleep 600 & echo $! > {pid_dir}/orphan-sh-$$"],
+                           check=True)
+        if self.then == "segv":
+            ctypes.string_at(0)
+        elif self.then == "hang":
+            time.sleep(3600)
+
+
+class ClosedFds(Misbehaving):
+    """Closes fds 1 and 2 of its own process (a library closing the host's stdout/stderr)."""
+
+    def __init__(self, stage: str = "run"):
+        super().__init__(stage)
+
+    def act(self) -> None:
+        os.close(1)
+        os.close(2)
+
+
+class ChangedCwd(Misbehaving):
+    """Changes the working directory to a fresh directory and (`delete=true`) deletes it."""
+
+    def __init__(self, stage: str = "compile", delete: bool = True):
+        super().__init__(stage)
+        self.delete = delete
+
+    def act(self) -> None:
+        import tempfile
+
+        d = tempfile.mkdtemp(prefix="misbehaving-cwd-")
+        os.chdir(d)
+        if self.delete:
+            os.rmdir(d)
+
+
+class Meddler(Misbehaving):
+    """Replaces the process's global state one way (`what`): `signals` (SIGTERM ignored,
+    SIGSEGV to a Python handler), `stdout` (sys.stdout to a StringIO), `env` (sets and removes
+    variables), `thread` (leaves a thread running)."""
+
+    def __init__(self, stage: str = "compile", what: str = "signals"):
+        super().__init__(stage)
+        self.what = what
+
+    def act(self) -> None:
+        import io
+        import sys
+        import threading
+
+        if self.what == "signals":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGSEGV, lambda *a: None)
+        elif self.what == "stdout":
+            sys.stdout = io.StringIO()
+        elif self.what == "env":
+            os.environ["MEDDLER_WAS_HERE"] = "1"
+            os.environ.pop("HOME", None)
+        elif self.what == "thread":
+            threading.Thread(target=time.sleep, args=(3600,), name="meddler", daemon=True).start()
+
+
+class IgnoreTermHang(Misbehaving):
+    """Ignores SIGTERM (and SIGINT), then hangs: only SIGKILL ends it."""
+
+    def act(self) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        time.sleep(3600)
+
+
+class Flood(Misbehaving):
+    """Writes `mb` MB to stdout and as much to stderr (at the fd level and through Python)."""
+
+    def __init__(self, stage: str = "compile", mb: int = 20):
+        super().__init__(stage)
+        self.mb = mb
+
+    def act(self) -> None:
+        import sys
+
+        chunk = b"x" * (1 << 20)
+        for _ in range(self.mb):
+            os.write(1, chunk)
+            sys.stderr.write("y" * (1 << 20))
+        sys.stderr.flush()
+
+
+class PoisonHarness(Misbehaving):
+    """Damages its process in a way no check looks at: it breaks `pickle.loads` for everyone
+    after it, so the *next* test fails in our code (reading its job) in this process."""
+
+    def act(self) -> None:
+        import pickle
+
+        def broken(*args, **kwargs):
+            raise OSError(9, "Bad file descriptor")
+
+        pickle.loads = broken
+
+
 class WrongAnswer(Backend):
     """The reference's answer, except that results of op `op` are off by one."""
 
