@@ -18,7 +18,7 @@ added campaign/scheduler.py) and on this checkout. Per backend it prints:
 and per run the wall time of the whole command against the budget (Ray's start-up included, so
 a run may exceed the budget by that much) and the CPU-seconds of its whole process tree.
 
-    python bench/allocation.py [--presets cpu_dynamic] [--minutes 3] [--idle-tests 6]
+    python bench/allocation.py [--presets cpu_dynamic] [--minutes 3] [--idle-tests 6] [--no-triage]
     python bench/allocation.py --before-dir runs/old --after-dir runs/new   # reuse runs
 
 Asserts nothing about time: the machine is shared and varies 1.5x between identical runs; the
@@ -59,11 +59,14 @@ def worktree(rev: str) -> Path:
     return path
 
 
-def run_campaign(tree: Path, preset: str, minutes: float, out: Path) -> dict:
+def run_campaign(tree: Path, preset: str, minutes: float, out: Path, triage: bool = True
+                 ) -> dict:
     """`python run.py` in `tree` for `minutes`; its wall time and process-tree CPU."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, "run.py", f"campaign={preset}", f"campaign.budget={minutes:g}m",
            f"output.dir={out}", "ray.temp_dir=/tmp/dsray-bench"]
+    if not triage:
+        cmd.append("triage.enabled=false")
     t0 = time.monotonic()
     with open(out.parent / f"{out.name}.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -187,6 +190,10 @@ def main() -> None:
     ap.add_argument("--after-dir", type=Path, default=None,
                     help="reuse this output dir as the after run (one preset)")
     ap.add_argument("--idle-tests", type=int, default=6)
+    ap.add_argument("--no-triage", action="store_true",
+                    help="no triage after either run (the code before has no wall-clock "
+                         "triage budget: its triage can take many minutes); buckets are then "
+                         "counted by error signature only")
     ap.add_argument("--out", type=Path, default=None, help="where the runs go (a temp dir)")
     a = ap.parse_args()
     base = a.out or Path(tempfile.mkdtemp(prefix="dynsmith-alloc-"))
@@ -205,7 +212,7 @@ def main() -> None:
             out = base / f"{preset}-{label}"
             print(f"running {label} ({tree}) {preset} for {a.minutes:g} min -> {out}",
                   flush=True)
-            r = run_campaign(tree, preset, a.minutes, out)
+            r = run_campaign(tree, preset, a.minutes, out, triage=not a.no_triage)
             runs[label] = {**r, "dir": out, "fig": figures(out)}
         backends = sorted({b for r in runs.values() for b in r["fig"]["per"]})
         print(f"measuring compile times alone ({a.idle_tests} tests per backend)", flush=True)

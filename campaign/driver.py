@@ -738,8 +738,13 @@ class _Pool:
             self.camp.scheduler.finish(self.stage, call.expected_s, now - call.sent)
 
     def call_limit(self, call: _Call) -> float:
-        """Seconds a call may run: the per-test limit plus the batch's expected time, x4."""
-        return self.camp.c.test_timeout_s + 4 * len(call.items) * (self.per_item_s or 0.0)
+        """Seconds a call may run: the per-test limit plus the batch's expected time, x4; for a
+        backend that merges tests (`merge`), plus the merged module's own limit (k tests'
+        sandbox limits) before its parts re-run alone."""
+        c = self.camp.c
+        merge = c.options(self.stage).merge if self.stage != GEN else 1
+        merged = c.sandbox_timeout_s * merge if merge > 1 else 0.0
+        return c.test_timeout_s + merged + 4 * len(call.items) * (self.per_item_s or 0.0)
 
 
 class _Campaign:
@@ -1356,7 +1361,7 @@ class _Campaign:
         fits (a compile of seconds in the last seconds of a budget is wasted)."""
         if self.deadline is None or pool.per_item_s is None:
             return True
-        return time.monotonic() + pool.per_item_s <= self.deadline
+        return time.monotonic() + pool.per_item_s * pool.batch() <= self.deadline
 
     def stop_at_deadline(self) -> None:
         """The testing phase's time is up: work in flight is stopped, not waited for. Actors

@@ -153,13 +153,14 @@ def sweep(prefix: str = "", owner_dead_only: bool = True) -> int:
     for p in marked(prefix):
         if owner_dead_only:
             owner = _owner_of(p)
-            if owner is None or _exists(owner):
+            if owner is None or pid_alive(owner):
                 continue
         n += _kill(p)
     return n
 
 
-def _exists(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (ours or not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -796,16 +796,6 @@ def _safe(name: str) -> str:
 WORK_ROOT = os.path.join(tempfile.gettempdir(), "dynsmith-sandbox")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale_work_dirs(root: str = WORK_ROOT) -> int:
     """Remove scratch dirs whose parent process is gone (a parent killed with SIGKILL, e.g. a
     Ray actor, cannot clean up; its sandbox processes die with it). Returns how many."""
@@ -816,7 +806,7 @@ def sweep_stale_work_dirs(root: str = WORK_ROOT) -> int:
         return 0
     for name in entries:
         m = re.match(r"(\d+)-", name)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not proctree.pid_alive(int(m.group(1))):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed += 1
     return removed
