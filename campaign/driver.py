@@ -81,6 +81,10 @@ POLL_S = 0.5
 #: batches are sized so that one actor call takes about this long: a Ray call costs ~1.5 ms of
 #: CPU (driver and actor together), 5% of a 10-node cpu_ort test when each call carried one
 CALL_TARGET_S = 0.2
+#: what a backend's test is taken to cost before its first result (queue sizing)
+UNMEASURED_S = 1.0
+#: a merging backend's queued test waits for a full batch at most this fraction of a call
+MERGE_WAIT_FRACTION = 0.25
 #: backend verdicts go to the generation actors' seed pools at most this often
 FEEDBACK_S = 0.5
 #: packed tests per evaluation call at most, in bytes (below Ray's 100 KiB inline limit)
@@ -627,11 +631,14 @@ class _Pool:
     def limit(self) -> int:
         """Most tests this pool holds (queued + in flight): its calls in flight and a batch
         waiting on every actor, or `campaign.queue_s` seconds of its work if more (so an actor
-        being replaced does not make tests skip a backend that keeps up), up to MAX_QUEUE."""
+        being replaced, or still starting, does not make tests skip a backend that keeps up),
+        up to MAX_QUEUE."""
         calls = self.n * (self.camp.c.in_flight_per_worker + 1) * self.batch()
         if self.stage == GEN:  # generation makes tests on demand: no queue beyond its calls
             return calls
-        work = self.n * self.camp.c.queue_s / self.per_item_s if self.per_item_s else 0.0
+        # before its first result (an actor still starting: actors are not waited for) a test
+        # is taken to cost UNMEASURED_S, so a backend warming up gets queue_s worth of tests
+        work = self.n * self.camp.c.queue_s / (self.per_item_s or UNMEASURED_S)
         return max(calls, min(MAX_QUEUE, int(work)))
 
     # ---- submitting --------------------------------------------------------------------------
@@ -690,7 +697,16 @@ class _Pool:
                 return 0.0
         if not self.camp.gen.backlog():  # generation is done (budget spent or downstream full)
             return 0.0
-        return self.queue[0].queued + CALL_TARGET_S - time.monotonic()
+        return self.queue[0].queued + self.batch_wait_s() - time.monotonic()
+
+    def batch_wait_s(self) -> float:
+        """How long a queued test may wait for its batch to fill: CALL_TARGET_S, or for a
+        backend that merges tests a share of its call's time (a merged compile of k tests
+        costs about what one costs, so a batch short of k wastes most of it)."""
+        merge = self.camp.c.options(self.stage).merge if self.stage != GEN else 1
+        if merge <= 1 or not self.per_item_s:
+            return CALL_TARGET_S
+        return max(CALL_TARGET_S, MERGE_WAIT_FRACTION * self.per_item_s * merge)
 
     def _take(self, n: int) -> list[_Item]:
         """Up to `n` items, re-runs first; an evaluation batch also stops at MAX_CALL_BYTES of

@@ -16,8 +16,9 @@ scheduler makes the campaign decide instead:
   virtual time among those with work ready (an idle actor and a due batch). A call is charged
   its expected cost when it is sent and corrected to what it took when it returns, so two
   cores freeing at once are not both given to the same stage.
-- **No hoarding.** A call holds its core until it returns, so a stage holds more cores than
-  its share of them (rounded up) only while no other stage has work ready.
+- **No hoarding.** A call holds its core until it returns, so a slow stage (calls of seconds,
+  `SLOW_CALL_S`) holds more cores than its share of them (rounded up) only while no other
+  stage has work ready; a fast one frees its cores too often to need the rule.
 - **No banking.** A stage that had no work does not save up credit: when it becomes ready again
   its virtual time is raised to the smallest of the stages that are running or ready (the
   system's virtual clock). Stage shares are therefore shares of what is contended; an idle
@@ -35,6 +36,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 
+#: a stage whose calls take longer than this (seconds, on average) is slow: while another stage
+#: has work ready it holds no more than its share of the cores, rounded up (`fair_cores`)
+SLOW_CALL_S = 2.0
+
+
 @dataclass
 class StageAccount:
     """One stage's standing: its share, virtual time, cores held and core-seconds used."""
@@ -45,6 +51,12 @@ class StageAccount:
     core_s: float = 0.0  #: core-seconds of calls that came back
     calls: int = 0
     active: bool = False  #: ready or running at the last decision (for the no-banking rule)
+    call_s: Optional[float] = None  #: moving average of its calls' durations
+
+    @property
+    def slow(self) -> bool:
+        """Its calls hold a core for long (SLOW_CALL_S): the no-hoarding rule applies."""
+        return self.call_s is not None and self.call_s > SLOW_CALL_S
 
 
 @dataclass
@@ -89,14 +101,13 @@ class CoreScheduler:
             a.active = name in ready
 
     def fair_cores(self, stage: str) -> int:
-        """The most cores `stage` holds at once while another stage has work ready: its share
-        of the cores among the stages now active (ready or running), rounded up (at least one). A call holds its core until it returns, so
+        """The most cores a slow `stage` holds at once while another stage has work ready: its
+        share of the cores, rounded up (at least one). A call holds its core until it returns, so
         two of a slow stage's compiles of 30 s each would otherwise hold both cores of a
         2-core machine for 30 s, whatever the shares say."""
         if self.cores <= 0:
             return 1 << 30
-        active = [a.share for n, a in self.stages.items() if a.active or a.running or n == stage]
-        share = self.stages[stage].share / sum(active)
+        share = self.normalized_shares()[stage]
         return max(1, math.ceil(share * self.cores - 1e-9))
 
     def pick(self, candidates: Iterable[str]) -> Optional[str]:
@@ -107,7 +118,8 @@ class CoreScheduler:
         cands = [c for c in candidates if c in self.stages]
         if not cands or self.free() <= 0:
             return None
-        below = [c for c in cands if self.stages[c].running < self.fair_cores(c)]
+        below = [c for c in cands
+                 if not self.stages[c].slow or self.stages[c].running < self.fair_cores(c)]
         return min(below or cands, key=lambda c: (self.stages[c].vtime, c))
 
     def start(self, stage: str, expected_s: float) -> None:
@@ -123,6 +135,7 @@ class CoreScheduler:
         a = self.stages[stage]
         a.running = max(0, a.running - 1)
         a.core_s += max(took_s, 0.0)
+        a.call_s = took_s if a.call_s is None else 0.7 * a.call_s + 0.3 * took_s
         a.vtime += (max(took_s, 0.0) - max(expected_s, 0.0)) / a.share
 
     def release(self, stage: str) -> None:

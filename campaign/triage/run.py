@@ -116,6 +116,8 @@ def _budget_seconds(text: str) -> float:
 #: under a hard deadline: a reduction starts only with this many seconds left, and a repro.py
 #: is checked only with this many (a fresh Python importing torch takes a few)
 MIN_REDUCTION_S = 5.0
+#: under a hard deadline a reduction takes at most 1/this of the time left
+HARD_REDUCTION_SHARE = 3.0
 MIN_REPRO_S = 10.0
 
 class _Triage:
@@ -217,8 +219,11 @@ class _Triage:
                  f"{case.backend}")
         t0 = time.monotonic()
         try:
+            # under a hard deadline one slow reduction (the exporter's: seconds a candidate)
+            # must not take all the time the other buckets need
+            share = max(MIN_REDUCTION_S, left / HARD_REDUCTION_SHARE) if self.hard else left
             red = reduce_finding(case, self.runner(case.backend, self.limit(case.info)),
-                                 self.cfg.max_tests, min(self.cfg.max_seconds, left))
+                                 self.cfg.max_tests, min(self.cfg.max_seconds, share))
         except Exception as e:  # a triage bug must not lose the campaign's results
             import traceback
 

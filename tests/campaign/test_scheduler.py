@@ -112,9 +112,15 @@ def test_a_slow_stage_holds_no_more_than_its_share_of_the_cores_while_others_wai
     """Two 30 s compiles would hold both cores for 30 s: a stage with 45% of 2 cores holds one
     while another stage has work, both when it alone has."""
     sched = CoreScheduler(2, {"inductor": 0.45, "generate": 0.2, "ort": 0.35})
-    sched.ready(["inductor", "generate", "ort"])
+    sched.ready(["inductor", "generate"])  # ort idle: inductor's share is still 45%
     assert sched.fair_cores("inductor") == 1 and sched.fair_cores("generate") == 1
-    sched.start("inductor", 1.0)
-    sched.stages["generate"].vtime = 100.0  # far behind in virtual time: inductor would win
+    sched.start("inductor", 30.0)
+    sched.finish("inductor", 30.0, 30.0)  # its calls take 30 s: slow
+    sched.start("inductor", 30.0)
+    sched.stages["generate"].vtime = 1e4  # far behind in virtual time: inductor would win
     assert sched.pick(["inductor", "generate"]) == "generate"
     assert sched.pick(["inductor"]) == "inductor"  # alone with work: both cores
+    sched.stages["generate"].call_s = 0.05  # a fast stage is not held to its share of cores
+    sched.start("generate", 0.05)
+    sched.stages["inductor"].vtime = 1e6
+    assert sched.pick(["inductor", "generate"]) is None  # both cores held
