@@ -592,6 +592,8 @@ class _Pool:
         self.suspects: deque[_Item] = deque()  #: to run again, each alone on an actor
         self.in_flight = 0  #: items in calls not yet back
         self.per_item_s: Optional[float] = None  #: moving average of an item's time in a call
+        #: tests its evaluator compiles as one module (`BackendOptions.merge`; 1 for generation)
+        self.merge = camp.c.options(stage).merge if stage != GEN else 1
         self.done = 0  #: items that came back
         self.skipped_busy = 0  #: tests not given to this backend because its queue was full
         self.calls = 0  #: actor calls sent (tests per call: `done / calls`)
@@ -619,11 +621,10 @@ class _Pool:
     def batch(self) -> int:
         """Tests per call: ~CALL_TARGET_S of work, at least a backend's `merge` (its
         evaluator compiles a call's tests as one module)."""
-        merge = self.camp.c.options(self.stage).merge if self.stage != GEN else 1
         if not self.per_item_s:
-            return merge
+            return self.merge
         n = round(CALL_TARGET_S / self.per_item_s)
-        return max(merge, min(self.camp.c.max_batch, n))
+        return max(self.merge, min(self.camp.c.max_batch, n))
 
     def backlog(self) -> int:
         return len(self.queue) + len(self.retry) + len(self.suspects) + self.in_flight
@@ -703,10 +704,9 @@ class _Pool:
         """How long a queued test may wait for its batch to fill: CALL_TARGET_S, or for a
         backend that merges tests a share of its call's time (a merged compile of k tests
         costs about what one costs, so a batch short of k wastes most of it)."""
-        merge = self.camp.c.options(self.stage).merge if self.stage != GEN else 1
-        if merge <= 1 or not self.per_item_s:
+        if self.merge <= 1 or not self.per_item_s:
             return CALL_TARGET_S
-        return max(CALL_TARGET_S, MERGE_WAIT_FRACTION * self.per_item_s * merge)
+        return max(CALL_TARGET_S, MERGE_WAIT_FRACTION * self.per_item_s * self.merge)
 
     def _take(self, n: int) -> list[_Item]:
         """Up to `n` items, re-runs first; an evaluation batch also stops at MAX_CALL_BYTES of
@@ -758,8 +758,7 @@ class _Pool:
         backend that merges tests (`merge`), plus the merged module's own limit (k tests'
         sandbox limits) before its parts re-run alone."""
         c = self.camp.c
-        merge = c.options(self.stage).merge if self.stage != GEN else 1
-        merged = c.sandbox_timeout_s * merge if merge > 1 else 0.0
+        merged = c.sandbox_timeout_s * self.merge if self.merge > 1 else 0.0
         return c.test_timeout_s + merged + 4 * len(call.items) * (self.per_item_s or 0.0)
 
 
@@ -967,11 +966,15 @@ class _Campaign:
             self.making_for[test.made_for] -= 1
             test.made_for = None
 
+    def _lacking(self, backend: str, ops: Optional[list[str]]) -> list[str]:
+        """The ops of a test (its rows' `ops`) that `backend` lacks, sorted."""
+        return sorted(self.lacks.get(backend, frozenset()) & set(ops or ()))
+
     def _route(self, test: _Test, b: str, known: dict[str, str]) -> bool:
         """Whether backend `b` gets `test`: not when its graph holds an op `b` lacks (counted
         as not applicable, by that op), nor, mostly, when it matches a known bug of `b`
         (counted as held back; `campaign.known_rate` of such tests still go)."""
-        lacking = sorted(self.lacks.get(b, frozenset()) & set((test.base or {}).get("ops") or ()))
+        lacking = self._lacking(b, (test.base or {}).get("ops"))
         if lacking:
             self.not_applicable[b][lacking[0]] += 1
             return False
@@ -1035,8 +1038,7 @@ class _Campaign:
     def _applicable(self, report: Any) -> Any:
         """An invalid test's report without the rows of backends that lack one of its ops
         (they would not have been given it), unless that leaves none."""
-        keep = [r for r in report.rows
-                if not self.lacks.get(r["backend"], frozenset()) & set(r.get("ops") or ())]
+        keep = [r for r in report.rows if not self._lacking(r["backend"], r.get("ops"))]
         if keep and len(keep) < len(report.rows):
             report.rows = keep
         return report
@@ -1392,18 +1394,13 @@ class _Campaign:
                 except Exception:  # already gone
                     pass
                 for call in list(slot.calls):
-                    self.by_ref.pop(call.ref, None)
-                    if call.expected_s is not None and self.scheduler is not None:
-                        self.scheduler.finish(pool.stage, call.expected_s,
-                                              time.monotonic() - call.sent)
+                    pool.pop(call, timed=False)
                     for it in call.items:
                         self._cut(pool, it.test)
-                slot.calls.clear()
             for q in (pool.queue, pool.retry, pool.suspects):
                 for it in q:
                     self._cut(pool, it.test)
                 q.clear()
-            pool.in_flight = 0
 
     def _cut(self, pool: _Pool, test: _Test) -> None:
         """`test` was cut off at the deadline in `pool`."""

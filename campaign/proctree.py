@@ -51,11 +51,8 @@ def children(pid: int) -> list[int]:
     except OSError:
         return out
     for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                out += [int(x) for x in f.read().split()]
-        except (OSError, ValueError):
-            pass
+        data = _proc(pid, f"task/{tid}/children")
+        out += [int(x) for x in data.split()] if data else []
     return out
 
 
@@ -71,12 +68,19 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def _proc(pid: int, name: str) -> bytes | None:
+    """The bytes of /proc/<pid>/<name>, None when the process (or the file) is gone."""
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def state(pid: int) -> str | None:
     """The process's state letter (`R`, `S`, `Z`, ...), None when it does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
+    data = _proc(pid, "stat")
+    if data is None:
         return None
     tail = data.rpartition(b")")[2].split()
     return tail[0].decode() if tail else None
@@ -95,10 +99,8 @@ def marked(prefix: str) -> list[int]:
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                env = f.read()
-        except OSError:  # gone, or not ours
+        env = _proc(int(name), "environ")
+        if env is None:  # gone, or not ours
             continue
         if any(v.startswith(want) for v in env.split(b"\0")) and alive(int(name)):
             out.append(int(name))
@@ -153,28 +155,15 @@ def sweep(prefix: str = "", owner_dead_only: bool = True) -> int:
     for p in marked(prefix):
         if owner_dead_only:
             owner = _owner_of(p)
-            if owner is None or pid_alive(owner):
+            if owner is None or alive(owner):
                 continue
         n += _kill(p)
     return n
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (ours or not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _owner_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read()
-    except OSError:
+    env = _proc(pid, "environ")
+    if env is None:
         return None
     want = f"{MARK}=".encode()
     for v in env.split(b"\0"):

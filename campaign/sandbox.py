@@ -806,7 +806,7 @@ def sweep_stale_work_dirs(root: str = WORK_ROOT) -> int:
         return 0
     for name in entries:
         m = re.match(r"(\d+)-", name)
-        if m and not proctree.pid_alive(int(m.group(1))):
+        if m and not proctree.alive(int(m.group(1))):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed += 1
     return removed

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from campaign.budget_plan import triage_seconds
 from campaign.triage.buckets import (BUGS_FILE, UNREDUCED, Bucket, BucketKey, crash_key,
                                      known_bucket_ids, mismatch_key, pattern_ops,
                                      write_bugs_table)
@@ -105,12 +106,6 @@ def _rows_from_folders(findings: Path, root: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _budget_seconds(text: str) -> float:
-    from campaign.budget_plan import triage_seconds
-
-    return triage_seconds(text, None)
-
-
 # ---- the triage ---------------------------------------------------------------------------------
 
 #: under a hard deadline: a reduction starts only with this many seconds left, and a repro.py
@@ -130,7 +125,7 @@ class _Triage:
         self.buckets: dict[BucketKey, Bucket] = {}
         self.known = known_bucket_ids(list(cfg.known))
         self.runners: dict[str, Any] = {}
-        self.deadline = time.monotonic() + _budget_seconds(cfg.budget)
+        self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
         #: a hard deadline (a campaign's wall-clock budget): every step, re-runs and repro
         #: checks included, ends by it; what does not fit is left for a later triage
         self.hard = deadline is not None
@@ -500,7 +495,7 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
     if case is None:
         raise ValueError(f"{folder}: no graph.gir/inputs.npz to reduce")
     t = _Triage(out_dir, cfg, log)
-    t.deadline = time.monotonic() + max(cfg.max_seconds, _budget_seconds(cfg.budget))
+    t.deadline = time.monotonic() + max(cfg.max_seconds, triage_seconds(cfg.budget, None))
     try:
         from campaign.triage.reduction import reduce_finding
 
