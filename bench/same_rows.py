@@ -1,0 +1,137 @@
+"""Same seed, same test: the behaviour check for refactors (issues #13 and #18).
+
+`run` runs fixed-seed campaigns with a test budget from one source tree and writes, per
+campaign, one canonical CSV of its rows: per test index and backend the graph hash, the
+verdict, `n_if_both`, the dialect, the input sets and the error signature. `compare` diffs two
+such folders row by row and prints every difference.
+
+The runs are made deterministic where the campaign is not by design: every backend waits for
+its queue (`wait: true`, so each sees every test it can take, whatever the timing), capability
+routing's "tests made for an idle backend" is off (`campaign.route=false`: which tests it makes
+depends on timing), and the triage and report are off. The backends are the fast ones that
+cover every materializer the check needs: ORT (GraphIR -> ONNX), TVM (ONNX, the `if`-only
+subset) and `eager` (GraphIR -> torch, the interpreter every torch backend runs); Inductor and
+the exporter take seconds a test, which is too long for 300-test runs on two cores.
+
+    python bench/same_rows.py run --tree /tmp/base --out /tmp/rows-before
+    python bench/same_rows.py run --tree . --out /tmp/rows-after
+    python bench/same_rows.py compare /tmp/rows-before /tmp/rows-after
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: campaign -> the backends it runs here (see the module docstring)
+CAMPAIGNS: dict[str, list[str]] = {
+    "tour": ["ort", "tvm", "eager"],
+    "cpu_dynamic": ["ort", "ort_noopt", "tvm", "eager"],
+    "cpu_inplace": ["ort", "ort_noopt", "eager"],
+}
+
+COLUMNS = ["index", "backend", "seed", "graph_hash", "verdict", "n_if_both", "dialect",
+           "n_input_sets", "error_sig"]
+
+
+def preset_for_check(tree: Path, campaign: str, out: Path) -> str:
+    """A copy of the tree's preset with the check's backends, each waiting for its queue
+    (written under `out/conf`, which the run adds to Hydra's search path)."""
+    import yaml
+
+    text = (tree / "conf" / "campaign" / f"{campaign}.yaml").read_text()
+    preset = yaml.safe_load(text)
+    backends = CAMPAIGNS[campaign]
+    preset["campaign"]["backends"] = backends
+    preset["campaign"]["backend_options"] = {b: {"actors": 1, "wait": True} for b in backends}
+    name = f"same_rows_{campaign}"
+    dest = out / "conf" / "campaign" / f"{name}.yaml"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("# @package _global_\n" + yaml.safe_dump(preset, sort_keys=False))
+    return name
+
+
+def run_campaign(tree: Path, campaign: str, tests: int, out: Path) -> Path:
+    run_dir = out / f"{campaign}-run"
+    args = [sys.executable, "run.py", f"--config-dir={out / 'conf'}",
+            f"campaign={preset_for_check(tree, campaign, out)}", f"campaign.budget={tests}",
+            "campaign.workers=1", "campaign.seed=0", "campaign.route=false",
+            "campaign.report=false", "triage.enabled=false", f"output.dir={run_dir}"]
+    t0 = time.monotonic()
+    subprocess.run(args, cwd=tree, check=True)
+    print(f"{campaign}: {time.monotonic() - t0:.0f} s", flush=True)
+    return run_dir
+
+
+def write_rows(run_dir: Path, dest: Path) -> int:
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(run_dir / "results", format="parquet").to_table()
+    rows = []
+    for r in table.to_pylist():
+        index = int(r["test_id"].rsplit("-", 1)[1])
+        rows.append([index, r["backend"], r["seed"], r["graph_hash"], r["verdict"],
+                     r["n_if_both"], r["dialect"], r["n_input_sets"], r["error_sig"] or ""])
+    rows.sort(key=lambda row: (row[0], row[1]))
+    with dest.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        w.writerows(rows)
+    return len(rows)
+
+
+def read_rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with path.open() as f:
+        return {(r["index"], r["backend"]): r for r in csv.DictReader(f)}
+
+
+def compare(a: Path, b: Path) -> int:
+    differences = 0
+    for campaign in CAMPAIGNS:
+        ra, rb = read_rows(a / f"{campaign}.csv"), read_rows(b / f"{campaign}.csv")
+        only_a, only_b = sorted(set(ra) - set(rb)), sorted(set(rb) - set(ra))
+        changed = [(k, c) for k in sorted(set(ra) & set(rb)) for c in COLUMNS
+                   if ra[k][c] != rb[k][c]]
+        tests = len({k[0] for k in ra})
+        print(f"{campaign}: {len(ra)} rows ({tests} tests) before, {len(rb)} after; "
+              f"{len(only_a)} only before, {len(only_b)} only after, "
+              f"{len({k for k, _ in changed})} rows differ")
+        for k in only_a:
+            print(f"  only before: test {k[0]} {k[1]}: {ra[k]['verdict']}")
+        for k in only_b:
+            print(f"  only after: test {k[0]} {k[1]}: {rb[k]['verdict']}")
+        for k, c in changed:
+            print(f"  test {k[0]} {k[1]}: {c} {ra[k][c]!r} -> {rb[k][c]!r}")
+        differences += len(only_a) + len(only_b) + len(changed)
+    return differences
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run the fixed-seed campaigns of one tree")
+    r.add_argument("--tree", type=Path, default=Path("."))
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--tests", type=int, default=300)
+    r.add_argument("--campaigns", nargs="*", default=list(CAMPAIGNS))
+    c = sub.add_parser("compare", help="diff two folders of rows")
+    c.add_argument("before", type=Path)
+    c.add_argument("after", type=Path)
+    a = p.parse_args(argv)
+    if a.cmd == "compare":
+        n = compare(a.before, a.after)
+        print("same rows" if n == 0 else f"{n} differences")
+        return 0 if n == 0 else 1
+    a.out.mkdir(parents=True, exist_ok=True)
+    for campaign in a.campaigns:
+        run_dir = run_campaign(a.tree.resolve(), campaign, a.tests, a.out.resolve())
+        n = write_rows(run_dir, a.out / f"{campaign}.csv")
+        print(f"{campaign}: {n} rows -> {a.out / (campaign + '.csv')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
