@@ -5,7 +5,8 @@ campaign, one canonical CSV of its rows: per test index and backend the graph ha
 verdict, `n_if_both`, the dialect, the input sets and the error signature. `compare` diffs two
 such folders row by row and prints every difference.
 
-The runs are made deterministic where the campaign is not by design: every backend waits for
+The runs are made deterministic where the campaign is not by design: mutation is off in the
+campaigns and checked on its own (`MUTANTS`), every backend waits for
 its queue (`wait: true`, so each sees every test it can take, whatever the timing), capability
 routing's "tests made for an idle backend" is off (`campaign.route=false`: which tests it makes
 depends on timing), and the triage and report are off. The backends are the fast ones that
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import subprocess
 import sys
 import time
@@ -32,6 +34,31 @@ CAMPAIGNS: dict[str, list[str]] = {
     "cpu_dynamic": ["ort", "ort_noopt", "tvm", "eager"],
     "cpu_inplace": ["ort", "ort_noopt", "eager"],
 }
+
+#: the mutation engine's check, run in the tree's own interpreter (PYTHONPATH): the campaigns
+#: above run with `mutation.rate=0`, as the seed pool's feedback arrives as the backends finish
+#: (so which parent a later test mutates depends on timing); here the feedback is fed in a
+#: fixed order, each test's reference outcome then one made-up verdict signature
+MUTANTS = r"""
+import hashlib, json, sys
+from ir.generate import GenConfig
+from ir.text import canonical_text
+from ir.verify import verify
+from mutators.engine import MutationConfig
+from mutators.source import MutationSource
+
+for name, gen in [("dynamic", GenConfig(p_if=0.15, p_loop=0.1, p_scan=0.1, max_depth=2)),
+                  ("inplace", GenConfig(p_inplace=0.3, p_if=0.1, p_loop=0.05))]:
+    src = MutationSource(MutationConfig(seeds="seeds"), gen)
+    for i in range(int(sys.argv[1])):
+        tid = f"{name}-{i}"
+        g, lineage = src.make(tid, 1000 + i)
+        text = canonical_text(verify(g))
+        digest = hashlib.sha1(text.encode()).hexdigest()[:16]
+        src.observe(tid, g, lineage, True)
+        src.feedback([(tid, f"made-up:{int(digest, 16) % 5}")])
+        print(json.dumps([tid, digest, lineage], sort_keys=True))
+"""
 
 COLUMNS = ["index", "backend", "seed", "graph_hash", "verdict", "n_if_both", "dialect",
            "n_input_sets", "error_sig"]
@@ -59,11 +86,22 @@ def run_campaign(tree: Path, campaign: str, tests: int, out: Path) -> Path:
     args = [sys.executable, "run.py", f"--config-dir={out / 'conf'}",
             f"campaign={preset_for_check(tree, campaign, out)}", f"campaign.budget={tests}",
             "campaign.workers=1", "campaign.seed=0", "campaign.route=false",
-            "campaign.report=false", "triage.enabled=false", f"output.dir={run_dir}"]
+            "campaign.report=false", "triage.enabled=false", f"output.dir={run_dir}",
+            "mutation.rate=0"]
     t0 = time.monotonic()
     subprocess.run(args, cwd=tree, check=True)
     print(f"{campaign}: {time.monotonic() - t0:.0f} s", flush=True)
     return run_dir
+
+
+def run_mutants(tree: Path, tests: int, dest: Path) -> int:
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", MUTANTS, str(tests)], cwd=tree, env=env,
+                         check=True, capture_output=True, text=True).stdout
+    dest.write_text(out)
+    return len(out.splitlines())
 
 
 def write_rows(run_dir: Path, dest: Path) -> int:
@@ -83,9 +121,18 @@ def write_rows(run_dir: Path, dest: Path) -> int:
     return len(rows)
 
 
+#: TVM names the operators its importer lacks in set order, which varies between processes
+#: (string hashing): compared as a set
+UNSUPPORTED = re.compile(r"(not supported for frontend ONNX: )([^@]*?)( @|$)")
+
+
 def read_rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
     with path.open() as f:
-        return {(r["index"], r["backend"]): r for r in csv.DictReader(f)}
+        rows = {(r["index"], r["backend"]): r for r in csv.DictReader(f)}
+    for r in rows.values():
+        r["error_sig"] = UNSUPPORTED.sub(
+            lambda m: m[1] + ", ".join(sorted(m[2].split(", "))) + m[3], r["error_sig"])
+    return rows
 
 
 def compare(a: Path, b: Path) -> int:
@@ -106,7 +153,12 @@ def compare(a: Path, b: Path) -> int:
         for k, c in changed:
             print(f"  test {k[0]} {k[1]}: {c} {ra[k][c]!r} -> {rb[k][c]!r}")
         differences += len(only_a) + len(only_b) + len(changed)
-    return differences
+    ma, mb = (p.read_text().splitlines() for p in (a / "mutants.jsonl", b / "mutants.jsonl"))
+    diff = [(x, y) for x, y in zip(ma, mb) if x != y] + [(x, "") for x in ma[len(mb):]]
+    print(f"mutants: {len(ma)} before, {len(mb)} after, {len(diff)} differ")
+    for x, y in diff[:20]:
+        print(f"  before: {x[:300]}\n  after:  {y[:300]}")
+    return differences + len(diff)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         print("same rows" if n == 0 else f"{n} differences")
         return 0 if n == 0 else 1
     a.out.mkdir(parents=True, exist_ok=True)
+    n = run_mutants(a.tree.resolve(), a.tests, a.out / "mutants.jsonl")
+    print(f"mutants: {n} -> {a.out / 'mutants.jsonl'}", flush=True)
     for campaign in a.campaigns:
         run_dir = run_campaign(a.tree.resolve(), campaign, a.tests, a.out.resolve())
         n = write_rows(run_dir, a.out / f"{campaign}.csv")

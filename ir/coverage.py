@@ -42,41 +42,29 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ir.domain import ControlTrace, Violation, evaluate_checked, site_path
+from ir.domain import ControlTrace, Violation, evaluate_checked
 from ir.graph import Graph, Inst
 from ir.input_search import SearchConfig, search_inputs
-from ir.ops.control import MAX_TRIPS
+from ir.op import lookup_op
+from ir.ops.control import MAX_TRIPS, is_control
+from ir.paths import Site, control_sites
 from ir.values import ValueRanges, as_tensors, sample_value
 
 #: comparison op -> the sign s with which (a - b) * s > 0 makes it true
 COMPARISONS = {"gt": 1, "ge": 1, "lt": -1, "le": -1}
 
 
-def sites(g: Graph, prefix: str = "") -> dict[str, Inst]:
-    """Every control-flow instruction of `g`, nested ones included, by site path."""
-    out: dict[str, Inst] = {}
-    for i, inst in enumerate(g.insts):
-        if not inst.blocks:
-            continue
-        here = f"{prefix}{i}"
-        out[here] = inst
-        for k, body in enumerate(inst.blocks):
-            out.update(sites(body, f"{here}/{k}/"))
-    return out
+def sites(g: Graph) -> dict[str, Inst]:
+    """Every control-flow instruction of `g`, nested ones included, by the text form of its
+    site (`ir.paths.Site`: "3", "3/0/1", ...): coverage's keys."""
+    return {str(site): inst for site, inst in control_sites(g)}
 
 
 def enclosing(site: str) -> tuple[str, int] | None:
     """The site holding `site` and the index of the body it is in ("3/1/0" -> ("3", 1)); None
     at the top level."""
-    parts = site.split("/")
-    if len(parts) < 3:
-        return None
-    return "/".join(parts[:-2]), int(parts[-2])
-
-
-def _within(site: str, outer: str) -> bool:
-    """Whether `site` is inside a body of site `outer`."""
-    return site.startswith(outer + "/")
+    outer = Site.parse(site).enclosing()
+    return None if outer is None else (str(outer[0]), outer[1])
 
 
 # ---- what the sets exercised -------------------------------------------------------------------
@@ -125,10 +113,18 @@ class Coverage:
         return Coverage({s: inst.op.name for s, inst in sites(g).items()})
 
     def record(self, site: str, ran: list[int]) -> None:
-        if self.ops.get(site) == "if":
+        if self.chooses(site):
             self.branches.setdefault(site, set()).update(ran)
         else:
             self.trips.setdefault(site, set()).add(len(ran))
+
+    def chooses(self, site: str) -> bool:
+        """Whether the op at `site` chooses one body per run (branches), not a trip count."""
+        return site in self.ops and lookup_op(self.ops[site]).chooses_body
+
+    def steers_trips(self, site: str) -> bool:
+        """Whether the op at `site` takes its trip count from data, which `cover` may vary."""
+        return lookup_op(self.ops[site]).trip_operand is not None
 
     def gain(self, other: "Coverage") -> bool:
         """Whether `other` saw a branch or trip count this coverage has not."""
@@ -148,18 +144,18 @@ class Coverage:
 
     def body_ran(self, site: str, block: int) -> bool:
         """Whether body `block` of `site` ran in some set."""
-        if self.ops.get(site) == "if":
+        if self.chooses(site):
             return block in self.branches.get(site, set())
         return any(t > 0 for t in self.trips.get(site, ()))
 
     @property
     def if_sites(self) -> list[str]:
-        return [s for s, op in self.ops.items() if op == "if"]
+        return [s for s in self.ops if self.chooses(s)]
 
     @property
     def loop_sites(self) -> list[str]:
         """Loops and scans (both record trip counts; only a loop's can vary)."""
-        return [s for s, op in self.ops.items() if op != "if"]
+        return [s for s in self.ops if not self.chooses(s)]
 
     def missing_branches(self) -> list[tuple[str, int]]:
         return [(s, k) for s in self.if_sites for k in (0, 1) if k not in self.branches.get(s, set())]
@@ -206,10 +202,9 @@ def explain(cov: Coverage) -> dict[tuple[str, int], str]:
         elif not tried:
             out[site, k] = NOT_TRIED
         elif any(a.outcome == INVALID for a in tried):
-            inside = site_path(site) + (k,)
             last = [a for a in tried if a.outcome == INVALID][-1]
-            out[site, k] = (TRIES_INVALID_IN_BRANCH if last.problem_path[:len(inside)] == inside
-                            else TRIES_INVALID_ELSEWHERE)
+            inside = Site(last.problem_path).within(Site.parse(site), k) if last.problem_path else False
+            out[site, k] = TRIES_INVALID_IN_BRANCH if inside else TRIES_INVALID_ELSEWHERE
         else:
             out[site, k] = TRIES_NOT_TAKEN
     return out
@@ -221,7 +216,7 @@ def _unreached(cov: Coverage, site: str) -> str:
     outer = enclosing(site)
     if outer is None or not cov.reached(outer[0]):
         return UNREACHED_OUTER
-    return UNREACHED_BRANCH if cov.ops[outer[0]] == "if" else UNREACHED_LOOP
+    return UNREACHED_BRANCH if cov.chooses(outer[0]) else UNREACHED_LOOP
 
 
 # ---- traced runs -------------------------------------------------------------------------------
@@ -262,15 +257,9 @@ def _comparison(scope_graph: Graph, name: str) -> tuple[str, str, int] | None:
     return None
 
 
-def _scopes(g: Graph, prefix: str = "") -> dict[str, Graph]:
+def _scopes(g: Graph) -> dict[str, Graph]:
     """Site -> the graph or body the site's instruction is in."""
-    out: dict[str, Graph] = {}
-    for i, inst in enumerate(g.insts):
-        if inst.blocks:
-            out[f"{prefix}{i}"] = g
-            for k, body in enumerate(inst.blocks):
-                out.update(_scopes(body, f"{prefix}{i}/{k}/"))
-    return out
+    return {str(site): site.scope.at(g) for site, _ in control_sites(g)}
 
 
 def _passed_in(g: Graph, site: str, scope: Graph, name: str) -> tuple[str, str] | None:
@@ -283,13 +272,11 @@ def _passed_in(g: Graph, site: str, scope: Graph, name: str) -> tuple[str, str] 
         return None
     holder = sites(g)[outer[0]]
     i = names.index(name)
-    if holder.op.name == "if":
-        return outer[0], holder.args[1 + i]
-    if holder.op.name == "loop":  # body inputs: (trip counter, *carried); args: (trips, *carried)
-        ok = i >= 1 and scope.outputs[i - 1] == name
-    else:  # scan: carries, then slices; args: carries, then sequences
-        ok = i < holder.op.num_carries and scope.outputs[i] == name
-    return (outer[0], holder.args[i]) if ok else None
+    pos = holder.op.passed_operand(outer[1], i)
+    carried = holder.op.carried_output(i)
+    if pos is None or (carried is not None and scope.outputs[carried] != name):
+        return None  # made by the op, or changed by the body before the next step
+    return outer[0], holder.args[pos]
 
 
 @dataclass(frozen=True)
@@ -309,7 +296,7 @@ def predicate_sources(g: Graph) -> dict[str, PredicateSource]:
     from an enclosing one, by site."""
     scopes, out = _scopes(g), {}
     for site, inst in sites(g).items():
-        if inst.op.name != "if":
+        if not inst.op.chooses_body:
             continue
         here, name = site, inst.args[0]
         while True:
@@ -349,22 +336,20 @@ def _only_compared(scope: Graph, name: str) -> bool:
     as is): a threshold that moves nothing else when `cover` moves it."""
     for inst in scope.insts:
         for pos in (i for i, a in enumerate(inst.args) if a == name):
-            op = inst.op.name
-            if op in COMPARISONS:
+            if inst.op.name in COMPARISONS:
                 continue
-            if op == "if" and pos >= 1:
-                if all(_only_compared(b, b.inputs[pos - 1].name) for b in inst.blocks):
-                    continue
+            # read as data, a trip count, a predicate, a sequence: moving it moves more
+            into = inst.op.operand_inputs(pos) if is_control(inst.op) else []
+            if not into:
                 return False
-            if op == "loop" and pos >= 1:
-                body, inner = inst.blocks[0], inst.blocks[0].inputs[pos].name
-            elif op == "scan" and pos < inst.op.num_carries:
-                body, inner = inst.blocks[0], inst.blocks[0].inputs[pos].name
-            else:  # read as data, a trip count, a predicate, a sequence
-                return False
-            carry = pos - 1 if op == "loop" else pos
-            if body.outputs[carry] != inner or not _only_compared(body, inner):
-                return False
+            for k, j in into:
+                body = inst.blocks[k]
+                inner = body.inputs[j].name
+                carried = inst.op.carried_output(j)
+                if carried is not None and body.outputs[carried] != inner:
+                    return False
+                if not _only_compared(body, inner):
+                    return False
     return True
 
 
@@ -378,7 +363,7 @@ def unsteerable_ifs(g: Graph) -> list[str]:
     scopes = _scopes(g)
     out = []
     for site, inst in sites(g).items():
-        if inst.op.name != "if":
+        if not inst.op.chooses_body:
             continue
         src = srcs.get(site)
         types = scopes[src.anchor].types() if src else {}
@@ -413,8 +398,8 @@ class _Tracer:
         inst = self.sites.get(site)
         if inst is None:
             return
-        if inst.op.name == "loop":
-            name = self.inputs.get(id(values.get(inst.args[0])))
+        if inst.op.trip_operand is not None:
+            name = self.inputs.get(id(values.get(inst.args[inst.op.trip_operand])))
             if name is not None:
                 self.obs.setdefault(site, Observation(name)).other.setdefault(self.index, [])
         src = self.sources.get(site)
@@ -576,7 +561,7 @@ class _Cover:
         """The open targets of classes 1 and 1' (see the module doc), each tried fewer than
         `CoverConfig.tries` times."""
         cov = self.total
-        loops = [s for s in cov.loop_sites if cov.ops[s] == "loop" and s in self.obs]
+        loops = [s for s in cov.loop_sites if cov.steers_trips(s) and s in self.obs]
         first = [_Target("if", s, k, ("if", s, k)) for s, k in cov.missing_branches()
                  if s in self.obs and self.obs[s].other]
         for s in loops:
@@ -595,7 +580,7 @@ class _Cover:
         (an if not reached yet counts two), every loop with one trip count."""
         cov = self.total
         return len(cov.missing_branches()) + sum(
-            1 for s in cov.loop_sites if cov.ops[s] == "loop" and len(cov.trips.get(s, ())) < 2)
+            1 for s in cov.loop_sites if cov.steers_trips(s) and len(cov.trips.get(s, ())) < 2)
 
     def _unsteered(self) -> bool:
         """Whether some branch is missing that no steered target reaches (worth fresh random
@@ -630,7 +615,8 @@ class _Cover:
         pack, inputs = [target], {self.obs[target.site].input}
         for t in untried:
             ob = self.obs[t.site]
-            if ob.input in inputs or any(_within(t.site, p.site) or _within(p.site, t.site)
+            if ob.input in inputs or any(Site.parse(t.site).within(Site.parse(p.site))
+                                                      or Site.parse(p.site).within(Site.parse(t.site))
                                          for p in pack):
                 continue
             more = self._steer(cand, t, base)

@@ -14,7 +14,9 @@ from typing import Callable, Mapping
 import numpy as np
 import torch
 
-from ir.graph import Graph, Inst
+from ir.graph import Graph
+from ir.ops.control import is_control
+from ir.paths import Site
 
 
 @dataclass
@@ -25,30 +27,12 @@ class Violation:
     message: str
     #: differentiable violation measures (sum > 0), or empty when not differentiable
     penalties: list[torch.Tensor]
-    #: where the violating instruction is: its index in the top-level graph, then for each body
-    #: on the way down the block index and the index in that body, e.g. (3, 1, 0) for
-    #: instruction 0 of body 1 (an if's else) of instruction 3; () when unknown (an input)
-    path: tuple[int, ...] = ()
+    #: where the violating instruction is (`ir.paths.Site`, e.g. (3, 1, 0) for instruction 0 of
+    #: body 1, an if's else, of instruction 3); () when unknown (an input)
+    path: Site | tuple[()] = ()
     #: found in a body the run did not run (explore mode: an if's other branch, the body of a
     #: loop at zero trips), not on the path the inputs run
     not_taken: bool = False
-
-
-def site_of(path: tuple[int, ...]) -> str:
-    """A path as a site name (`ir.coverage`): (3, 1, 0) -> "3/1/0"."""
-    return "/".join(map(str, path))
-
-
-def site_path(site: str) -> tuple[int, ...]:
-    """A site name as a path: "3/1/0" -> (3, 1, 0)."""
-    return tuple(int(p) for p in site.split("/"))
-
-
-def inst_at(g: Graph, path: tuple[int, ...]) -> Inst:
-    """The instruction at `path` (instruction, block, instruction, ... indices)."""
-    for i in range(0, len(path) - 1, 2):
-        g = g.insts[path[i]].blocks[path[i + 1]]
-    return g.insts[path[-1]]
 
 
 def int_limit(dtype: torch.dtype) -> int:
@@ -114,7 +98,7 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
         penalties = [p for p in inst.op.domain(*args) if any_positive(p)]
         if penalties:
             raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain",
-                                     penalties, (index,)))
+                                     penalties, Site((index,))))
 
         def run_block(body: Graph, body_args, label=label, index=index, inst=inst, here=here,
                       ran=ran) -> list[torch.Tensor]:
@@ -128,14 +112,10 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
                 raise _Invalid(_lifted(e.violation, index, k)) from None
             return [inner[o] for o in body.outputs]
 
-        if explore and inst.op.name == "if":
-            for k, body in enumerate(inst.blocks):
-                if k != (0 if bool(args[0]) else 1):
-                    _explore(body, args[1:], f"{label} > {body.name} (not taken): ", index, k)
-        if explore and inst.op.name == "loop" and int(args[0]) == 0:
-            (body,) = inst.blocks
-            _explore(body, [torch.zeros((), dtype=torch.int64), *args[1:]],
-                     f"{label} > {body.name} (not run): ", index, 0)
+        if explore and is_control(inst.op):
+            for k, body_args, note in inst.op.unexplored(args):
+                body = inst.blocks[k]
+                _explore(body, body_args, f"{label} > {body.name} ({note}): ", index, k)
         res = inst.op.torch_call(args, inst.blocks, run_block)
         if trace is not None and inst.blocks:
             trace(here, ran, values)
@@ -145,12 +125,12 @@ def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
             values[r.name] = t
             problem = result_problem(r.name, t)
             if problem:
-                raise _Invalid(Violation(index, f"{label}: {problem}", [], (index,)))
+                raise _Invalid(Violation(index, f"{label}: {problem}", [], Site((index,))))
 
 
 def _lifted(v: Violation, index: int, block: int, not_taken: bool = False) -> Violation:
     """A violation found in body `block` of instruction `index`, as seen at that level."""
-    return replace(v, index=index, path=(index, block, *v.path),
+    return replace(v, index=index, path=Site((index, block, *v.path)),
                    not_taken=v.not_taken or not_taken)
 
 

@@ -34,13 +34,14 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NoReturn, Sequence
 
 import z3
 
 from ir.dynshape import DynShape, ExprError, expr_of_z3, instantiate, tidy
 from ir.generate import RLIMIT, GenConfig, SymbolicGraphBuilder, _generate_once
 from ir.graph import Graph, Inst, Value
+from ir.ops.control import ControlFlow
 from ir.shapes import eq, is_symbolic
 from ir.types import TensorType
 from ir.verify import VerifyError, verify
@@ -204,35 +205,42 @@ class Lifter:
         return [self.env[o] for o in body.outputs], cons
 
     def _lift_control(self, inst: Inst, op, ins: list[TensorType]) -> tuple[list[TensorType], list]:
-        name = op.name
+        if not isinstance(op, ControlFlow):
+            raise LiftError(f"{op.name}: no lifting rule for this control-flow op", set())
         cons: list = []
+        body_outs = []
+        for body, in_types in zip(inst.blocks, op.body_inputs(ins, len(inst.blocks))):
+            outs, c = self.lift_body(body, in_types)
+            body_outs.append(outs)
+            cons += c
+        rel = _Constraints(op.name)
+        results = op.relate(ins, body_outs, rel)
+        cons += rel.cons
+        length = op.sequence_length(ins)
+        if is_symbolic(length):
+            from ir.gen_control import MAX_SCAN_LEN
 
-        def same(a: Sequence[TensorType], b: Sequence[TensorType]) -> list:
-            if len(a) != len(b) or any(x.rank != y.rank for x, y in zip(a, b)):
-                raise LiftError(f"{name}: body signature", set())
-            return [eq(d, e) for x, y in zip(a, b) for d, e in zip(x.shape, y.shape)]
+            cons.append(length <= MAX_SCAN_LEN)
+        return results, cons
 
-        if name == "if":
-            outs_then, c1 = self.lift_body(inst.blocks[0], ins[1:])
-            outs_else, c2 = self.lift_body(inst.blocks[1], ins[1:])
-            return outs_then, c1 + c2 + same(outs_then, outs_else)
-        if name == "loop":
-            outs, c = self.lift_body(inst.blocks[0], [inst.blocks[0].inputs[0].type, *ins[1:]])
-            return list(ins[1:]), c + same(outs, ins[1:])
-        if name == "scan":
-            nc = op.num_carries
-            carries, xs = list(ins[:nc]), list(ins[nc:])
-            slices = [TensorType(tuple(t.shape[1:]), t.dtype) for t in xs]
-            outs, c = self.lift_body(inst.blocks[0], carries + slices)
-            length = xs[0].shape[0]
-            cons = c + same(outs[:nc], carries) + [eq(t.shape[0], length) for t in xs[1:]]
-            if is_symbolic(length):
-                from ir.gen_control import MAX_SCAN_LEN
 
-                cons.append(length <= MAX_SCAN_LEN)
-            ys = [TensorType((length, *t.shape), t.dtype) for t in outs[nc:]]
-            return carries + ys, cons
-        raise LiftError(f"{name}: no lifting rule for this control-flow op", set())
+@dataclass
+class _Constraints:
+    """A `Relation` that collects the constraints of a control-flow op over the symbols."""
+
+    op: str
+    cons: list = field(default_factory=list)
+
+    def same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
+        if len(a) != len(b) or any(x.rank != y.rank for x, y in zip(a, b)):
+            raise LiftError(f"{self.op}: body signature", set())
+        self.cons += [eq(d, e) for x, y in zip(a, b) for d, e in zip(x.shape, y.shape)]
+
+    def eq(self, a, b) -> None:
+        self.cons.append(eq(a, b))
+
+    def fail(self, why: str) -> NoReturn:
+        raise LiftError(f"{self.op}: {why}", set())
 
 
 def z3_constraints(cons: Sequence) -> list:

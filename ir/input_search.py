@@ -15,8 +15,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ir.domain import ControlTrace, Violation, any_positive, evaluate_checked, inst_at, site_of
+from ir.domain import ControlTrace, Violation, any_positive, evaluate_checked
 from ir.graph import Graph
+from ir.ops.control import is_control
 from ir.rewrite import remove_unused, replace_uses
 from ir.values import ValueRanges, as_tensors, random_values
 
@@ -202,8 +203,8 @@ def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
         return drop_nested(body, path) if len(path) >= 3 else None
     index = path[0]
     inst = body.insts[index]
-    if inst.op.effect.writes is not None or any(i.op.name == "if" for b in inst.blocks
-                                                 for i, _ in b.walk()):
+    if inst.op.effect.writes is not None or any(is_control(i.op) and i.op.chooses_body
+                                                 for b in inst.blocks for i, _ in b.walk()):
         return None
     types = body.types()
     earlier = [v.name for v in (*body.inputs, *body.params)]
@@ -215,8 +216,9 @@ def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
         if r.name not in read:
             continue
         same = [a for a in inst.args if types[a] == r.type]
-        if inst.op.name == "loop":  # result i is carried value i: its initial value first
-            same.insert(0, inst.args[i + 1])
+        start = inst.op.passthrough_operand(i) if is_control(inst.op) else None
+        if start is not None:  # what the result is when no body runs: the likeliest stand-in
+            same.insert(0, inst.args[start])
         same += [a for a in reversed(earlier) if types[a] == r.type]
         if not same:
             return None
@@ -224,8 +226,6 @@ def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
     return remove_unused(out, keep_inputs=True)
 
 
-#: ops whose bodies may not run in set 0 (an if's other branch, a loop's body at zero trips)
-EXPLORED = ("if", "loop")
 
 
 def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = ValueRanges(),
@@ -246,7 +246,7 @@ def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = Va
     #: the valid test before the last drop in a body not run: what a failure after it returns
     before: ValidTest | None = None
     for _ in range(max_drops + 1):
-        explore = any(inst.op.name in EXPLORED for inst, _ in g.walk())
+        explore = any(is_control(inst.op) and inst.op.may_skip_bodies for inst, _ in g.walk())
         if explore:
             explored = search_inputs(g, seed, ranges, cfg, explore=True)
             if explored.ok:
@@ -280,6 +280,6 @@ def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = Va
         if smaller is None:
             return ValidTest(g, result, dropped)
         before = ValidTest(g, result, list(dropped))
-        dropped.append(f"{inst_at(g, blocked.path).op.name}@{site_of(blocked.path)}")
+        dropped.append(f"{blocked.path.inst(g).op.name}@{blocked.path}")
         g = smaller
     return before

@@ -41,13 +41,15 @@ import dataclasses
 import itertools
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 import numpy as np
 
 from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
 from ir.op import Op, lookup_op
+from ir.ops.control import ControlFlow, reads
+from ir.paths import Path, scopes
 from ir.rewrite import replace_uses
 from ir.shapes import holds, is_symbolic
 from ir.text import canonical_text
@@ -96,40 +98,6 @@ def _numel(t: TensorType) -> int:
     for d in t.shape:
         n *= int(d)
     return n
-
-
-# ---------------------------------------------------------------------------------------------
-# addressing sub-graphs
-
-#: (instruction index, block index) pairs from the top level down to a sub-graph
-BlockPath = tuple[tuple[int, int], ...]
-
-
-def block_at(g: Graph, path: BlockPath) -> Graph:
-    for i, b in path:
-        g = g.insts[i].blocks[b]
-    return g
-
-
-def with_block(g: Graph, path: BlockPath, new: Graph) -> Graph:
-    """`g` with the sub-graph at `path` replaced by `new`."""
-    if not path:
-        return new
-    (i, b), rest = path[0], path[1:]
-    inst = g.insts[i]
-    blocks = list(inst.blocks)
-    blocks[b] = with_block(inst.blocks[b], rest, new)
-    insts = list(g.insts)
-    insts[i] = replace(inst, blocks=tuple(blocks))
-    return g.with_insts(insts)
-
-
-def block_paths(g: Graph, path: BlockPath = ()) -> Iterator[BlockPath]:
-    """Every sub-graph's path, the top level first, outer before inner."""
-    yield path
-    for i, inst in enumerate(g.insts):
-        for b, block in enumerate(inst.blocks):
-            yield from block_paths(block, path + ((i, b),))
 
 
 class _Names:
@@ -183,79 +151,14 @@ def dce(g: Graph, top: bool = True) -> Graph:
     return out
 
 
-def _used_inputs(body: Graph) -> set[str]:
-    used = set(body.outputs)
-    for inst in body.insts:
-        used.update(inst.args)
-    return used
-
-
 def _body_outputs(body: Graph, keep: Sequence[int]) -> Graph:
     return dce(body.with_insts(body.insts, [body.outputs[k] for k in keep]), top=False)
 
 
 def _prune_control(inst: Inst, used: set[int]) -> Inst:
-    name = inst.op.name
-    if name == "if":
-        return _prune_if(inst, used)
-    if name == "loop":
-        return _prune_loop(inst, used)
-    if name == "scan":
-        return _prune_scan(inst, used)
+    if isinstance(inst.op, ControlFlow):
+        return inst.op.prune(inst, used, _body_outputs)
     return replace(inst, blocks=tuple(dce(b, top=False) for b in inst.blocks))
-
-
-def _prune_if(inst: Inst, used: set[int]) -> Inst:
-    keep = sorted(used)
-    bodies = [_body_outputs(b, keep) for b in inst.blocks]
-    operands = [k for k in range(len(inst.args) - 1)
-                if any(b.inputs[k].name in _used_inputs(b) for b in bodies)]
-    bodies = [replace(b, inputs=tuple(b.inputs[k] for k in operands)) for b in bodies]
-    args = (inst.args[0], *(inst.args[k + 1] for k in operands))
-    return Inst(inst.op, args, tuple(inst.results[k] for k in keep), tuple(bodies))
-
-
-def _prune_loop(inst: Inst, used: set[int]) -> Inst:
-    (body,) = inst.blocks
-    n = len(inst.results)
-    keep = set(used)
-    while True:  # a carry stays if its result is read or a kept carry's update reads it
-        pruned = _body_outputs(body, sorted(keep))
-        reads = _used_inputs(pruned)
-        more = {j for j in range(n) if j not in keep and body.inputs[j + 1].name in reads}
-        if not more:
-            break
-        keep |= more
-    order = sorted(keep)
-    pruned = replace(pruned, inputs=(body.inputs[0], *(body.inputs[j + 1] for j in order)))
-    args = (inst.args[0], *(inst.args[j + 1] for j in order))
-    return Inst(inst.op, args, tuple(inst.results[j] for j in order), (pruned,))
-
-
-def _prune_scan(inst: Inst, used: set[int]) -> Inst:
-    (body,) = inst.blocks
-    nc = inst.op.num_carries
-    n_xs = len(inst.args) - nc
-    keep_c = {j for j in used if j < nc}
-    keep_y = sorted(j - nc for j in used if j >= nc)
-    while True:
-        outs = sorted(keep_c) + [nc + j for j in keep_y]
-        pruned = _body_outputs(body, outs)
-        reads = _used_inputs(pruned)
-        more = {j for j in range(nc) if j not in keep_c and body.inputs[j].name in reads}
-        if not keep_c and not more:
-            more = {0}  # a scan needs one carry
-        if not more:
-            break
-        keep_c |= more
-    cs = sorted(keep_c)
-    xs = [k for k in range(n_xs) if body.inputs[nc + k].name in reads] or [0]
-    pruned = replace(pruned, inputs=(*(body.inputs[j] for j in cs),
-                                     *(body.inputs[nc + k] for k in xs)))
-    args = (*(inst.args[j] for j in cs), *(inst.args[nc + k] for k in xs))
-    results = (*(inst.results[j] for j in cs), *(inst.results[nc + j] for j in keep_y))
-    op = replace(inst.op, num_carries=len(cs)) if len(cs) != nc else inst.op
-    return Inst(op, args, results, (pruned,))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,14 +171,9 @@ class _Fail(Exception):
 
 def body_input_types(op: Op, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[list[TensorType]]:
     """What each body of a control-flow instruction takes, given its operand types."""
-    if op.name == "if":
-        return [list(ins[1:]) for _ in blocks]
-    if op.name == "loop":
-        return [[TensorType((), DType.int64), *ins[1:]]]
-    if op.name == "scan":
-        nc = op.num_carries
-        return [[*ins[:nc], *(TensorType(tuple(t.shape[1:]), t.dtype) for t in ins[nc:])]]
-    raise _Fail(f"no body rule for {op.name}")
+    if not isinstance(op, ControlFlow):
+        raise _Fail(f"no body rule for {op.name}")
+    return op.body_inputs(ins, len(blocks))
 
 
 #: integer attributes never made symbolic (they pick axes or layouts, not sizes)
@@ -398,24 +296,18 @@ class _Typer:
                 raise _Fail(problem)
             return outs
         self.require(op.requires(ins))
-        if op.name == "if":
-            a, b = (body.output_types() for body in bodies)
-            self._same(a, b)
-            return a
-        if op.name == "loop":
-            self._same(bodies[0].output_types(), list(ins[1:]))
-            return list(ins[1:])
-        if op.name == "scan":
-            nc = op.num_carries
-            carries, xs = list(ins[:nc]), list(ins[nc:])
-            if any(t.rank == 0 for t in xs):
-                raise _Fail("scanned operand of rank 0")
-            for t in xs[1:]:
-                self._eq(t.shape[0], xs[0].shape[0])
-            outs = bodies[0].output_types()
-            self._same(outs[:nc], carries)
-            return [*carries, *(TensorType((xs[0].shape[0], *t.shape), t.dtype) for t in outs[nc:])]
-        raise _Fail(f"no symbolic rule for {op.name}")
+        if not isinstance(op, ControlFlow):
+            raise _Fail(f"no symbolic rule for {op.name}")
+        return op.relate(ins, [body.output_types() for body in bodies], self)
+
+    def same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
+        self._same(a, b)
+
+    def eq(self, a, b) -> None:
+        self._eq(a, b)
+
+    def fail(self, why: str) -> NoReturn:
+        raise _Fail(why)
 
     def _eq(self, a, b) -> None:
         if is_symbolic(a) or is_symbolic(b):
@@ -623,13 +515,13 @@ def pass_cut_to_input(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                         f"{'param' if from_params else 'input'}", {leaf: env[res.name]})
 
 
-def _reconnect(g: Graph, path: BlockPath, lo: int, hi: int, names: _Names, env: dict
+def _reconnect(g: Graph, path: Path, lo: int, hi: int, names: _Names, env: dict
                ) -> tuple[Graph, dict] | None:
     """Delete instructions [lo, hi) of the block at `path`, making each later use of their
     results read a same-typed earlier value (an operand of the deleted ones first; at the top
     level, else a new input holding the value). A top-level output read by nothing else may
     take any operand's value instead (outputs have no fixed type), or go."""
-    block = block_at(g, path)
+    block = path.at(g)
     top = not path
     gone = [r for inst in block.insts[lo:hi] for r in inst.results]
     gone_names = {r.name for r in gone}
@@ -669,7 +561,7 @@ def _reconnect(g: Graph, path: BlockPath, lo: int, hi: int, names: _Names, env: 
         new_block = replace(new_block, inputs=new_block.inputs + tuple(top_extra))
     if top:
         new_block = new_block.with_insts(new_block.insts, list(dict.fromkeys(new_block.outputs)))
-    return with_block(g, path, new_block), new_values
+    return path.replace_at(g, new_block), new_values
 
 
 def _type_of(block: Graph, name: str) -> TensorType | None:
@@ -682,7 +574,7 @@ def pass_delete_block(r: "Reducer", g: Graph) -> Iterator[Candidate]:
     k = n // 2
     while k >= 2:
         for lo in range(0, n - k + 1, k):
-            out = _reconnect(g, (), lo, lo + k, _Names(g), r.env())
+            out = _reconnect(g, Path(), lo, lo + k, _Names(g), r.env())
             if out is not None:
                 yield Candidate(dce(out[0]), f"delete insts {lo}..{lo + k - 1}", out[1])
         k //= 2
@@ -691,8 +583,7 @@ def pass_delete_block(r: "Reducer", g: Graph) -> Iterator[Candidate]:
 def pass_delete_inst(r: "Reducer", g: Graph) -> Iterator[Candidate]:
     """Delete one instruction (any level, last first) and reconnect its uses."""
     env = r.env()
-    for path in block_paths(g):
-        block = block_at(g, path)
+    for path, block in scopes(g):
         for i in reversed(range(len(block.insts))):
             inst = block.insts[i]
             out = _reconnect(g, path, i, i + 1, _Names(g), env)
@@ -717,21 +608,19 @@ def _inline(block: Graph, i: int, body: Graph, bind: dict[str, str]) -> Graph:
 
 
 def pass_inline_if(r: "Reducer", g: Graph) -> Iterator[Candidate]:
-    for path in block_paths(g):
-        block = block_at(g, path)
+    for path, block in scopes(g):
         for i, inst in enumerate(block.insts):
             if inst.op.name != "if":
                 continue
             for b, which in ((0, "then"), (1, "else")):
                 body = inst.blocks[b]
                 bind = {v.name: a for v, a in zip(body.inputs, inst.args[1:])}
-                h = with_block(g, path, _inline(block, i, body, bind))
+                h = path.replace_at(g, _inline(block, i, body, bind))
                 yield Candidate(dce(h), f"inline the {which} branch of %{inst.results[0].name}")
 
 
 def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
-    for path in block_paths(g):
-        block = block_at(g, path)
+    for path, block in scopes(g):
         for i, inst in enumerate(block.insts):
             if inst.op.name != "loop":
                 continue
@@ -739,7 +628,7 @@ def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             h = block.with_insts(block.insts[:i] + block.insts[i + 1:])
             for res, a in zip(inst.results, inst.args[1:]):
                 h = replace_uses(h, res.name, a, start=i)
-            yield Candidate(dce(with_block(g, path, h)),
+            yield Candidate(dce(path.replace_at(g, h)),
                             f"loop %{inst.results[0].name} -> zero trips")
             # once: the body inlined, the counter a new input holding 0 (top level only)
             (body,) = inst.blocks
@@ -747,14 +636,14 @@ def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             counter = body.inputs[0]
             values = {}
             gg = g
-            if counter.name in _used_inputs(body):
+            if counter.name in reads(body):
                 if path:
                     continue
                 gg, leaf = _new_leaf(g, _Names(g), counter.type, False)
                 bind[counter.name] = leaf
                 values[leaf] = np.zeros((), dtype=np.int64)
-            h = _inline(block_at(gg, path), i, body, bind)
-            yield Candidate(dce(with_block(gg, path, h)),
+            h = _inline(path.at(gg), i, body, bind)
+            yield Candidate(dce(path.replace_at(gg, h)),
                             f"loop %{inst.results[0].name} -> its body once", values)
 
 
@@ -764,8 +653,7 @@ def pass_unwrap_scan(r: "Reducer", g: Graph) -> Iterator[Candidate]:
         squeeze, unsqueeze = lookup_op("squeeze"), lookup_op("unsqueeze")
     except Exception:
         return
-    for path in block_paths(g):
-        block = block_at(g, path)
+    for path, block in scopes(g):
         for i, inst in enumerate(block.insts):
             if inst.op.name != "scan":
                 continue
@@ -793,7 +681,7 @@ def pass_unwrap_scan(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             new = block.with_insts(block.insts[:i] + tuple(pre + inner + post) + block.insts[i + 1:])
             for old, nw in ren.items():
                 new = replace_uses(new, old, nw, start=i + len(pre) + len(inner) + len(post))
-            yield Candidate(dce(with_block(g, path, new)),
+            yield Candidate(dce(path.replace_at(g, new)),
                             f"scan %{inst.results[0].name} of length 1 -> its body once")
 
 

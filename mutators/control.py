@@ -17,6 +17,7 @@ from ir.dtypes import DType
 from ir.gen_control import MAX_SCAN_LEN, _mix, _predicate, _Scope, _to_scalar
 from ir.graph import Graph, Inst, Value
 from ir.ops.control import If, Loop, Scan
+from ir.paths import Path
 from ir.rewrite import rename_canonically, replace_uses
 from ir.text import print_graph
 from ir.types import TensorType
@@ -24,7 +25,7 @@ from mutators.classic import MutateAttrs, ReplaceOp
 from mutators.optable import enabled_ops, fragile_deep, ops_to
 from mutators.insert_op import InsertOp
 from mutators.scope import (
-    Ctx, Region, ScopedMutator, Site, copy_insts, depends, pick_region, prune, pure_deep,
+    Ctx, Region, ScopedMutator, Scope, copy_insts, depends, pick_region, prune, pure_deep,
     region, values_before,
 )
 
@@ -135,7 +136,7 @@ class WrapBranch(ScopedMutator):
         rng.shuffle(kinds)
         for m in kinds:
             n_in, n_par = len(b.inputs), len(b.params)
-            sub = Ctx(b, rng, ctx.gen, Site(((-1, 1),), else_g, ctx.depth + 1, ctx.iterated),
+            sub = Ctx(b, rng, ctx.gen, Scope(Path(((-1, 1),)), else_g, ctx.depth + 1, ctx.iterated),
                       ctx.donors)
             done = m.rewrite(else_g, sub)
             new_in, new_par = b.inputs[n_in:], b.params[n_par:]

@@ -30,7 +30,7 @@ def _ops_to(key: tuple, rank: int, first: DType, out: DType) -> tuple:
 
 
 #: ops whose safe domain (`Op.domain`) iterating them rarely stays in: poles, steep growth,
-#: discontinuities, ties. Mutators keep them out of loop and scan bodies (`Site.iterated`),
+#: discontinuities, ties. Mutators keep them out of loop and scan bodies (`Scope.iterated`),
 #: where a recurrent value cannot be steered by the input search; they are placed anywhere else
 FRAGILE_ITERATED = frozenset({
     "acos", "asin", "tan", "sin", "cos", "sinh", "cosh", "exp", "softplus", "log", "sqrt",

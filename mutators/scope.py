@@ -23,15 +23,17 @@ from typing import Any, Callable, Iterable
 
 from ir.generate import GenConfig, SymbolicGraphBuilder
 from ir.graph import Graph, Inst, Value
+from ir.ops.control import is_control
+from ir.paths import Path
+from ir.paths import scopes as walk_scopes
 from ir.rewrite import remove_unused
 from ir.types import TensorType
 from mutators.base import Mutant, Mutator
 
-Path = tuple[tuple[int, int], ...]
-
-
 @dataclass(frozen=True)
-class Site:
+class Scope:
+    """A scope a mutator may rewrite: where it is, its graph, and what encloses it."""
+
     path: Path
     graph: Graph
     #: nesting depth of the scope (0: the top-level graph)
@@ -44,20 +46,11 @@ class Site:
         return not self.path
 
 
-def scopes(g: Graph, path: Path = (), depth: int = 0, iterated: bool = False) -> list[Site]:
+def scopes(g: Graph) -> list[Scope]:
     """The top-level graph and every body, nested ones included, outermost first."""
-    out = [Site(path, g, depth, iterated)]
-    for i, inst in enumerate(g.insts):
-        for k, body in enumerate(inst.blocks):
-            out += scopes(body, path + ((i, k),), depth + 1,
-                          iterated or inst.op.name in ("loop", "scan"))
-    return out
-
-
-def get(g: Graph, path: Path) -> Graph:
-    for i, k in path:
-        g = g.insts[i].blocks[k]
-    return g
+    return [Scope(path, body, path.depth,
+                  any(is_control(h.op) and h.op.iterates for h in path.holders(g)))
+            for path, body in walk_scopes(g)]
 
 
 Need = tuple[Value, bool]  # (the new input as the scope sees it, whether it is a weight)
@@ -87,30 +80,10 @@ def _put(g: Graph, path: Path, body: Graph, needs: list[Need], fresh) -> tuple[G
         insts[i] = replace(inst, blocks=tuple(blocks))
         return g.with_insts(insts), []
     outer = [(Value(fresh("m"), v.type), p) for v, p in wanted]
-    outer_names = tuple(v.name for v, _ in outer)
-    ins = tuple(v for v, _ in wanted)
-    name = inst.op.name
-    if name == "if":
-        for j, b in enumerate(blocks):
-            extra = ins if j == k else tuple(Value(fresh("b"), v.type) for v in ins)
-            blocks[j] = replace(b, inputs=b.inputs + extra)
-        new_inst = replace(inst, args=inst.args + outer_names, blocks=tuple(blocks))
-    elif name == "loop":
-        b = blocks[0]
-        blocks[0] = replace(b, inputs=b.inputs + ins, outputs=b.outputs + tuple(v.name for v in ins))
-        results = inst.results + tuple(Value(fresh("v"), v.type) for v in ins)
-        new_inst = replace(inst, args=inst.args + outer_names, results=results, blocks=tuple(blocks))
-    elif name == "scan":
-        nc = inst.op.num_carries
-        b = blocks[0]
-        blocks[0] = replace(b, inputs=b.inputs[:nc] + ins + b.inputs[nc:],
-                            outputs=b.outputs[:nc] + tuple(v.name for v in ins) + b.outputs[nc:])
-        results = (inst.results[:nc] + tuple(Value(fresh("v"), v.type) for v in ins)
-                   + inst.results[nc:])
-        new_inst = Inst(replace(inst.op, num_carries=nc + len(ins)),
-                        inst.args[:nc] + outer_names + inst.args[nc:], results, tuple(blocks))
-    else:  # pragma: no cover - every op with bodies is one of the three
-        raise ValueError(f"cannot pass values into the bodies of {name}")
+    if not is_control(inst.op):  # pragma: no cover - only control-flow ops have bodies
+        raise ValueError(f"cannot pass values into the bodies of {inst.op.name}")
+    new_inst = inst.op.add_operands(replace(inst, blocks=tuple(blocks)), k,
+                                    [v for v, _ in wanted], [v.name for v, _ in outer], fresh)
     insts = list(g.insts)
     insts[i] = new_inst
     return g.with_insts(insts), outer
@@ -251,7 +224,7 @@ class Ctx:
     b: SymbolicGraphBuilder
     rng: random.Random
     gen: GenConfig
-    site: Site
+    site: Scope
     donors: Callable[[random.Random], tuple[str, Graph] | None] | None = None
     needs: list[Need] = field(default_factory=list)
 
@@ -295,10 +268,10 @@ class ScopedMutator(Mutator):
     #: share of proposals made at the top level when bodies exist (the rest: a random body)
     p_root: float = 0.6
 
-    def eligible(self, site: Site) -> bool:
+    def eligible(self, site: Scope) -> bool:
         return bool(site.graph.insts)
 
-    def pick_site(self, g: Graph, rng: random.Random) -> Site | None:
+    def pick_site(self, g: Graph, rng: random.Random) -> Scope | None:
         sites = [s for s in scopes(g) if self.eligible(s)]
         if not sites:
             return None
@@ -330,7 +303,7 @@ class ScopedMutator(Mutator):
         if out == g:  # e.g. an op inserted on a value nothing reads: pruned again
             return None
         if site.path:
-            params = {**params, "scope": "/".join(f"{i}.{k}" for i, k in site.path)}
+            params = {**params, "scope": str(site.path)}
         return Mutant(out, params)
 
     def rewrite(self, g: Graph, ctx: Ctx) -> tuple[Graph, dict[str, Any]] | None:

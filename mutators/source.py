@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from ir.generate import GenConfig, GenerationError, generate, signature_key
 from ir.graph import Graph
+from ir.paths import scopes
 from ir.text import ParseError, parse
 from ir.verify import VerifyError, verify
 from mutators.engine import MutationConfig, MutationEngine
@@ -132,7 +133,7 @@ def usable(g: Graph, gen: GenConfig) -> bool:
         if not inst.blocks and inst.op.name not in enabled:
             return False
     if deny:
-        for scope in _scopes(g):
+        for _, scope in scopes(g):
             types = scope.types()
             for inst in scope.insts:
                 key = signature_key(inst.op.name, [types[a].dtype for a in inst.args],
@@ -140,13 +141,6 @@ def usable(g: Graph, gen: GenConfig) -> bool:
                 if key in deny:
                     return False
     return True
-
-
-def _scopes(g: Graph) -> Iterable[Graph]:
-    yield g
-    for inst in g.insts:
-        for b in inst.blocks:
-            yield from _scopes(b)
 
 
 class MutationSource:

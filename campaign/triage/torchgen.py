@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ir.graph import Graph, Inst
+from ir.ops.control import ControlFlow, If, Loop, Scan
 from ir.types import TensorType
 
 
@@ -301,13 +302,11 @@ def _tuple(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
-                  keep: list) -> list[str]:
-    name = inst.op.name
-    n = len(inst.results)
-    res = [em.fresh("r") for _ in range(n)]
-    ind2 = indent + "    "
-    if name == "if" and dialect == "python":
+def _emit_if(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+             keep: list, res: list[str]) -> list[str]:
+    """`if`: a plain Python `if` on the predicate's value, or `torch.cond`."""
+    n, ind2 = len(res), indent + "    "
+    if dialect == "python":
         pred, *ops = args
         em.lines.append(f"{indent}if bool({pred}):")
         for k, body in enumerate(inst.blocks):
@@ -317,22 +316,27 @@ def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str,
             outs = _graph_lines(body, em, ind2, dialect, env, keep)
             em.lines.append(f"{ind2}{', '.join(res)}{',' if n == 1 else ''} = {_tuple(outs)}")
         return res
-    if name == "if":
-        pred, *ops = args
-        fns = []
-        for k, body in enumerate(inst.blocks):
-            fn = em.fresh("then" if k == 0 else "else")
-            params = [py_name(v.name) for v in body.inputs]
-            em.lines.append(f"{indent}def {fn}({', '.join(params)}):")
-            env = {v.name: py_name(v.name) for v in body.inputs}
-            outs = _graph_lines(body, em, ind2, dialect, env, keep)
-            em.lines.append(f"{ind2}return {_tuple([f'{o}.clone(memory_format=torch.contiguous_format)' for o in outs])}")
-            fns.append(fn)
-        fresh = _tuple([f"{a}.clone()" for a in ops])
-        out = em.fresh("cond")
-        em.lines.append(f"{indent}{out} = torch.cond({pred}, {fns[0]}, {fns[1]}, {fresh})")
-        return [f"{out}[{k}]" for k in range(n)]
-    if name == "loop" and dialect == "python":
+    pred, *ops = args
+    fns = []
+    for k, body in enumerate(inst.blocks):
+        fn = em.fresh("then" if k == 0 else "else")
+        params = [py_name(v.name) for v in body.inputs]
+        em.lines.append(f"{indent}def {fn}({', '.join(params)}):")
+        env = {v.name: py_name(v.name) for v in body.inputs}
+        outs = _graph_lines(body, em, ind2, dialect, env, keep)
+        em.lines.append(f"{ind2}return {_tuple([f'{o}.clone(memory_format=torch.contiguous_format)' for o in outs])}")
+        fns.append(fn)
+    fresh = _tuple([f"{a}.clone()" for a in ops])
+    out = em.fresh("cond")
+    em.lines.append(f"{indent}{out} = torch.cond({pred}, {fns[0]}, {fns[1]}, {fresh})")
+    return [f"{out}[{k}]" for k in range(n)]
+
+
+def _emit_loop(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+               keep: list, res: list[str]) -> list[str]:
+    """`loop`: a `for` over the trip count, or `torch.while_loop` with the counter carried."""
+    n, ind2 = len(res), indent + "    "
+    if dialect == "python":
         trip, *carried = args
         (body,) = inst.blocks
         em.lines.append(f"{indent}{_tuple(res)} = {_tuple(carried)}")
@@ -342,60 +346,78 @@ def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str,
         outs = _graph_lines(body, em, ind2, dialect, env, keep)
         em.lines.append(f"{ind2}{_tuple(res)} = {_tuple(outs)}")
         return res
-    if name == "loop":
-        trip, *carried = args
-        (body,) = inst.blocks
-        cond_fn, body_fn = em.fresh("cond_fn"), em.fresh("body_fn")
-        em.lines.append(f"{indent}def {cond_fn}(i, n, *vs):")
-        em.lines.append(f"{ind2}return i < n")
-        params = [py_name(v.name) for v in body.inputs[1:]]
-        em.lines.append(f"{indent}def {body_fn}(i, n, {', '.join(params)}):")
-        env = _bind(body, ["i"], em, ind2)
-        env.update({v.name: py_name(v.name) for v in body.inputs[1:]})
+    trip, *carried = args
+    (body,) = inst.blocks
+    cond_fn, body_fn = em.fresh("cond_fn"), em.fresh("body_fn")
+    em.lines.append(f"{indent}def {cond_fn}(i, n, *vs):")
+    em.lines.append(f"{ind2}return i < n")
+    params = [py_name(v.name) for v in body.inputs[1:]]
+    em.lines.append(f"{indent}def {body_fn}(i, n, {', '.join(params)}):")
+    env = _bind(body, ["i"], em, ind2)
+    env.update({v.name: py_name(v.name) for v in body.inputs[1:]})
+    outs = _graph_lines(body, em, ind2, dialect, env, keep)
+    cl = [f"{o}.clone(memory_format=torch.contiguous_format)" for o in outs]
+    em.lines.append(f"{ind2}return (i + 1, n.clone(), {', '.join(cl)})")
+    em.uses_fresh = True
+    out = em.fresh("final")
+    em.lines.append(f"{indent}{out} = torch.while_loop({cond_fn}, {body_fn}, "
+                    f"(torch.zeros((), dtype=torch.int64), {trip}.clone(), "
+                    f"*_fresh({_tuple(carried)})))")
+    return [f"{out}[{k + 2}]" for k in range(n)]
+
+
+def _emit_scan(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+               keep: list, res: list[str]) -> list[str]:
+    """`scan`: a `for` over the sequence with `torch.stack`, or torch's `scan`."""
+    ind2 = indent + "    "
+    nc = inst.op.num_carries
+    reverse = bool(inst.op.reverse)
+    carries, xs = args[:nc], args[nc:]
+    (body,) = inst.blocks
+    n_ys = len(body.outputs) - nc
+    if dialect == "python":
+        c = [em.fresh("carry") for _ in carries]
+        steps = em.fresh("steps")
+        em.lines.append(f"{indent}{_tuple(c)} = {_tuple(carries)}")
+        em.lines.append(f"{indent}{steps} = []")
+        t = em.fresh("t")
+        length = int(types[nc].shape[0])
+        order = f"range({length - 1}, -1, -1)" if reverse else f"range({length})"
+        em.lines.append(f"{indent}for {t} in {order}:")
+        env = _bind(body, [*c, *(f"{x}[{t}]" for x in xs)], em, ind2)
         outs = _graph_lines(body, em, ind2, dialect, env, keep)
-        cl = [f"{o}.clone(memory_format=torch.contiguous_format)" for o in outs]
-        em.lines.append(f"{ind2}return (i + 1, n.clone(), {', '.join(cl)})")
-        em.uses_fresh = True
-        out = em.fresh("final")
-        em.lines.append(f"{indent}{out} = torch.while_loop({cond_fn}, {body_fn}, "
-                        f"(torch.zeros((), dtype=torch.int64), {trip}.clone(), "
-                        f"*_fresh({_tuple(carried)})))")
-        return [f"{out}[{k + 2}]" for k in range(n)]
-    if name == "scan":
-        nc = inst.op.num_carries
-        reverse = bool(inst.op.reverse)
-        carries, xs = args[:nc], args[nc:]
-        (body,) = inst.blocks
-        n_ys = len(body.outputs) - nc
-        if dialect == "python":
-            c = [em.fresh("carry") for _ in carries]
-            steps = em.fresh("steps")
-            em.lines.append(f"{indent}{_tuple(c)} = {_tuple(carries)}")
-            em.lines.append(f"{indent}{steps} = []")
-            t = em.fresh("t")
-            length = int(types[nc].shape[0])
-            order = f"range({length - 1}, -1, -1)" if reverse else f"range({length})"
-            em.lines.append(f"{indent}for {t} in {order}:")
-            env = _bind(body, [*c, *(f"{x}[{t}]" for x in xs)], em, ind2)
-            outs = _graph_lines(body, em, ind2, dialect, env, keep)
-            em.lines.append(f"{ind2}{_tuple(c)} = {_tuple(outs[:nc])}")
-            em.lines.append(f"{ind2}{steps}.append({_tuple(outs[nc:])})")
-            if reverse:
-                em.lines.append(f"{indent}{steps}.reverse()")
-            ys = [f"torch.stack([s[{k}] for s in {steps}])" for k in range(n_ys)]
-            return [*c, *ys]
-        em.uses_fresh = em.uses_scan = True
-        fn = em.fresh("combine")
-        em.lines.append(f"{indent}def {fn}(carry, x):")
-        env = _bind(body, [f"carry[{k}]" for k in range(nc)] + [f"x[{k}]" for k in range(len(xs))],
-                    em, ind2)
-        outs = _graph_lines(body, em, ind2, dialect, env, keep)
-        em.lines.append(f"{ind2}return _fresh({_tuple(outs[:nc])}), _fresh({_tuple(outs[nc:])})")
-        final, ys = em.fresh("final"), em.fresh("ys")
-        em.lines.append(f"{indent}{final}, {ys} = scan({fn}, _fresh({_tuple(carries)}), "
-                        f"_fresh({_tuple(xs)}), dim=0, reverse={reverse})")
-        return [f"{final}[{k}]" for k in range(nc)] + [f"{ys}[{k}]" for k in range(n_ys)]
-    raise CodegenError(f"no torch code generator for control-flow op {name!r}")
+        em.lines.append(f"{ind2}{_tuple(c)} = {_tuple(outs[:nc])}")
+        em.lines.append(f"{ind2}{steps}.append({_tuple(outs[nc:])})")
+        if reverse:
+            em.lines.append(f"{indent}{steps}.reverse()")
+        ys = [f"torch.stack([s[{k}] for s in {steps}])" for k in range(n_ys)]
+        return [*c, *ys]
+    em.uses_fresh = em.uses_scan = True
+    fn = em.fresh("combine")
+    em.lines.append(f"{indent}def {fn}(carry, x):")
+    env = _bind(body, [f"carry[{k}]" for k in range(nc)] + [f"x[{k}]" for k in range(len(xs))],
+                em, ind2)
+    outs = _graph_lines(body, em, ind2, dialect, env, keep)
+    em.lines.append(f"{ind2}return _fresh({_tuple(outs[:nc])}), _fresh({_tuple(outs[nc:])})")
+    final, ys = em.fresh("final"), em.fresh("ys")
+    em.lines.append(f"{indent}{final}, {ys} = scan({fn}, _fresh({_tuple(carries)}), "
+                    f"_fresh({_tuple(xs)}), dim=0, reverse={reverse})")
+    return [f"{final}[{k}]" for k in range(nc)] + [f"{ys}[{k}]" for k in range(n_ys)]
+
+
+#: torch code per control-flow op (the torch-source materializer's rule for each op)
+_CONTROL_EMITTERS: dict[type[ControlFlow], Callable[..., list[str]]] = {
+    If: _emit_if, Loop: _emit_loop, Scan: _emit_scan}
+
+
+def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+                  keep: list) -> list[str]:
+    """The torch code of a control-flow instruction, by its op's emitter (each gets the fresh
+    names of the results, for the forms that assign them)."""
+    emit = _CONTROL_EMITTERS.get(type(inst.op))
+    if emit is None:
+        raise CodegenError(f"no torch code generator for control-flow op {inst.op.name!r}")
+    return emit(inst, args, types, em, indent, dialect, keep, [em.fresh("r") for _ in inst.results])
 
 
 def torch_source(g: Graph, dialect: str = "python") -> str:

@@ -13,10 +13,11 @@ higher-order op traced as a whole); ONNX `If`, whose bodies capture the operands
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, ClassVar, NoReturn, Protocol, Sequence, TypeGuard
 
 from ir.dtypes import DType
+from ir.graph import Graph, Inst, Value
 from ir.op import Op
 from ir.types import TensorType
 
@@ -54,13 +55,125 @@ def _fresh(ts) -> tuple:
     return tuple(t.clone(memory_format=torch.contiguous_format) for t in ts)
 
 
+class Relation(Protocol):
+    """How a caller of `ControlFlow.relate` states the constraints between operands and body
+    results: checked at once on concrete types, collected as z3 terms on symbolic ones."""
+
+    def same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
+        """The two signatures are equal (dims compared with `eq`)."""
+
+    def eq(self, a: Any, b: Any) -> None:
+        """The two dims (ints or z3 terms) are equal."""
+
+    def fail(self, why: str) -> NoReturn:
+        """The operands cannot fit the op at all."""
+
+
+#: a body with only the given outputs kept (their indices), dead code removed: how a caller
+#: of `ControlFlow.prune` prunes inside bodies
+KeepOutputs = Callable[[Graph, Sequence[int]], Graph]
+
+
+def is_control(op: Op) -> TypeGuard["ControlFlow"]:
+    """Whether `op` follows the control-flow protocol (holds bodies)."""
+    return isinstance(op, ControlFlow)
+
+
+def reads(body: Graph) -> set[str]:
+    """The names `body` reads: its instructions' operands and its outputs."""
+    used = set(body.outputs)
+    for inst in body.insts:
+        used.update(inst.args)
+    return used
+
+
 @dataclass(frozen=True)
-class If(Op):
-    name: ClassVar[str] = "if"
+class ControlFlow(Op):
+    """The control-flow op protocol: an op whose instructions hold bodies (`Inst.blocks`,
+    closed sub-graphs) owns every rule about how its operands, bodies and results relate, so a
+    pass asks the op and never tests its name (JAX's per-primitive rule tables are the model).
+    docs/architecture.md lists what a new control-flow op implements.
+
+    Positions: an operand is an index into `Inst.args`, a body input an index into
+    `blocks[k].inputs`, a body output an index into `blocks[k].outputs`."""
+
     family: ClassVar[str] = "control"
-    arity: ClassVar[tuple[int, int]] = (1, 64)
     num_results: ClassVar[None] = None
     takes_blocks: ClassVar[bool] = True
+    #: a predicate chooses which one body runs (coverage counts the bodies taken); otherwise
+    #: the body runs a number of times (coverage counts the trip counts)
+    chooses_body: ClassVar[bool] = False
+    #: the body runs repeatedly, its inputs fed back from its outputs (`carried_output`)
+    iterates: ClassVar[bool] = False
+    #: the operand holding a data-dependent trip count (None: the op has none)
+    trip_operand: ClassVar[int | None] = None
+
+    # ---- binding: what the bodies take -------------------------------------------------------
+    def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:
+        """The types each body binds, given the operand types."""
+        raise NotImplementedError
+
+    def passed_operand(self, block: int, i: int) -> int | None:
+        """The operand whose value body input `i` of body `block` receives unchanged when the
+        body starts (None: a value the op makes, a counter or a slice)."""
+        raise NotImplementedError
+
+    def operand_inputs(self, pos: int) -> list[tuple[int, int]]:
+        """The (body, body input) pairs operand `pos` is passed into unchanged: the inverse of
+        `passed_operand` (empty: the op reads it as a predicate, trip count or sequence)."""
+        raise NotImplementedError
+
+    def carried_output(self, i: int) -> int | None:
+        """The body output fed back into body input `i` at the next step (None: not carried)."""
+        return None
+
+    def passthrough_operand(self, result: int) -> int | None:
+        """The operand that result `result` equals when no body runs (a loop at zero trips);
+        None: a body always computes it."""
+        return None
+
+    # ---- typing: the constraints between operands and body results ---------------------------
+    def relate(self, ins: Sequence[TensorType], body_outs: Sequence[Sequence[TensorType]],
+               rel: Relation) -> list[TensorType]:
+        """The result types, given the operand types and each body's output types, stating
+        through `rel` the constraints between them (over ints and z3 dims alike)."""
+        raise NotImplementedError
+
+    def sequence_length(self, ins: Sequence[TensorType]) -> Any:
+        """The number of steps fixed by the operands' shapes (a scan's length), which a
+        generator bounds; None when the op has none."""
+        return None
+
+    # ---- pruning and threading ---------------------------------------------------------------
+    def prune(self, inst: Inst, used: set[int], keep_outputs: KeepOutputs) -> Inst:
+        """`inst` keeping only the results in `used` (and what they need: a carried value a
+        kept one reads), with the operands no body reads any more dropped."""
+        raise NotImplementedError
+
+    def add_operands(self, inst: Inst, block: int, inner: Sequence[Value],
+                     outer: Sequence[str], fresh: Callable[[str], str]) -> Inst:
+        """`inst` passing outer values `outer` into body `block`, where it reads them as
+        `inner` (new body inputs, not yet declared in the body): one more operand each, or one
+        more carried value the body returns unchanged (a result nobody reads)."""
+        raise NotImplementedError
+
+    # ---- explore: bodies these inputs do not run ---------------------------------------------
+    #: some inputs run a body not at all (an if's other branch, a loop at zero trips)
+    may_skip_bodies: ClassVar[bool] = False
+
+    def unexplored(self, args: Sequence[Any]) -> list[tuple[int, list, str]]:
+        """The bodies these concrete operands (torch tensors) do not run, each with the values
+        it would bind and a note for messages: the validity check runs them too, so a value
+        that is invalid only on a path not taken is still caught."""
+        return []
+
+
+@dataclass(frozen=True)
+class If(ControlFlow):
+    name: ClassVar[str] = "if"
+    arity: ClassVar[tuple[int, int]] = (1, 64)
+    chooses_body: ClassVar[bool] = True
+    may_skip_bodies: ClassVar[bool] = True
 
     @classmethod
     def signatures(cls, n_inputs):
@@ -87,6 +200,41 @@ class If(Op):
             return (f"bodies return {_types(blocks[0].output_types())} and "
                     f"{_types(blocks[1].output_types())}: they must match")
         return None
+
+    def body_inputs(self, ins, n_blocks):
+        return [list(ins[1:]) for _ in range(n_blocks)]
+
+    def passed_operand(self, block, i):
+        return 1 + i
+
+    def operand_inputs(self, pos):
+        return [(0, pos - 1), (1, pos - 1)] if pos >= 1 else []
+
+    def relate(self, ins, body_outs, rel):
+        a, b = body_outs
+        rel.same(a, b)
+        return list(a)
+
+    def prune(self, inst, used, keep_outputs):
+        keep = sorted(used)
+        bodies = [keep_outputs(b, keep) for b in inst.blocks]
+        operands = [k for k in range(len(inst.args) - 1)
+                    if any(b.inputs[k].name in reads(b) for b in bodies)]
+        bodies = [replace(b, inputs=tuple(b.inputs[k] for k in operands)) for b in bodies]
+        args = (inst.args[0], *(inst.args[k + 1] for k in operands))
+        return Inst(inst.op, args, tuple(inst.results[k] for k in keep), tuple(bodies))
+
+    def add_operands(self, inst, block, inner, outer, fresh):
+        # the other body gets inputs of its own, unused
+        blocks = list(inst.blocks)
+        for j, b in enumerate(blocks):
+            extra = tuple(inner) if j == block else tuple(Value(fresh("b"), v.type) for v in inner)
+            blocks[j] = replace(b, inputs=b.inputs + extra)
+        return replace(inst, args=inst.args + tuple(outer), blocks=tuple(blocks))
+
+    def unexplored(self, args):
+        taken = 0 if bool(args[0]) else 1
+        return [(k, list(args[1:]), "not taken") for k in (0, 1) if k != taken]
 
     def torch_call(self, args, blocks, run_block, dialect="python"):
         pred, *operands = args
@@ -117,7 +265,7 @@ MAX_TRIPS = 8
 
 
 @dataclass(frozen=True)
-class Loop(Op):
+class Loop(ControlFlow):
     """`results = loop(trip, carried...) { body(i, carried...) -> carried... }`: runs the body
     `trip` times (0 allowed), `i` counting from 0; carried types are invariant. `trip` is an
     int64 scalar from data, kept in [0, MAX_TRIPS] by the op's domain.
@@ -127,10 +275,10 @@ class Loop(Op):
     returns the condition, passed through)."""
 
     name: ClassVar[str] = "loop"
-    family: ClassVar[str] = "control"
     arity: ClassVar[tuple[int, int]] = (2, 64)
-    num_results: ClassVar[None] = None
-    takes_blocks: ClassVar[bool] = True
+    iterates: ClassVar[bool] = True
+    trip_operand: ClassVar[int | None] = 0
+    may_skip_bodies: ClassVar[bool] = True
 
     @classmethod
     def signatures(cls, n_inputs):
@@ -156,6 +304,55 @@ class Loop(Op):
         if body.output_types() != list(ins[1:]):
             return f"body returns {_types(body.output_types())} but carries {_types(ins[1:])}"
         return None
+
+    def body_inputs(self, ins, n_blocks):
+        return [[TensorType((), DType.int64), *ins[1:]]]
+
+    def passed_operand(self, block, i):
+        return i if i >= 1 else None  # input 0 is the trip counter
+
+    def operand_inputs(self, pos):
+        return [(0, pos)] if pos >= 1 else []
+
+    def carried_output(self, i):
+        return i - 1 if i >= 1 else None
+
+    def passthrough_operand(self, result):
+        return result + 1
+
+    def relate(self, ins, body_outs, rel):
+        rel.same(body_outs[0], list(ins[1:]))
+        return list(ins[1:])
+
+    def prune(self, inst, used, keep_outputs):
+        (body,) = inst.blocks
+        n = len(inst.results)
+        keep = set(used)
+        while True:  # a carry stays if its result is read or a kept carry's update reads it
+            pruned = keep_outputs(body, sorted(keep))
+            read = reads(pruned)
+            more = {j for j in range(n) if j not in keep and body.inputs[j + 1].name in read}
+            if not more:
+                break
+            keep |= more
+        order = sorted(keep)
+        pruned = replace(pruned, inputs=(body.inputs[0], *(body.inputs[j + 1] for j in order)))
+        args = (inst.args[0], *(inst.args[j + 1] for j in order))
+        return Inst(inst.op, args, tuple(inst.results[j] for j in order), (pruned,))
+
+    def add_operands(self, inst, block, inner, outer, fresh):
+        b = inst.blocks[0]
+        body = replace(b, inputs=b.inputs + tuple(inner),
+                       outputs=b.outputs + tuple(v.name for v in inner))
+        results = inst.results + tuple(Value(fresh("v"), v.type) for v in inner)
+        return replace(inst, args=inst.args + tuple(outer), results=results, blocks=(body,))
+
+    def unexplored(self, args):
+        import torch
+
+        if int(args[0]) != 0:
+            return []
+        return [(0, [torch.zeros((), dtype=torch.int64), *args[1:]], "not run")]
 
     def domain(self, trip, *carried):
         import torch
@@ -199,7 +396,7 @@ class Loop(Op):
 
 
 @dataclass(frozen=True)
-class Scan(Op):
+class Scan(ControlFlow):
     """`carry..., ys... = scan[num_carries=n, reverse=r](init..., xs...) { body }`: the RNN
     shape. The first `num_carries` (>= 1) operands are the initial carries, the rest (>= 1) the
     scanned sequences, all of rank >= 1 with one length L along axis 0. The body maps
@@ -218,10 +415,8 @@ class Scan(Op):
     `If`); ONNX `Scan` (opset 18: `num_scan_inputs`, directions 1 in and out when reversed)."""
 
     name: ClassVar[str] = "scan"
-    family: ClassVar[str] = "control"
     arity: ClassVar[tuple[int, int]] = (2, 64)
-    num_results: ClassVar[None] = None
-    takes_blocks: ClassVar[bool] = True
+    iterates: ClassVar[bool] = True
 
     num_carries: int = 1
     reverse: bool = False
@@ -271,6 +466,68 @@ class Scan(Op):
             return (f"body returns {_types(outs)} but must return the carries "
                     f"{_types(carries)} first")
         return None
+
+    def body_inputs(self, ins, n_blocks):
+        carries, xs = self._split(ins)
+        return [[*carries, *(TensorType(tuple(t.shape[1:]), t.dtype) for t in xs)]]
+
+    def passed_operand(self, block, i):
+        return i if i < self.num_carries else None  # then the slices x_t
+
+    def operand_inputs(self, pos):
+        return [(0, pos)] if pos < self.num_carries else []
+
+    def carried_output(self, i):
+        return i if i < self.num_carries else None
+
+    def relate(self, ins, body_outs, rel):
+        carries, xs = self._split(ins)
+        if any(t.rank == 0 for t in xs):
+            rel.fail("scanned operand of rank 0")
+        (outs,) = body_outs
+        rel.same(outs[:self.num_carries], carries)
+        length = xs[0].shape[0]
+        for t in xs[1:]:
+            rel.eq(t.shape[0], length)
+        return [*carries, *(TensorType((length, *t.shape), t.dtype) for t in outs[self.num_carries:])]
+
+    def sequence_length(self, ins):
+        return self._split(ins)[1][0].shape[0]
+
+    def prune(self, inst, used, keep_outputs):
+        (body,) = inst.blocks
+        nc = self.num_carries
+        n_xs = len(inst.args) - nc
+        keep_c = {j for j in used if j < nc}
+        keep_y = sorted(j - nc for j in used if j >= nc)
+        while True:
+            outs = sorted(keep_c) + [nc + j for j in keep_y]
+            pruned = keep_outputs(body, outs)
+            read = reads(pruned)
+            more = {j for j in range(nc) if j not in keep_c and body.inputs[j].name in read}
+            if not keep_c and not more:
+                more = {0}  # a scan needs one carry
+            if not more:
+                break
+            keep_c |= more
+        cs = sorted(keep_c)
+        xs = [k for k in range(n_xs) if body.inputs[nc + k].name in read] or [0]
+        pruned = replace(pruned, inputs=(*(body.inputs[j] for j in cs),
+                                         *(body.inputs[nc + k] for k in xs)))
+        args = (*(inst.args[j] for j in cs), *(inst.args[nc + k] for k in xs))
+        results = (*(inst.results[j] for j in cs), *(inst.results[nc + j] for j in keep_y))
+        op = replace(self, num_carries=len(cs)) if len(cs) != nc else self
+        return Inst(op, args, results, (pruned,))
+
+    def add_operands(self, inst, block, inner, outer, fresh):
+        nc = self.num_carries
+        b = inst.blocks[0]
+        body = replace(b, inputs=b.inputs[:nc] + tuple(inner) + b.inputs[nc:],
+                       outputs=b.outputs[:nc] + tuple(v.name for v in inner) + b.outputs[nc:])
+        results = (inst.results[:nc] + tuple(Value(fresh("v"), v.type) for v in inner)
+                   + inst.results[nc:])
+        return Inst(replace(self, num_carries=nc + len(inner)),
+                    inst.args[:nc] + tuple(outer) + inst.args[nc:], results, (body,))
 
     def infer_inst(self, ins, blocks):
         if not blocks or self.operand_problem(ins):

@@ -7,7 +7,8 @@ import random
 from ir import GenConfig, parse, verify
 from ir.types import TensorType
 from ir.dtypes import DType
-from mutators.scope import builder, get, put, scopes, region, copy_graph
+from ir.paths import Path
+from mutators.scope import builder, put, scopes, region, copy_graph
 
 NESTED = """
 graph main(%x: f32[2,3], %n: i64[], %t: f32[], %w: param f32[3,3]) {
@@ -50,7 +51,7 @@ def test_needs_are_threaded_through_if_loop_and_scan_to_new_graph_inputs_and_par
     g = verify(parse(NESTED))
     b = builder(g, random.Random(0), GenConfig())
     for path in [((3, 0), (0, 0)), ((3, 1),), ((4, 0),)]:
-        body = get(g, path)
+        body = Path(path).at(g)
         last = body.outputs[0]
         t = body.types()[last]
         need_in = body.inputs[0].__class__(b.fresh_name("b"), TensorType((), DType.float32))
