@@ -57,7 +57,7 @@ def _fits(b, t: TensorType) -> bool:
     return all(isinstance(d, int) and 1 <= d <= cap for d in t.shape)
 
 
-class _Scope:
+class BodyScope:
     """Where control flow is placed: the top-level graph (depth 0) or a body under construction
     (depth >= 1, the nesting level of the body). `values` are readable here. A value the scope
     lacks is a new graph input (or param) at the top, a new body input in a body (`needs`),
@@ -149,7 +149,7 @@ def _operands(b, values: list[Value], first: Value | None) -> list[Value]:
     return [first] + ([b.rng.choice(others)] if others and b.rng.random() < 0.4 else [])
 
 
-def _to_scalar(scope: _Scope, v: Value) -> tuple[list[Inst], Value] | None:
+def to_scalar(scope: BodyScope, v: Value) -> tuple[list[Inst], Value] | None:
     """Instructions reducing `v` to a scalar by summing axis 0 repeatedly, and the scalar."""
     reduce_sum = OP_REGISTRY["reduce_sum"]
     if ((v.type.dtype,), (v.type.dtype,)) not in list(reduce_sum.signatures(1)):
@@ -166,7 +166,7 @@ def _to_scalar(scope: _Scope, v: Value) -> tuple[list[Inst], Value] | None:
     return insts, cur
 
 
-def _predicate(b, scope: _Scope) -> Value | None:
+def make_predicate(b, scope: BodyScope) -> Value | None:
     """A bool scalar computed from a numeric value of the scope, compared with a new scalar
     input threshold; its instructions are placed in `scope`."""
     reduce_sum = OP_REGISTRY["reduce_sum"]
@@ -174,7 +174,7 @@ def _predicate(b, scope: _Scope) -> Value | None:
                and ((v.type.dtype,), (v.type.dtype,)) in list(reduce_sum.signatures(1))]
     if not sources:
         return None
-    reduced = _to_scalar(scope, b.rng.choice(sources))
+    reduced = to_scalar(scope, b.rng.choice(sources))
     if reduced is None:
         return None
     insts, cur = reduced
@@ -189,7 +189,7 @@ def _predicate(b, scope: _Scope) -> Value | None:
     return inst.results[0]
 
 
-def _pass_needs(scope: _Scope, needs: list[tuple[Value, bool]]) -> list[Value]:
+def _pass_needs(scope: BodyScope, needs: list[tuple[Value, bool]]) -> list[Value]:
     """Outer values for a body's needs, from `scope` (new inputs there, recursively)."""
     return [scope.new_input(v.type, param) for v, param in needs]
 
@@ -201,14 +201,14 @@ def _pass_needs(scope: _Scope, needs: list[tuple[Value, bool]]) -> list[Value]:
 # read it; an unused body input inside a body).
 
 
-def _if(b, scope: _Scope, ops, first: Value | None) -> Value | None:
-    cond = _predicate(b, scope)
+def _if(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
+    cond = make_predicate(b, scope)
     if cond is None:
         return None
     operands = _operands(b, scope.values, first)
     bodies = []
     for name in ("then", "else"):
-        body = _Scope(b, scope.depth + 1, _copies(b, operands))
+        body = BodyScope(b, scope.depth + 1, _copies(b, operands))
         ins = list(body.values)
         outs = [body.chain(v, ops, b.rng.randint(0, b.cfg.body_nodes)).name for v in ins]
         bodies.append((name, body, ins, outs))
@@ -227,21 +227,21 @@ def _if(b, scope: _Scope, ops, first: Value | None) -> Value | None:
     return results[0]
 
 
-def _trip(b, scope: _Scope) -> Value:
+def _trip(b, scope: BodyScope) -> Value:
     ints = [v for v in scope.values if v.type == TensorType((), DType.int64)]
     if scope.depth > 0 and ints and b.rng.random() < 0.3:
         return b.rng.choice(ints)
     return scope.new_input(TensorType((), DType.int64))
 
 
-def _loop(b, scope: _Scope, ops, first: Value | None) -> Value | None:
+def _loop(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
     if DType.int64 not in b.cfg.enabled_dtypes():
         return None
     trip = _trip(b, scope)
     operands = _operands(b, scope.values, first)
     counter = Value(b.fresh_name("i"), TensorType((), DType.int64))
     carried = _copies(b, operands)
-    body = _Scope(b, scope.depth + 1, [counter, *carried])
+    body = BodyScope(b, scope.depth + 1, [counter, *carried])
     outs = [body.chain(v, ops, b.rng.randint(0, b.cfg.body_nodes)).name for v in carried]
     needs = [v for v, _ in body.needs]
     extras = _pass_needs(scope, body.needs)
@@ -252,7 +252,7 @@ def _loop(b, scope: _Scope, ops, first: Value | None) -> Value | None:
     return results[0]
 
 
-def _mix(b, body: _Scope, ops, c: Value, x: Value) -> Value | None:
+def mix_carry(b, body: BodyScope, ops, c: Value, x: Value) -> Value | None:
     """A value of `c`'s type computed from `c` and `x` (same dtype): `op(c, x)` with x
     broadcast, or `op(c, sum(x))`; placed in `body`."""
     dt = c.type.dtype
@@ -265,7 +265,7 @@ def _mix(b, body: _Scope, ops, c: Value, x: Value) -> Value | None:
         pre: list[Inst] = []
         operand = x
         if scalar:
-            reduced = _to_scalar(body, x)
+            reduced = to_scalar(body, x)
             if reduced is None:
                 return None
             pre, operand = reduced
@@ -277,7 +277,7 @@ def _mix(b, body: _Scope, ops, c: Value, x: Value) -> Value | None:
     return None
 
 
-def _scan(b, scope: _Scope, ops, first: Value | None) -> Value | None:
+def _scan(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
     cfg = b.cfg
     short = [v for v in scope.values if v.type.rank >= 1 and v.type.shape[0] <= MAX_SCAN_LEN
              and (first is None or v.type.dtype == first.type.dtype)]
@@ -319,8 +319,8 @@ def _scan(b, scope: _Scope, ops, first: Value | None) -> Value | None:
         carries.append(b.rng.choice(others))
     # the body: carry' = chain(mix(carry, x_t)), y_t = chain(carry')
     c_ins, x_ins = _copies(b, carries), [Value(b.fresh_name("b"), x_type)]
-    body = _Scope(b, scope.depth + 1, [*c_ins, *x_ins])
-    mixed = _mix(b, body, ops, c_ins[0], x_ins[0])
+    body = BodyScope(b, scope.depth + 1, [*c_ins, *x_ins])
+    mixed = mix_carry(b, body, ops, c_ins[0], x_ins[0])
     if mixed is None:
         return None
     c_outs = [body.chain(mixed, ops, b.rng.randint(0, cfg.body_nodes))]
@@ -330,7 +330,7 @@ def _scan(b, scope: _Scope, ops, first: Value | None) -> Value | None:
     length = xs.type.shape[0]
     ys = [y]
     if not _fits(b, TensorType((length, *y.type.shape), y.type.dtype)):
-        reduced = _to_scalar(body, y)
+        reduced = to_scalar(body, y)
         ys = [] if reduced is None else [reduced[1]]
         if reduced is not None:
             body.place(reduced[0])
@@ -357,7 +357,7 @@ def try_control(b, values: list[Value], ops: list[type[Op]], roll: float) -> Pla
     module doc). New inputs and params it needs are already added to the builder."""
     if b.cfg.max_depth < 1:
         return None
-    scope = _Scope(b, 0, list(values))
+    scope = BodyScope(b, 0, list(values))
     if _KINDS[_kind(b.cfg, roll)](b, scope, ops, None) is None:
         return None
     return Placed(scope.insts, scope.quiet)

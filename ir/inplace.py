@@ -41,7 +41,7 @@ from ir.graph import Graph, Inst, Value
 from ir.op import Op
 from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
 from ir.types import TensorType
-from ir.verify import VerifyError, _context
+from ir.verify import VerifyError, quote_context
 
 #: pure ops whose torch form may return a view of (or the very tensor of) an operand: slicing
 #: and reshaping movement ops, and control flow (a body may return its input). Their results
@@ -207,7 +207,7 @@ class _Analyzer:
             where = f"{path}, inst {index} ({inst.op.name})"
 
             def fail(msg: str, index=index, where=where) -> None:
-                raise InplaceError(f"{where}: {msg}", _context(g, index),
+                raise InplaceError(f"{where}: {msg}", quote_context(g, index),
                                    index if outer is None else outer)
 
             eff = inst.op.effect
@@ -302,7 +302,7 @@ class _Analyzer:
                 i = st.writes[0]
                 raise InplaceError(
                     f"{lv.path}: " + REJECTIONS["unreturned"].format(x=v.name, i=i, op=g.insts[i].op.name),
-                    _context(g, i), i)
+                    quote_context(g, i), i)
 
     def _plan(self, lv: Level) -> None:
         g = lv.graph

@@ -42,7 +42,9 @@ def verify(g: Graph) -> Graph:
     return g
 
 
-def _context(g: Graph, index: int, radius: int = 2) -> str:
+def quote_context(g: Graph, index: int, radius: int = 2) -> str:
+    """The instructions around `index`, the offending one marked `>>>`: what every error about
+    an instruction quotes (the verifier's, the in-place analysis')."""
     lines = []
     for i in range(max(0, index - radius), min(len(g.insts), index + radius + 1)):
         mark = ">>> " if i == index else "    "
@@ -86,7 +88,7 @@ class _Checker:
             where = f"{path}, inst {index} ({inst.op.name})"
 
             def fail(msg: str, index=index, where=where) -> None:
-                raise VerifyError(f"{where}: {msg}", _context(g, index))
+                raise VerifyError(f"{where}: {msg}", quote_context(g, index))
 
             self.inst(inst, scope, where, fail)
             for r in inst.results:

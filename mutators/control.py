@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ir.dtypes import DType
-from ir.gen_control import MAX_SCAN_LEN, _mix, _predicate, _Scope, _to_scalar
+from ir.gen_control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
 from ir.graph import Graph, Inst, Value
 from ir.ops.control import If, Loop, Scan
 from ir.paths import Path
@@ -35,8 +35,8 @@ def _nesting(r: Region) -> int:
     return max((b.max_depth() + 1 for inst in r.insts for b in inst.blocks), default=0)
 
 
-def _body_scope(ctx: Ctx, values: list[Value]) -> _Scope:
-    return _Scope(ctx.b, ctx.depth + 1, list(values))
+def _body_scope(ctx: Ctx, values: list[Value]) -> BodyScope:
+    return BodyScope(ctx.b, ctx.depth + 1, list(values))
 
 
 def _same(a: Graph, b: Graph) -> bool:
@@ -57,8 +57,8 @@ class WrapBranch(ScopedMutator):
         if r is None or ctx.depth + 1 + _nesting(r) > self.max_depth:
             return None
         types = g.types()
-        scope = _Scope(b, ctx.depth, values_before(g, r.start))
-        cond = _predicate(b, scope)
+        scope = BodyScope(b, ctx.depth, values_before(g, r.start))
+        cond = make_predicate(b, scope)
         ctx.needs += scope.needs
         if cond is None:
             return None
@@ -232,7 +232,7 @@ class WrapLoop(ScopedMutator):
         body = _body_scope(ctx, [*c_ins, x_in])
         names = dict(zip(carries, (v.name for v in c_ins)))
         if x is None:
-            mixed = _mix(b, body, list(enabled_ops(ctx.gen, True)), c_ins[0], x_in)
+            mixed = mix_carry(b, body, list(enabled_ops(ctx.gen, True)), c_ins[0], x_in)
             if mixed is None:
                 return None
             names[a] = mixed.name
@@ -244,7 +244,7 @@ class WrapLoop(ScopedMutator):
         y = body.chain(new_c, list(enabled_ops(ctx.gen, True)), rng.randint(1, max(1, ctx.gen.body_nodes)))
         ys = [y]
         if not all(1 <= d <= b.dim_cap(y.type.rank + 1) for d in (length, *y.type.shape)):
-            reduced = _to_scalar(body, y)
+            reduced = to_scalar(body, y)
             ys = [] if reduced is None else [reduced[1]]
             if reduced is not None:
                 body.place(reduced[0])

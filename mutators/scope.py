@@ -253,7 +253,7 @@ class Ctx:
 
 
 def builder(g: Graph, rng: random.Random, gen: GenConfig) -> SymbolicGraphBuilder:
-    """A builder over `g`'s names. Its chains (`ir.gen_control._Scope.chain`) never nest
+    """A builder over `g`'s names. Its chains (`ir.gen_control.BodyScope.chain`) never nest
     control flow: mutators place control flow themselves, and keep track of depth."""
     flat = replace(gen, p_if=0.0, p_loop=0.0, p_scan=0.0)
     return SymbolicGraphBuilder(rng, flat, [v.name for v in g.all_values()])

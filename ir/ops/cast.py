@@ -13,7 +13,8 @@ from ir.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
 from ir.op import Op
 from ir.types import TensorType
 
-_ALLOWED: dict[DType, frozenset[DType]] = {
+#: dtype -> the dtypes a cast converts it to (also what an in-place copy may convert)
+CASTS: dict[DType, frozenset[DType]] = {
     **{f: FLOAT_DTYPES for f in FLOAT_DTYPES},
     **{i: INT_DTYPES | FLOAT_DTYPES | {DType.bool} for i in INT_DTYPES},
     DType.bool: frozenset(DType),
@@ -28,17 +29,17 @@ class Cast(Op):
 
     @classmethod
     def signatures(cls, n_inputs):
-        return [((src,), (dst,)) for src, dsts in _ALLOWED.items() for dst in sorted(dsts, key=lambda d: d.value)
+        return [((src,), (dst,)) for src, dsts in CASTS.items() for dst in sorted(dsts, key=lambda d: d.value)
                 if dst != src]
 
     def result_dtypes(self, in_dtypes):
-        if len(in_dtypes) == 1 and self.to in _ALLOWED[in_dtypes[0]] and self.to != in_dtypes[0]:
+        if len(in_dtypes) == 1 and self.to in CASTS[in_dtypes[0]] and self.to != in_dtypes[0]:
             return (self.to,)
         return None
 
     @classmethod
     def sample(cls, ctx, first):
-        options = sorted(_ALLOWED[first.dtype] - {first.dtype}, key=lambda d: d.value)
+        options = sorted(CASTS[first.dtype] - {first.dtype}, key=lambda d: d.value)
         return cls(to=ctx.rng.choice(options))
 
     def infer(self, ins):

@@ -37,7 +37,7 @@ import numpy as np
 from ir.dtypes import DType
 from ir.op import Effect, Op, OpError
 from ir.ops.binary import Add, Div, Mul, Sub, broadcast_operand, broadcast_requires, broadcast_shape
-from ir.ops.cast import _ALLOWED as CASTS
+from ir.ops.cast import CASTS
 from ir.ops.cast import Cast
 from ir.ops.common import ALL, NUMERIC, const_like, ordered, same_dtype
 from ir.ops.elementwise import Clip, Relu, Sigmoid
