@@ -14,12 +14,11 @@ from typing import Any
 from ir.dtypes import DType
 from ir.graph import Graph
 from ir.op import OP_REGISTRY
+from ir.ops.rnn import RECURRENT
 from ir.rewrite import insert_insts, replace_uses
 from mutators.optable import enabled_ops
 from mutators.scope import Ctx, ScopedMutator
 from mutators.solve import NEW, NEW_PARAM, solve
-
-RNN_OPS = ("lstm", "gru", "rnn")
 
 
 class InsertRnn(ScopedMutator):
@@ -27,8 +26,8 @@ class InsertRnn(ScopedMutator):
 
     def rewrite(self, g: Graph, ctx: Ctx) -> tuple[Graph, dict[str, Any]] | None:
         rng, b = ctx.rng, ctx.b
-        enabled = {c.name for c in enabled_ops(ctx.gen)}
-        kinds = [n for n in RNN_OPS if n in enabled]
+        enabled = set(enabled_ops(ctx.gen))
+        kinds = [c.name for c in RECURRENT if c in enabled]
         floats = [d for d in (DType.float32, DType.float16) if d in ctx.gen.enabled_dtypes()]
         if not kinds or not floats:
             return None

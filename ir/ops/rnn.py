@@ -241,3 +241,7 @@ class Rnn(Recurrent):
 
     def _onnx_attrs(self):
         return {"activations": [self.nonlinearity.capitalize()] * self.num_directions}
+
+
+#: the recurrent layers, in the order the mutators choose among them
+RECURRENT: tuple[type[Recurrent], ...] = (Lstm, Gru, Rnn)
