@@ -27,7 +27,7 @@ from ir.types import TensorType
 if typing.TYPE_CHECKING:
     from ir.graph import Graph
     from ir.sampling import SampleContext
-    from ir.to_onnx import OnnxBuilder
+    from ir.onnx_builder import OnnxBuilder
 
 Signature = tuple[tuple[DType, ...], tuple[DType, ...]]
 
