@@ -38,6 +38,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ir.graph import Graph, Inst, Value
+from ir.names import Names
 from ir.op import Op
 from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
 from ir.types import TensorType
@@ -397,10 +398,13 @@ class Functional:
         return "/".join(out)
 
 
-class _Names:
+class _FunctionalNames:
+    """Names in the functionalized graph: the original graph's names (`ir.names.Names`), each
+    of which its first materialization may reuse, and the ones defined so far."""
+
     def __init__(self, g: Graph):
-        self.original = {v.name for v in g.all_values()}
-        self.taken = set(self.original)
+        self.names = Names.of(g)
+        self.original = frozenset(self.names.taken)
         self.defined: set[str] = set()
 
     def fresh(self, hint: str) -> str:
@@ -409,11 +413,7 @@ class _Names:
         if hint in self.original and hint not in self.defined:
             self.defined.add(hint)
             return hint
-        k = 1
-        while f"{hint}_{k}" in self.taken:
-            k += 1
-        name = f"{hint}_{k}"
-        self.taken.add(name)
+        name = self.names.suffixed(hint)
         self.defined.add(name)
         return name
 
@@ -422,7 +422,7 @@ class Emitter:
     """What in-place and view ops use to emit their functional forms: the type of a value
     and `emit(op, args, hint) -> name` for a one-result pure op."""
 
-    def __init__(self, names: _Names, lv: Level):
+    def __init__(self, names: _FunctionalNames, lv: Level):
         self.names = names
         self.lv = lv
         self.types: dict[str, TensorType] = dict(lv.graph.types())
@@ -501,7 +501,7 @@ class Emitter:
             self.cur[name] = (value, ver)
 
 
-def _functionalize_level(names: _Names, lv: Level, top: bool) -> Functional:
+def _functionalize_level(names: _FunctionalNames, lv: Level, top: bool) -> Functional:
     g = lv.graph
     f = Emitter(names, lv)
     for v in (*g.inputs, *g.params):
@@ -556,7 +556,7 @@ def functionalize(g: Graph) -> Functional:
 
     def make():
         lv = analyze(g).top
-        return _functionalize_level(_Names(g), lv, True)
+        return _functionalize_level(_FunctionalNames(g), lv, True)
 
     return _cached("functional", g, make)
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
+from ir.names import Names
 from ir.op import Op, lookup_op
 from ir.rewrite import replace_uses
 from ir.shapes import holds, is_symbolic
@@ -130,21 +131,6 @@ def block_paths(g: Graph, path: BlockPath = ()) -> Iterator[BlockPath]:
     for i, inst in enumerate(g.insts):
         for b, block in enumerate(inst.blocks):
             yield from block_paths(block, path + ((i, b),))
-
-
-class _Names:
-    """Fresh value names, unique across every nesting level of a graph."""
-
-    def __init__(self, g: Graph):
-        self.used = {v.name for v in g.all_values()}
-        self.counter = itertools.count()
-
-    def fresh(self, prefix: str = "r") -> str:
-        while True:
-            name = f"{prefix}{next(self.counter)}"
-            if name not in self.used:
-                self.used.add(name)
-                return name
 
 
 def _pure(inst: Inst) -> bool:
@@ -588,7 +574,7 @@ def _leaves(g: Graph, name: str) -> set[str]:
     return leaves
 
 
-def _new_leaf(g: Graph, names: _Names, t: TensorType, from_params: bool) -> tuple[Graph, str]:
+def _new_leaf(g: Graph, names: Names, t: TensorType, from_params: bool) -> tuple[Graph, str]:
     name = names.fresh("p" if from_params else "r")
     v = Value(name, t)
     if from_params:
@@ -615,7 +601,7 @@ def pass_cut_to_input(r: "Reducer", g: Graph) -> Iterator[Candidate]:
     for _, i, res in order:
         if res.name not in env:
             continue
-        names = _Names(g)
+        names = Names.of(g)
         from_params = _leaves(g, res.name) <= params
         h, leaf = _new_leaf(g, names, res.type, from_params)
         h = replace_uses(h, res.name, leaf, start=i + 1)
@@ -623,7 +609,7 @@ def pass_cut_to_input(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                         f"{'param' if from_params else 'input'}", {leaf: env[res.name]})
 
 
-def _reconnect(g: Graph, path: BlockPath, lo: int, hi: int, names: _Names, env: dict
+def _reconnect(g: Graph, path: BlockPath, lo: int, hi: int, names: Names, env: dict
                ) -> tuple[Graph, dict] | None:
     """Delete instructions [lo, hi) of the block at `path`, making each later use of their
     results read a same-typed earlier value (an operand of the deleted ones first; at the top
@@ -682,7 +668,7 @@ def pass_delete_block(r: "Reducer", g: Graph) -> Iterator[Candidate]:
     k = n // 2
     while k >= 2:
         for lo in range(0, n - k + 1, k):
-            out = _reconnect(g, (), lo, lo + k, _Names(g), r.env())
+            out = _reconnect(g, (), lo, lo + k, Names.of(g), r.env())
             if out is not None:
                 yield Candidate(dce(out[0]), f"delete insts {lo}..{lo + k - 1}", out[1])
         k //= 2
@@ -695,7 +681,7 @@ def pass_delete_inst(r: "Reducer", g: Graph) -> Iterator[Candidate]:
         block = block_at(g, path)
         for i in reversed(range(len(block.insts))):
             inst = block.insts[i]
-            out = _reconnect(g, path, i, i + 1, _Names(g), env)
+            out = _reconnect(g, path, i, i + 1, Names.of(g), env)
             if out is not None:
                 yield Candidate(dce(out[0]), f"delete {inst.op.name} %{inst.results[0].name}"
                                 + (" (nested)" if path else ""), out[1])
@@ -750,7 +736,7 @@ def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             if counter.name in _used_inputs(body):
                 if path:
                     continue
-                gg, leaf = _new_leaf(g, _Names(g), counter.type, False)
+                gg, leaf = _new_leaf(g, Names.of(g), counter.type, False)
                 bind[counter.name] = leaf
                 values[leaf] = np.zeros((), dtype=np.int64)
             h = _inline(block_at(gg, path), i, body, bind)
@@ -775,7 +761,7 @@ def pass_unwrap_scan(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             if any(types[x].rank == 0 or types[x].shape[0] != 1 for x in xs):
                 continue
             (body,) = inst.blocks
-            names = _Names(g)
+            names = Names.of(g)
             pre = []
             bind = {v.name: a for v, a in zip(body.inputs[:nc], inst.args[:nc])}
             for v, x in zip(body.inputs[nc:], xs):

@@ -5,18 +5,18 @@ verifier checks (names stay unique, definitions precede uses) when its precondit
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from typing import Callable, Iterable
 
 from ir.graph import Graph, Inst, Value
+from ir.names import Names
 
 
 def rename_canonically(g: Graph) -> Graph:
     """Rename every value in definition order (x: inputs, w: params, v: results, one counter
     across nesting levels), so graphs equal up to naming print identically."""
-    counter = itertools.count()
-    return rename_values(g, lambda v, kind: f"{kind}{next(counter)}")
+    names = Names()  # every name is new: none of `g`'s stays
+    return rename_values(g, lambda v, kind: names.fresh(kind))
 
 
 def rename_prefixed(g: Graph, prefix: str) -> Graph:
