@@ -49,7 +49,7 @@ from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
 from ir.names import Names
 from ir.op import Op, lookup_op
-from ir.rewrite import replace_uses
+from ir.rewrite import remove_insts, replace_uses
 from ir.shapes import holds, is_symbolic
 from ir.text import canonical_text
 from ir.types import TensorType
@@ -617,40 +617,31 @@ def _reconnect(g: Graph, path: BlockPath, lo: int, hi: int, names: Names, env: d
     take any operand's value instead (outputs have no fixed type), or go."""
     block = block_at(g, path)
     top = not path
-    gone = [r for inst in block.insts[lo:hi] for r in inst.results]
-    gone_names = {r.name for r in gone}
-    read = set()
-    for inst in block.insts[hi:]:
-        read.update(inst.args)
+    gone_names = {r.name for inst in block.insts[lo:hi] for r in inst.results}
     decls = {v.name for v in (*block.inputs, *block.params)}
     operands = [a for inst in block.insts[lo:hi] for a in inst.args if a not in gone_names]
     new_values = {}
-    new_block = block.with_insts(block.insts[:lo] + block.insts[hi:])
     top_extra: list[Value] = []
-    for res in gone:
-        in_outputs = res.name in block.outputs
-        if res.name not in read and not in_outputs:
-            continue
+
+    def reconnect(res: Value, only_outputs: bool) -> str | None:
         same = [a for a in operands if _type_of(block, a) == res.type]
         pool = same + _same_type_values(block, lo, res.type, gone_names)
-        if res.name not in read and top:
+        if only_outputs and top:
             # only an output: reconnect it to an operand computed in the graph, of any type
             pool = [a for a in dict.fromkeys(same + operands) if a not in decls] + pool
-            if not pool:
-                new_block = new_block.with_insts(
-                    new_block.insts, [o for o in new_block.outputs if o != res.name])
-                if not new_block.outputs:
-                    return None
-                continue
+            return pool[0] if pool else None  # none: the output goes
         if pool:
-            new_block = replace_uses(new_block, res.name, pool[0], start=lo)
-        elif top and res.name in env:
+            return pool[0]
+        if top and res.name in env:
             leaf = names.fresh("r")
             top_extra.append(Value(leaf, res.type))
             new_values[leaf] = env[res.name]
-            new_block = replace_uses(new_block, res.name, leaf, start=lo)
-        else:
-            return None
+            return leaf
+        return None
+
+    new_block = remove_insts(block, range(lo, hi), reconnect, keep_outputs=not top)
+    if new_block is None:
+        return None
     if top_extra:
         new_block = replace(new_block, inputs=new_block.inputs + tuple(top_extra))
     if top:
@@ -722,9 +713,8 @@ def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             if inst.op.name != "loop":
                 continue
             # zero trips: the results are the carried operands
-            h = block.with_insts(block.insts[:i] + block.insts[i + 1:])
-            for res, a in zip(inst.results, inst.args[1:]):
-                h = replace_uses(h, res.name, a, start=i)
+            carried = dict(zip(inst.result_names, inst.args[1:]))
+            h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])
             yield Candidate(dce(with_block(g, path, h)),
                             f"loop %{inst.results[0].name} -> zero trips")
             # once: the body inlined, the counter a new input holding 0 (top level only)
