@@ -1,12 +1,13 @@
 """Graph rewrites (`ir.rewrite`): removing instructions and reconnecting their uses."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ir import GenConfig, generate, parse, verify
 from ir.graph import Graph, Value
-from ir.reduce import block_at, block_paths, with_block
 from ir.rewrite import remove_insts, remove_unused
 
 CHAIN = """graph main(%x0: f32[3], %x1: f32[3]) {
@@ -78,6 +79,26 @@ def _earlier_same_type(level: Graph, index: int, r: Value, gone: set[str]) -> st
     return same[0] if same else None
 
 
+def _levels(g: Graph, path: tuple = ()):
+    """Every graph level (the top, then each body, outer first) with its path of
+    (instruction, block) indices."""
+    yield path, g
+    for i, inst in enumerate(g.insts):
+        for k, body in enumerate(inst.blocks):
+            yield from _levels(body, path + ((i, k),))
+
+
+def _with_level(g: Graph, path: tuple, new: Graph) -> Graph:
+    """`g` with the level at `path` replaced by `new`."""
+    if not path:
+        return new
+    (i, k), rest = path[0], path[1:]
+    inst = g.insts[i]
+    blocks = list(inst.blocks)
+    blocks[k] = _with_level(blocks[k], rest, new)
+    return g.with_insts(g.insts[:i] + (replace(inst, blocks=tuple(blocks)),) + g.insts[i + 1:])
+
+
 CONTROL = GenConfig(p_if=0.3, p_loop=0.2, p_scan=0.15, max_depth=2, nodes=10)
 
 
@@ -88,9 +109,8 @@ def test_removing_an_instruction_anywhere_keeps_the_graph_verifying(seed, pick):
     same type (a body keeps its outputs): the graph still verifies, the instruction is gone,
     and no removed name is read anywhere."""
     g = generate(seed, CONTROL)
-    places = [(path, i) for path in block_paths(g) for i in range(len(block_at(g, path).insts))]
-    path, i = places[pick % len(places)]
-    level = block_at(g, path)
+    places = [(path, level, i) for path, level in _levels(g) for i in range(len(level.insts))]
+    path, level, i = places[pick % len(places)]
     gone = set(level.insts[i].result_names)
     new = remove_insts(level, [i], lambda r, only: _earlier_same_type(level, i, r, gone),
                        keep_outputs=bool(path))
@@ -98,7 +118,7 @@ def test_removing_an_instruction_anywhere_keeps_the_graph_verifying(seed, pick):
         return
     assert len(new.insts) == len(level.insts) - 1
     assert not gone & {a for inst in new.insts for a in inst.args} and not gone & set(new.outputs)
-    out = with_block(g, path, new if path else remove_unused(new))
+    out = _with_level(g, path, new if path else remove_unused(new))
     verify(out)
     if path:
         assert new.inputs == level.inputs and new.output_types() == level.output_types()
