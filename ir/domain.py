@@ -14,9 +14,10 @@ from typing import Callable, Mapping
 import numpy as np
 import torch
 
-from ir.graph import Graph
+from ir.graph import Graph, Inst, Value
+from ir.interpreter import Interpreter
 from ir.ops.control import is_control
-from ir.paths import Site
+from ir.paths import Path, Site
 
 
 @dataclass
@@ -83,49 +84,69 @@ class _Invalid(Exception):
 ControlTrace = Callable[[str, list[int], dict[str, torch.Tensor]], None]
 
 
-def _run_checked(g: Graph, values: dict[str, torch.Tensor], where: str,
-                 trace: ControlTrace | None = None, site: str = "", explore: bool = False) -> None:
-    """Evaluate `g` into `values`, raising _Invalid at the first invalid instruction. Bodies of
-    control-flow instructions (if, loop, scan; nested ones too) are run, as the op decides (its
-    "python" dialect: once, per trip, per step), through the same checks. `explore`: every
+class _Checked(Interpreter):
+    """The checked evaluation of one graph level (`ir.interpreter`), raising _Invalid at the
+    first invalid instruction: before it runs, its operands are checked against `Op.domain`;
+    as each result is bound, it is checked (`result_problem`). Bodies of control-flow
+    instructions (if, loop, scan; nested ones too) run as the op decides (its "python"
+    dialect: once, per trip, per step), each on an instance of their own through the same
+    checks, and a violation found in one is lifted to this level (`_lifted`). `explore`: every
     `if` also runs (and checks) the branch it does not take, and every loop running zero trips
-    its body once on the initial carried values, untraced, results discarded."""
-    for index, inst in enumerate(g.insts):
-        label = f"{where}inst {index} ({inst.op.name})"
-        here = f"{site}{index}"
-        ran: list[int] = []
-        args = [values[a] for a in inst.args]
+    its body once on the initial carried values, untraced, results discarded. `trace` (None:
+    untraced) sees every run of a control-flow instruction, before its results are bound.
+
+    An instance runs one level: `where` prefixes its messages, `scope` is the level's place
+    (its trace sites are `scope.site(index)`); the running instruction's label, site and the
+    bodies it ran (`ran`) are attributes."""
+
+    def __init__(self, trace: ControlTrace | None, explore: bool, where: str = "",
+                 scope: Path = Path()):
+        super().__init__("python")
+        self.trace = trace
+        self.explore = explore
+        self.where = where
+        self.scope = scope
+        self.label, self.here = "", ""
+        self.ran: list[int] = []
+
+    def start(self, g: Graph, env: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return env  # the caller's dict: what was computed stays readable after a violation
+
+    def before_inst(self, g: Graph, index: int, inst: Inst, args: list) -> None:
+        label = self.label = f"{self.where}inst {index} ({inst.op.name})"
+        self.here = str(self.scope.site(index))
+        self.ran = []
         penalties = [p for p in inst.op.domain(*args) if any_positive(p)]
         if penalties:
             raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain",
                                      penalties, Site((index,))))
-
-        def run_block(body: Graph, body_args, label=label, index=index, inst=inst, here=here,
-                      ran=ran) -> list[torch.Tensor]:
-            inner = {v.name: t for v, t in zip(body.inputs, body_args)}
-            k = next(i for i, b in enumerate(inst.blocks) if b is body)
-            ran.append(k)
-            try:
-                _run_checked(body, inner, f"{label} > {body.name}: ", trace, f"{here}/{k}/",
-                             explore)
-            except _Invalid as e:  # a violation inside a body is this instruction's, at this level
-                raise _Invalid(_lifted(e.violation, index, k)) from None
-            return [inner[o] for o in body.outputs]
-
-        if explore and is_control(inst.op):
+        if self.explore and is_control(inst.op):
             for k, body_args, note in inst.op.unexplored(args):
                 body = inst.blocks[k]
                 _explore(body, body_args, f"{label} > {body.name} ({note}): ", index, k)
-        res = inst.op.torch_call(args, inst.blocks, run_block)
-        if trace is not None and inst.blocks:
-            trace(here, ran, values)
-        if len(inst.results) == 1:
-            res = (res,)
-        for r, t in zip(inst.results, res):
-            values[r.name] = t
-            problem = result_problem(r.name, t)
-            if problem:
-                raise _Invalid(Violation(index, f"{label}: {problem}", [], Site((index,))))
+
+    def run_body(self, g: Graph, index: int, inst: Inst, body: Graph,
+                 body_args) -> list[torch.Tensor]:
+        inner = {v.name: t for v, t in zip(body.inputs, body_args)}
+        k = next(i for i, b in enumerate(inst.blocks) if b is body)
+        self.ran.append(k)
+        try:
+            _Checked(self.trace, self.explore, f"{self.label} > {body.name}: ",
+                     self.scope.into(index, k)).run(body, inner)
+        except _Invalid as e:  # a violation inside a body is this instruction's, at this level
+            raise _Invalid(_lifted(e.violation, index, k)) from None
+        return [inner[o] for o in body.outputs]
+
+    def after_call(self, g: Graph, index: int, inst: Inst,
+                   values: dict[str, torch.Tensor]) -> None:
+        if self.trace is not None and inst.blocks:
+            self.trace(self.here, self.ran, values)
+
+    def on_result(self, g: Graph, index: int, inst: Inst, r: Value, t: torch.Tensor,
+                  values: dict[str, torch.Tensor]) -> None:
+        problem = result_problem(r.name, t)
+        if problem:
+            raise _Invalid(Violation(index, f"{self.label}: {problem}", [], Site((index,))))
 
 
 def _lifted(v: Violation, index: int, block: int, not_taken: bool = False) -> Violation:
@@ -138,7 +159,7 @@ def _explore(body: Graph, operands: list[torch.Tensor], where: str, index: int,
              block: int) -> None:
     inner = {v.name: t for v, t in zip(body.inputs, operands)}
     try:
-        _run_checked(body, inner, where, None, "", True)
+        _Checked(None, True, where).run(body, inner)
     except _Invalid as e:
         raise _Invalid(_lifted(e.violation, index, block, not_taken=True)) from None
 
@@ -163,7 +184,7 @@ def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor], trace: ControlTr
         if problem:
             return values, Violation(-1, problem, [])
     try:
-        _run_checked(g, values, "", trace, "", explore)
+        _Checked(trace, explore).run(g, values)
     except _Invalid as e:
         return values, e.violation
     return values, None

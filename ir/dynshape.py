@@ -36,12 +36,13 @@ import ast
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ir.graph import Graph, Inst, Value
+from ir.interpreter import NO_FIXES, Fixes, Interpreter
 from ir.types import TensorType
 
 #: role of each symbol name (the generator names symbols by role)
@@ -552,15 +553,48 @@ def to_onnx_dyn(g: Graph, dyn: DynShape, params: Mapping[str, np.ndarray]):
 
 # ---- torch: one module for every shape ----------------------------------------------------------
 
+class DynInterpreter(Interpreter):
+    """A dynamic-shape graph on torch (`ir.interpreter`): each top-level instruction whose
+    attributes depend on the symbols (`DynShape.attrs`, parsed) runs with them computed from
+    the symbols' values in this call, the sizes of the graph inputs they are dims of (ints in
+    eager, SymInts under a compiler). The sizes enter the top level's environment as derived
+    values (`Fixes.derived`, under names no value has: `#B`), read off by the loop itself.
+    Bodies run through the same loop; no attribute of theirs depends on the symbols. The graph
+    is pure (dynamic-shape tests are generated, never mutated: no views, no writes)."""
+
+    def __init__(self, g: Graph, dyn: DynShape, dialect: str = "python"):
+        import torch
+
+        super().__init__(dialect)
+        self.top = g
+        #: symbol -> its name in the environment
+        self.size_names = {s: f"#{s}" for s in dyn.symbols}
+        self.top_fixes = Fixes(derived={
+            self.size_names[s]: (g.inputs[i].name, partial(torch.Tensor.size, dim=axis))
+            for s, (i, axis) in dyn.sources(g).items()})
+        # parsed once here: tracing must only see arithmetic on sizes (no `ast`)
+        self.attr_trees = {key: {k: _parse_attr(v) for k, v in attrs.items()}
+                           for key, attrs in dyn.attrs.items()}
+
+    def fixes(self, g: Graph) -> Fixes:
+        return self.top_fixes if g is self.top else NO_FIXES
+
+    def op_of(self, g: Graph, index: int, inst: Inst, values: dict):
+        op = inst.op
+        trees = self.attr_trees.get(inst.results[0].name) if inst.results else None
+        if trees:
+            sizes = {s: values[name] for s, name in self.size_names.items()}
+            op = dataclasses.replace(op, **{k: _eval_parsed(v, sizes) for k, v in trees.items()})
+        return op
+
+
 def _module_class():
     import torch
-
-    from ir.to_torch import evaluate_torch
 
     class DynGraphModule(torch.nn.Module):
         """forward(*inputs) -> tuple of outputs for inputs of any assignment: the attributes of
         the instructions that depend on the symbols are computed from the inputs' sizes at each
-        call (ints in eager, SymInts under torch.compile / torch.export)."""
+        call (ints in eager, SymInts under torch.compile / torch.export): `DynInterpreter`."""
 
         def __init__(self, g: Graph, dyn: DynShape, params: Mapping[str, np.ndarray],
                      dialect: str = "python"):
@@ -568,10 +602,7 @@ def _module_class():
             self.graph = g
             self.dyn = dyn
             self.dialect = dialect
-            self.sources = dyn.sources(g)
-            # parsed once here: tracing must only see arithmetic on sizes (no `ast`)
-            self.attr_trees = {key: {k: _parse_attr(v) for k, v in attrs.items()}
-                               for key, attrs in dyn.attrs.items()}
+            self.interpreter = DynInterpreter(g, dyn, dialect)
             for p in g.params:
                 self.register_buffer(f"p_{p.name}",
                                      torch.from_numpy(np.asarray(params[p.name], order="C")))
@@ -580,26 +611,8 @@ def _module_class():
             g = self.graph
             env = {v.name: x for v, x in zip(g.inputs, inputs)}
             env.update({p.name: getattr(self, f"p_{p.name}") for p in g.params})
-            sizes = {s: inputs[i].shape[axis] for s, (i, axis) in self.sources.items()}
-            dialect = self.dialect
-
-            def run_block(body: Graph, args) -> list:
-                values = evaluate_torch(body, {v.name: t for v, t in zip(body.inputs, args)},
-                                        dialect)
-                return [values[o] for o in body.outputs]
-
-            for inst in g.insts:
-                op = inst.op
-                trees = self.attr_trees.get(inst.results[0].name) if inst.results else None
-                if trees:
-                    op = dataclasses.replace(op, **{k: _eval_parsed(v, sizes)
-                                                    for k, v in trees.items()})
-                res = op.torch_call([env[a] for a in inst.args], inst.blocks, run_block, dialect)
-                if len(inst.results) == 1:
-                    res = (res,)
-                for r, t in zip(inst.results, res):
-                    env[r.name] = t
-            return tuple(env[o] for o in g.outputs)
+            values = self.interpreter.run(g, env)
+            return tuple(values[o] for o in g.outputs)
 
     return DynGraphModule
 

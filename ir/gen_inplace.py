@@ -29,6 +29,7 @@ from typing import Sequence
 from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
 from ir.inplace import analyze
+from ir.names import Names
 from ir.op import Op
 from ir.ops.inplace import INPLACE_OPS
 from ir.ops.views import ViewDiagonal, ViewExpand, ViewPermute, ViewReshape, ViewSelect, ViewSlice, ViewUnfold
@@ -50,7 +51,7 @@ class _Sites:
 
         self.rng = rng
         self.cfg = cfg
-        self.b = SymbolicGraphBuilder(rng, cfg, {v.name for v in g.all_values()})
+        self.b = SymbolicGraphBuilder(rng, cfg, Names.of(g))
         self.b.inputs = list(g.inputs)
         self.b.params = list(g.params)
         self.name = g.name

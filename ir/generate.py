@@ -18,7 +18,6 @@ way on every machine instead of hanging.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import random
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ import z3
 import ir.ops  # noqa: F401  (registers the op library)
 from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
+from ir.names import Names
 from ir.op import OP_REGISTRY, Op
 from ir.sampling import SampleContext
 from ir.shapes import eq, is_symbolic
@@ -128,15 +128,16 @@ class SymbolicGraphBuilder:
     input; ops that need a fitting operand get a new placeholder built to fit (`operand_type`).
     """
 
-    def __init__(self, rng: random.Random, cfg: GenConfig, names: Sequence[str] = ()):
+    def __init__(self, rng: random.Random, cfg: GenConfig, names: Names | Iterable[str] = ()):
+        """`names`: the graph's name service when the builder adds to an existing graph
+        (`Names.of(g)`), or names it must not use."""
         self.rng = rng
         self.cfg = cfg
         self.ctx = SampleContext(rng)
         self.inputs: list[Value] = []
         self.params: list[Value] = []
         self.insts: list[Inst] = []
-        self.taken = set(names)
-        self._ids = itertools.count()
+        self.names = names if isinstance(names, Names) else Names(names)
         self._deny = frozenset(cfg.deny)
         self._dtypes = frozenset(cfg.enabled_dtypes())
         self._solver = z3.Solver()
@@ -144,11 +145,7 @@ class SymbolicGraphBuilder:
 
     # ---- names, placeholders -------------------------------------------------------------
     def fresh_name(self, prefix: str) -> str:
-        while True:
-            name = f"{prefix}{next(self._ids)}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
+        return self.names.fresh(prefix)
 
     def dim_cap(self, rank: int) -> int:
         return max(1, int(math.floor(self.cfg.max_elems ** (1.0 / rank) + 1e-9))) if rank else 1

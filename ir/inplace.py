@@ -33,11 +33,14 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from ir.graph import Graph, Inst, Value
+from ir.interpreter import Fixes, Interpreter
+from ir.names import Names
 from ir.op import Op
 from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
 from ir.types import TensorType
@@ -397,10 +400,13 @@ class Functional:
         return "/".join(out)
 
 
-class _Names:
+class _FunctionalNames:
+    """Names in the functionalized graph: the original graph's names (`ir.names.Names`), each
+    of which its first materialization may reuse, and the ones defined so far."""
+
     def __init__(self, g: Graph):
-        self.original = {v.name for v in g.all_values()}
-        self.taken = set(self.original)
+        self.names = Names.of(g)
+        self.original = frozenset(self.names.taken)
         self.defined: set[str] = set()
 
     def fresh(self, hint: str) -> str:
@@ -409,11 +415,7 @@ class _Names:
         if hint in self.original and hint not in self.defined:
             self.defined.add(hint)
             return hint
-        k = 1
-        while f"{hint}_{k}" in self.taken:
-            k += 1
-        name = f"{hint}_{k}"
-        self.taken.add(name)
+        name = self.names.suffixed(hint)
         self.defined.add(name)
         return name
 
@@ -422,7 +424,7 @@ class Emitter:
     """What in-place and view ops use to emit their functional forms: the type of a value
     and `emit(op, args, hint) -> name` for a one-result pure op."""
 
-    def __init__(self, names: _Names, lv: Level):
+    def __init__(self, names: _FunctionalNames, lv: Level):
         self.names = names
         self.lv = lv
         self.types: dict[str, TensorType] = dict(lv.graph.types())
@@ -501,7 +503,7 @@ class Emitter:
             self.cur[name] = (value, ver)
 
 
-def _functionalize_level(names: _Names, lv: Level, top: bool) -> Functional:
+def _functionalize_level(names: _FunctionalNames, lv: Level, top: bool) -> Functional:
     g = lv.graph
     f = Emitter(names, lv)
     for v in (*g.inputs, *g.params):
@@ -556,7 +558,7 @@ def functionalize(g: Graph) -> Functional:
 
     def make():
         lv = analyze(g).top
-        return _functionalize_level(_Names(g), lv, True)
+        return _functionalize_level(_FunctionalNames(g), lv, True)
 
     return _cached("functional", g, make)
 
@@ -579,42 +581,45 @@ class TorchPlan:
     def __init__(self, g: Graph):
         self.graph = g
         self.levels = {id(lv.graph): lv for lv in analyze(g).levels()}
+        #: per level (by graph id): its fixes when written inputs are copied, and when not
+        self.fixes = {key: (_fixes(lv, True), _fixes(lv, False)) for key, lv in self.levels.items()}
 
     def run(self, env: Mapping[str, object], dialect: str = "python", copy_inputs: bool = True,
             g: Graph | None = None) -> dict:
         """Every value of level `g` (default: the top graph) by name. `copy_inputs`: written
         inputs are copied first, so `env`'s tensors are never modified (False: they are
         written, as a module mutating its arguments does)."""
-        import torch
-
         g = self.graph if g is None else g
-        lv = self.levels[id(g)]
-        env = dict(env)
-        for name, how in lv.fix_inputs.items():
-            if name not in env:
-                continue
-            if how == "clone":
-                if copy_inputs:
-                    env[name] = env[name].clone(memory_format=torch.contiguous_format)
-            else:
-                env[name] = env[name].contiguous()
+        return _PlanInterpreter(self, dialect, copy_inputs, g).run(g, env)
 
-        def run_block(body: Graph, args) -> list:
-            values = self.run({v.name: t for v, t in zip(body.inputs, args)}, dialect, True, body)
-            return [values[o] for o in body.outputs]
 
-        for inst in g.insts:
-            res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block, dialect)
-            if len(inst.results) == 1:
-                res = (res,)
-            for r, t in zip(inst.results, res):
-                how = lv.fix_results.get(r.name)
-                if how == "clone":
-                    t = t.clone(memory_format=torch.contiguous_format)
-                elif how == "contiguous":
-                    t = t.contiguous()
-                env[r.name] = t
-        return env
+def _fixes(lv: Level, copy_inputs: bool) -> Fixes:
+    """A level's fixes (`Level.fix_inputs`, `Level.fix_results`) as the interpreter applies
+    them: builtin callables (`ir.interpreter.Fixes`). A written input not copied stays, as
+    None: the interpreter still looks it up first, and Dynamo numbers a graph's inputs in the
+    order it first sees them."""
+    import torch
+
+    clone = partial(torch.Tensor.clone, memory_format=torch.contiguous_format)
+    how = {"clone": clone, "contiguous": torch.Tensor.contiguous}
+    inputs = {name: None if h == "clone" and not copy_inputs else how[h]
+              for name, h in lv.fix_inputs.items()}
+    return Fixes(inputs=inputs, results={name: how[h] for name, h in lv.fix_results.items()})
+
+
+class _PlanInterpreter(Interpreter):
+    """One run of a `TorchPlan` (`ir.interpreter`): each level's fixes. Bodies copy the inputs
+    they write whatever `copy_inputs` says (it is about the caller's tensors, the top level's)."""
+
+    def __init__(self, plan: TorchPlan, dialect: str, copy_inputs: bool, top: Graph):
+        super().__init__(dialect)
+        self.plan = plan
+        self.copy_inputs = copy_inputs
+        self.top = top
+
+    def fixes(self, g: Graph) -> Fixes:
+        copying, in_place = self.plan.fixes[id(g)]
+        return copying if self.copy_inputs or g is not self.top else in_place
 
 
 def torch_plan(g: Graph) -> TorchPlan:

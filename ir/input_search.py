@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from ir.domain import ControlTrace, Violation, any_positive, evaluate_checked
-from ir.graph import Graph
+from ir.graph import Graph, Value
 from ir.ops.control import is_control
-from ir.rewrite import remove_unused, replace_uses
+from ir.rewrite import remove_insts, remove_unused
 from ir.values import ValueRanges, as_tensors, random_values
 
 
@@ -159,19 +159,17 @@ def drop_instruction(g: Graph, index: int) -> Graph | None:
     types = g.types()
     same = [a for a in inst.args if len(inst.results) == 1 and types[a] == inst.results[0].type]
     if same:
-        out = replace_uses(g, inst.results[0].name, same[0], start=index + 1)
-        return remove_unused(out.with_insts(out.insts[:index] + out.insts[index + 1:]))
+        return remove_unused(remove_insts(g, [index], lambda r, only_outputs: same[0]))
     gone = set(inst.result_names)
-    kept = []
+    users = []
     for i, other in enumerate(g.insts):
         if i == index or gone & set(other.args):
             gone |= set(other.result_names)
-            continue
-        kept.append(other)
-    outputs = [o for o in g.outputs if o not in gone]
-    if not outputs or not kept:
+            users.append(i)
+    out = remove_insts(g, users, lambda r, only_outputs: None)
+    if out is None or not out.insts:
         return None
-    return remove_unused(g.with_insts(kept, outputs))
+    return remove_unused(out)
 
 
 def drop_nested(g: Graph, path: tuple[int, ...]) -> Graph | None:
@@ -210,20 +208,18 @@ def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
     earlier = [v.name for v in (*body.inputs, *body.params)]
     for before in body.insts[:index]:
         earlier += [r.name for r in before.results]
-    read = {a for later in body.insts[index + 1:] for a in later.args} | set(body.outputs)
-    out = body.with_insts(body.insts[:index] + body.insts[index + 1:])
-    for i, r in enumerate(inst.results):
-        if r.name not in read:
-            continue
+
+    def reconnect(r: Value, only_outputs: bool) -> str | None:
+        i = inst.result_names.index(r.name)
         same = [a for a in inst.args if types[a] == r.type]
         start = inst.op.passthrough_operand(i) if is_control(inst.op) else None
         if start is not None:  # what the result is when no body runs: the likeliest stand-in
             same.insert(0, inst.args[start])
         same += [a for a in reversed(earlier) if types[a] == r.type]
-        if not same:
-            return None
-        out = replace_uses(out, r.name, same[0], start=index)
-    return remove_unused(out, keep_inputs=True)
+        return same[0] if same else None
+
+    out = remove_insts(body, [index], reconnect, keep_outputs=True)
+    return None if out is None else remove_unused(out, keep_inputs=True)
 
 
 

@@ -47,10 +47,11 @@ import numpy as np
 
 from ir.dtypes import DType
 from ir.graph import Graph, Inst, Value
+from ir.names import Names
 from ir.op import Op, lookup_op
 from ir.ops.control import ControlFlow, reads
 from ir.paths import Path, scopes
-from ir.rewrite import replace_uses
+from ir.rewrite import remove_insts, replace_uses
 from ir.shapes import holds, is_symbolic
 from ir.text import canonical_text
 from ir.types import TensorType
@@ -100,19 +101,6 @@ def _numel(t: TensorType) -> int:
     return n
 
 
-class _Names:
-    """Fresh value names, unique across every nesting level of a graph."""
-
-    def __init__(self, g: Graph):
-        self.used = {v.name for v in g.all_values()}
-        self.counter = itertools.count()
-
-    def fresh(self, prefix: str = "r") -> str:
-        while True:
-            name = f"{prefix}{next(self.counter)}"
-            if name not in self.used:
-                self.used.add(name)
-                return name
 
 
 def _pure(inst: Inst) -> bool:
@@ -480,7 +468,7 @@ def _leaves(g: Graph, name: str) -> set[str]:
     return leaves
 
 
-def _new_leaf(g: Graph, names: _Names, t: TensorType, from_params: bool) -> tuple[Graph, str]:
+def _new_leaf(g: Graph, names: Names, t: TensorType, from_params: bool) -> tuple[Graph, str]:
     name = names.fresh("p" if from_params else "r")
     v = Value(name, t)
     if from_params:
@@ -507,7 +495,7 @@ def pass_cut_to_input(r: "Reducer", g: Graph) -> Iterator[Candidate]:
     for _, i, res in order:
         if res.name not in env:
             continue
-        names = _Names(g)
+        names = Names.of(g)
         from_params = _leaves(g, res.name) <= params
         h, leaf = _new_leaf(g, names, res.type, from_params)
         h = replace_uses(h, res.name, leaf, start=i + 1)
@@ -515,7 +503,7 @@ def pass_cut_to_input(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                         f"{'param' if from_params else 'input'}", {leaf: env[res.name]})
 
 
-def _reconnect(g: Graph, path: Path, lo: int, hi: int, names: _Names, env: dict
+def _reconnect(g: Graph, path: Path, lo: int, hi: int, names: Names, env: dict
                ) -> tuple[Graph, dict] | None:
     """Delete instructions [lo, hi) of the block at `path`, making each later use of their
     results read a same-typed earlier value (an operand of the deleted ones first; at the top
@@ -523,40 +511,31 @@ def _reconnect(g: Graph, path: Path, lo: int, hi: int, names: _Names, env: dict
     take any operand's value instead (outputs have no fixed type), or go."""
     block = path.at(g)
     top = not path
-    gone = [r for inst in block.insts[lo:hi] for r in inst.results]
-    gone_names = {r.name for r in gone}
-    read = set()
-    for inst in block.insts[hi:]:
-        read.update(inst.args)
+    gone_names = {r.name for inst in block.insts[lo:hi] for r in inst.results}
     decls = {v.name for v in (*block.inputs, *block.params)}
     operands = [a for inst in block.insts[lo:hi] for a in inst.args if a not in gone_names]
     new_values = {}
-    new_block = block.with_insts(block.insts[:lo] + block.insts[hi:])
     top_extra: list[Value] = []
-    for res in gone:
-        in_outputs = res.name in block.outputs
-        if res.name not in read and not in_outputs:
-            continue
+
+    def reconnect(res: Value, only_outputs: bool) -> str | None:
         same = [a for a in operands if _type_of(block, a) == res.type]
         pool = same + _same_type_values(block, lo, res.type, gone_names)
-        if res.name not in read and top:
+        if only_outputs and top:
             # only an output: reconnect it to an operand computed in the graph, of any type
             pool = [a for a in dict.fromkeys(same + operands) if a not in decls] + pool
-            if not pool:
-                new_block = new_block.with_insts(
-                    new_block.insts, [o for o in new_block.outputs if o != res.name])
-                if not new_block.outputs:
-                    return None
-                continue
+            return pool[0] if pool else None  # none: the output goes
         if pool:
-            new_block = replace_uses(new_block, res.name, pool[0], start=lo)
-        elif top and res.name in env:
+            return pool[0]
+        if top and res.name in env:
             leaf = names.fresh("r")
             top_extra.append(Value(leaf, res.type))
             new_values[leaf] = env[res.name]
-            new_block = replace_uses(new_block, res.name, leaf, start=lo)
-        else:
-            return None
+            return leaf
+        return None
+
+    new_block = remove_insts(block, range(lo, hi), reconnect, keep_outputs=not top)
+    if new_block is None:
+        return None
     if top_extra:
         new_block = replace(new_block, inputs=new_block.inputs + tuple(top_extra))
     if top:
@@ -574,7 +553,7 @@ def pass_delete_block(r: "Reducer", g: Graph) -> Iterator[Candidate]:
     k = n // 2
     while k >= 2:
         for lo in range(0, n - k + 1, k):
-            out = _reconnect(g, Path(), lo, lo + k, _Names(g), r.env())
+            out = _reconnect(g, Path(), lo, lo + k, Names.of(g), r.env())
             if out is not None:
                 yield Candidate(dce(out[0]), f"delete insts {lo}..{lo + k - 1}", out[1])
         k //= 2
@@ -586,7 +565,7 @@ def pass_delete_inst(r: "Reducer", g: Graph) -> Iterator[Candidate]:
     for path, block in scopes(g):
         for i in reversed(range(len(block.insts))):
             inst = block.insts[i]
-            out = _reconnect(g, path, i, i + 1, _Names(g), env)
+            out = _reconnect(g, path, i, i + 1, Names.of(g), env)
             if out is not None:
                 yield Candidate(dce(out[0]), f"delete {inst.op.name} %{inst.results[0].name}"
                                 + (" (nested)" if path else ""), out[1])
@@ -625,9 +604,8 @@ def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             if inst.op.name != "loop":
                 continue
             # zero trips: the results are the carried operands
-            h = block.with_insts(block.insts[:i] + block.insts[i + 1:])
-            for res, a in zip(inst.results, inst.args[1:]):
-                h = replace_uses(h, res.name, a, start=i)
+            carried = dict(zip(inst.result_names, inst.args[1:]))
+            h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])
             yield Candidate(dce(path.replace_at(g, h)),
                             f"loop %{inst.results[0].name} -> zero trips")
             # once: the body inlined, the counter a new input holding 0 (top level only)
@@ -639,7 +617,7 @@ def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             if counter.name in reads(body):
                 if path:
                     continue
-                gg, leaf = _new_leaf(g, _Names(g), counter.type, False)
+                gg, leaf = _new_leaf(g, Names.of(g), counter.type, False)
                 bind[counter.name] = leaf
                 values[leaf] = np.zeros((), dtype=np.int64)
             h = _inline(path.at(gg), i, body, bind)
@@ -663,7 +641,7 @@ def pass_unwrap_scan(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             if any(types[x].rank == 0 or types[x].shape[0] != 1 for x in xs):
                 continue
             (body,) = inst.blocks
-            names = _Names(g)
+            names = Names.of(g)
             pre = []
             bind = {v.name: a for v, a in zip(body.inputs[:nc], inst.args[:nc])}
             for v, x in zip(body.inputs[nc:], xs):

@@ -5,18 +5,18 @@ verifier checks (names stay unique, definitions precede uses) when its precondit
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from typing import Callable, Iterable
 
 from ir.graph import Graph, Inst, Value
+from ir.names import Names
 
 
 def rename_canonically(g: Graph) -> Graph:
     """Rename every value in definition order (x: inputs, w: params, v: results, one counter
     across nesting levels), so graphs equal up to naming print identically."""
-    counter = itertools.count()
-    return rename_values(g, lambda v, kind: f"{kind}{next(counter)}")
+    names = Names()  # every name is new: none of `g`'s stays
+    return rename_values(g, lambda v, kind: names.fresh(kind))
 
 
 def rename_prefixed(g: Graph, prefix: str) -> Graph:
@@ -62,6 +62,48 @@ def replace_uses(g: Graph, old: str, new: str, start: int = 0, outputs: bool = T
         if old in inst.args:
             insts[i] = replace(inst, args=tuple(new if a == old else a for a in inst.args))
     outs = tuple(new if o == old else o for o in g.outputs) if outputs else g.outputs
+    return g.with_insts(insts, outs)
+
+
+#: what the uses of a removed result read instead (`remove_insts`): called with the result and
+#: whether only outputs read it (no remaining instruction does); the name of a value defined
+#: before the first removed instruction, or None when there is none
+Reconnect = Callable[[Value, bool], str | None]
+
+
+def remove_insts(g: Graph, indices: Iterable[int], reconnect: Reconnect,
+                 keep_outputs: bool = False) -> Graph | None:
+    """`g` without its instructions at `indices` (this level), every use of their results
+    reconnected: `reconnect(result, only_outputs)` is asked once for each removed result that
+    is still read (by a remaining instruction or an output), in definition order, and its
+    answer is read instead everywhere. A result it has no value for (None) takes the outputs
+    reading it with it, unless `keep_outputs` (a body: its outputs are its signature).
+
+    None when that is impossible: a remaining instruction reads a result that has no value, an
+    output has none under `keep_outputs`, or no output is left. Dead code is left for the
+    caller (`remove_unused`): the removed instructions' operands may have no other reader."""
+    drop = set(indices)
+    kept = [inst for i, inst in enumerate(g.insts) if i not in drop]
+    read = {a for inst in kept for a in inst.args}
+    outputs = set(g.outputs)
+    gone: set[str] = set()
+    new: dict[str, str] = {}
+    for i in sorted(drop):
+        for r in g.insts[i].results:
+            gone.add(r.name)
+            by_insts = r.name in read
+            if not by_insts and r.name not in outputs:
+                continue
+            name = reconnect(r, not by_insts)
+            if name is not None:
+                new[r.name] = name
+            elif by_insts or keep_outputs:
+                return None
+    insts = [inst if not new.keys() & set(inst.args) else
+             replace(inst, args=tuple(new.get(a, a) for a in inst.args)) for inst in kept]
+    outs = [new.get(o, o) for o in g.outputs if o in new or o not in gone]
+    if not outs:
+        return None
     return g.with_insts(insts, outs)
 
 

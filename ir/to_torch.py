@@ -1,8 +1,8 @@
 """GraphIR -> torch: an `nn.Module` whose forward interprets the graph (the eager reference).
 
 Params become buffers; `forward` takes the graph inputs positionally and returns a tuple of the
-graph outputs. The interpreter is plain Python over the instruction list, which Dynamo traces
-straight through, so the same module serves eager and `torch.compile`.
+graph outputs. The interpreter (`ir.interpreter`) is plain Python over the instruction list,
+which Dynamo traces straight through, so the same module serves eager and `torch.compile`.
 """
 from __future__ import annotations
 
@@ -11,12 +11,27 @@ from typing import Callable, Mapping
 import numpy as np
 import torch
 
-from ir.graph import Graph, Inst
+from ir.graph import Graph, Inst, Value
 from ir.inplace import has_effects, torch_plan
+from ir.interpreter import Interpreter
 
 
 #: what becomes of each result of an instruction (`evaluate_torch`'s `result` hook)
 ResultHook = Callable[[Inst, torch.Tensor], torch.Tensor]
+
+
+class TorchInterpreter(Interpreter):
+    """A pure graph on torch: every op's torch form in a dialect, and `result` (when given)
+    applied to every tensor result, bodies included (a pure graph's bodies are pure)."""
+
+    def __init__(self, dialect: str = "python", result: ResultHook | None = None):
+        super().__init__(dialect)
+        self.result = result
+
+    def on_result(self, g: Graph, index: int, inst: Inst, r: Value, t,
+                  values: dict[str, torch.Tensor]) -> None:
+        if self.result is not None and isinstance(t, torch.Tensor):
+            values[r.name] = self.result(inst, t)
 
 
 def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "python",
@@ -31,20 +46,7 @@ def evaluate_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "py
         if result is not None:
             raise ValueError("evaluate_torch: a result hook needs a pure graph (ir.inplace.pure_form)")
         return torch_plan(g).run(env, dialect)
-    env = dict(env)
-
-    def run_block(body: Graph, args) -> list[torch.Tensor]:
-        values = evaluate_torch(body, {v.name: t for v, t in zip(body.inputs, args)}, dialect,
-                                result)
-        return [values[o] for o in body.outputs]
-
-    for inst in g.insts:
-        res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block, dialect)
-        if len(inst.results) == 1:
-            res = (res,)
-        for r, t in zip(inst.results, res):
-            env[r.name] = t if result is None or not isinstance(t, torch.Tensor) else result(inst, t)
-    return env
+    return TorchInterpreter(dialect, result).run(g, env)
 
 
 def run_graph_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "python"

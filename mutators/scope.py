@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 
 from ir.generate import GenConfig, SymbolicGraphBuilder
 from ir.graph import Graph, Inst, Value
+from ir.names import Names
 from ir.ops.control import is_control
 from ir.paths import Path
 from ir.paths import scopes as walk_scopes
@@ -256,7 +257,7 @@ def builder(g: Graph, rng: random.Random, gen: GenConfig) -> SymbolicGraphBuilde
     """A builder over `g`'s names. Its chains (`ir.gen_control.BodyScope.chain`) never nest
     control flow: mutators place control flow themselves, and keep track of depth."""
     flat = replace(gen, p_if=0.0, p_loop=0.0, p_scan=0.0)
-    return SymbolicGraphBuilder(rng, flat, [v.name for v in g.all_values()])
+    return SymbolicGraphBuilder(rng, flat, Names.of(g))
 
 
 class ScopedMutator(Mutator):
