@@ -69,8 +69,7 @@ from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
 from campaign.scheduler import CoreScheduler
 from campaign.schema import graphless_row
 from campaign.storage import ResultSink, describe_error, existing_run
-from campaign.verdict import Stage, Verdict
-from mutators.source import verdict_signature
+from campaign.verdict import Stage, Verdict, verdict_signature
 
 log = logging.getLogger(__name__)
 

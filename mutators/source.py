@@ -237,8 +237,3 @@ class MutationSource:
             "novel": bool(self.pool.novelty(graph)) if self.active else None,
         }
 
-
-def verdict_signature(row: dict[str, Any]) -> str:
-    """The feedback signature of one backend row: `backend:verdict[:error_sig]`."""
-    sig = f"{row['backend']}:{row['verdict']}"
-    return f"{sig}:{row['error_sig']}" if row.get("error_sig") else sig

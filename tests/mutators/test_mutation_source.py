@@ -9,7 +9,8 @@ from campaign.pipeline import Evaluator, Generator
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import GenConfig, generate, verify
 from mutators import MutationConfig
-from mutators.source import MutationSource, verdict_signature
+from campaign.verdict import verdict_signature
+from mutators.source import MutationSource
 
 
 def test_mutants_carry_their_lineage_from_the_root_seed():
