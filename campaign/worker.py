@@ -28,6 +28,7 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult, make_backend
+from campaign.dynshape import add_shapes
 from campaign.oracle import Judgement, judge_sets
 from campaign.reference import ReferenceResult, run_reference, run_shadow
 from campaign.sandbox import Job, Sandbox, SandboxConfig
@@ -36,7 +37,7 @@ from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
 from ir.coverage import CoverConfig, cover
-from ir.gen_dynshape import wants_dynshape
+from ir.gen_dynshape import generate_dyn, wants_dynshape
 from ir.generate import GenConfig, generate
 from ir.graph import Graph
 from ir.input_search import make_valid, search_inputs
@@ -210,19 +211,28 @@ class FuzzWorker:
         return sb.evaluate(m, job, timeout_s=timeout_s, confirm=confirm)
 
     # ---- making a test -------------------------------------------------------------------------
-    def make_test(self, test_id: str, seed: int, avoid: Iterable[str] = ()) -> TestCase:
+    def make_test(self, test_id: str, seed: int, avoid: Iterable[str] = (),
+                  dynshape: bool | None = None) -> TestCase:
         """Test `test_id` from `seed`: deterministic given the seed, the config, the seed
         pool's history and `avoid`, ops the graph must not hold (capability routing: made for
-        a backend that lacks them; the lineage header records them)."""
-        if wants_dynshape(seed, self.cfg.generator):  # symbolic dims (docs/dynshape.md)
-            from campaign.dynshape import make_dyn_test
-
-            return make_dyn_test(self.cfg, test_id, seed)
-        # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
-        g, lineage = self.mutation.make(test_id, seed)
-        avoid = frozenset(avoid)
-        if avoid:
-            g, lineage = self._without(g, lineage, seed, avoid)
+        a backend that lacks them; the lineage header records them). The steps: a graph,
+        valid inputs (repairing the graph), the coverage input sets, and for a
+        dynamic-shape test (`dynshape`; None: as `GenConfig.p_dynshape` draws for the seed)
+        its other shapes (`campaign.dynshape.add_shapes`)."""
+        if dynshape is None:
+            dynshape = wants_dynshape(seed, self.cfg.generator)
+        if dynshape:
+            # symbolic dims (docs/dynshape.md); not mutated: mutators rewrite the seed pool's
+            # concrete graphs, and `avoid` is not applied
+            g, dseed = generate_dyn(seed, self.cfg.generator)
+            lineage: list[dict[str, Any]] = [{"seed": seed}]
+        else:
+            # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
+            g, lineage = self.mutation.make(test_id, seed)
+            dseed = None
+            avoid = frozenset(avoid)
+            if avoid:
+                g, lineage = self._without(g, lineage, seed, avoid)
         # inputs for which every value is valid (NNSmith-style gradient search), dropping the
         # instructions no input can make valid; if nothing valid remains, the plain search's
         # last try is kept and the reference marks the test invalid
@@ -234,8 +244,9 @@ class FuzzWorker:
         g, values = valid.graph, valid.search.values
         # more input sets, so every `if` takes both branches and loops run other trip counts
         covered = cover(g, values, seed, self.cfg.coverage)
-        return TestCase(test_id, seed, g, values, lineage, covered.extra,
-                        covered.coverage.summary(), ref_outputs=covered.outputs)
+        tc = TestCase(test_id, seed, g, values, lineage, covered.extra,
+                      covered.coverage.summary(), ref_outputs=covered.outputs)
+        return add_shapes(tc, dseed, self.cfg.generator) if dynshape else tc
 
     def _without(self, g: Graph, lineage: list[dict[str, Any]], seed: int,
                  avoid: frozenset[str]) -> tuple[Graph, list[dict[str, Any]]]:
