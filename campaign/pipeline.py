@@ -42,7 +42,7 @@ from campaign.merge import note as merge_note
 from campaign.merge import plan as merge_plan
 from campaign.reference import ReferenceResult
 from campaign.sandbox import Job, JobMaterialized
-from campaign.worker import Finding, FuzzWorker, Prepared, TestReport, WorkerConfig
+from campaign.worker import Finding, FuzzWorker, Prepared, TestReport, WorkerConfig, make_finding
 
 #: longest error message kept from a harness failure
 MAX_MSG = 2000
@@ -98,8 +98,7 @@ def case_finding(data: bytes, row: dict[str, Any]) -> Finding:
     """The artifacts of a packed test for a row the driver made itself (its evaluator died or
     hung on it): graph, model, inputs, expected outputs, info.json."""
     prep = unpack_case(data)
-    # `_finding` reads only its arguments; no worker (and no backend) is needed for it
-    return FuzzWorker._finding(None, prep.m, row, prep.ref, None)  # type: ignore[arg-type]
+    return make_finding(prep.m, row, prep.ref, None)
 
 
 def _error(test_id: str) -> CaseError:
@@ -112,7 +111,6 @@ class Generator:
 
     def __init__(self, cfg: WorkerConfig, name: str = "gen"):
         self.worker = FuzzWorker(dataclasses.replace(cfg, sandbox=False), name)
-        self.by_name = {b.name: b for b in self.worker.backends}
 
     def generate(self, items: list[tuple]) -> list[Union[Generated, CaseError]]:
         """`items`: (test_id, seed, backends[, avoid]) per test; `avoid`: ops the graph must
@@ -131,19 +129,13 @@ class Generator:
     def generate_one(self, test_id: str, seed: int, backends: list[str],
                      avoid: Iterable[str] = ()) -> Generated:
         w = self.worker
-        w.backends = [self.by_name[b] for b in backends]  # an invalid test's rows: these
         t0 = time.perf_counter()
-        try:
-            tc = w.make_test(test_id, seed, avoid)
-        except Exception as e:  # a generator bug: recorded as invalid, never fatal
-            ms = (time.perf_counter() - t0) * 1e3
-            return Generated(test_id, seed, None, None,
-                             w._generator_failure(test_id, seed, e, ms), ms)
-        prep = w.prepare(tc, (time.perf_counter() - t0) * 1e3)
+        # an invalid test's rows: one per backend the test is for
+        prep = w.make_prepared(test_id, seed, avoid, backends)
         ms = (time.perf_counter() - t0) * 1e3
         if isinstance(prep, TestReport):
             return Generated(test_id, seed, None, None, prep, ms)
-        known = matching(w.cfg.known, tc.graph, backends) if w.cfg.known else {}
+        known = matching(w.cfg.known, prep.tc.graph, backends) if w.cfg.known else {}
         return Generated(test_id, seed, pack_case(prep), prep.base, None, ms, known)
 
     def feedback(self, outcomes: list[tuple[str, str]]) -> int:

@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import torch
 
@@ -162,6 +162,52 @@ def damage_fields(row: dict[str, Any], result: BackendResult) -> dict[str, Any]:
     return out
 
 
+#: the row columns a finding's info.json repeats (those the row has)
+FINDING_COLUMNS = ("test_id", "seed", "backend", "target", "verdict", "stage", "error_class",
+                   "error_sig", "error_msg", "max_abs_err", "max_rel_err", "mismatch_output",
+                   "mismatch_input_set", "n_compiles", "dyn_finding", "timeout_confirmed",
+                   "timeout_limit_s", "confirm_limit_s", "confirm_s")
+
+
+def make_finding(m: Materialized, row: dict[str, Any], ref: ReferenceResult | None,
+                 result: BackendResult | None) -> Finding:
+    """The artifacts of a non-pass `row` of test `m`: graph, model, every input set, the
+    expected and actual outputs when known, and info.json (the row's `FINDING_COLUMNS`, the
+    lineage, coverage, tolerances and the backend's traceback)."""
+    tc = m.tc
+    files: dict[str, bytes] = {
+        "graph.gir": print_graph(tc.graph).encode(),
+        "inputs.npz": npz_bytes(tc.values),
+    }
+    for k, extra in enumerate(tc.extra_inputs, 1):
+        files[f"inputs_set{k}.npz"] = npz_bytes(extra)
+    if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
+        files["dynshape.json"] = tc.dynshape.dumps().encode()
+    try:
+        files["model.onnx"] = m.onnx_bytes
+    except Exception:  # the ONNX build itself failed; info.json says how
+        pass
+    if ref is not None and ref.outputs is not None:
+        files["expected.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(ref.outputs)})
+    if result is not None and result.outputs is not None:
+        files["actual.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(result.outputs)})
+    info = {k: row[k] for k in FINDING_COLUMNS if k in row}
+    info["lineage"] = tc.lineage
+    info["input_sets"] = tc.n_sets
+    if tc.coverage is not None:
+        info["coverage"] = tc.coverage
+    info["output_tolerances"] = [[t.rtol, t.atol] for t in output_tolerances(tc.graph)]
+    info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
+    if result is not None and result.traceback:
+        info["traceback"] = result.traceback
+    files["info.json"] = json.dumps(info, indent=2, default=str).encode()
+    return Finding(tc.test_id, row["backend"], row["verdict"], row["error_sig"] or "", files)
+
+
+def ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
+
+
 def set_single_thread() -> None:
     """One thread per worker for torch (ORT sessions set their own): 2 cores otherwise thrash."""
     torch.set_num_threads(1)
@@ -172,6 +218,14 @@ def set_single_thread() -> None:
 
 
 class FuzzWorker:
+    """The test maker and the judge of one actor (or of a test, in-process). Public API:
+    `make_test` (a test from a seed), `prepare` (materialized, reference run, the shared row),
+    `make_prepared` (both, a failure of either as its finished report), `evaluate` (one
+    backend on a test), `judge` (a backend's result as its row and finding), `blame_finding`,
+    `run` / `run_case` (all of it, every backend), `feedback` (verdicts for the seed pool).
+    `backends` is fixed at construction; calls that report rows for some of them take their
+    names."""
+
     def __init__(self, cfg: WorkerConfig, name: str = "worker"):
         set_single_thread()
         self.cfg = cfg
@@ -183,6 +237,18 @@ class FuzzWorker:
         #: the seed pool and the mutation engine (docs/mutation.md)
         self.mutation = MutationSource(cfg.mutation, cfg.generator)
         self.engine = self.mutation.engine
+
+    @property
+    def label(self) -> str:
+        """This worker in rows' `worker` column: name and pid."""
+        return f"{self.name}@{os.getpid()}"
+
+    def _chosen(self, backends: Sequence[str] | None) -> list[Backend]:
+        """The backends named (None: all of this worker's), in the order given."""
+        if backends is None:
+            return self.backends
+        by_name = {b.name: b for b in self.backends}
+        return [by_name[b] for b in backends]
 
     def feedback(self, outcomes: list[tuple[str, str]]) -> int:
         """Backend verdicts of tests this worker made, as (test id, `backend:verdict:error_sig`),
@@ -258,46 +324,57 @@ class FuzzWorker:
         return generate(seed, self.cfg.generator.without(avoid)), [{"seed": seed, "seed_id": f"gen/{seed}",
                                       "avoid": sorted(avoid)}]
 
-    # ---- running it ----------------------------------------------------------------------------
-    def run(self, test_id: str, seed: int) -> TestReport:
+    def make_prepared(self, test_id: str, seed: int, avoid: Iterable[str] = (),
+                      backends: Sequence[str] | None = None) -> Prepared | TestReport:
+        """`make_test`, then `prepare`: the test ready for the backends, or the finished
+        report of one that failed (a generator bug, an invalid test), with one row per backend
+        of `backends` (names; None: all of this worker's)."""
         t0 = time.perf_counter()
         try:
-            tc = self.make_test(test_id, seed)
+            tc = self.make_test(test_id, seed, avoid)
         except Exception as e:  # a generator bug: recorded as invalid, never fatal
-            gen_ms = (time.perf_counter() - t0) * 1e3
-            return self._generator_failure(test_id, seed, e, gen_ms)
-        gen_ms = (time.perf_counter() - t0) * 1e3
-        return self.run_case(tc, gen_ms)
+            return self._generator_failure(test_id, seed, e, ms_since(t0), backends)
+        return self.prepare(tc, ms_since(t0), backends)
+
+    # ---- running it ----------------------------------------------------------------------------
+    def run(self, test_id: str, seed: int) -> TestReport:
+        """Make test `test_id` from `seed` and evaluate it on every backend."""
+        prep = self.make_prepared(test_id, seed)
+        return prep if isinstance(prep, TestReport) else self._evaluate_all(prep)
 
     def run_case(self, tc: TestCase, gen_ms: float = 0.0) -> TestReport:
         """Evaluate a ready test case (reference, then every backend) into rows and findings."""
         prep = self.prepare(tc, gen_ms)
-        if isinstance(prep, TestReport):
-            return prep
+        return prep if isinstance(prep, TestReport) else self._evaluate_all(prep)
+
+    def _evaluate_all(self, prep: Prepared) -> TestReport:
         rows, findings = [], []
         job = Job.of(prep.m) if self.sandboxes else None
         for backend in self.backends:
             result = self.evaluate(backend, prep.m, job)
-            row, finding = self.judge(backend, prep, result)
+            row, found = self.judge(backend, prep, result)
             rows.append(row)
-            findings += [f for f in (finding, self.blame_finding(backend, result)) if f]
+            findings += [f for f in (found, self.blame_finding(backend, result)) if f]
         return TestReport(rows, findings)
 
-    def prepare(self, tc: TestCase, gen_ms: float = 0.0) -> "Prepared | TestReport":
+    def prepare(self, tc: TestCase, gen_ms: float = 0.0,
+                backends: Sequence[str] | None = None) -> Prepared | TestReport:
         """Materialize a test and run the reference once: what every backend's judgement needs
         (`Prepared`), or the finished report of an invalid test (ill-formed ONNX, invalid
-        reference), one row per backend of this worker."""
+        reference), one row per backend of `backends` (names; None: all of this worker's)."""
         m = Materialized(tc)
         base = self._base_row(tc, gen_ms)
         try:
             m.onnx_model
         except Exception as e:  # our ONNX is ill-formed: our bug, not the compiler's
-            return self._invalid_all(m, base, Stage.IMPORT, type(e).__name__, f"ONNX build/check failed: {e}")
+            return self._invalid_all(m, base, backends, Stage.IMPORT, type(e).__name__,
+                                     f"ONNX build/check failed: {e}")
         ref = run_reference(m)
         self.mutation.observe(tc.test_id, tc.graph, tc.lineage, not ref.problem, ref.error_class)
         if ref.problem:
-            return self._invalid_all(m, base, Stage.REFERENCE, ref.error_class or "InvalidReference",
-                                     ref.problem, ref_ms=ref.ms)
+            return self._invalid_all(m, base, backends, Stage.REFERENCE,
+                                     ref.error_class or "InvalidReference", ref.problem,
+                                     ref_ms=ref.ms)
         # per graph output, the same in every input set
         return Prepared(m, ref, base, output_tolerances(tc.graph), output_precisions(tc.graph))
 
@@ -319,7 +396,7 @@ class FuzzWorker:
         row.update(dynshape_fields(prep, row, result))
         row.update(damage_fields(row, result))
         if Verdict(row["verdict"]).is_finding:
-            return row, self._finding(prep.m, row, prep.ref, result)
+            return row, make_finding(prep.m, row, prep.ref, result)
         return row, None
 
     def blame_finding(self, backend: Backend, result: BackendResult) -> Finding | None:
@@ -337,7 +414,7 @@ class FuzzWorker:
                "target": backend.target, "verdict": Verdict.CRASH.value,
                "stage": Stage.UNKNOWN.value, "error_class": PROCESS_DAMAGED,
                "error_sig": f"{PROCESS_DAMAGED}: left its process unusable", "error_msg": what}
-        return self._finding(m, row, None, None)
+        return make_finding(m, row, None, None)
 
     @staticmethod
     def _failure_fields(result: BackendResult) -> dict[str, Any]:
@@ -395,66 +472,33 @@ class FuzzWorker:
             "dialect": "eager", "stage": None, "error_class": None, "error_sig": None,
             "error_msg": None, "mismatch_output": None, "mismatch_input_set": None,
             "max_abs_err": None, "max_rel_err": None, "gen_ms": gen_ms, "ref_ms": None, "compile_ms": None, "run_ms": None,
-            "host": self.host, "worker": f"{self.name}@{os.getpid()}",
+            "host": self.host, "worker": self.label,
             "ts": datetime.now(timezone.utc),
         }
 
-    def _invalid_all(self, m: Materialized, base: dict, stage: Stage, error_class: str, msg: str,
+    def _invalid_all(self, m: Materialized, base: dict, backends: Sequence[str] | None,
+                     stage: Stage, error_class: str, msg: str,
                      ref_ms: float | None = None) -> TestReport:
         sig = normalize(error_class, msg)
         rows = [{**base, "backend": b.name, "target": b.target, "verdict": Verdict.INVALID.value,
                  "stage": stage.value, "error_class": error_class, "error_sig": sig,
-                 "error_msg": msg[:MAX_MSG], "ref_ms": ref_ms} for b in self.backends]
-        findings = [self._finding(m, row, None, None) for row in rows[:1]]
+                 "error_msg": msg[:MAX_MSG], "ref_ms": ref_ms} for b in self._chosen(backends)]
+        findings = [make_finding(m, row, None, None) for row in rows[:1]]
         return TestReport(rows, findings)
 
-    def _generator_failure(self, test_id: str, seed: int, e: Exception, gen_ms: float) -> TestReport:
+    def _generator_failure(self, test_id: str, seed: int, e: Exception, gen_ms: float,
+                           backends: Sequence[str] | None = None) -> TestReport:
+        """Call in the `except` block (the traceback goes to the finding)."""
         msg = f"{type(e).__name__}: {e}"
         row = {
             **graphless_row(test_id, seed), "dialect": "eager", "verdict": Verdict.INVALID.value,
             "stage": Stage.GENERATE.value, "error_class": type(e).__name__,
             "error_sig": normalize(type(e).__name__, str(e)), "error_msg": msg[:MAX_MSG],
-            "gen_ms": gen_ms, "host": self.host, "worker": f"{self.name}@{os.getpid()}",
+            "gen_ms": gen_ms, "host": self.host, "worker": self.label,
             "ts": datetime.now(timezone.utc),
         }
-        rows = [{**row, "backend": b.name, "target": b.target} for b in self.backends]
+        rows = [{**row, "backend": b.name, "target": b.target} for b in self._chosen(backends)]
         files = {"info.json": json.dumps({"seed": seed, "error": msg,
                                           "traceback": traceback.format_exc()}, indent=2).encode()}
         return TestReport(rows, [Finding(test_id, rows[0]["backend"], Verdict.INVALID.value,
                                          rows[0]["error_sig"], files)])
-
-    def _finding(self, m: Materialized, row: dict, ref: ReferenceResult | None,
-                 result: BackendResult | None) -> Finding:
-        tc = m.tc
-        files: dict[str, bytes] = {
-            "graph.gir": print_graph(tc.graph).encode(),
-            "inputs.npz": npz_bytes(tc.values),
-        }
-        for k, extra in enumerate(tc.extra_inputs, 1):
-            files[f"inputs_set{k}.npz"] = npz_bytes(extra)
-        if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
-            files["dynshape.json"] = tc.dynshape.dumps().encode()
-        try:
-            files["model.onnx"] = m.onnx_bytes
-        except Exception:  # the ONNX build itself failed; info.json says how
-            pass
-        if ref is not None and ref.outputs is not None:
-            files["expected.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(ref.outputs)})
-        if result is not None and result.outputs is not None:
-            files["actual.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(result.outputs)})
-        info = {k: row[k] for k in ("test_id", "seed", "backend", "target", "verdict", "stage",
-                                    "error_class", "error_sig", "error_msg", "max_abs_err",
-                                    "max_rel_err", "mismatch_output", "mismatch_input_set",
-                                    "n_compiles", "dyn_finding", "timeout_confirmed",
-                                    "timeout_limit_s", "confirm_limit_s", "confirm_s")
-                if k in row}
-        info["lineage"] = tc.lineage
-        info["input_sets"] = tc.n_sets
-        if tc.coverage is not None:
-            info["coverage"] = tc.coverage
-        info["output_tolerances"] = [[t.rtol, t.atol] for t in output_tolerances(tc.graph)]
-        info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
-        if result is not None and result.traceback:
-            info["traceback"] = result.traceback
-        files["info.json"] = json.dumps(info, indent=2, default=str).encode()
-        return Finding(tc.test_id, row["backend"], row["verdict"], row["error_sig"] or "", files)
