@@ -1,5 +1,5 @@
 """Dynamic-shape tests in the campaign (docs/dynshape.md): the step of making one that adds its
-shapes, the row fields it adds, and how a backend's run on several shapes is judged.
+shapes, and how a backend's run on several shapes is judged.
 
 A dynamic-shape test is a `TestCase` whose `dynshape` (`ir.dynshape.DynShape`) says which dims
 are symbolic; its input sets run different shapes (set k has the assignment
@@ -29,7 +29,7 @@ from ir.generate import GenConfig
 from ir.input_search import search_inputs
 from ir.values import random_values
 
-__all__ = ["wants_dynshape", "make_dyn_test", "add_shapes", "row_fields", "unexpected_recompile",
+__all__ = ["wants_dynshape", "make_dyn_test", "add_shapes", "unexpected_recompile",
            "classify", "failing_sets", "case_from_finding"]
 
 
@@ -78,14 +78,6 @@ def add_shapes(tc: TestCase, dseed: Any, gen: GenConfig) -> TestCase:
     if done.demoted:
         lineage.append({"dynshape": "demoted", "symbols": done.demoted})
     return dataclasses.replace(static, extra_inputs=extra, dynshape=dyn)
-
-
-def row_fields(tc: TestCase) -> dict[str, Any]:
-    """The row columns every backend's row of this test shares."""
-    dyn: DynShape | None = getattr(tc, "dynshape", None)
-    if dyn is None:
-        return {"dyn_dims": [], "dyn_shapes": []}
-    return {"dyn_dims": dyn.input_dims(tc.graph), "dyn_shapes": dyn.shape_labels()}
 
 
 def unexpected_recompile(tc: TestCase, compiles: list[int] | None) -> int | None:
