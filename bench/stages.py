@@ -88,6 +88,7 @@ class Timers:
 def instrument(t: Timers) -> None:
     import campaign.artifacts as artifacts
     import campaign.pipeline as pipeline
+    import campaign.row as row
     import campaign.sandbox as sandbox
     import campaign.worker as worker
     from campaign.reference import ReferenceResult  # noqa: F401
@@ -100,7 +101,7 @@ def instrument(t: Timers) -> None:
     t.wrap(artifacts, "to_onnx", "gen: to_onnx")
     t.wrap(artifacts.onnx.checker, "check_model", "gen: onnx check_model")
     t.wrap_cached(artifacts.Materialized, "onnx_bytes", "gen: onnx serialize")
-    t.wrap(worker.FuzzWorker, "_base_row", "gen: base row")
+    t.wrap(row.ResultRow, "of_test", "gen: base row")
     t.wrap(worker, "run_reference", "gen: reference")
     t.wrap(MutationSource, "observe", "gen: pool observe")
     t.wrap(worker, "output_tolerances", "gen: tolerances")

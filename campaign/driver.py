@@ -52,7 +52,6 @@ import socket
 import time
 from collections import Counter, deque
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -67,15 +66,12 @@ from campaign.config import Budget, Config, ConfigError, to_config, validate
 from campaign.findings import FindingStore
 from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
 from campaign.scheduler import CoreScheduler
-from campaign.schema import graphless_row
+from campaign.row import ResultRow, utc_now
 from campaign.storage import ResultSink, describe_error, existing_run
-from campaign.verdict import Stage, Verdict
-from mutators.source import verdict_signature
+from campaign.verdict import Verdict, verdict_signature
 
 log = logging.getLogger(__name__)
 
-#: longest error message kept in a driver-made row
-MAX_MSG = 2000
 #: how long one `ray.wait` blocks, so hang checks and timed flushes still happen when idle
 POLL_S = 0.5
 #: batches are sized so that one actor call takes about this long: a Ray call costs ~1.5 ms of
@@ -1069,22 +1065,16 @@ class _Campaign:
         worker = slot.name if slot is not None else pool.label
         host = slot.host if slot is not None else "unknown"
         backends = test.backends if pool.stage == GEN else [pool.stage]
-        now = datetime.now(timezone.utc)
-        rows = []
-        for b in backends:
-            base = test.base if pool.stage != GEN and test.base else graphless_row(test.test_id, test.seed)
-            rows.append({**base, "backend": b, "target": self.targets.get(b, ""),
-                         "verdict": verdict.value, "stage": Stage.UNKNOWN.value,
-                         "error_class": error_class, "error_sig": error_class,
-                         "error_msg": msg[:MAX_MSG], "host": host, "worker": worker, "ts": now,
-                         "mismatch_output": None, "mismatch_input_set": None,
-                         "max_abs_err": None, "max_rel_err": None, "compile_ms": None,
-                         "run_ms": None})
+        base = (ResultRow.from_dict(test.base) if pool.stage != GEN and test.base
+                else ResultRow.graphless(test.test_id, test.seed))
+        ts = utc_now()
+        rows = [base.lost(b, self.targets.get(b, ""), verdict, error_class, msg, host, worker, ts)
+                for b in backends]
         finding_dir = None
         if verdict.is_finding:
             finding_dir = self.findings.add(self._failure_finding(test, rows[0], pool, worker, host))
         for k, row in enumerate(rows):
-            self._add_row(test, {**row, "finding_dir": finding_dir if k == 0 else None})
+            self._add_row(test, {**row.to_dict(), "finding_dir": finding_dir if k == 0 else None})
         if pool.stage == GEN:
             self._generated(test)
             self._finish(test)
@@ -1099,14 +1089,14 @@ class _Campaign:
                     f"(campaign.max_consecutive_worker_failures); last: {error_class}: "
                     f"{_last_line(Exception(msg))}")
 
-    def _failure_finding(self, test: _Test, row: dict[str, Any], pool: _Pool, worker: str,
+    def _failure_finding(self, test: _Test, row: ResultRow, pool: _Pool, worker: str,
                          host: str) -> Any:
         from campaign.worker import Finding
 
-        info = {"test_id": test.test_id, "seed": test.seed, "backend": row["backend"],
-                "verdict": row["verdict"], "error_class": row["error_class"],
+        info = {"test_id": test.test_id, "seed": test.seed, "backend": row.backend,
+                "verdict": row.verdict, "error_class": row.error_class,
                 "stage": "generation" if pool.stage == GEN else "evaluation",
-                "worker": worker, "host": host, "error_msg": row["error_msg"],
+                "worker": worker, "host": host, "error_msg": row.error_msg,
                 "config": "config.yaml in the run's output dir"}
         files: dict[str, bytes] = {}
         if test.case is not None:
@@ -1117,7 +1107,7 @@ class _Campaign:
             except Exception as e:  # the artifacts are a courtesy; the row is what counts
                 info["artifacts_error"] = f"{type(e).__name__}: {e}"
         files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
-        return Finding(test.test_id, row["backend"], row["verdict"], row["error_sig"], files)
+        return Finding(test.test_id, row.backend, row.verdict, row.error_sig, files)
 
     # ---- completions and failures ------------------------------------------------------------
     def complete(self, ref: Any) -> None:

@@ -1,5 +1,5 @@
-"""Dynamic-shape tests in the campaign (docs/dynshape.md): making one, the row fields it adds,
-and how a backend's run on several shapes is judged.
+"""Dynamic-shape tests in the campaign (docs/dynshape.md): the step of making one that adds its
+shapes, and how a backend's run on several shapes is judged.
 
 A dynamic-shape test is a `TestCase` whose `dynshape` (`ir.dynshape.DynShape`) says which dims
 are symbolic; its input sets run different shapes (set k has the assignment
@@ -16,6 +16,7 @@ set; the judgement adds three kinds of finding of its own (column `dyn_finding`)
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -23,39 +24,42 @@ import numpy as np
 
 from campaign.testcase import TestCase
 from ir.dynshape import DynShape, instantiate
-from ir.gen_dynshape import finish, generate_dyn, wants_dynshape
-from ir.input_search import make_valid, search_inputs
+from ir.gen_dynshape import finish, wants_dynshape
+from ir.generate import GenConfig
+from ir.input_search import search_inputs
+from ir.ops.rnn import RECURRENT
 from ir.values import random_values
 
-__all__ = ["wants_dynshape", "make_dyn_test", "row_fields", "unexpected_recompile",
+__all__ = ["wants_dynshape", "make_dyn_test", "add_shapes", "unexpected_recompile",
            "classify", "failing_sets", "case_from_finding"]
 
 
 def make_dyn_test(cfg, test_id: str, seed: int) -> TestCase:
-    """`FuzzWorker.make_test` for a dynamic-shape test (`cfg`: the `WorkerConfig`): generate with symbolic dims, search
-    set 0's inputs (repairing the graph), add the coverage sets, lift the final
-    graph and draw its shape assignments, then search inputs for each other shape (params
-    shared). A test whose symbols all end up pinned runs as a static test (lineage says so)."""
-    from ir.coverage import cover
+    """A dynamic-shape test from `seed` whatever `GenConfig.p_dynshape` draws for it
+    (`cfg`: a `WorkerConfig`): `FuzzWorker.make_test` with its shapes step on (tests use it)."""
+    from campaign.worker import FuzzWorker
 
-    g, dseed = generate_dyn(seed, cfg.generator)
-    lineage: list[dict[str, Any]] = [{"seed": seed}]
-    # not mutated: mutators rewrite concrete graphs of the seed pool (lifting a mutant would
-    # work, `finish` lifts any concrete graph, but pool entries carry no symbolic dims)
-    valid = make_valid(g, seed)
-    if valid is None:
-        return TestCase(test_id, seed, g, search_inputs(g, seed).values, lineage)
-    if valid.dropped:
-        lineage.append({"repair": "drop", "insts": valid.dropped})
-    g, values = valid.graph, valid.search.values
-    covered = cover(g, values, seed, cfg.coverage)  # its outputs: set 0's shapes only
-    extra, coverage = covered.extra, covered.coverage
-    done = finish(g, dseed, cfg.generator, random.Random(f"dynshape-sets/{seed}"))
+    worker = FuzzWorker(dataclasses.replace(cfg, backends=[], sandbox=False))
+    return worker.make_test(test_id, seed, dynshape=True)
+
+
+def add_shapes(tc: TestCase, dseed: Any, gen: GenConfig) -> TestCase:
+    """The dynamic-shape step of `FuzzWorker.make_test`, after its inputs and coverage sets
+    (all of set 0's shape): lift the final graph with the symbols its generation kept
+    (`dseed`, from `generate_dyn`), draw the shape assignments and search inputs for each
+    other shape (params shared; a shape whose search fails is dropped). A test whose symbols
+    all end up pinned, or with no valid inputs for another shape, stays static (lineage says
+    so). Either way the reference outputs of the coverage search are dropped: the reference
+    runs every set."""
+    g, values, seed, lineage = tc.graph, tc.values, tc.seed, tc.lineage
+    static = dataclasses.replace(tc, ref_outputs=None)
+    done = finish(g, dseed, gen, random.Random(f"dynshape-sets/{seed}"))
     if done.dyn is None:
         lineage.append({"dynshape": "static", "reason": done.reason})
-        return TestCase(test_id, seed, g, values, lineage, extra, coverage.summary())
+        return static
     dyn = done.dyn
     params = {p.name: values[p.name] for p in g.params}
+    extra = list(tc.extra_inputs)
     kept = [dyn.assignments[0]]
     set_assignment = [0] * (1 + len(extra))
     for k, a in enumerate(dyn.assignments[1:], 1):
@@ -69,21 +73,12 @@ def make_dyn_test(cfg, test_id: str, seed: int) -> TestCase:
         set_assignment.append(len(kept) - 1)
     if len(kept) < 2:
         lineage.append({"dynshape": "static", "reason": "no valid inputs for another shape"})
-        return TestCase(test_id, seed, g, values, lineage, extra[:len(set_assignment) - 1],
-                        coverage.summary())
+        return static
     dyn.assignments = kept
     dyn.set_assignment = set_assignment
     if done.demoted:
         lineage.append({"dynshape": "demoted", "symbols": done.demoted})
-    return TestCase(test_id, seed, g, values, lineage, extra, coverage.summary(), dynshape=dyn)
-
-
-def row_fields(tc: TestCase) -> dict[str, Any]:
-    """The row columns every backend's row of this test shares."""
-    dyn: DynShape | None = getattr(tc, "dynshape", None)
-    if dyn is None:
-        return {"dyn_dims": [], "dyn_shapes": []}
-    return {"dyn_dims": dyn.input_dims(tc.graph), "dyn_shapes": dyn.shape_labels()}
+    return dataclasses.replace(static, extra_inputs=extra, dynshape=dyn)
 
 
 def unexpected_recompile(tc: TestCase, compiles: list[int] | None) -> int | None:
@@ -159,7 +154,7 @@ def symbolic_rnn(tc: TestCase) -> str | None:
     """The name of an RNN op of the graph whose input has a symbolic dim (None: none)."""
     dims = tc.dynshape.dims if tc.dynshape is not None else {}
     for inst, _ in tc.graph.walk():
-        if inst.op.name in ("lstm", "gru", "rnn") and \
+        if isinstance(inst.op, RECURRENT) and \
                 any(not isinstance(d, int) for d in dims.get(inst.args[0], ())):
             return inst.op.name
     return None

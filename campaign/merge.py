@@ -53,7 +53,7 @@ from typing import Callable, Hashable, Optional, Sequence
 
 from campaign.backends.base import BackendResult
 from campaign.testcase import TestCase
-from campaign.worker import Prepared, dyn_row_fields
+from campaign.worker import Prepared
 from ir.graph import Graph
 from ir.rewrite import rename_prefixed
 from ir.verify import verify
@@ -71,7 +71,7 @@ def prefix(j: int) -> str:
 def unmergeable(prep: Prepared) -> Optional[str]:
     """Why this test must run alone (None: it can be merged)."""
     tc = prep.tc
-    if tc.dynshape is not None or dyn_row_fields(tc).get("dyn_dims"):
+    if tc.dynshape is not None:
         return "dynamic shapes"
     n_out = len(tc.graph.outputs)
     if not n_out:

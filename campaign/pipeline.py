@@ -32,7 +32,6 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Iterable, Optional, Union
 
 from campaign.artifacts import Materialized
@@ -41,11 +40,12 @@ from campaign.merge import merge as build_merged
 from campaign.merge import note as merge_note
 from campaign.merge import plan as merge_plan
 from campaign.reference import ReferenceResult
+from campaign.row import ResultRow, utc_now
 from campaign.sandbox import Job, JobMaterialized
-from campaign.worker import Finding, FuzzWorker, Prepared, TestReport, WorkerConfig
+from campaign.worker import Finding, FuzzWorker, Prepared, TestReport, WorkerConfig, make_finding
 
-#: longest error message kept from a harness failure
-MAX_MSG = 2000
+#: the end of a traceback kept in a harness failure's message and log line (where it failed)
+TRACE_TAIL = 2000
 #: a test whose generation runs this long has every thread's stack dumped to the actor's stderr
 #: (Ray's worker log): where a hang is, before the driver kills the actor at test_timeout_s
 STACK_DUMP_S = float(os.environ.get("DYNSMITH_STACK_DUMP_S", "60"))
@@ -62,7 +62,8 @@ class CaseError:
 @dataclass
 class Generated:
     """What generation made of one test: either a valid `case` for the evaluators (with `base`,
-    the row fields its rows share) or the finished `report` of an invalid test."""
+    the row its rows copy, as `ResultRow.to_dict()`) or the finished `report` of an invalid
+    test."""
 
     test_id: str
     seed: int
@@ -94,16 +95,18 @@ def unpack_case(data: bytes) -> Prepared:
                     p["tolerances"], p["precisions"])
 
 
-def case_finding(data: bytes, row: dict[str, Any]) -> Finding:
+def case_finding(data: bytes, row: Union[ResultRow, dict[str, Any]]) -> Finding:
     """The artifacts of a packed test for a row the driver made itself (its evaluator died or
-    hung on it): graph, model, inputs, expected outputs, info.json."""
+    hung on it): graph, model, inputs, expected outputs, info.json. `row`: the row, or its
+    `to_dict()`."""
     prep = unpack_case(data)
-    # `_finding` reads only its arguments; no worker (and no backend) is needed for it
-    return FuzzWorker._finding(None, prep.m, row, prep.ref, None)  # type: ignore[arg-type]
+    if not isinstance(row, ResultRow):
+        row = ResultRow.from_dict(row)
+    return make_finding(prep.m, row, prep.ref, None)
 
 
 def _error(test_id: str) -> CaseError:
-    return CaseError(f"harness error on {test_id}: {traceback.format_exc()[-MAX_MSG:]}")
+    return CaseError(f"harness error on {test_id}: {traceback.format_exc()[-TRACE_TAIL:]}")
 
 
 class Generator:
@@ -112,7 +115,6 @@ class Generator:
 
     def __init__(self, cfg: WorkerConfig, name: str = "gen"):
         self.worker = FuzzWorker(dataclasses.replace(cfg, sandbox=False), name)
-        self.by_name = {b.name: b for b in self.worker.backends}
 
     def generate(self, items: list[tuple]) -> list[Union[Generated, CaseError]]:
         """`items`: (test_id, seed, backends[, avoid]) per test; `avoid`: ops the graph must
@@ -131,20 +133,14 @@ class Generator:
     def generate_one(self, test_id: str, seed: int, backends: list[str],
                      avoid: Iterable[str] = ()) -> Generated:
         w = self.worker
-        w.backends = [self.by_name[b] for b in backends]  # an invalid test's rows: these
         t0 = time.perf_counter()
-        try:
-            tc = w.make_test(test_id, seed, avoid)
-        except Exception as e:  # a generator bug: recorded as invalid, never fatal
-            ms = (time.perf_counter() - t0) * 1e3
-            return Generated(test_id, seed, None, None,
-                             w._generator_failure(test_id, seed, e, ms), ms)
-        prep = w.prepare(tc, (time.perf_counter() - t0) * 1e3)
+        # an invalid test's rows: one per backend the test is for
+        prep = w.make_prepared(test_id, seed, avoid, backends)
         ms = (time.perf_counter() - t0) * 1e3
         if isinstance(prep, TestReport):
             return Generated(test_id, seed, None, None, prep, ms)
-        known = matching(w.cfg.known, tc.graph, backends) if w.cfg.known else {}
-        return Generated(test_id, seed, pack_case(prep), prep.base, None, ms, known)
+        known = matching(w.cfg.known, prep.tc.graph, backends) if w.cfg.known else {}
+        return Generated(test_id, seed, pack_case(prep), prep.base.to_dict(), None, ms, known)
 
     def feedback(self, outcomes: list[tuple[str, str]]) -> int:
         """Backend verdicts, (test id, `backend:verdict:error_sig`), for the seed pool
@@ -193,22 +189,26 @@ class Evaluator:
                 out[i] = self._alone(prep)
         return out  # type: ignore[return-value]
 
-    def _alone(self, prep: Prepared) -> Union[TestReport, CaseError]:
+    def _alone(self, prep: Prepared,
+               pass_note: Optional[str] = None) -> Union[TestReport, CaseError]:
+        """`prep` run alone; `pass_note`: added to the row's `error_msg` if it passes."""
         try:
             job = prep.m.job if self.worker.sandboxes else None
             result = self.worker.evaluate(self.backend, prep.m, job)
             row, finding = self.worker.judge(self.backend, prep, result)
+            if pass_note is not None and row.verdict == "pass":
+                row.add_note(pass_note)
             return self._report(row, finding, self.worker.blame_finding(self.backend, result))
         except Exception:
             return _error(prep.tc.test_id)
 
-    def _report(self, row: dict[str, Any], finding: Optional[Finding],
+    def _report(self, row: ResultRow, finding: Optional[Finding],
                 blamed: Optional[Finding] = None) -> TestReport:
         """`blamed`: the finding of an earlier test that left the sandbox process unusable
         (`FuzzWorker.blame_finding`)."""
         # where and when the backend ran, not where and when the test was made
-        row.update(host=self.worker.host, worker=self.label, ts=datetime.now(timezone.utc))
-        return TestReport([row], [f for f in (finding, blamed) if f is not None])
+        row.update(host=self.worker.host, worker=self.label, ts=utc_now())
+        return TestReport([row.to_dict()], [f for f in (finding, blamed) if f is not None])
 
     def _evaluate_merged(self, group: list[int], preps: list[Optional[Prepared]],
                          out: list) -> None:
@@ -229,7 +229,7 @@ class Evaluator:
             split = merged.split(result)
         except Exception:  # our bug, not the compiler's: the parts run alone (said in the log)
             print(f"{self.label}: merging {[p.tc.test_id for p in parts]} failed, they run "
-                  f"alone:\n{traceback.format_exc()[-MAX_MSG:]}", file=sys.stderr)
+                  f"alone:\n{traceback.format_exc()[-TRACE_TAIL:]}", file=sys.stderr)
             return
         k = len(group)
         if split is None:
@@ -249,20 +249,15 @@ class Evaluator:
                 except Exception:
                     out[i] = _error(prep.tc.test_id)
                     continue
-                if row["verdict"] == "pass":
-                    row["merged"] = k
+                if row.verdict == "pass":
+                    row.merged = k
                     out[i] = self._report(row, None, self.worker.blame_finding(self.backend,
                                                                                result)
                                           if j == 0 else None)
                     continue
                 # the merged run's finding (if any) is dropped: the alone run decides
-                what = f"{row['verdict']} ({row.get('error_sig') or row.get('error_class')})"
-            report = self._alone(prep)
-            if isinstance(report, TestReport) and report.rows[0]["verdict"] == "pass":
-                row = report.rows[0]
-                row["error_msg"] = "; ".join(x for x in (row.get("error_msg"),
-                                                         merge_note(k, what)) if x)[:MAX_MSG]
-            out[i] = report
+                what = f"{row.verdict} ({row.error_sig or row.error_class})"
+            out[i] = self._alone(prep, merge_note(k, what))
 
     def close(self) -> None:
         self.worker.close()

@@ -1,9 +1,8 @@
-"""The Parquet results schema: one row per test x backend. docs/results-schema.md documents it;
-tests check the two agree. Always write with this explicit schema (an all-null column would
-otherwise be typed null and break readers)."""
+"""The Parquet results schema: one row per test x backend, each built as a `campaign.row.ResultRow`
+(tests check that its fields are these columns). docs/results-schema.md documents it; tests check
+the two agree. Always write with this explicit schema (an all-null column would otherwise be
+typed null and break readers)."""
 from __future__ import annotations
-
-import json
 
 import pyarrow as pa
 
@@ -75,24 +74,3 @@ RESULT_SCHEMA = pa.schema(
 
 COLUMNS = tuple(RESULT_SCHEMA.names)
 
-
-def graphless_row(test_id: str, seed: int) -> dict:
-    """The columns of a row for a test whose graph is unknown (the generator failed, or the
-    worker died before reporting): identity from the seed, every graph count zero, every
-    optional column null. Callers add backend, verdict, error and provenance columns."""
-    return {
-        "test_id": test_id, "seed": seed, "lineage": json.dumps([{"seed": seed}]),
-        "seed_id": "", "parent_id": None, "step_mutators": [], "mutation_discarded": 0,
-        "novel": None,
-        "mutators": [], "graph_hash": "", "n_insts": 0, "n_inputs": 0, "n_params": 0,
-        "max_depth": 0, "n_if": 0, "n_loop": 0, "n_scan": 0, "n_rnn": 0, "n_inplace": 0,
-        "n_view_writes": 0, "n_input_sets": 0,
-        "branch_coverage": None, "n_if_both": None, "trip_counts": [], "ops": [], "dtypes": [], "dialect": "",
-        "stage": None, "error_class": None, "error_sig": None, "error_msg": None,
-        "mismatch_output": None, "mismatch_input_set": None, "max_abs_err": None, "max_rel_err": None, "gen_ms": 0.0,
-        "ref_ms": None, "compile_ms": None, "run_ms": None, "merged": None, "n_compiles": None,
-        "timeout_confirmed": None, "timeout_limit_s": None, "confirm_limit_s": None,
-        "confirm_s": None, "dyn_dims": [],
-        "dyn_shapes": [], "recompile_input_set": None, "failed_input_set": None,
-        "dyn_finding": None, "leaked_procs": None, "damage": None,
-    }

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any, Mapping
 
 
 class Verdict(str, enum.Enum):
@@ -31,3 +32,10 @@ class Stage(str, enum.Enum):
     RUN = "run"
     COMPARE = "compare"
     UNKNOWN = "unknown"
+
+
+def verdict_signature(row: Mapping[str, Any]) -> str:
+    """The feedback signature of one backend row, `backend:verdict[:error_sig]`: what the
+    driver sends the seed pool (`mutators.source.MutationSource.feedback`) per row."""
+    sig = f"{row['backend']}:{row['verdict']}"
+    return f"{sig}:{row['error_sig']}" if row.get("error_sig") else sig

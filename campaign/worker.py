@@ -21,34 +21,29 @@ import socket
 import time
 import traceback
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import torch
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult, make_backend
+from campaign.dynshape import add_shapes, classify, failing_sets
 from campaign.oracle import Judgement, judge_sets
 from campaign.reference import ReferenceResult, run_reference, run_shadow
-from campaign.sandbox import Job, Sandbox, SandboxConfig
-from campaign.schema import graphless_row
+from campaign.row import ResultRow
+from campaign.sandbox import Job, JobMaterialized, Sandbox, SandboxConfig
 from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
 from ir.coverage import CoverConfig, cover
-from ir.gen_dynshape import wants_dynshape
+from ir.gen_dynshape import generate_dyn, wants_dynshape
 from ir.generate import GenConfig, generate
 from ir.graph import Graph
 from ir.input_search import make_valid, search_inputs
-from ir.inplace import counts as inplace_counts
 from ir.precision import output_precisions, output_tolerances
-from ir.text import graph_hash, print_graph
+from ir.text import print_graph
 from mutators import MutationConfig
 from mutators.source import MutationSource
-
-MAX_MSG = 2000
-#: the recurrent-cell ops (one callable instruction each), counted in the rows' `n_rnn`
-RNN_OPS = ("lstm", "gru", "rnn")
 
 
 @dataclass
@@ -93,12 +88,12 @@ class TestReport:
 @dataclass
 class Prepared:
     """A test ready for the backends (`FuzzWorker.prepare`): materialized, with the reference's
-    outputs and the row fields every backend's row shares. `campaign.pipeline` ships it to the
-    evaluation actors as bytes."""
+    outputs and `base`, the row every backend's row copies (`ResultRow.of_test`).
+    `campaign.pipeline` ships it to the evaluation actors as bytes."""
 
     m: Materialized
     ref: ReferenceResult
-    base: dict[str, Any]
+    base: ResultRow
     tolerances: list
     precisions: list
     #: the float64 shadow, computed at most once per test, on the first float mismatch
@@ -114,21 +109,13 @@ class Prepared:
         return self.shadow[0]
 
 
-def dyn_row_fields(tc: TestCase) -> dict[str, Any]:
-    from campaign.dynshape import row_fields
-
-    return row_fields(tc)
-
-
-def dynshape_fields(prep: "Prepared", row: dict[str, Any], result: BackendResult) -> dict[str, Any]:
+def dynshape_fields(prep: Prepared, row: ResultRow, result: BackendResult) -> dict[str, Any]:
     """Compiles counted, and for a dynamic-shape test the kind of its finding
     (`campaign.dynshape.classify`)."""
-    from campaign.dynshape import classify, failing_sets
-
     failing = None
-    if row.get("verdict") == "mismatch" and prep.tc.dynshape is not None and result.outputs:
+    if row.verdict == "mismatch" and prep.tc.dynshape is not None and result.outputs:
         failing = failing_sets(prep, result.outputs)
-    return classify(prep.tc, row, result, failing)
+    return classify(prep.tc, {"verdict": row.verdict, "stage": row.stage}, result, failing)
 
 
 def timeout_fields(result: BackendResult) -> dict[str, Any]:
@@ -144,7 +131,7 @@ def timeout_fields(result: BackendResult) -> dict[str, Any]:
 PROCESS_DAMAGED = "ProcessDamaged"
 
 
-def damage_fields(row: dict[str, Any], result: BackendResult) -> dict[str, Any]:
+def damage_fields(row: ResultRow, result: BackendResult) -> dict[str, Any]:
     """The row's record of what the test did to its sandbox process (`leaked_procs`,
     `damage`); a test that left the process unusable (`BackendResult.unusable`) and otherwise
     passed is a `crash` (ProcessDamaged), any other verdict keeps its own and says so."""
@@ -152,13 +139,59 @@ def damage_fields(row: dict[str, Any], result: BackendResult) -> dict[str, Any]:
                            "damage": "; ".join(result.damage) or None}
     if result.unusable:
         what = f"left its process unusable: {', '.join(result.unusable)}"
-        if row.get("verdict") == Verdict.PASS.value:
+        if row.verdict == Verdict.PASS.value:
             out.update(verdict=Verdict.CRASH.value, stage=Stage.UNKNOWN.value,
                        error_class=PROCESS_DAMAGED, error_sig=f"{PROCESS_DAMAGED}: {what}",
                        error_msg=what)
         else:
-            out["error_msg"] = ((row.get("error_msg") or "") + f"; {what}")[:MAX_MSG]
+            out["error_msg"] = (row.error_msg or "") + f"; {what}"
     return out
+
+
+#: the row columns a finding's info.json repeats
+FINDING_COLUMNS = ("test_id", "seed", "backend", "target", "verdict", "stage", "error_class",
+                   "error_sig", "error_msg", "max_abs_err", "max_rel_err", "mismatch_output",
+                   "mismatch_input_set", "n_compiles", "dyn_finding", "timeout_confirmed",
+                   "timeout_limit_s", "confirm_limit_s", "confirm_s")
+
+
+def make_finding(m: Materialized, row: ResultRow, ref: ReferenceResult | None,
+                 result: BackendResult | None) -> Finding:
+    """The artifacts of a non-pass `row` of test `m`: graph, model, every input set, the
+    expected and actual outputs when known, and info.json (the row's `FINDING_COLUMNS`, the
+    lineage, coverage, tolerances and the backend's traceback)."""
+    tc = m.tc
+    files: dict[str, bytes] = {
+        "graph.gir": print_graph(tc.graph).encode(),
+        "inputs.npz": npz_bytes(tc.values),
+    }
+    for k, extra in enumerate(tc.extra_inputs, 1):
+        files[f"inputs_set{k}.npz"] = npz_bytes(extra)
+    if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
+        files["dynshape.json"] = tc.dynshape.dumps().encode()
+    try:
+        files["model.onnx"] = m.onnx_bytes
+    except Exception:  # the ONNX build itself failed; info.json says how
+        pass
+    if ref is not None and ref.outputs is not None:
+        files["expected.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(ref.outputs)})
+    if result is not None and result.outputs is not None:
+        files["actual.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(result.outputs)})
+    info: dict[str, Any] = {k: getattr(row, k) for k in FINDING_COLUMNS}
+    info["lineage"] = tc.lineage
+    info["input_sets"] = tc.n_sets
+    if tc.coverage is not None:
+        info["coverage"] = tc.coverage
+    info["output_tolerances"] = [[t.rtol, t.atol] for t in output_tolerances(tc.graph)]
+    info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
+    if result is not None and result.traceback:
+        info["traceback"] = result.traceback
+    files["info.json"] = json.dumps(info, indent=2, default=str).encode()
+    return Finding(tc.test_id, row.backend, row.verdict, row.error_sig or "", files)
+
+
+def ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
 
 
 def set_single_thread() -> None:
@@ -171,6 +204,14 @@ def set_single_thread() -> None:
 
 
 class FuzzWorker:
+    """The test maker and the judge of one actor (or of a test, in-process). Public API:
+    `make_test` (a test from a seed), `prepare` (materialized, reference run, the shared row),
+    `make_prepared` (both, a failure of either as its finished report), `evaluate` (one
+    backend on a test), `judge` (a backend's result as its row and finding), `blame_finding`,
+    `run` / `run_case` (all of it, every backend), `feedback` (verdicts for the seed pool).
+    `backends` is fixed at construction; calls that report rows for some of them take their
+    names."""
+
     def __init__(self, cfg: WorkerConfig, name: str = "worker"):
         set_single_thread()
         self.cfg = cfg
@@ -182,6 +223,18 @@ class FuzzWorker:
         #: the seed pool and the mutation engine (docs/mutation.md)
         self.mutation = MutationSource(cfg.mutation, cfg.generator)
         self.engine = self.mutation.engine
+
+    @property
+    def label(self) -> str:
+        """This worker in rows' `worker` column: name and pid."""
+        return f"{self.name}@{os.getpid()}"
+
+    def _chosen(self, backends: Sequence[str] | None) -> list[Backend]:
+        """The backends named (None: all of this worker's), in the order given."""
+        if backends is None:
+            return self.backends
+        by_name = {b.name: b for b in self.backends}
+        return [by_name[b] for b in backends]
 
     def feedback(self, outcomes: list[tuple[str, str]]) -> int:
         """Backend verdicts of tests this worker made, as (test id, `backend:verdict:error_sig`),
@@ -210,19 +263,28 @@ class FuzzWorker:
         return sb.evaluate(m, job, timeout_s=timeout_s, confirm=confirm)
 
     # ---- making a test -------------------------------------------------------------------------
-    def make_test(self, test_id: str, seed: int, avoid: Iterable[str] = ()) -> TestCase:
+    def make_test(self, test_id: str, seed: int, avoid: Iterable[str] = (),
+                  dynshape: bool | None = None) -> TestCase:
         """Test `test_id` from `seed`: deterministic given the seed, the config, the seed
         pool's history and `avoid`, ops the graph must not hold (capability routing: made for
-        a backend that lacks them; the lineage header records them)."""
-        if wants_dynshape(seed, self.cfg.generator):  # symbolic dims (docs/dynshape.md)
-            from campaign.dynshape import make_dyn_test
-
-            return make_dyn_test(self.cfg, test_id, seed)
-        # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
-        g, lineage = self.mutation.make(test_id, seed)
-        avoid = frozenset(avoid)
-        if avoid:
-            g, lineage = self._without(g, lineage, seed, avoid)
+        a backend that lacks them; the lineage header records them). The steps: a graph,
+        valid inputs (repairing the graph), the coverage input sets, and for a
+        dynamic-shape test (`dynshape`; None: as `GenConfig.p_dynshape` draws for the seed)
+        its other shapes (`campaign.dynshape.add_shapes`)."""
+        if dynshape is None:
+            dynshape = wants_dynshape(seed, self.cfg.generator)
+        if dynshape:
+            # symbolic dims (docs/dynshape.md); not mutated: mutators rewrite the seed pool's
+            # concrete graphs, and `avoid` is not applied
+            g, dseed = generate_dyn(seed, self.cfg.generator)
+            lineage: list[dict[str, Any]] = [{"seed": seed}]
+        else:
+            # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
+            g, lineage = self.mutation.make(test_id, seed)
+            dseed = None
+            avoid = frozenset(avoid)
+            if avoid:
+                g, lineage = self._without(g, lineage, seed, avoid)
         # inputs for which every value is valid (NNSmith-style gradient search), dropping the
         # instructions no input can make valid; if nothing valid remains, the plain search's
         # last try is kept and the reference marks the test invalid
@@ -234,8 +296,9 @@ class FuzzWorker:
         g, values = valid.graph, valid.search.values
         # more input sets, so every `if` takes both branches and loops run other trip counts
         covered = cover(g, values, seed, self.cfg.coverage)
-        return TestCase(test_id, seed, g, values, lineage, covered.extra,
-                        covered.coverage.summary(), ref_outputs=covered.outputs)
+        tc = TestCase(test_id, seed, g, values, lineage, covered.extra,
+                      covered.coverage.summary(), ref_outputs=covered.outputs)
+        return add_shapes(tc, dseed, self.cfg.generator) if dynshape else tc
 
     def _without(self, g: Graph, lineage: list[dict[str, Any]], seed: int,
                  avoid: frozenset[str]) -> tuple[Graph, list[dict[str, Any]]]:
@@ -247,68 +310,79 @@ class FuzzWorker:
         return generate(seed, self.cfg.generator.without(avoid)), [{"seed": seed, "seed_id": f"gen/{seed}",
                                       "avoid": sorted(avoid)}]
 
-    # ---- running it ----------------------------------------------------------------------------
-    def run(self, test_id: str, seed: int) -> TestReport:
+    def make_prepared(self, test_id: str, seed: int, avoid: Iterable[str] = (),
+                      backends: Sequence[str] | None = None) -> Prepared | TestReport:
+        """`make_test`, then `prepare`: the test ready for the backends, or the finished
+        report of one that failed (a generator bug, an invalid test), with one row per backend
+        of `backends` (names; None: all of this worker's)."""
         t0 = time.perf_counter()
         try:
-            tc = self.make_test(test_id, seed)
+            tc = self.make_test(test_id, seed, avoid)
         except Exception as e:  # a generator bug: recorded as invalid, never fatal
-            gen_ms = (time.perf_counter() - t0) * 1e3
-            return self._generator_failure(test_id, seed, e, gen_ms)
-        gen_ms = (time.perf_counter() - t0) * 1e3
-        return self.run_case(tc, gen_ms)
+            return self._generator_failure(test_id, seed, e, ms_since(t0), backends)
+        return self.prepare(tc, ms_since(t0), backends)
+
+    # ---- running it ----------------------------------------------------------------------------
+    def run(self, test_id: str, seed: int) -> TestReport:
+        """Make test `test_id` from `seed` and evaluate it on every backend."""
+        prep = self.make_prepared(test_id, seed)
+        return prep if isinstance(prep, TestReport) else self._evaluate_all(prep)
 
     def run_case(self, tc: TestCase, gen_ms: float = 0.0) -> TestReport:
         """Evaluate a ready test case (reference, then every backend) into rows and findings."""
         prep = self.prepare(tc, gen_ms)
-        if isinstance(prep, TestReport):
-            return prep
+        return prep if isinstance(prep, TestReport) else self._evaluate_all(prep)
+
+    def _evaluate_all(self, prep: Prepared) -> TestReport:
         rows, findings = [], []
         job = Job.of(prep.m) if self.sandboxes else None
         for backend in self.backends:
             result = self.evaluate(backend, prep.m, job)
-            row, finding = self.judge(backend, prep, result)
-            rows.append(row)
-            findings += [f for f in (finding, self.blame_finding(backend, result)) if f]
+            row, found = self.judge(backend, prep, result)
+            rows.append(row.to_dict())
+            findings += [f for f in (found, self.blame_finding(backend, result)) if f]
         return TestReport(rows, findings)
 
-    def prepare(self, tc: TestCase, gen_ms: float = 0.0) -> "Prepared | TestReport":
+    def prepare(self, tc: TestCase, gen_ms: float = 0.0,
+                backends: Sequence[str] | None = None) -> Prepared | TestReport:
         """Materialize a test and run the reference once: what every backend's judgement needs
         (`Prepared`), or the finished report of an invalid test (ill-formed ONNX, invalid
-        reference), one row per backend of this worker."""
+        reference), one row per backend of `backends` (names; None: all of this worker's)."""
         m = Materialized(tc)
-        base = self._base_row(tc, gen_ms)
+        base = ResultRow.of_test(tc, gen_ms, self.mutation.novel(tc.graph), self.host, self.label)
         try:
             m.onnx_model
         except Exception as e:  # our ONNX is ill-formed: our bug, not the compiler's
-            return self._invalid_all(m, base, Stage.IMPORT, type(e).__name__, f"ONNX build/check failed: {e}")
+            return self._invalid_all(m, base, backends, Stage.IMPORT, type(e).__name__,
+                                     f"ONNX build/check failed: {e}")
         ref = run_reference(m)
         self.mutation.observe(tc.test_id, tc.graph, tc.lineage, not ref.problem, ref.error_class)
         if ref.problem:
-            return self._invalid_all(m, base, Stage.REFERENCE, ref.error_class or "InvalidReference",
-                                     ref.problem, ref_ms=ref.ms)
+            return self._invalid_all(m, base, backends, Stage.REFERENCE,
+                                     ref.error_class or "InvalidReference", ref.problem,
+                                     ref_ms=ref.ms)
         # per graph output, the same in every input set
         return Prepared(m, ref, base, output_tolerances(tc.graph), output_precisions(tc.graph))
 
-    def judge(self, backend: Backend, prep: "Prepared",
-              result: BackendResult) -> tuple[dict[str, Any], Finding | None]:
+    def judge(self, backend: Backend, prep: Prepared,
+              result: BackendResult) -> tuple[ResultRow, Finding | None]:
         """The row of one backend's result on a prepared test, and its finding if not a pass."""
-        row = {**prep.base, "backend": backend.name, "target": backend.target,
-               "ref_ms": prep.ref.ms, "compile_ms": result.compile_ms, "run_ms": result.run_ms,
-               **timeout_fields(result)}
+        row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
+                                    compile_ms=result.compile_ms, run_ms=result.run_ms,
+                                    **timeout_fields(result))
         if result.dialect or backend.dialect:
-            row["dialect"] = result.dialect or backend.dialect
+            row.dialect = result.dialect or backend.dialect
         if result.verdict is not None or result.failed:
-            row.update(self._failure_fields(result))
+            row.update(**self._failure_fields(result))
         else:
             use_shadow = self.cfg.float64_shadow and backend.shadow_judged
             j = judge_sets(prep.ref.outputs, result.outputs, len(prep.tc.graph.outputs),
                            prep.tolerances, prep.precisions, prep.truth if use_shadow else None)
-            row.update(self._judgement_fields(j))
-        row.update(dynshape_fields(prep, row, result))
-        row.update(damage_fields(row, result))
-        if Verdict(row["verdict"]).is_finding:
-            return row, self._finding(prep.m, row, prep.ref, result)
+            row.update(**self._judgement_fields(j))
+        row.update(**dynshape_fields(prep, row, result))
+        row.update(**damage_fields(row, result))
+        if Verdict(row.verdict).is_finding:
+            return row, make_finding(prep.m, row, prep.ref, result)
         return row, None
 
     def blame_finding(self, backend: Backend, result: BackendResult) -> Finding | None:
@@ -317,16 +391,14 @@ class FuzzWorker:
         row was already sent: its finding folder and this test's `damage` column say it."""
         if result.blame is None:
             return None
-        from campaign.sandbox import Job, JobMaterialized
-
         packed, why = result.blame
         m = JobMaterialized(Job.unpack(packed))
         what = f"left its process unusable: the next test hit a harness error there ({why})"
-        row = {"test_id": m.tc.test_id, "seed": m.tc.seed, "backend": backend.name,
-               "target": backend.target, "verdict": Verdict.CRASH.value,
-               "stage": Stage.UNKNOWN.value, "error_class": PROCESS_DAMAGED,
-               "error_sig": f"{PROCESS_DAMAGED}: left its process unusable", "error_msg": what}
-        return self._finding(m, row, None, None)
+        row = ResultRow.graphless(m.tc.test_id, m.tc.seed).for_backend(
+            backend.name, backend.target, verdict=Verdict.CRASH.value,
+            stage=Stage.UNKNOWN.value, error_class=PROCESS_DAMAGED,
+            error_sig=f"{PROCESS_DAMAGED}: left its process unusable", error_msg=what)
+        return make_finding(m, row, None, None)
 
     @staticmethod
     def _failure_fields(result: BackendResult) -> dict[str, Any]:
@@ -341,7 +413,7 @@ class FuzzWorker:
             sig = normalize(error_class, msg, frames=result.frames)
         return {"verdict": verdict.value,
                 "stage": None if verdict is Verdict.SKIPPED else stage.value,
-                "error_class": error_class, "error_sig": sig, "error_msg": msg[:MAX_MSG]}
+                "error_class": error_class, "error_sig": sig, "error_msg": msg}
 
     @staticmethod
     def _judgement_fields(j: Judgement) -> dict[str, Any]:
@@ -350,7 +422,7 @@ class FuzzWorker:
             # a pass decided by the shadow keeps its note (the reference was the inaccurate one)
             return {"verdict": Verdict.PASS.value, "error_msg": j.note}
         msg = c.message + (f"; {j.note}" if j.note else "")
-        fields = {"stage": Stage.COMPARE.value, "error_msg": msg[:MAX_MSG],
+        fields = {"stage": Stage.COMPARE.value, "error_msg": msg,
                   "mismatch_output": c.output, "mismatch_input_set": j.input_set,
                   "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err}
         if j.verdict is Verdict.INVALID:
@@ -359,91 +431,28 @@ class FuzzWorker:
         return {**fields, "verdict": Verdict.MISMATCH.value, "error_class": "Mismatch",
                 "error_sig": f"Mismatch: output {c.output}"}
 
-    # ---- rows and findings ---------------------------------------------------------------------
-    def _base_row(self, tc: TestCase, gen_ms: float) -> dict[str, Any]:
-        g: Graph = tc.graph
-        counts = g.op_counts()
-        return {
-            "test_id": tc.test_id, "seed": tc.seed, "lineage": json.dumps(tc.lineage),
-            "mutators": [s["mutator"] for s in tc.lineage[1:] if "mutator" in s],
-            **self.mutation.columns(tc.test_id, g, tc.lineage),
-            "graph_hash": graph_hash(g), "n_insts": g.num_insts(), "n_inputs": len(g.inputs),
-            "n_params": len(g.params), "max_depth": g.max_depth(),
-            "n_if": counts["if"], "n_loop": counts["loop"], "n_scan": counts["scan"],
-            "n_rnn": sum(counts[op] for op in RNN_OPS),
-            **dict(zip(("n_inplace", "n_view_writes"), inplace_counts(g))),
-            "n_input_sets": tc.n_sets, **dyn_row_fields(tc),
-            "n_compiles": None, "recompile_input_set": None, "failed_input_set": None,
-            "dyn_finding": None, "timeout_confirmed": None, "timeout_limit_s": None,
-            "confirm_limit_s": None, "confirm_s": None, "merged": None, "leaked_procs": None,
-            "damage": None,
-            "branch_coverage": (tc.coverage or {}).get("branch_coverage"),
-            "n_if_both": (tc.coverage or {}).get("ifs_both_branches") if counts["if"] else None,
-            "trip_counts": (tc.coverage or {}).get("trip_counts", []),
-            "ops": sorted(counts), "dtypes": sorted({v.type.dtype.short for v in g.all_values()}),
-            "dialect": "eager", "stage": None, "error_class": None, "error_sig": None,
-            "error_msg": None, "mismatch_output": None, "mismatch_input_set": None,
-            "max_abs_err": None, "max_rel_err": None, "gen_ms": gen_ms, "ref_ms": None, "compile_ms": None, "run_ms": None,
-            "host": self.host, "worker": f"{self.name}@{os.getpid()}",
-            "ts": datetime.now(timezone.utc),
-        }
-
-    def _invalid_all(self, m: Materialized, base: dict, stage: Stage, error_class: str, msg: str,
+    # ---- rows of tests that fail before any backend ------------------------------------------
+    def _invalid_all(self, m: Materialized, base: ResultRow, backends: Sequence[str] | None,
+                     stage: Stage, error_class: str, msg: str,
                      ref_ms: float | None = None) -> TestReport:
         sig = normalize(error_class, msg)
-        rows = [{**base, "backend": b.name, "target": b.target, "verdict": Verdict.INVALID.value,
-                 "stage": stage.value, "error_class": error_class, "error_sig": sig,
-                 "error_msg": msg[:MAX_MSG], "ref_ms": ref_ms} for b in self.backends]
-        findings = [self._finding(m, row, None, None) for row in rows[:1]]
-        return TestReport(rows, findings)
+        rows = [base.for_backend(b.name, b.target, verdict=Verdict.INVALID.value,
+                                 stage=stage.value, error_class=error_class, error_sig=sig,
+                                 error_msg=msg, ref_ms=ref_ms) for b in self._chosen(backends)]
+        findings = [make_finding(m, row, None, None) for row in rows[:1]]
+        return TestReport([row.to_dict() for row in rows], findings)
 
-    def _generator_failure(self, test_id: str, seed: int, e: Exception, gen_ms: float) -> TestReport:
+    def _generator_failure(self, test_id: str, seed: int, e: Exception, gen_ms: float,
+                           backends: Sequence[str] | None = None) -> TestReport:
+        """Call in the `except` block (the traceback goes to the finding)."""
         msg = f"{type(e).__name__}: {e}"
-        row = {
-            **graphless_row(test_id, seed), "dialect": "eager", "verdict": Verdict.INVALID.value,
-            "stage": Stage.GENERATE.value, "error_class": type(e).__name__,
-            "error_sig": normalize(type(e).__name__, str(e)), "error_msg": msg[:MAX_MSG],
-            "gen_ms": gen_ms, "host": self.host, "worker": f"{self.name}@{os.getpid()}",
-            "ts": datetime.now(timezone.utc),
-        }
-        rows = [{**row, "backend": b.name, "target": b.target} for b in self.backends]
+        base = ResultRow.graphless(
+            test_id, seed, dialect="eager", verdict=Verdict.INVALID.value,
+            stage=Stage.GENERATE.value, error_class=type(e).__name__,
+            error_sig=normalize(type(e).__name__, str(e)), error_msg=msg, gen_ms=gen_ms,
+            host=self.host, worker=self.label)
+        rows = [base.for_backend(b.name, b.target).to_dict() for b in self._chosen(backends)]
         files = {"info.json": json.dumps({"seed": seed, "error": msg,
                                           "traceback": traceback.format_exc()}, indent=2).encode()}
         return TestReport(rows, [Finding(test_id, rows[0]["backend"], Verdict.INVALID.value,
                                          rows[0]["error_sig"], files)])
-
-    def _finding(self, m: Materialized, row: dict, ref: ReferenceResult | None,
-                 result: BackendResult | None) -> Finding:
-        tc = m.tc
-        files: dict[str, bytes] = {
-            "graph.gir": print_graph(tc.graph).encode(),
-            "inputs.npz": npz_bytes(tc.values),
-        }
-        for k, extra in enumerate(tc.extra_inputs, 1):
-            files[f"inputs_set{k}.npz"] = npz_bytes(extra)
-        if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
-            files["dynshape.json"] = tc.dynshape.dumps().encode()
-        try:
-            files["model.onnx"] = m.onnx_bytes
-        except Exception:  # the ONNX build itself failed; info.json says how
-            pass
-        if ref is not None and ref.outputs is not None:
-            files["expected.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(ref.outputs)})
-        if result is not None and result.outputs is not None:
-            files["actual.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(result.outputs)})
-        info = {k: row[k] for k in ("test_id", "seed", "backend", "target", "verdict", "stage",
-                                    "error_class", "error_sig", "error_msg", "max_abs_err",
-                                    "max_rel_err", "mismatch_output", "mismatch_input_set",
-                                    "n_compiles", "dyn_finding", "timeout_confirmed",
-                                    "timeout_limit_s", "confirm_limit_s", "confirm_s")
-                if k in row}
-        info["lineage"] = tc.lineage
-        info["input_sets"] = tc.n_sets
-        if tc.coverage is not None:
-            info["coverage"] = tc.coverage
-        info["output_tolerances"] = [[t.rtol, t.atol] for t in output_tolerances(tc.graph)]
-        info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
-        if result is not None and result.traceback:
-            info["traceback"] = result.traceback
-        files["info.json"] = json.dumps(info, indent=2, default=str).encode()
-        return Finding(tc.test_id, row["backend"], row["verdict"], row["error_sig"] or "", files)

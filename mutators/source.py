@@ -200,6 +200,11 @@ class MutationSource:
         return generate(seed, self.gen), [head]
 
     # ---- feedback --------------------------------------------------------------------------
+    def novel(self, graph: Graph) -> bool | None:
+        """Whether `graph` has an op/feature pattern the pool has not seen (ask before
+        `observe`ing its test); None with mutation off."""
+        return bool(self.pool.novelty(graph)) if self.active else None
+
     def observe(self, test_id: str, graph: Graph, lineage: list[dict[str, Any]], valid: bool,
                 error_class: str | None = None) -> None:
         """A test's outcome on the reference (called once its reference has run)."""
@@ -217,22 +222,3 @@ class MutationSource:
         for test_id, sig in outcomes:
             by_test.setdefault(test_id, []).append(sig)
         return sum(self.pool.feedback(t, sigs) for t, sigs in by_test.items())
-
-    def columns(self, test_id: str, graph: Graph, lineage: list[dict[str, Any]]) -> dict[str, Any]:
-        """The rows' mutation columns of a test (docs/results-schema.md); call before
-        `observe` (`novel` is judged against the pool as it was)."""
-        head = lineage[0] if lineage else {}
-        return {
-            "seed_id": str(head.get("seed_id", "")),
-            "parent_id": head.get("parent"),
-            "step_mutators": [s["mutator"] for s in lineage[1:]
-                              if "mutator" in s and s.get("test") == test_id],
-            "mutation_discarded": int(head.get("discarded", 0)),
-            "novel": bool(self.pool.novelty(graph)) if self.active else None,
-        }
-
-
-def verdict_signature(row: dict[str, Any]) -> str:
-    """The feedback signature of one backend row: `backend:verdict[:error_sig]`."""
-    sig = f"{row['backend']}:{row['verdict']}"
-    return f"{sig}:{row['error_sig']}" if row.get("error_sig") else sig

@@ -12,7 +12,6 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 import pytest
 import ray
@@ -21,6 +20,7 @@ import ray.cloudpickle
 from campaign.config import BackendOptions, CampaignConfig, Config, GenerationOptions, RayConfig
 from campaign.driver import CampaignError, Stages, run_campaign
 from campaign.ids import sampled, index_of
+from campaign.row import ResultRow
 from campaign.storage import read_results
 from campaign.verdict import Verdict
 
@@ -85,13 +85,10 @@ class FakeError:
 
 
 def base_row(test_id: str, seed: int) -> dict:
-    """The shared columns of a test's rows (every schema column but backend/target/verdict)."""
-    from campaign.schema import graphless_row
-
-    return {**graphless_row(test_id, seed), "graph_hash": "h", "n_insts": 1, "n_inputs": 1,
-            "max_depth": 1, "n_input_sets": 1, "ops": ["add"], "dtypes": ["f32"],
-            "dialect": "eager", "gen_ms": 0.1, "host": "fakehost", "worker": "gen",
-            "ts": datetime.now(timezone.utc)}
+    """The shared columns of a test's rows (backend, target and verdict empty)."""
+    return ResultRow.graphless(test_id, seed, graph_hash="h", n_insts=1, n_inputs=1, max_depth=1,
+                               n_input_sets=1, ops=["add"], dtypes=["f32"], dialect="eager",
+                               gen_ms=0.1, host="fakehost", worker="gen").to_dict()
 
 
 def misbehave(action: str) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import ray.cloudpickle
 
 from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
 from campaign.driver import Stages, run_campaign
+from campaign.row import ResultRow
 from campaign.storage import read_results
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -40,11 +40,8 @@ class Made:
 
 
 def _base(tid: str, seed: int) -> dict:
-    from campaign.schema import graphless_row
-
-    return {**graphless_row(tid, seed), "graph_hash": "h", "n_insts": 1, "n_inputs": 1,
-            "dialect": "eager", "gen_ms": 0.1, "host": "h", "worker": "gen",
-            "ts": datetime.now(timezone.utc)}
+    return ResultRow.graphless(tid, seed, graph_hash="h", n_insts=1, n_inputs=1, dialect="eager",
+                               gen_ms=0.1, host="h", worker="gen").to_dict()
 
 
 class Gen:
