@@ -1,6 +1,7 @@
 """GraphIR: the graph representation, its verifier, text form, generator and materializers."""
 import ir.ops  # noqa: F401  (registers the op library)
 import ir.ops.control  # noqa: F401  (registers control flow)
+import ir.inplace  # noqa: F401  (registers the verifier's check of views and in-place writes)
 from ir.dtypes import DType
 from ir.generate import GenConfig, generate
 from ir.graph import Graph, Inst, Value

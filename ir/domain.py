@@ -8,6 +8,7 @@ zero, (2) every float result is finite and (3) every int result satisfies
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 from ir.graph import Graph, Inst, Value
+from ir.inplace import InplaceError, functionalize, has_writes
 from ir.interpreter import Interpreter
 from ir.ops.control import is_control
 from ir.paths import Path, Site
@@ -172,12 +174,8 @@ def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor], trace: ControlTr
     other input sets can run them: `ir.coverage`).
 
     Returns every value computed so far and the violation (None when all values are valid)."""
-    from ir.inplace import has_writes
-
     if has_writes(g):  # in-place writes: checked on the functionalized graph (docs/inplace.md)
-        from ir.inplace import evaluate_checked as evaluate_functionalized
-
-        return evaluate_functionalized(g, env, trace, explore)
+        return _evaluate_functionalized(g, env, trace, explore)
     values = dict(env)
     for name, t in env.items():
         problem = result_problem(name, t)
@@ -188,3 +186,39 @@ def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor], trace: ControlTr
     except _Invalid as e:
         return values, e.violation
     return values, None
+
+
+# ---------------------------------------------------------------------------------------------
+# validity: checked on the functionalized graph
+
+_LABEL = re.compile(r"^inst (\d+) \(([^)]*)\)")
+
+
+def _evaluate_functionalized(g: Graph, env: Mapping[str, torch.Tensor],
+                             trace: ControlTrace | None, explore: bool
+                             ) -> tuple[dict[str, torch.Tensor], Violation | None]:
+    """`evaluate_checked` for a graph with in-place writes: the functionalized graph
+    is evaluated and checked (same values, every one of them checked; no mutation, so the
+    input search's gradients flow), and the results are mapped back: the violation's index
+    and the trace's sites name the original instructions, and each original output name
+    holds its final contents."""
+    try:
+        fn = functionalize(g)
+    except InplaceError as e:  # e.g. a repair dropped what made it well-defined: drop more
+        return dict(env), Violation(e.index, e.summary, [])
+    tr = None if trace is None else (lambda site, ran, values: trace(fn.site(site), ran, values))
+    values, violation = evaluate_checked(fn.graph, env, tr, explore)
+    for o, fo in zip(g.outputs, fn.graph.outputs):
+        if fo in values:
+            values[o] = values[fo]
+    if violation is not None and violation.index >= 0:
+        k = violation.index
+        orig = fn.origin[k]
+        m = _LABEL.match(violation.message)
+        message = violation.message
+        if m:
+            message = (f"inst {orig} ({g.insts[orig].op.name}), functionalized inst {m.group(1)} "
+                       f"({m.group(2)})" + message[m.end():])
+        # the functionalized graph's body paths do not name the original's instructions
+        violation = replace(violation, index=orig, message=message, path=Site((orig,)))
+    return values, violation

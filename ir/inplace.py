@@ -30,8 +30,6 @@ torch runs the in-place form (`TorchPlan`), so compilers get real mutation.
 """
 from __future__ import annotations
 
-import dataclasses
-import re
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, Mapping, Sequence
@@ -44,7 +42,7 @@ from ir.names import Names
 from ir.op import Op
 from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
 from ir.types import TensorType
-from ir.verify import VerifyError, quote_context
+from ir.verify import VerifyError, quote_context, register_effect_check
 
 #: pure ops whose torch form may return a view of (or the very tensor of) an operand: slicing
 #: and reshaping movement ops, and control flow (a body may return its input). Their results
@@ -357,9 +355,11 @@ def analyze(g: Graph, require_returned: bool = True) -> Analysis:
 
 def check(g: Graph) -> None:
     """Raise `InplaceError` if `g` is ill-defined (the verifier calls this when `g` has views
-    or in-place writes)."""
+    or in-place writes: registered below)."""
     analyze(g)
 
+
+register_effect_check(check)
 
 def counts(g: Graph) -> tuple[int, int]:
     """(in-place writes, writes through views), nested ones included; (0, 0) when none."""
@@ -624,40 +624,3 @@ class _PlanInterpreter(Interpreter):
 
 def torch_plan(g: Graph) -> TorchPlan:
     return _cached("torch", g, lambda: TorchPlan(g))
-
-
-# ---------------------------------------------------------------------------------------------
-# validity: checked on the functionalized graph
-
-_LABEL = re.compile(r"^inst (\d+) \(([^)]*)\)")
-
-
-def evaluate_checked(g: Graph, env, trace=None, explore: bool = False):
-    """`ir.domain.evaluate_checked` for a graph with in-place writes: the functionalized graph
-    is evaluated and checked (same values, every one of them checked; no mutation, so the
-    input search's gradients flow), and the results are mapped back: the violation's index
-    and the trace's sites name the original instructions, and each original output name
-    holds its final contents."""
-    from ir.domain import Violation
-    from ir.domain import evaluate_checked as pure_evaluate
-
-    try:
-        fn = functionalize(g)
-    except InplaceError as e:  # e.g. a repair dropped what made it well-defined: drop more
-        return dict(env), Violation(e.index, e.summary, [])
-    tr = None if trace is None else (lambda site, ran, values: trace(fn.site(site), ran, values))
-    values, violation = pure_evaluate(fn.graph, env, tr, explore)
-    for o, fo in zip(g.outputs, fn.graph.outputs):
-        if fo in values:
-            values[o] = values[fo]
-    if violation is not None and violation.index >= 0:
-        k = violation.index
-        orig = fn.origin[k]
-        m = _LABEL.match(violation.message)
-        message = violation.message
-        if m:
-            message = (f"inst {orig} ({g.insts[orig].op.name}), functionalized inst {m.group(1)} "
-                       f"({m.group(2)})" + message[m.end():])
-        # the functionalized graph's body paths do not name the original's instructions
-        violation = dataclasses.replace(violation, index=orig, message=message, path=(orig,))
-    return values, violation

@@ -16,6 +16,8 @@ whose remaining lines quote the instruction in context.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ir.graph import Graph, Inst
 from ir.op import Op
 from ir.shapes import holds
@@ -32,13 +34,26 @@ class VerifyError(ValueError):
         super().__init__(summary + ("\n" + context if context else ""))
 
 
+#: the judges of memory effects (views, in-place writes: `Op.effect`), which the layers above
+#: the core register: the in-place analysis' alias rules (`ir.analysis.inplace`, registered
+#: when `ir` is imported). Each raises a `VerifyError` for an ill-defined graph.
+EFFECT_CHECKS: list[Callable[[Graph], None]] = []
+
+
+def register_effect_check(check: Callable[[Graph], None]) -> None:
+    """Have `verify` run `check` on every graph with views or in-place writes."""
+    if check not in EFFECT_CHECKS:
+        EFFECT_CHECKS.append(check)
+
+
 def verify(g: Graph) -> Graph:
     """Raise VerifyError if `g` is ill-formed; return `g` so calls can be chained."""
     _Checker().graph(g, path=f"graph {g.name}", top=True)
     if any(not inst.op.effect.pure for inst, _ in g.walk()):  # views, in-place writes
-        from ir.inplace import check
-
-        check(g)
+        if not EFFECT_CHECKS:  # pragma: no cover - `import ir` registers the in-place analysis
+            raise RuntimeError("no check of memory effects is registered (import ir first)")
+        for check in EFFECT_CHECKS:
+            check(g)
     return g
 
 
