@@ -8,7 +8,7 @@ p_loop 0.1, p_scan 0.1, max_depth 2, the other `GenConfig` fields at their defau
 `campaign.worker.FuzzWorker.make_test` (generate or mutate, `make_valid`, `cover` with the
 worker's `CoverConfig`), with no backend; `make_valid` and `cover` are timed by wrapping the
 names the worker calls, and the `Coverage` `cover` returns is kept. An input set counts only
-when it passed `ir.domain.evaluate_checked` (`cover` keeps no other).
+when it passed `ir.numerics.domain.evaluate_checked` (`cover` keeps no other).
 
 `--mutation-rate R` (default 0: generation only, the preset's mutation off) makes tests as a
 campaign does with `mutation.rate = R` (the preset's other `mutation` settings): one worker,
@@ -25,7 +25,7 @@ Prints: ifs covered both ways / total (top level, nested), branches taken / tota
 rows' `branch_coverage` averages), loops with >= 2 distinct trip counts and with a zero trip,
 input sets per test, seconds per test (median, p90; CPU time of this process, then wall) in
 `cover` and in `make_valid` over the tests with control flow, instructions `make_valid`
-dropped, and each uncovered if's reason (`ir.coverage.explain`, the reason of its first
+dropped, and each uncovered if's reason (`ir.numerics.coverage.explain`, the reason of its first
 missing branch); `--list` names them (seed, site, reason, mutators).
 """
 from __future__ import annotations
@@ -47,8 +47,8 @@ sys.path.insert(0, str(ROOT))
 import campaign.worker as worker_mod  # noqa: E402
 from campaign.config import Config, register_configs, to_config  # noqa: E402
 from campaign.worker import FuzzWorker, WorkerConfig  # noqa: E402
-from ir.coverage import REASONS, Coverage, explain  # noqa: E402
-from ir.generate import GenConfig  # noqa: E402
+from ir.numerics.coverage import REASONS, Coverage, explain  # noqa: E402
+from ir.gen.builder import GenConfig  # noqa: E402
 
 
 def preset_config(preset: str) -> Config:

@@ -1,13 +1,13 @@
 """Mutation throughput and validity, per mutator, on one core.
 
 For each mutator: `--tries` proposals on the shipped seeds (round-robin, a fresh rng each),
-each accepted candidate verified (`ir.verify`, as the engine does). Prints:
+each accepted candidate verified (`ir.core.verify`, as the engine does). Prints:
   - valid mutants/s: mutants that pass `verify` per second of CPU time spent proposing and
     verifying (failed and declined attempts included), on one core (torch and this process
     single-threaded; CPU time, so other load on the machine does not count);
   - applied: share of proposals that gave a verified mutant (the rest: declined, ill-formed);
   - valid on the reference: of `--valid` of those mutants, the share for which the input search
-    finds values every instruction accepts (`make_valid`, repairs allowed, then `ir.domain`'s
+    finds values every instruction accepts (`make_valid`, repairs allowed, then `ir.numerics.domain`'s
     check), and the share needing no repair.
 Then the median over mutators, and whole chains (length 1..5) as the campaign makes them.
 
@@ -28,8 +28,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from ir import GenConfig, verify  # noqa: E402
-from ir.domain import evaluate_checked  # noqa: E402
-from ir.input_search import make_valid  # noqa: E402
+from ir.numerics.domain import evaluate_checked  # noqa: E402
+from ir.numerics.input_search import make_valid  # noqa: E402
 from mutators import MUTATORS, MutationConfig, MutationEngine  # noqa: E402
 from mutators.source import ROOT, load_seeds  # noqa: E402
 

@@ -41,9 +41,7 @@ CAMPAIGNS: dict[str, list[str]] = {
 #: fixed order, each test's reference outcome then one made-up verdict signature
 MUTANTS = r"""
 import hashlib, json, sys
-from ir.generate import GenConfig
-from ir.text import canonical_text
-from ir.verify import verify
+from ir import GenConfig, canonical_text, verify  # exported by the package, in every layout
 from mutators.engine import MutationConfig
 from mutators.source import MutationSource
 

@@ -6,8 +6,8 @@ from functools import cached_property
 import onnx
 
 from campaign.testcase import TestCase
-from ir.to_onnx import to_onnx
-from ir.to_torch import GraphModule
+from ir.materialize.to_onnx import to_onnx
+from ir.materialize.to_torch import GraphModule
 
 
 class Materialized:
@@ -19,7 +19,7 @@ class Materialized:
     @cached_property
     def onnx_model(self) -> onnx.ModelProto:
         if self.tc.dynshape is not None:  # one model with symbolic dims (docs/dynshape.md)
-            from ir.dynshape import to_onnx_dyn
+            from ir.materialize.dynshape import to_onnx_dyn
 
             model = to_onnx_dyn(self.tc.graph, self.tc.dynshape, self.tc.params())
         else:
@@ -34,7 +34,7 @@ class Materialized:
     @cached_property
     def torch_module(self) -> GraphModule:
         if self.tc.dynshape is not None:
-            from ir.dynshape import torch_module
+            from ir.materialize.dynshape import torch_module
 
             return torch_module(self.tc.graph, self.tc.dynshape, self.tc.params())
         return GraphModule(self.tc.graph, self.tc.params())

@@ -16,7 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from campaign.triage.config import TriageConfig
-from ir.generate import GenConfig
+from ir.gen.builder import GenConfig
 from mutators import MutationConfig
 
 

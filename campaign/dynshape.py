@@ -1,7 +1,7 @@
 """Dynamic-shape tests in the campaign (docs/dynshape.md): the step of making one that adds its
 shapes, and how a backend's run on several shapes is judged.
 
-A dynamic-shape test is a `TestCase` whose `dynshape` (`ir.dynshape.DynShape`) says which dims
+A dynamic-shape test is a `TestCase` whose `dynshape` (`ir.materialize.dynshape.DynShape`) says which dims
 are symbolic; its input sets run different shapes (set k has the assignment
 `dynshape.set_assignment[k]`), through one ONNX model with `dim_param`s and one torch module
 that computes its shape arguments from its inputs' sizes. Backends compile once and run every
@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from campaign.testcase import TestCase
-from ir.dynshape import DynShape, instantiate
-from ir.gen_dynshape import finish, wants_dynshape
-from ir.generate import GenConfig
-from ir.input_search import search_inputs
+from ir.materialize.dynshape import DynShape, instantiate
+from ir.gen.dynshape import finish, wants_dynshape
+from ir.gen.builder import GenConfig
+from ir.numerics.input_search import search_inputs
 from ir.ops.rnn import RECURRENT
-from ir.values import random_values
+from ir.numerics.values import random_values
 
 __all__ = ["wants_dynshape", "make_dyn_test", "add_shapes", "unexpected_recompile",
            "classify", "failing_sets", "case_from_finding"]
@@ -96,7 +96,7 @@ def unexpected_recompile(tc: TestCase, compiles: list[int] | None) -> int | None
 def generic(dyn: DynShape, assignment: dict[str, int]) -> bool:
     """Every symbolic dim of every value is >= 2 under `assignment`: nothing a compiler may
     specialize as a 0/1 size (torch.compile does, by design)."""
-    from ir.dynshape import eval_expr
+    from ir.materialize.dynshape import eval_expr
 
     return all(eval_expr(d, assignment) >= 2 for dims in dyn.dims.values() for d in dims
                if not isinstance(d, int))
@@ -179,7 +179,7 @@ def case_from_finding(folder) -> TestCase:
     import json
     from pathlib import Path
 
-    from ir.text import load
+    from ir.core.text import load
 
     folder = Path(folder)
     g = load(folder / "graph.gir")

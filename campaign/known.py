@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ir.graph import Graph
+from ir.core.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class Trigger:
 
 def skeleton(g: Graph) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
     """(signatures, edges) of a graph, bodies included (module doc)."""
-    from ir.generate import signature_key
+    from ir.gen.builder import signature_key
 
     sigs: set[str] = set()
     edges: set[tuple[str, str]] = set()
@@ -92,7 +92,7 @@ def load_triggers(paths: Iterable[str | Path]) -> list[Trigger]:
     or an output dir holding one): each bucket's reduced graph (`graph.gir` in its folder,
     relative to the table's dir). A bucket without a reduced graph on disk has no trigger."""
     from campaign.triage.buckets import BUGS_FILE, read_bugs_table
-    from ir.text import load
+    from ir.core.text import load
 
     out: list[Trigger] = []
     seen: set[str] = set()

@@ -4,9 +4,9 @@ barely grows with the graph (Inductor: a median compile of 6.3 s at 10 nodes, 3.
 merges the tests of a batch, evaluates the merged test once and splits its result back.
 
 The merged test (`merge`) is the disjoint union of its parts:
-  - its graph: every part's values renamed with the part's prefix `p<j>_` (`ir.rewrite.
+  - its graph: every part's values renamed with the part's prefix `p<j>_` (`ir.core.rewrite.
     rename_prefixed`, bodies included, so names stay unique across all nesting levels), then
-    inputs, params, instructions and outputs concatenated in part order; it passes `ir.verify`
+    inputs, params, instructions and outputs concatenated in part order; it passes `ir.core.verify`
     (checked when it is built). Part j's outputs are `Part.outputs` of the merged outputs;
   - its input sets: as many as the part with the most; merged set s gives part j its own set
     s when it has one, else its set 0 again (a repeat, never judged). `Part.own_sets` are the
@@ -54,9 +54,9 @@ from typing import Callable, Hashable, Optional, Sequence
 from campaign.backends.base import BackendResult
 from campaign.testcase import TestCase
 from campaign.worker import Prepared
-from ir.graph import Graph
-from ir.rewrite import rename_prefixed
-from ir.verify import verify
+from ir.core.graph import Graph
+from ir.core.rewrite import rename_prefixed
+from ir.core.verify import verify
 
 
 class MergeError(ValueError):

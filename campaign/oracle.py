@@ -2,7 +2,7 @@
 float64-shadow judgement of a float mismatch.
 
 |actual - expected| <= atol + rtol * |expected| elementwise. Each output's tolerance comes from
-`ir.precision.output_tolerances`: the base tolerance of the least precise float dtype in its
+`ir.analysis.precision.output_tolerances`: the base tolerance of the least precise float dtype in its
 dependency cone (a float64 output computed through float32 gets float32 tolerances), loosened by
 the op families in the cone; outputs with no float in their cone must be exact. Shapes and dtypes
 must match exactly. NaN positions must agree (the reference has none: it is rejected when
@@ -32,8 +32,8 @@ from typing import Callable, Sequence, Union
 import numpy as np
 
 from campaign.verdict import Verdict
-from ir.dtypes import DType
-from ir.precision import BASE_TOLERANCE, EXACT, Tolerance
+from ir.core.dtypes import DType
+from ir.analysis.precision import BASE_TOLERANCE, EXACT, Tolerance
 
 #: how many times the reference's own error (vs the float64 truth) a target may be off by
 #: where the reference is off too, before the mismatch is confirmed anyway

@@ -2,7 +2,7 @@
 shadow.
 
 A test is *invalid* (our generator's problem, never a finding against a compiler) when eager
-raises or any value, intermediate or output, fails `ir.domain`'s check (the one the input search
+raises or any value, intermediate or output, fails `ir.numerics.domain`'s check (the one the input search
 uses too): an op's inputs outside its safe domain (e.g. near-ties in argmax/topk, values near a
 floor/sign jump, log near 0), a non-finite float, or an integer so large that an int op could have
 wrapped around (|x| < 2**(bits/2 - 1)).
@@ -28,11 +28,11 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.oracle import Truths
-from ir.domain import evaluate_checked
-from ir.dtypes import DType
-from ir.graph import Graph, Inst, Value
-from ir.op import Op
-from ir.to_torch import evaluate_torch
+from ir.numerics.domain import evaluate_checked
+from ir.core.dtypes import DType
+from ir.core.graph import Graph, Inst, Value
+from ir.core.op import Op
+from ir.materialize.to_torch import evaluate_torch
 
 
 @dataclass
@@ -58,7 +58,7 @@ def torch_env(values: dict[str, np.ndarray], widen: bool = False) -> dict[str, t
 def run_reference(m: Materialized) -> ReferenceResult:
     """The outputs of every input set, set after set (one flat list); invalid when any set is.
     Taken as they are when the input-set search computed them already (`TestCase.ref_outputs`:
-    the same evaluation, `ir.coverage.Covered.outputs`)."""
+    the same evaluation, `ir.numerics.coverage.Covered.outputs`)."""
     t0 = time.perf_counter()
     if m.tc.ref_outputs is not None and m.tc.dynshape is None:
         return ReferenceResult(list(m.tc.ref_outputs), (time.perf_counter() - t0) * 1e3)
@@ -161,7 +161,7 @@ def rounding_spread(g: Graph, env: dict[str, np.ndarray], truths: list[np.ndarra
     of |output - truth| (inf where an evaluation went non-finite). None for a non-float output,
     or when no evaluation gave it with the truth's shape (one that raises or changes a shape
     is left out: it measures nothing)."""
-    from ir.inplace import pure_form
+    from ir.analysis.inplace import pure_form
 
     spread: list[np.ndarray | None] = [None] * len(g.outputs)
     try:

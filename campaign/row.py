@@ -28,9 +28,9 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
 from campaign.verdict import Stage, Verdict
-from ir.inplace import counts as inplace_counts
+from ir.analysis.inplace import counts as inplace_counts
 from ir.ops.rnn import RECURRENT
-from ir.text import graph_hash
+from ir.core.text import graph_hash
 
 if TYPE_CHECKING:
     from campaign.testcase import TestCase

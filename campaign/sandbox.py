@@ -76,8 +76,8 @@ from campaign.backends.base import Backend, BackendResult, set_stage_listener
 from campaign.signature import python_frames
 from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
-from ir.graph import Graph
-from ir.op import OP_REGISTRY, Op
+from ir.core.graph import Graph
+from ir.core.op import OP_REGISTRY, Op
 
 _CTX = mp.get_context("fork")
 
@@ -155,7 +155,7 @@ class Job:
     onnx_bytes: bytes | None
     lineage: list[dict[str, Any]]
     extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
-    #: dynamic shapes (`ir.dynshape.DynShape`, plain data), None for a static test
+    #: dynamic shapes (`ir.materialize.dynshape.DynShape`, plain data), None for a static test
     dynshape: Any = None
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 

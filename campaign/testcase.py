@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ir.graph import Graph
-from ir.values import random_values
+from ir.core.graph import Graph
+from ir.numerics.values import random_values
 
 __all__ = ["TestCase", "npz_bytes", "random_values"]
 
@@ -31,12 +31,12 @@ class TestCase:
     lineage: list[dict[str, Any]] = field(default_factory=list)
     #: input sets 1.., each a value for every graph input (not params), by name
     extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
-    #: what the input sets exercise (`ir.coverage.Coverage.summary()`), when measured
+    #: what the input sets exercise (`ir.numerics.coverage.Coverage.summary()`), when measured
     coverage: dict[str, Any] | None = None
-    #: dynamic shapes (`ir.dynshape.DynShape`, docs/dynshape.md): which dims are symbolic and
+    #: dynamic shapes (`ir.materialize.dynshape.DynShape`, docs/dynshape.md): which dims are symbolic and
     #: the shape of each input set; `graph` is then the concrete graph of set 0
     dynshape: Any = None
-    #: the reference outputs of every set (`ir.coverage.Covered.outputs`), when the input-set
+    #: the reference outputs of every set (`ir.numerics.coverage.Covered.outputs`), when the input-set
     #: search computed them already; None: `campaign.reference.run_reference` runs the sets
     ref_outputs: list[np.ndarray] | None = None
 
@@ -46,7 +46,7 @@ class TestCase:
             return self.graph
         sets = self.__dict__.get("_graph_sets")
         if sets is None or sets.g is not self.graph:
-            from ir.dynshape import GraphSets
+            from ir.materialize.dynshape import GraphSets
 
             sets = self.__dict__["_graph_sets"] = GraphSets(self.graph, self.dynshape)
         return sets(k)

@@ -35,13 +35,14 @@ from campaign.sandbox import Job, JobMaterialized, Sandbox, SandboxConfig
 from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
-from ir.coverage import CoverConfig, cover
-from ir.gen_dynshape import generate_dyn, wants_dynshape
-from ir.generate import GenConfig, generate
-from ir.graph import Graph
-from ir.input_search import make_valid, search_inputs
-from ir.precision import output_precisions, output_tolerances
-from ir.text import print_graph
+from ir.numerics.coverage import CoverConfig, cover
+from ir.gen.dynshape import generate_dyn, wants_dynshape
+from ir.gen.builder import GenConfig
+from ir.gen.generate import generate
+from ir.core.graph import Graph
+from ir.numerics.input_search import make_valid, search_inputs
+from ir.analysis.precision import output_precisions, output_tolerances
+from ir.core.text import print_graph
 from mutators import MutationConfig
 from mutators.source import MutationSource
 
@@ -58,7 +59,7 @@ class WorkerConfig:
     limits: SandboxConfig = field(default_factory=SandboxConfig)
     #: judge float mismatches against the float64 shadow of the reference
     float64_shadow: bool = True
-    #: extra input sets for tests with control flow (`ir.coverage`)
+    #: extra input sets for tests with control flow (`ir.numerics.coverage`)
     coverage: CoverConfig = field(default_factory=CoverConfig)
     #: known bugs' triggers (`campaign.known`): generation says which backends' a test matches
     known: list = field(default_factory=list)

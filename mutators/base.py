@@ -6,8 +6,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ir.generate import GenConfig
-from ir.graph import Graph
+from ir.gen.builder import GenConfig
+from ir.core.graph import Graph
 
 MUTATORS: dict[str, type["Mutator"]] = {}
 

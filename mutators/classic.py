@@ -7,11 +7,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ir.graph import Graph, Inst, Value
-from ir.op import Op
-from ir.rewrite import insert_insts, replace_uses
-from ir.shapes import holds
-from ir.types import TensorType
+from ir.core.graph import Graph, Inst, Value
+from ir.core.op import Op
+from ir.core.rewrite import insert_insts, replace_uses
+from ir.core.shapes import holds
+from ir.core.types import TensorType
 from mutators.optable import enabled_ops, fragile_deep, ops_to, same_type_ops
 from mutators.scope import (
     Ctx, ScopedMutator, copy_insts, pick_region, pure, region, values_before,

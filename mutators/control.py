@@ -2,7 +2,7 @@
 branch of an `if`) and `wrap_loop` (a region becomes the body of a `loop`, or the cell of a
 `scan` over a sequence axis: the loop-wrapped recurrent cell).
 
-Both follow the generator's conventions (`ir.gen_control`), so the tests they make get the same
+Both follow the generator's conventions (`ir.gen.control`), so the tests they make get the same
 input-set coverage: an if's predicate is `reduce_sum(...(v)) > t` with `t` a new scalar graph
 input (threaded into bodies unchanged, see `mutators.scope`), a loop's trip count is a new int64
 scalar graph input, a scan runs over axis 0 of a value of the scope or of a new input. Values
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ir.dtypes import DType
-from ir.gen_control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
-from ir.graph import Graph, Inst, Value
+from ir.core.dtypes import DType
+from ir.gen.control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
+from ir.core.graph import Graph, Inst, Value
 from ir.ops.control import If, Loop, Scan
-from ir.paths import Path
-from ir.rewrite import rename_canonically, replace_uses
-from ir.text import print_graph
-from ir.types import TensorType
+from ir.core.paths import Path
+from ir.core.rewrite import rename_canonically, replace_uses
+from ir.core.text import print_graph
+from ir.core.types import TensorType
 from mutators.classic import MutateAttrs, ReplaceOp
 from mutators.optable import enabled_ops, fragile_deep, ops_to
 from mutators.insert_op import InsertOp

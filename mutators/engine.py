@@ -1,9 +1,9 @@
 """`MutationEngine`: applies a chain of weighted mutators to a graph, verifying every step.
 
 Each step draws a mutator by weight and asks it for a candidate; a candidate that is declined
-(the mutator found nothing to do at the place it looked), fails `ir.verify`, grows past
-`max_insts`, nests past `max_depth` or has more ifs whose branches `ir.coverage.cover` cannot
-steer than its parent (`ir.coverage.unsteerable_ifs`) is discarded and counted, and the step is
+(the mutator found nothing to do at the place it looked), fails `ir.core.verify`, grows past
+`max_insts`, nests past `max_depth` or has more ifs whose branches `ir.numerics.coverage.cover` cannot
+steer than its parent (`ir.numerics.coverage.unsteerable_ifs`) is discarded and counted, and the step is
 retried (a new draw, so another mutator or the same one with other choices) up to `retries`
 times. Accepted steps are recorded for the lineage as `{"mutator": name, ...its parameters}`.
 """
@@ -15,10 +15,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ir.coverage import unsteerable_ifs
-from ir.generate import GenConfig
-from ir.graph import Graph
-from ir.verify import VerifyError, verify
+from ir.numerics.coverage import unsteerable_ifs
+from ir.gen.builder import GenConfig
+from ir.core.graph import Graph
+from ir.ops.control import is_control
+from ir.core.verify import VerifyError, verify
 from mutators.base import MUTATORS, Mutator
 
 log = logging.getLogger(__name__)
@@ -136,10 +137,11 @@ class MutationEngine:
             stats["invalid"] += 1
             log.debug("mutator %s made an ill-formed graph: %s", mutator.name, e.summary)
             return None
-        if g.op_counts()["if"] and len(unsteerable_ifs(g)) > self._unsteerable(out.graph):
+        if any(is_control(i.op) and i.op.chooses_body for i, _ in g.walk()) \
+                and len(unsteerable_ifs(g)) > self._unsteerable(out.graph):
             # an if whose predicate is no longer a comparison with a graph-input threshold
             # (e.g. `gt` replaced by `eq`, an op inserted on the threshold or on the predicate,
-            # the comparison wrapped into a body): `ir.coverage.cover` could not take both
+            # the comparison wrapped into a body): `ir.numerics.coverage.cover` could not take both
             # of its branches
             stats["unsteerable"] += 1
             return None

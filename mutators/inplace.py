@@ -11,7 +11,7 @@ the base see it. A written graph input is returned (a mutated input is an observ
 
 Candidates that the analysis rejects (a write to a param or a body input, overlapping reads,
 a view torch cannot make, writes through repeated elements...) are never proposed: each is
-checked with `ir.verify` (which runs `ir.inplace.check`) and another is tried instead. Needs
+checked with `ir.core.verify` (which runs `ir.analysis.inplace.check`) and another is tried instead. Needs
 the in-place and view ops (`ir.ops.inplace`, `ir.ops.views`); without them it declines.
 """
 from __future__ import annotations
@@ -20,12 +20,12 @@ import dataclasses
 import random
 from typing import Any
 
-from ir.generate import GenConfig
-from ir.graph import Graph, Inst, Value
-from ir.op import OP_REGISTRY
-from ir.verify import VerifyError, verify
+from ir.gen.builder import GenConfig
+from ir.core.graph import Graph, Inst, Value
+from ir.core.op import OP_REGISTRY
+from ir.core.verify import VerifyError, verify
 from mutators.base import Mutant
-from ir.rewrite import replace_uses
+from ir.core.rewrite import replace_uses
 from mutators.scope import Ctx, ScopedMutator
 
 #: pure op -> its in-place form (destination: operand 0)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ir.graph import Graph, Value
-from ir.rewrite import insert_insts, replace_uses
+from ir.core.graph import Graph, Value
+from ir.core.rewrite import insert_insts, replace_uses
 from mutators.optable import same_type_ops
 from mutators.scope import Ctx, ScopedMutator, values_before
 

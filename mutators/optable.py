@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ir.dtypes import DType
-from ir.generate import GenConfig
-from ir.op import OP_REGISTRY, Op
-from ir.types import TensorType
+from ir.core.dtypes import DType
+from ir.gen.builder import GenConfig
+from ir.core.op import OP_REGISTRY, Op
+from ir.core.types import TensorType
 
 
 def _key(gen: GenConfig) -> tuple:

@@ -28,7 +28,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ir.graph import Graph
+from ir.core.graph import Graph
 
 
 def features(g: Graph) -> frozenset[str]:

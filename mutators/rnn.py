@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ir.dtypes import DType
-from ir.graph import Graph
-from ir.op import OP_REGISTRY
+from ir.core.dtypes import DType
+from ir.core.graph import Graph
+from ir.core.op import OP_REGISTRY
 from ir.ops.rnn import RECURRENT
-from ir.rewrite import insert_insts, replace_uses
+from ir.core.rewrite import insert_insts, replace_uses
 from mutators.optable import enabled_ops
 from mutators.scope import Ctx, ScopedMutator
 from mutators.solve import NEW, NEW_PARAM, solve

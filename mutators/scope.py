@@ -6,10 +6,10 @@ body 1 (an if's else) of top-level instruction 3. Bodies are closed graphs, so a
 rewrite needs that the scope lacks (a new weight, a predicate threshold, a trip count) is a
 *need*: a new input of the body, passed in by the instruction holding it from its own scope,
 and so on up to the top, where it becomes a graph input or a param (`put`). Passing follows
-the generator's conventions (`ir.gen_control`): an `if` takes it as one more operand (the
+the generator's conventions (`ir.gen.control`): an `if` takes it as one more operand (the
 other body gets an unused input), a `loop` or `scan` as one more carried value its body
 returns unchanged (a pass-through result nobody reads). A threshold passed this way stays "a
-graph input passed unchanged into the site", which `ir.coverage` needs to steer the branch.
+graph input passed unchanged into the site", which `ir.numerics.coverage` needs to steer the branch.
 
 `ScopedMutator` picks a scope, hands the subclass a `Ctx` (builder, rng, config, needs) and
 the scope's graph, and threads whatever the rewrite needed. Regions (`region`) are contiguous
@@ -21,14 +21,14 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from ir.generate import GenConfig, SymbolicGraphBuilder
-from ir.graph import Graph, Inst, Value
-from ir.names import Names
+from ir.gen.builder import GenConfig, SymbolicGraphBuilder
+from ir.core.graph import Graph, Inst, Value
+from ir.core.names import Names
 from ir.ops.control import is_control
-from ir.paths import Path
-from ir.paths import scopes as walk_scopes
-from ir.rewrite import remove_unused
-from ir.types import TensorType
+from ir.core.paths import Path
+from ir.core.paths import scopes as walk_scopes
+from ir.core.rewrite import remove_unused
+from ir.core.types import TensorType
 from mutators.base import Mutant, Mutator
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ def _fresh_value(v: Value, names: dict[str, str], fresh, prefix: str) -> Value:
 
 
 def prune(g: Graph, root: bool) -> Graph:
-    """Dead code out: at the top `ir.rewrite.remove_unused` (unread inputs and params too); in
+    """Dead code out: at the top `ir.core.rewrite.remove_unused` (unread inputs and params too); in
     a body only instructions (its inputs are its signature)."""
     if root:
         return remove_unused(g)
@@ -254,7 +254,7 @@ class Ctx:
 
 
 def builder(g: Graph, rng: random.Random, gen: GenConfig) -> SymbolicGraphBuilder:
-    """A builder over `g`'s names. Its chains (`ir.gen_control.BodyScope.chain`) never nest
+    """A builder over `g`'s names. Its chains (`ir.gen.control.BodyScope.chain`) never nest
     control flow: mutators place control flow themselves, and keep track of depth."""
     flat = replace(gen, p_if=0.0, p_loop=0.0, p_scan=0.0)
     return SymbolicGraphBuilder(rng, flat, Names.of(g))

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ir.dtypes import DType
-from ir.generate import SymbolicGraphBuilder, signature_key
-from ir.graph import Inst, Value
-from ir.op import Op
-from ir.shapes import eq
-from ir.types import TensorType
+from ir.core.dtypes import DType
+from ir.gen.builder import SymbolicGraphBuilder, signature_key
+from ir.core.graph import Inst, Value
+from ir.core.op import Op
+from ir.core.shapes import eq
+from ir.core.types import TensorType
 
 #: a new graph input (or need) for this operand
 NEW = "new"
@@ -94,7 +94,7 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
 
 
 def _holds(c) -> bool:
-    from ir.shapes import holds
+    from ir.core.shapes import holds
 
     return holds(c)
 

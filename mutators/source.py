@@ -21,11 +21,12 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from ir.generate import GenConfig, GenerationError, generate, signature_key
-from ir.graph import Graph
-from ir.paths import scopes
-from ir.text import ParseError, parse
-from ir.verify import VerifyError, verify
+from ir.gen.builder import GenConfig, GenerationError, signature_key
+from ir.gen.generate import generate
+from ir.core.graph import Graph
+from ir.core.paths import scopes
+from ir.core.text import ParseError, parse
+from ir.core.verify import VerifyError, verify
 from mutators.engine import MutationConfig, MutationEngine
 from mutators.pool import Outcome, SeedPool
 
@@ -93,7 +94,7 @@ def check_seed(path: str | Path) -> Graph:
     except VerifyError as e:
         line = _def_line(text, e.context)
         raise SeedError(f"{f}:{line if line is not None else 1}: {e.summary}") from None
-    except ValueError as e:  # e.g. the in-place analysis (ir.inplace) rejects it
+    except ValueError as e:  # e.g. the in-place analysis (ir.analysis.inplace) rejects it
         raise SeedError(f"{f}:1: {str(e).splitlines()[0]}") from None
 
 

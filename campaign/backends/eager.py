@@ -42,7 +42,7 @@ class EagerBackend(Backend):
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         import torch
 
-        from ir.to_torch import evaluate_torch
+        from ir.materialize.to_torch import evaluate_torch
 
         g = self.stage(Stage.IMPORT, lambda: m.tc.graph)
         if self.float64:

@@ -1,5 +1,5 @@
 """torch.compile with the Inductor backend, on the torch module that interprets the graph
-(`ir.to_torch.GraphModule`: params are buffers, forward takes the graph inputs).
+(`ir.materialize.to_torch.GraphModule`: params are buffers, forward takes the graph inputs).
 
 Control flow is expressed in the module's `dialect`: `hop` (default: `torch.cond`, a
 higher-order op Dynamo captures whole, so Inductor compiles both branches) or `python` (plain
@@ -23,7 +23,7 @@ Options: `device` (`cpu` | `cuda`), `fullgraph` (default true: a graph break is 
 `unbacked` (dynamic-shape tests: `mark_unbacked` instead of `mark_dynamic`).
 
 Dynamic-shape tests (docs/dynshape.md): the module computes its shape arguments from its
-inputs' sizes (`ir.dynshape.DynGraphModule`), `torch.compile(dynamic=None)` with every symbolic
+inputs' sizes (`ir.materialize.dynshape.DynGraphModule`), `torch.compile(dynamic=None)` with every symbolic
 input dim marked (`torch._dynamo.mark_dynamic`) on each call's inputs; the compiles of each
 input set are counted (`CompileCounter`, `BackendResult.compiles`), so a recompile for a later
 shape is seen.
@@ -162,7 +162,7 @@ class InductorBackend(Backend):
         counter = CompileCounter()
 
         def build():
-            from ir.dynshape import torch_module
+            from ir.materialize.dynshape import torch_module
 
             module = torch_module(m.tc.graph, dyn, m.tc.params(), dialect=dialect)
             module = module.to(self.target).eval()
@@ -176,7 +176,7 @@ class InductorBackend(Backend):
             # fresh copies per call: a graph may write its inputs in place (docs/inplace.md)
             fresh = _copies(args)
             if dyn is not None:
-                from ir.dynshape import mark_dynamic
+                from ir.materialize.dynshape import mark_dynamic
 
                 # maybe_mark_dynamic, on every call alike (Dynamo guards on how inputs are
                 # marked): set 0 (every symbolic size >= 2) compiles generic code, a later set

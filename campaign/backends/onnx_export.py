@@ -96,7 +96,7 @@ class OnnxExportBackend(Backend):
         dyn = m.tc.dynshape  # dynamic shapes: one export with a `Dim` per symbol
 
         def export() -> bytes:
-            from ir.dynshape import export_dynamic_shapes, torch_module
+            from ir.materialize.dynshape import export_dynamic_shapes, torch_module
 
             module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect).eval()
             extra = {} if dyn is None else {"dynamic_shapes": export_dynamic_shapes(graph, dyn)}

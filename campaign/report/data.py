@@ -472,7 +472,7 @@ def _registered_ops() -> Optional[list[str]]:
     """Names in the GraphIR op registry, or None if `ir` cannot be imported here."""
     try:
         import ir  # noqa: F401  (registers the op library)
-        from ir.op import OP_REGISTRY
+        from ir.core.op import OP_REGISTRY
         return sorted(OP_REGISTRY)
     except Exception:  # the report must not depend on the IR importing
         return None

@@ -33,7 +33,7 @@ def _ops_pool() -> tuple[str, ...]:
     else the fixed list above."""
     try:
         import ir  # noqa: F401  (registers the op library)
-        from ir.op import OP_REGISTRY
+        from ir.core.op import OP_REGISTRY
         names = tuple(sorted(OP_REGISTRY))
         return names if len(names) >= 10 else OPS
     except Exception:

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ir.graph import Graph
+from ir.core.graph import Graph
 
 #: verdicts that are compiler bugs (reduced, reproduced); `invalid` is ours, `unsupported` known
 BUG_VERDICTS = ("crash", "signal", "timeout", "mismatch", "recompile")
@@ -87,7 +87,7 @@ def op_pattern(g: Graph) -> str:
     declares them in is incidental)."""
     from dataclasses import replace
 
-    from ir.rewrite import rename_canonically
+    from ir.core.rewrite import rename_canonically
 
     first: dict[str, int] = {}
     for i, inst in enumerate(g.insts):

@@ -1,5 +1,5 @@
 """Reducing one finding: load its folder, confirm it still fails, reduce it with
-`ir.reduce` under the predicate "same bucket", and keep what the last failing run produced.
+`ir.shrink.reducer` under the predicate "same bucket", and keep what the last failing run produced.
 
 The predicate re-evaluates each candidate exactly as the campaign judges a test: a
 `FuzzWorker` configured with the one backend runs `run_case` (reference, the backend in its
@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from campaign.triage.buckets import BucketKey, bucket_signature, crash_key
-from ir.graph import Graph
+from ir.core.graph import Graph
 
 
 @dataclass
@@ -64,7 +64,7 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
 def load_finding(folder: Path) -> Optional[FindingCase]:
     """The finding in `folder`; None when it has no graph (e.g. a worker death's info only),
     cannot be read, or is a dynamic-shape test (`dynshape.json`: inputs of several shapes)."""
-    from ir.text import load
+    from ir.core.text import load
 
     folder = Path(folder)
     info_path = folder / "info.json"
@@ -193,7 +193,7 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
                    max_seconds: float = 300.0, log: Callable[[str], None] | None = None
                    ) -> Reduction:
     """Confirm, then reduce one finding on `runner`'s backend (see the module doc)."""
-    from ir.reduce import ReduceConfig, reduce_graph
+    from ir.shrink.reducer import ReduceConfig, reduce_graph
 
     log = log or (lambda s: None)
     expect = dict(case.info)

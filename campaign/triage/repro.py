@@ -408,7 +408,7 @@ def _pyrepr(v: Any) -> str:
 
 
 def _tolerances(graph) -> list[tuple[float, float]]:
-    from ir.precision import output_tolerances
+    from ir.analysis.precision import output_tolerances
 
     return [(t.rtol, t.atol) for t in output_tolerances(graph)]
 
@@ -436,7 +436,7 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
     `cold_start_s` for a result, and reproduces when there is none by then."""
     from campaign.artifacts import Materialized
     from campaign.testcase import TestCase
-    from ir.text import print_graph
+    from ir.core.text import print_graph
 
     dest = Path(dest)
     tmp = dest.with_name(f".tmp-{dest.name}")

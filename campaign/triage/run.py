@@ -93,7 +93,7 @@ def _rows_from_folders(findings: Path, root: Path) -> list[dict[str, Any]]:
         ops = []
         if (folder / "graph.gir").is_file():
             try:
-                from ir.text import load
+                from ir.core.text import load
 
                 ops = sorted(load(folder / "graph.gir").op_counts())
             except Exception:
@@ -233,7 +233,7 @@ class _Triage:
 
     def offer(self, key: BucketKey, red) -> None:
         """Keep `red` as the bucket's representative if it is the smallest so far."""
-        from ir.reduce import size_of
+        from ir.shrink.reducer import size_of
 
         cur = self.best.get(key)
         if cur is None or (red.status == "reduced" and (cur.status != "reduced" or
@@ -287,7 +287,7 @@ class _Triage:
         if not (folder / "graph.gir").is_file():
             return None
         from campaign.triage.reduction import Reduction, load_finding
-        from ir.text import load
+        from ir.core.text import load
 
         case = load_finding(self.out / finding_dir)
         if case is None:

@@ -16,7 +16,7 @@ Control flow is emitted the way `ir/ops/control.py` runs it, per dialect:
     boundaries as the interpreter (`.clone(memory_format=torch.contiguous_format)`).
 
 `torch_source(graph, dialect)` returns the module's source; `check_source` runs it against
-the interpreter (`ir.to_torch`) so a reproducer is only written from code that computes the
+the interpreter (`ir.materialize.to_torch`) so a reproducer is only written from code that computes the
 same thing.
 """
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ir.graph import Graph, Inst
+from ir.core.graph import Graph, Inst
 from ir.ops.control import ControlFlow, If, Loop, Scan
-from ir.types import TensorType
+from ir.core.types import TensorType
 
 
 class CodegenError(RuntimeError):
@@ -422,7 +422,7 @@ def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str,
 
 def torch_source(g: Graph, dialect: str = "python") -> str:
     """Python source defining `Model(params)`: an `nn.Module` whose buffers are the params
-    (`p_<name>`, like `ir.to_torch.GraphModule`) and whose forward takes the graph inputs in
+    (`p_<name>`, like `ir.materialize.to_torch.GraphModule`) and whose forward takes the graph inputs in
     order and returns the tuple of the outputs. Raises CodegenError."""
     keep: list = []  # keeps recorded tensors alive: their ids name them
     em = _Emitter()
@@ -456,7 +456,7 @@ def check_source(src: str, g: Graph, values: dict[str, np.ndarray]) -> str | Non
     None when they agree, else what differs."""
     import torch
 
-    from ir.to_torch import GraphModule
+    from ir.materialize.to_torch import GraphModule
 
     ns: dict[str, Any] = {}
     try:

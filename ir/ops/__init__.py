@@ -4,6 +4,6 @@ from ir.ops import (  # noqa: F401
     softmax,
 )
 from ir.ops import inplace, views  # noqa: F401,E402  (in-place writes and views: docs/inplace.md)
-from ir.op import OP_REGISTRY
+from ir.core.op import OP_REGISTRY
 
 __all__ = ["OP_REGISTRY"]

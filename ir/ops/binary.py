@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Sequence
 
-from ir.dtypes import DType
-from ir.op import Op, Signature, Slot
+from ir.core.dtypes import DType
+from ir.core.op import Op, Signature, Slot
 from ir.ops.common import (
     ALL, BOOL, FLOATS, NO_BOOL, INTS, NUMERIC, apart, as_float, at_least, at_most, is_float, margin,
     ordered, same_dtype,
 )
-from ir.shapes import Or, eq, if_then_else, same
-from ir.types import TensorType
+from ir.core.shapes import Or, eq, if_then_else, same
+from ir.core.types import TensorType
 
 
 def broadcast_shape(a: TensorType, b: TensorType) -> tuple:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
-from ir.op import Op
-from ir.types import TensorType
+from ir.core.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
+from ir.core.op import Op
+from ir.core.types import TensorType
 
 #: dtype -> the dtypes a cast converts it to (also what an in-place copy may convert)
 CASTS: dict[DType, frozenset[DType]] = {

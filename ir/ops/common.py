@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ir.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
-from ir.op import Op, Signature
+from ir.core.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
+from ir.core.op import Op, Signature
 
 F32_64 = frozenset({DType.float32, DType.float64})
 F16_32 = frozenset({DType.float16, DType.float32})
@@ -116,7 +116,7 @@ def at_most(x, hi: float):
 def no_wraparound(log2_bound, dtype):
     """Violation of: every partial result of an integer op that multiplies or sums products
     (reduce_prod, matmul, linear) stays exact, given `log2_bound` (float64), the log2 of a bound
-    on the magnitude of every partial result in any evaluation order. `ir.domain` checks only
+    on the magnitude of every partial result in any evaluation order. `ir.numerics.domain` checks only
     the final result (|x| < 2**(bits/2 - 1)), which bounds a product of two values and a sum,
     but not these: a wrapped-around result can land back in range (the product of 63 values in
     {3, 4} is 0 mod 2**64 in torch, where ORT's int64 ReduceProd, computed in float64,

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, NoReturn, Protocol, Sequence, TypeGuard
 
-from ir.dtypes import DType
-from ir.graph import Graph, Inst, Value
-from ir.op import Op
-from ir.types import TensorType
+from ir.core.dtypes import DType
+from ir.core.graph import Graph, Inst, Value
+from ir.core.op import Op
+from ir.core.types import TensorType
 
 
 def _types(ts: Sequence[TensorType]) -> str:
@@ -35,7 +35,7 @@ def _hop(call):
     op with Dynamo, whose automatic dynamic shapes make every call after one with other shapes
     symbolic; then a `torch.cond` whose branches differ symbolically (`c` vs `c[0:8]`) yields
     an unbacked size that an enclosing `torch.while_loop` rejects as a carried shape change, on
-    a valid program that ran fine before (minimal reproducer in tests/ir/test_control.py).
+    a valid program that ran fine before (minimal reproducer in tests/ir/ops/test_control.py).
     Eager calls therefore keep static shapes; under Dynamo (torch.compile) the op is traced
     as the compiler decides."""
     import torch

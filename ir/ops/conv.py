@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
-from ir.op import Op, Slot
+from ir.core.dtypes import DType
+from ir.core.op import Op, Slot
 from ir.ops.common import F16_32, same_dtype
-from ir.shapes import eq, floordiv
-from ir.types import TensorType
+from ir.core.shapes import eq, floordiv
+from ir.core.types import TensorType
 
 
 def window_out(size, kernel, stride, pad, dilation=1):

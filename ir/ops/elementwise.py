@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Sequence
 
-from ir.dtypes import DType
-from ir.op import Op, Signature
+from ir.core.dtypes import DType
+from ir.core.op import Op, Signature
 from ir.ops.common import (
     BOOL, F16_32, FLOATS, INTS, NUMERIC, apart, as_float, at_least, at_most,
     away_from_integers, const_like, is_float, margin, same_dtype,
@@ -83,7 +83,7 @@ def _unary(name: str, torch_name: str, onnx_name: str, dtypes=FLOATS, safe: Call
 
 
 #: libm-style functions: correct implementations differ by their approximations, which the
-#: oracle's per-family tolerance allows for (ir.precision.FAMILY_FACTOR)
+#: oracle's per-family tolerance allows for (ir.analysis.precision.FAMILY_FACTOR)
 T = "transcendental"
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
-from ir.op import Op
+from ir.core.dtypes import DType
+from ir.core.op import Op
 from ir.ops.common import ALL, FLOATS, AxisOp, distinct_sorted, float_only, nonempty, same_dtype
-from ir.types import TensorType
+from ir.core.types import TensorType
 
 
 @dataclass(frozen=True)

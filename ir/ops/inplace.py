@@ -6,7 +6,7 @@ them into (`fill`, `masked_fill`, `index_put`; the view scatters are in `ir.ops.
 
 writes x + y into %x's storage. %r and %x then name the same tensor: a later reader of either,
 or of any other view of that storage, sees the new contents (torch eager's semantics; see
-docs/inplace.md and `ir.inplace`, the analysis that judges aliasing and functionalizes).
+docs/inplace.md and `ir.analysis.inplace`, the analysis that judges aliasing and functionalizes).
 
   - add_, sub_, mul_, div_ (x, y): y broadcasts to x's shape exactly; the result dtype is
     torch's (`torch.result_type`, true division for div_) and must be castable to x's
@@ -34,8 +34,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ir.dtypes import DType
-from ir.op import Effect, Op, OpError
+from ir.core.dtypes import DType
+from ir.core.op import Effect, Op, OpError
 from ir.ops.binary import Add, Div, Mul, Sub, broadcast_operand, broadcast_requires, broadcast_shape
 from ir.ops.cast import CASTS
 from ir.ops.cast import Cast
@@ -43,8 +43,8 @@ from ir.ops.common import ALL, NUMERIC, const_like, ordered, same_dtype
 from ir.ops.elementwise import Clip, Relu, Sigmoid
 from ir.ops.shape import Expand
 from ir.ops.views import ViewOp, ViewSelect, ViewSlice
-from ir.shapes import And, Or, eq
-from ir.types import TensorType
+from ir.core.shapes import And, Or, eq
+from ir.core.types import TensorType
 
 WRITES = Effect(writes=0)
 
@@ -108,14 +108,14 @@ class InPlace(Op):
         return []
 
     def functional(self, f, region: str, args: list[str], hint: str) -> str:
-        """Emit pure ops (through `f`, an `ir.inplace.Emitter`) computing the new contents of
+        """Emit pure ops (through `f`, an `ir.analysis.inplace.Emitter`) computing the new contents of
         the written region from its current contents (`region`) and the current values of the
         operands (`args`, the destination first); returns their name."""
         raise NotImplementedError
 
     def onnx(self, b, ins, outs):
         raise OpError(f"{self.name} writes in place: ONNX is built from the functionalized graph "
-                      "(ir.inplace.functionalize)")
+                      "(ir.analysis.inplace.functionalize)")
 
 
 def _fit(f, src: str, dest: TensorType, hint: str) -> str:
@@ -145,7 +145,7 @@ class BinaryInPlace(InPlace):
 
     @classmethod
     def slots(cls, n_inputs, first):
-        from ir.op import Slot
+        from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank + 1)), param=None)]
 
@@ -300,7 +300,7 @@ class CopyInPlace(InPlace):
 
     @classmethod
     def slots(cls, n_inputs, first):
-        from ir.op import Slot
+        from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank + 1)), param=None)]
 
@@ -364,7 +364,7 @@ class MaskedFillInPlace(InPlace):
 
     @classmethod
     def slots(cls, n_inputs, first):
-        from ir.op import Slot
+        from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank + 1)), param=False)]
 
@@ -411,7 +411,7 @@ class IndexPutBase(Op):
 
     @classmethod
     def slots(cls, n_inputs, first):
-        from ir.op import Slot
+        from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank)), param=None)]
 
@@ -514,7 +514,7 @@ class SetItem(InPlace):
 
     @classmethod
     def slots(cls, n_inputs, first):
-        from ir.op import Slot
+        from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank + 1)), param=None)]
 

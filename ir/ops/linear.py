@@ -4,11 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
-from ir.op import Op, Slot
+from ir.core.dtypes import DType
+from ir.core.op import Op, Slot
 from ir.ops.common import NUMERIC, is_float, no_wraparound, same_dtype
-from ir.shapes import eq
-from ir.types import TensorType
+from ir.core.shapes import eq
+from ir.core.types import TensorType
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
-from ir.op import Op, Slot
+from ir.core.dtypes import DType
+from ir.core.op import Op, Slot
 from ir.ops.common import F32, FLOATS, as_float, at_least, is_float, margin, same_dtype
-from ir.shapes import Or, eq
-from ir.types import TensorType
+from ir.core.shapes import Or, eq
+from ir.core.types import TensorType
 
 EPS = 1e-5
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
-from ir.op import Op
+from ir.core.dtypes import DType
+from ir.core.op import Op
 from ir.ops.common import ALL, NUMERIC, const_like, same_dtype
-from ir.shapes import Or
-from ir.types import TensorType
+from ir.core.shapes import Or
+from ir.core.types import TensorType
 
 MAX_PAD = 3
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
-from ir.op import Op
+from ir.core.dtypes import DType
+from ir.core.op import Op
 from ir.ops.common import F16_32, FLOATS, same_dtype
 from ir.ops.conv import window_out
-from ir.types import TensorType
+from ir.core.types import TensorType
 
 
 @dataclass(frozen=True)

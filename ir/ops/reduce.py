@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
+from ir.core.dtypes import DType
 from ir.ops.common import (
     AxisOp, FLOATS, NUMERIC, distinct_sorted, float_only, is_float, no_wraparound,
     nonempty, same_dtype,
 )
-from ir.types import TensorType
+from ir.core.types import TensorType
 
 
 @dataclass(frozen=True)

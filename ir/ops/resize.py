@@ -14,10 +14,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ir.dtypes import DType
-from ir.op import Op
+from ir.core.dtypes import DType
+from ir.core.op import Op
 from ir.ops.common import F16_32, same_dtype
-from ir.types import TensorType
+from ir.core.types import TensorType
 
 
 @dataclass(frozen=True)

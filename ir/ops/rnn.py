@@ -35,11 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
-from ir.op import Op, Slot
+from ir.core.dtypes import DType
+from ir.core.op import Op, Slot
 from ir.ops.common import F16_32, ordered
-from ir.shapes import eq
-from ir.types import TensorType
+from ir.core.shapes import eq
+from ir.core.types import TensorType
 
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 MAX_HIDDEN = 16

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.op import Op
+from ir.core.op import Op
 from ir.ops.common import ALL, AxisOp, same_dtype
-from ir.shapes import And, Or, eq, floordiv, product
-from ir.types import TensorType
+from ir.core.shapes import And, Or, eq, floordiv, product
+from ir.core.types import TensorType
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.dtypes import DType
+from ir.core.dtypes import DType
 from ir.ops.common import FLOATS
 from ir.ops.reduce import AlongAxis
 

@@ -15,7 +15,7 @@ inverses of the views). See docs/inplace.md for the semantics.
     windows that do not overlap only)
 
 A view op without any write in its graph is just a pure movement op (it reads); the analysis
-(`ir.inplace`) gives it meaning only when something writes into its storage. The scatter ops
+(`ir.analysis.inplace`) gives it meaning only when something writes into its storage. The scatter ops
 are ordinary pure ops: `base` with the view's elements replaced by `src` (of the view's type).
 
 The flat element positions a view selects (`positions`) come from torch itself: the view is
@@ -31,11 +31,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from ir.op import Effect, Op
+from ir.core.op import Effect, Op
 from ir.ops.common import ALL, AxisOp, same_dtype
 from ir.ops.shape import Expand, Reshape, Slice, Transpose
-from ir.shapes import Or, eq, floordiv
-from ir.types import TensorType
+from ir.core.shapes import Or, eq, floordiv
+from ir.core.types import TensorType
 
 VIEW = Effect(view_of=0)
 
@@ -96,7 +96,7 @@ class ViewOp(Op):
         return same_dtype(ALL, n_inputs)
 
     def scatter(self, f, base: str, src: str, hint: str) -> str:
-        """Emit pure ops (through `f`, an `ir.inplace.Emitter`) computing `base` with this
+        """Emit pure ops (through `f`, an `ir.analysis.inplace.Emitter`) computing `base` with this
         view's elements replaced by `src`; returns the new base's name."""
         raise NotImplementedError
 
@@ -162,7 +162,7 @@ class ViewSelect(ViewOp, AxisOp):
 
 @dataclass(frozen=True)
 class ViewReshape(ViewOp, Reshape):
-    """x.view(shape): only where torch can view the operand's strides (`ir.inplace` checks)."""
+    """x.view(shape): only where torch can view the operand's strides (`ir.analysis.inplace` checks)."""
 
     name: ClassVar[str] = "view_reshape"
 

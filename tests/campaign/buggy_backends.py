@@ -26,7 +26,7 @@ import torch
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult
 from campaign.verdict import Stage
-from ir.graph import Graph
+from ir.core.graph import Graph
 
 
 def _perturb(t: torch.Tensor) -> torch.Tensor:

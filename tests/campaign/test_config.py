@@ -9,7 +9,7 @@ from hydra.errors import ConfigCompositionException
 
 from campaign.config import (BackendOptions, Budget, CampaignConfig, Config, ConfigError,
                              parse_budget, to_config, validate)
-from ir.generate import GenConfig
+from ir.gen.builder import GenConfig
 from mutators import MutationConfig
 
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")

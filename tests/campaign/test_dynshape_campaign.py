@@ -16,9 +16,9 @@ from campaign.schema import COLUMNS
 from campaign.testcase import TestCase
 from campaign.verdict import Stage
 from campaign.worker import FuzzWorker, WorkerConfig
-from ir.dynshape import DynShape
-from ir.generate import GenConfig
-from ir.text import parse
+from ir.materialize.dynshape import DynShape
+from ir.gen.builder import GenConfig
+from ir.core.text import parse
 from mutators import MutationConfig
 
 GEN = GenConfig(p_dynshape=1.0, nodes=6)

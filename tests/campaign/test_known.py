@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from campaign.known import Trigger, load_triggers, matching, skeleton
 from campaign.triage.buckets import Bucket, BucketKey, write_bugs_table
-from ir.text import parse, print_graph
+from ir.core.text import parse, print_graph
 
 REDUCED = """graph main(%x: f32[4]) {
   %a = atan(%x) : f32[4]

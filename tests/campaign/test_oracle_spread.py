@@ -22,8 +22,8 @@ from campaign.oracle import Truths, judge_sets, judge_with_truth
 from campaign.reference import rounding_spread, run_shadow
 from campaign.testcase import TestCase
 from campaign.verdict import Verdict
-from ir.precision import Tolerance, output_precisions, output_tolerances
-from ir.text import parse
+from ir.analysis.precision import Tolerance, output_precisions, output_tolerances
+from ir.core.text import parse
 
 DATA = Path(__file__).parents[1] / "data" / "ort_ill_conditioned_scan"
 F32 = Tolerance(1e-3, 1e-4)

@@ -7,7 +7,8 @@ import pytest
 from campaign import probe as probe_mod
 from campaign.backends.base import BACKENDS, Backend, StageFailed
 from campaign.verdict import Stage
-from ir.generate import GenConfig, generate, signature_key
+from ir.gen.builder import GenConfig, signature_key
+from ir.gen.generate import generate
 
 
 class RefusesF64Softmax(Backend):

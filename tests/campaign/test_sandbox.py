@@ -20,8 +20,8 @@ from campaign.sandbox import (Job, JobMaterialized, Sandbox, SandboxConfig, cras
                               sweep_stale_work_dirs)
 from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
-from ir.text import parse
-from ir.values import random_values
+from ir.core.text import parse
+from ir.numerics.values import random_values
 
 REPO = Path(__file__).resolve().parents[2]
 GRAPH = """graph main(%x0: f32[2,3], %w1: param f32[3,4]) {

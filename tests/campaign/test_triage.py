@@ -23,7 +23,7 @@ from campaign.triage.reduction import BackendRunner, load_finding, reduce_findin
 from campaign.triage.repro import check_repro, write_bug_folder
 from campaign.triage.run import triage
 from campaign.worker import FuzzWorker, WorkerConfig
-from ir.input_search import make_valid
+from ir.numerics.input_search import make_valid
 
 GRAPH = """graph main(%x0: f32[2,3,4], %x1: f32[4,5], %x20: f32[], %w2: param f32[2,3,5]) {
   %v3 = matmul(%x0, %x1) : f32[2,3,5]
@@ -330,7 +330,7 @@ def _timeout_finding(root: Path, trips: int) -> Path:
     """An output dir holding what the campaign writes for an ORT test whose loop runs `trips`
     times, recorded as a timeout confirmed at 1 s (ORT runs ~1e6 trips a second)."""
     from campaign.artifacts import Materialized
-    from ir.text import print_graph
+    from ir.core.text import print_graph
 
     g = ir.verify(ir.parse(LOOP))
     values = {"x0": np.linspace(0.1, 0.4, 4, dtype=np.float32), "x1": np.array(trips, np.int64)}

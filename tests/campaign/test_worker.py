@@ -37,8 +37,8 @@ def test_control_flow_tests_run_every_input_set_on_every_backend():
     each backend (here in sandboxes, so the sets cross the process boundary) runs them all."""
     from campaign.testcase import TestCase
     from ir import parse, verify
-    from ir.coverage import cover
-    from ir.input_search import make_valid
+    from ir.numerics.coverage import cover
+    from ir.numerics.input_search import make_valid
 
     g = verify(parse((Path(__file__).parents[1] / "data" / "if_loop.gir").read_text()))
     valid = make_valid(g, 3)
@@ -60,7 +60,7 @@ def test_a_test_slow_only_under_load_gets_its_real_verdict_and_no_timeout_findin
     from campaign.sandbox import SandboxConfig
     from campaign.testcase import TestCase
     from ir import parse
-    from ir.values import random_values
+    from ir.numerics.values import random_values
 
     g = parse("""graph main(%x0: f32[2,3], %w1: param f32[3,4]) {
       %v2 = matmul(%x0, %w1) : f32[2,4]
@@ -118,7 +118,7 @@ def test_a_test_made_for_a_backend_holds_none_of_the_ops_it_lacks():
     or a generated one) and otherwise generates without them; the lineage records them, and
     the same seed with the same `avoid` makes the same test again."""
     from campaign.backends.tvm import TVM_LACKS
-    from ir.text import print_graph
+    from ir.core.text import print_graph
 
     gen = GenConfig(p_if=0.15, p_loop=0.3, p_scan=0.3, max_depth=2)
     cfg = WorkerConfig(generator=gen, mutation=MutationConfig(rate=0.5), sandbox=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ir import GenConfig, generate
-from ir.graph import Graph
+from ir.core.graph import Graph
 from mutators.source import ROOT, load_seeds
 
 CONTROL = GenConfig(p_if=0.2, p_loop=0.2, p_scan=0.2, max_depth=2)

@@ -1,6 +1,6 @@
 """Property: random mutation chains (length 1..5, every mutator, weights as configured) over the
 shipped seeds always verify and are (almost always) valid on the reference: the input search
-finds values (`make_valid`, repairs allowed) that pass `ir.domain`'s check of every value."""
+finds values (`make_valid`, repairs allowed) that pass `ir.numerics.domain`'s check of every value."""
 from __future__ import annotations
 
 import random
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from ir import GenConfig, parse, print_graph, verify
-from ir.domain import evaluate_checked
-from ir.input_search import make_valid
+from ir.numerics.domain import evaluate_checked
+from ir.numerics.input_search import make_valid
 from mutators import MutationConfig, MutationEngine
 
 from mutator_graphs import donor, seeds

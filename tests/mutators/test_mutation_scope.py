@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from ir import GenConfig, parse, verify
-from ir.types import TensorType
-from ir.dtypes import DType
-from ir.paths import Path
+from ir.core.types import TensorType
+from ir.core.dtypes import DType
+from ir.core.paths import Path
 from mutators.scope import builder, put, scopes, region, copy_graph
 
 NESTED = """
@@ -62,7 +62,7 @@ def test_needs_are_threaded_through_if_loop_and_scan_to_new_graph_inputs_and_par
   return %o2
 }}""").insts
         from dataclasses import replace
-        from ir.graph import Inst
+        from ir.core.graph import Inst
         insts = [Inst(mul[0].op, (last, need_in.name), (replace(mul[0].results[0], name=b.fresh_name("v")),)),]
         insts.append(Inst(mul[1].op, (insts[0].results[0].name, need_w.name),
                           (replace(mul[1].results[0], name=b.fresh_name("v")),)))

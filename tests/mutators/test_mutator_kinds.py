@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from ir import GenConfig, parse, print_graph, verify
-from ir.coverage import COMPARISONS
+from ir.numerics.coverage import COMPARISONS
 from mutators import MUTATORS
 
 from mutator_graphs import donor, graphs

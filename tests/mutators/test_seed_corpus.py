@@ -7,7 +7,7 @@ import pytest
 from campaign.testcase import TestCase
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import parse, print_graph, verify
-from ir.input_search import make_valid
+from ir.numerics.input_search import make_valid
 from mutators.source import ROOT, load_seeds, seeds_dir
 
 from mutator_graphs import seeds

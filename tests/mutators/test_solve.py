@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import random
 
-from ir.dtypes import DType
-from ir.generate import GenConfig, SymbolicGraphBuilder
-from ir.graph import Value
-from ir.op import OP_REGISTRY
-from ir.types import TensorType
+from ir.core.dtypes import DType
+from ir.gen.builder import GenConfig, SymbolicGraphBuilder
+from ir.core.graph import Value
+from ir.core.op import OP_REGISTRY
+from ir.core.types import TensorType
 from mutators.solve import solve
 
 

@@ -9,9 +9,9 @@ from onnx import TensorProto, helper, numpy_helper
 from campaign.artifacts import Materialized
 from campaign.sandbox import Job, JobMaterialized
 from campaign.testcase import TestCase
-from ir.graph import Graph
-from ir.text import parse
-from ir.values import random_values
+from ir.core.graph import Graph
+from ir.core.text import parse
+from ir.numerics.values import random_values
 
 #: a small graph every backend supports: weights, broadcasting, a reduction, two outputs
 GRAPH = """graph main(%x0: f32[2,3,4], %x1: f32[4], %w2: param f32[4,5]) {

@@ -11,7 +11,7 @@ from campaign.oracle import judge
 from campaign.reference import run_reference
 from campaign.sandbox import Sandbox, SandboxConfig
 from campaign.verdict import Stage, Verdict
-from ir.precision import output_precisions, output_tolerances
+from ir.analysis.precision import output_precisions, output_tolerances
 
 from backend_cases import IF_GRAPH, case, elu_f64_model, loop_model, onnx_case
 

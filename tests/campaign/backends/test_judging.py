@@ -7,8 +7,8 @@ import pytest
 from campaign.oracle import judge, judge_sets, judge_with_truth
 from campaign.reference import run_reference, run_shadow, widen_graph
 from campaign.verdict import Verdict
-from ir.dtypes import DType
-from ir.precision import Tolerance
+from ir.core.dtypes import DType
+from ir.analysis.precision import Tolerance
 
 from backend_cases import case
 

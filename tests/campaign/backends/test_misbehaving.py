@@ -10,8 +10,8 @@ import pytest
 from campaign.sandbox import SandboxConfig
 from campaign.testcase import TestCase
 from campaign.worker import FuzzWorker, WorkerConfig
-from ir.text import parse
-from ir.values import random_values
+from ir.core.text import parse
+from ir.numerics.values import random_values
 
 GRAPH = """graph main(%x0: f32[2,3], %w1: param f32[3,4]) {
   %v2 = matmul(%x0, %w1) : f32[2,4]

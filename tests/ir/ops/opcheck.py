@@ -13,14 +13,14 @@ from campaign.oracle import compare
 from campaign.reference import run_reference
 from campaign.testcase import TestCase, random_values
 from ir import GenConfig, Graph, generate
-from ir.generate import GenerationError
-from ir.op import OP_REGISTRY
-from ir.precision import output_precisions
+from ir.gen.builder import GenerationError
+from ir.core.op import OP_REGISTRY
+from ir.analysis.precision import output_precisions
 
 ALL_DTYPES = ["f16", "f32", "f64", "i32", "i64", "b8"]
 
 #: the op library proper: control flow (ops with bodies), views and in-place writes (and their
-#: functional counterparts) are generated and tested elsewhere (tests/ir/test_inplace.py)
+#: functional counterparts) are generated and tested elsewhere (tests/ir/analysis/test_inplace.py)
 LIBRARY_OPS = sorted(n for n, c in OP_REGISTRY.items() if not c.takes_blocks and c.generic)
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ir import GenConfig, generate, parse, print_graph, verify
-from ir.op import OP_REGISTRY
+from ir.core.op import OP_REGISTRY
 from opcheck import ALL_DTYPES, LIBRARY_OPS
 
 FAMILIES: dict[str, list[str]] = defaultdict(list)

@@ -6,7 +6,7 @@ import pytest
 
 from campaign.backends import make_backend
 from ir import parse, print_graph, verify
-from ir.op import OP_REGISTRY
+from ir.core.op import OP_REGISTRY
 from opcheck import LIBRARY_OPS, check_against, op_graphs
 
 GRAPHS_PER_OP = 4

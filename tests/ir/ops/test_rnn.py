@@ -15,10 +15,10 @@ from campaign.reference import run_reference
 from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
 from ir import parse, print_graph, verify
-from ir.precision import output_precisions, output_tolerances
-from ir.to_torch import run_graph_torch
-from ir.values import random_values
-from ir.verify import VerifyError
+from ir.analysis.precision import output_precisions, output_tolerances
+from ir.materialize.to_torch import run_graph_torch
+from ir.numerics.values import random_values
+from ir.core.verify import VerifyError
 from opcheck import check_against, op_graphs
 
 RNN_OPS = ("lstm", "gru", "rnn")

@@ -1,0 +1,274 @@
+"""The operator base class, its registry, and the attribute conventions every op follows.
+
+An `Op` is a frozen dataclass whose fields are its attributes. It owns, for one operator:
+  - its signatures (accepted input dtypes -> result dtypes) and input slots (ranks, param role);
+  - `infer`: result types from input types (works on z3 shapes and on ints);
+  - `requires`: the constraints under which the op is defined (z3 terms or Python bools);
+  - `sample`: fresh attributes for the generator (numeric ones may be z3 terms);
+  - materializers: `torch(*tensors)` and `onnx(builder, ins, outs)`.
+Ops are registered by `name`, which is how the text form refers to them. Most are side-effect
+free; the in-place and view ops (`ir/ops/inplace.py`, `ir/ops/views.py`) declare what they do to
+memory in `Op.effect`, and `ir.analysis.inplace` (the in-place analysis, run by `ir.core.verify`) judges it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+import z3
+
+from ir.core.dtypes import DType
+from ir.core.shapes import concretize, is_symbolic
+from ir.core.types import TensorType
+
+if typing.TYPE_CHECKING:
+    from ir.core.graph import Graph
+    from ir.core.sampling import SampleContext
+    from ir.core.onnx_builder import OnnxBuilder
+
+Signature = tuple[tuple[DType, ...], tuple[DType, ...]]
+
+OP_REGISTRY: dict[str, type["Op"]] = {}
+
+
+class OpError(ValueError):
+    """An op was named or configured wrongly (unknown op, bad attribute)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """How the generator may fill one input: allowed ranks, and what a new placeholder for it
+    is: a weight (`param=True`), a graph input (False), or either (None: `GenConfig.param_rate`)."""
+
+    ranks: tuple[int, ...]
+    param: bool | None = False
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What an op does to memory besides computing its results (see docs/inplace.md).
+
+    `writes`: the operand whose storage the op overwrites (all of it, or the region its
+    `written_region` names); the op's one result is that operand itself (same storage and
+    layout), as torch's `x.add_(y)` returns `x`. `view_of`: the op's one result is a view of
+    this operand: it shares its storage, so a write through either is seen by both. Neither:
+    the op is pure (its results are new values)."""
+
+    writes: int | None = None
+    view_of: int | None = None
+
+    @property
+    def pure(self) -> bool:
+        return self.writes is None and self.view_of is None
+
+
+PURE = Effect()
+
+
+@dataclass(frozen=True)
+class Op:
+    name: ClassVar[str]
+    family: ClassVar[str]
+    #: number of inputs, or (min, max) for variadic ops
+    arity: ClassVar[int | tuple[int, int]] = 1
+    #: number of results, or None when the sub-graphs decide it (control flow)
+    num_results: ClassVar[int | None] = 1
+    #: control-flow ops hold sub-graphs in `Inst.blocks`; every other op must have none
+    takes_blocks: ClassVar[bool] = False
+    #: memory effect: in-place write or view (`Effect`); PURE for ordinary ops
+    effect: ClassVar[Effect] = PURE
+    #: placed by the plain generator step (`GenConfig.enabled_ops`); False for ops only
+    #: `ir.gen.inplace` places (views, in-place writes) and functionalization's helpers
+    generic: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "name" in cls.__dict__:
+            if cls.name in OP_REGISTRY:
+                raise OpError(f"op {cls.name!r} registered twice")
+            OP_REGISTRY[cls.name] = cls
+
+    # ---- typing ------------------------------------------------------------------------------
+    @classmethod
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
+        raise NotImplementedError
+
+    @classmethod
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
+        """Slots for inputs 1.. given input 0's type (input 0 is always an existing value)."""
+        return [Slot((first.rank,)) for _ in range(n_inputs - 1)]
+
+    @classmethod
+    def first_ranks(cls) -> tuple[int, ...]:
+        """Ranks input 0 may have."""
+        return tuple(range(0, 5))
+
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
+        raise NotImplementedError
+
+    def requires(self, ins: Sequence[TensorType]) -> list:
+        return []
+
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
+        """Why these (concrete) operand types are refused, as a one-line reason the verifier
+        reports (None: accepted). For rules that deserve a message of their own, e.g. what
+        torch refuses for an in-place op; `requires` holds the constraints the generator
+        solves."""
+        return None
+
+    # ---- sub-graphs (control flow) -------------------------------------------------------------
+    def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence["Graph"]) -> list[TensorType]:
+        """Result types of an instruction; control-flow ops read them off their bodies."""
+        return self.infer(ins)
+
+    def check_blocks(self, ins: Sequence[TensorType], blocks: Sequence["Graph"]) -> str | None:
+        """Why these bodies do not fit this op and operands (None: they fit). Each body has
+        already been verified as a graph on its own."""
+        return "op takes no sub-graphs" if blocks else None
+
+    def result_dtypes(self, in_dtypes: tuple[DType, ...]) -> tuple[DType, ...] | None:
+        """The result dtypes for these input dtypes, or None if the op does not accept them."""
+        for ins, outs in self.signatures(len(in_dtypes)):
+            if ins == in_dtypes:
+                return outs
+        return None
+
+    # ---- generation --------------------------------------------------------------------------
+    @classmethod
+    def sample(cls, ctx: "SampleContext", first: TensorType) -> "Op":
+        """Fresh attributes given input 0's type. Default: an op with no attributes."""
+        return cls()
+
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: "SampleContext") -> TensorType | None:
+        """The type of a *new* placeholder for input `index` (>= 1), built from input 0's dims
+        so the op's constraints hold by construction; None: fresh dims of a slot rank."""
+        return None
+
+    @classmethod
+    def arities(cls) -> range:
+        if isinstance(cls.arity, int):
+            return range(cls.arity, cls.arity + 1)
+        return range(cls.arity[0], cls.arity[1] + 1)
+
+    @classmethod
+    def sample_arity(cls, ctx: "SampleContext") -> int:
+        if isinstance(cls.arity, int):
+            return cls.arity
+        lo, hi = cls.arity
+        return ctx.rng.randint(lo, hi)
+
+    # ---- numerical domain ----------------------------------------------------------------------
+    def domain(self, *xs) -> list:
+        """Violations of the op's numerically safe input domain, as float torch tensors that are
+        >= 0 everywhere and == 0 exactly where the inputs are safe (e.g. log:
+        `relu(1e-3 - x)`; floor: distance to the nearest integer below a margin). The input
+        search drives them to zero by gradient descent and the reference rejects a test whose
+        values violate any of them, so undefined results (NaN, overflow) and discontinuities
+        that amplify rounding (floor, comparisons) never become false alarms. Default: none."""
+        return []
+
+    # ---- materialization ---------------------------------------------------------------------
+    def torch(self, *xs):
+        raise NotImplementedError
+
+    def torch_call(self, args: list, blocks: Sequence["Graph"], run_block,
+                   dialect: str = "python") -> Any:
+        """Evaluate with sub-graphs: `run_block(graph, tensors) -> list of tensors` runs a body;
+        `dialect` says how control flow is expressed ("python": plain if/for on concrete values;
+        "hop": torch.cond / torch.while_loop higher-order ops). Returns one tensor for a
+        one-result instruction, else a sequence. Plain ops ignore all this and call `torch`."""
+        return self.torch(*args)
+
+    def onnx(self, b: "OnnxBuilder", ins: list[str], outs: list[str]) -> None:
+        raise NotImplementedError
+
+    def onnx_call(self, b: "OnnxBuilder", ins: list[str], outs: list[str],
+                  blocks: Sequence["Graph"], build_block) -> None:
+        """Emit nodes with sub-graphs: `build_block(graph, bind=None) -> onnx.GraphProto` builds
+        a body; with `bind` (outer value names, one per body input) the body takes no ONNX
+        inputs and reads those outer values instead (ONNX If bodies capture, not take,
+        operands). Plain ops ignore both and call `onnx`."""
+        self.onnx(b, ins, outs)
+
+    # ---- attributes --------------------------------------------------------------------------
+    def attrs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @property
+    def is_concrete(self) -> bool:
+        return not any(_has_symbol(v) for v in self.attrs().values())
+
+    def concretize(self, model: z3.ModelRef) -> "Op":
+        return dataclasses.replace(
+            self, **{k: _concretize_attr(v, model) for k, v in self.attrs().items()}
+        )
+
+    @classmethod
+    def from_attrs(cls, attrs: dict[str, Any]) -> "Op":
+        """Build from parsed attribute values, coercing lists to tuples and names to dtypes."""
+        hints = typing.get_type_hints(cls)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(attrs) - fields)
+        if unknown:
+            raise OpError(f"op {cls.name!r} has no attribute {unknown[0]!r}")
+        missing = sorted(fields - set(attrs))
+        if missing:
+            raise OpError(f"op {cls.name!r} needs attribute {missing[0]!r}")
+        return cls(**{k: _coerce(cls.name, k, hints[k], v) for k, v in attrs.items()})
+
+
+def _has_symbol(v: Any) -> bool:
+    if isinstance(v, tuple):
+        return any(_has_symbol(x) for x in v)
+    return is_symbolic(v)
+
+
+def _concretize_attr(v: Any, model: z3.ModelRef) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_concretize_attr(x, model) for x in v)
+    if is_symbolic(v):
+        return concretize(v, model)
+    return v
+
+
+_SCALARS: dict[Any, Callable[[Any], bool]] = {
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    bool: lambda v: isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+}
+
+
+def _coerce(op: str, key: str, hint: Any, v: Any) -> Any:
+    shown = "[" + ",".join(map(str, v)) + "]" if isinstance(v, tuple) else repr(v)
+    bad = OpError(f"op {op!r} attribute {key!r}: bad value {shown}")
+    if hint is DType:
+        if not isinstance(v, str):
+            raise bad
+        try:
+            return DType.from_name(v)
+        except ValueError as e:
+            raise OpError(f"op {op!r} attribute {key!r}: {e}") from None
+    if typing.get_origin(hint) is tuple:
+        (elem, *_) = typing.get_args(hint)
+        if not isinstance(v, (tuple, list)) or not all(_SCALARS[elem](x) for x in v):
+            raise bad
+        return tuple(v)
+    if not _SCALARS[hint](v):
+        raise bad
+    return float(v) if hint is float else v
+
+
+def lookup_op(name: str) -> type[Op]:
+    try:
+        return OP_REGISTRY[name]
+    except KeyError:
+        raise OpError(f"unknown op {name!r}") from None
+
+
+def np_const(value, dtype: DType) -> np.ndarray:
+    return np.asarray(value, dtype=dtype.numpy)
