@@ -28,9 +28,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
 from campaign.verdict import Stage, Verdict
-from ir.analysis.inplace import counts as inplace_counts
-from ir.ops.rnn import RECURRENT
-from ir.core.text import graph_hash
 
 if TYPE_CHECKING:
     from campaign.testcase import TestCase
@@ -132,6 +129,12 @@ class ResultRow:
         """The columns every backend's row of test `tc` shares. `novel`: whether the seed
         pool had not seen the graph's pattern (`MutationSource.novel`, asked before the pool
         observes the test); `host`, `worker`: the actor that made it."""
+        # ir is imported here, not with the module: the row type stays light to import for
+        # the driver and the stage doubles of its tests, whose actors start and run in seconds
+        from ir.analysis.inplace import counts as inplace_counts
+        from ir.core.text import graph_hash
+        from ir.ops.rnn import RECURRENT
+
         g = tc.graph
         counts = g.op_counts()
         steps = tc.lineage[1:]
