@@ -116,7 +116,7 @@ class _Checked(Interpreter):
 
     def before_inst(self, g: Graph, index: int, inst: Inst, args: list) -> None:
         label = self.label = f"{self.where}inst {index} ({inst.op.name})"
-        self.here = str(self.scope.site(index))
+        self.here = str(self.scope.site(index)) if inst.blocks else ""  # only traced sites
         self.ran = []
         penalties = [p for p in inst.op.domain(*args) if any_positive(p)]
         if penalties:
