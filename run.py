@@ -57,6 +57,7 @@ def main(cfg: DictConfig) -> None:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     from campaign.driver import CampaignError, run_campaign  # imports Ray and torch
+    from campaign.stop_signals import exit_status
 
     try:
         summary = run_campaign(conf, out_dir)
@@ -65,8 +66,8 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
     if summary.stopped:  # e.g. a full disk for campaign.disk_wait_s
         sys.exit(3)
-    if summary.interrupted:
-        sys.exit(130)
+    if summary.interrupted:  # 130 after Ctrl-C, 143 after SIGTERM
+        sys.exit(exit_status(summary.signal or "SIGINT"))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ Invariants:
   and only one that kills its actor again is blamed. A hang blames the running test when it ran
   alone; else the tests of its batch are re-run alone likewise;
 - rows are flushed as whole Parquet files (campaign.storage) every `flush_every_s` seconds or
-  `flush_rows` rows, also on Ctrl-C (the summary is printed, exit 130) and on errors: a driver
+  `flush_rows` rows, also on Ctrl-C (the summary is printed, exit 130), on SIGTERM (exit 143)
+  and on errors: a driver
   killed with -9 loses at most the rows of the last flush interval;
 - `campaign.resume=true` continues the run in `output.dir`: same run id, test indices after the
   last one recorded, so no test id repeats;
@@ -66,6 +67,7 @@ from campaign.config import Budget, Config, ConfigError, to_config, validate
 from campaign.findings import FindingStore
 from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
 from campaign.scheduler import CoreScheduler
+from campaign.stop_signals import sigterm_stops_campaign, warn_if_ctrl_c_ignored
 from campaign.row import ResultRow, utc_now
 from campaign.storage import ResultSink, describe_error, existing_run
 from campaign.verdict import Verdict, verdict_signature
@@ -146,6 +148,8 @@ class Summary:
     worker_errors: int = 0
     requeued: int = 0
     interrupted: bool = False
+    #: the signal that interrupted it: SIGINT (Ctrl-C) or SIGTERM (`campaign.stop_signals`)
+    signal: Optional[str] = None
     #: why the campaign stopped before its budget other than Ctrl-C (e.g. a full disk)
     stopped: Optional[str] = None
     #: rows that could not be written into results/ when it stopped, and the file holding
@@ -187,7 +191,10 @@ class Summary:
         return "\n".join(fmt(r) for r in [header, *body])
 
     def text(self) -> str:
-        state = " (interrupted)" if self.interrupted else ""
+        state = ""
+        if self.interrupted:
+            state = " (interrupted)" if self.signal in (None, "SIGINT") else \
+                f" (interrupted by {self.signal})"
         resumed = f", resumed at test {self.resumed_at}" if self.resumed_at is not None else ""
         lines = [
             f"campaign {self.campaign} run {self.run_id}{state}{resumed}: {self.tests} tests in "
@@ -1549,6 +1556,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     plan = BudgetPlan.of(budget, conf.triage.budget, conf.triage.enabled)
     camp: Optional[_Campaign] = None
     interrupted = False
+    by_signal: Optional[str] = None
     stopped: Optional[str] = None
     try:
         check_resources(conf, needs)
@@ -1557,7 +1565,8 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
                          lacks=backend_lacks(conf))
         if plan.testing_s is not None:
             camp.deadline = t0 + plan.testing_s
-        with logging_redirect_tqdm():
+        warn_if_ctrl_c_ignored(log)
+        with logging_redirect_tqdm(), sigterm_stops_campaign() as received:
             try:
                 camp.start_actors()
                 camp.t_start = t0
@@ -1565,8 +1574,8 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
                 camp.bar = tqdm(total=total, unit="test", dynamic_ncols=True,
                                 disable=None, desc=conf.campaign.name)
                 camp.loop()
-            except KeyboardInterrupt:
-                interrupted = True
+            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (`Terminated`)
+                interrupted, by_signal = True, received.stop_signal()
             except DiskFull as e:  # stops as on Ctrl-C, with its reason
                 interrupted, stopped = True, str(e)
                 log.error("%s", e)
@@ -1583,7 +1592,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
             except Exception:  # e.g. the cluster went away: the summary without the actor table
                 camp.actor_table = lambda: []  # type: ignore[method-assign]
                 summary = camp.summary(interrupted)
-            summary.stopped = stopped
+            summary.stopped, summary.signal = stopped, by_signal
             summary.rows_spilled, summary.spill_file = spill
             camp.stop_actors()
         if started:

@@ -154,12 +154,14 @@ class ValidTest:
 def drop_instruction(g: Graph, index: int) -> Graph | None:
     """`g` without instruction `index`: its single result is replaced by an operand of the same
     type when there is one, else it goes with every instruction reading it; outputs that go are
-    dropped, then dead code and unread inputs/params. None when no output would remain."""
+    dropped, then dead code and unread inputs/params. None when no output or no instruction
+    would remain (a graph returning its inputs tests no compiler)."""
     inst = g.insts[index]
     types = g.types()
     same = [a for a in inst.args if len(inst.results) == 1 and types[a] == inst.results[0].type]
     if same:
-        return remove_unused(remove_insts(g, [index], lambda r, only_outputs: same[0]))
+        kept = remove_unused(remove_insts(g, [index], lambda r, only_outputs: same[0]))
+        return kept if kept.insts else None
     gone = set(inst.result_names)
     users = []
     for i, other in enumerate(g.insts):

@@ -22,10 +22,23 @@ COMMON = ["campaign=smoke", "campaign.workers=1", "ray.temp_dir=/tmp/dsray-cli",
           "campaign.flush_every_s=0.5"]
 
 
-def _start(*args: str) -> subprocess.Popen:
-    # its own process group, as a shell job: signals go to the driver and the cluster it started
+def _start(*args: str, sigint: object = signal.SIG_DFL) -> subprocess.Popen:
+    # its own process group, as a shell job: signals go to the driver and the cluster it started.
+    # SIGINT as a terminal's foreground job has it (default), whatever this pytest inherited: a
+    # test run started with `&` by a script would otherwise pass SIG_IGN on: Ctrl-C ignored
     return subprocess.Popen([sys.executable, "run.py", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+
+
+def _finish(p: subprocess.Popen, timeout: float) -> str:
+    """Its output once it exits; killed (its whole group) and failed when it does not in time."""
+    try:
+        return p.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        raise AssertionError(
+            f"still running after {timeout} s:\n{p.communicate()[0][-3000:]}") from None
 
 
 def _files(out: Path) -> list[Path]:
@@ -50,12 +63,12 @@ def test_ctrl_c_then_kill_9_then_resume_loses_nothing_flushed_and_repeats_no_tes
     _wait_for_files(p, out, 0)
     time.sleep(1.0)
     os.killpg(p.pid, signal.SIGINT)
-    text = p.communicate(timeout=120)[0]
+    text = _finish(p, 120)
     assert p.returncode == 130, text[-3000:]
     assert "(interrupted)" in text and "results:" in text
     summary = json.loads((out / "summary.json").read_text())
     first = read_results(out)
-    assert summary["interrupted"] and first.num_rows == summary["rows"] == summary["tests"] > 0
+    assert summary["interrupted"] and summary["signal"] == "SIGINT" and first.num_rows == summary["rows"] == summary["tests"] > 0
 
     # resumed, then the driver (and the local cluster it started) killed with -9
     p = _start("campaign.budget=1000000", "campaign.resume=true", *args)
@@ -63,7 +76,7 @@ def test_ctrl_c_then_kill_9_then_resume_loses_nothing_flushed_and_repeats_no_tes
     time.sleep(1.5)
     os.killpg(p.pid, signal.SIGKILL)
     killed_at = time.time()
-    p.communicate(timeout=60)
+    _finish(p, 60)
     second = read_results(out)
     assert second.num_rows > first.num_rows
     # what it had flushed is all there; the newest file is about one flush interval old
@@ -72,7 +85,7 @@ def test_ctrl_c_then_kill_9_then_resume_loses_nothing_flushed_and_repeats_no_tes
     # resumed to a test budget: it goes on after the last test recorded and stops there
     last = max(index_of(t) for t in second.column("test_id").to_pylist())
     p = _start(f"campaign.budget={last + 21}", "campaign.resume=true", *args)
-    text = p.communicate(timeout=300)[0]
+    text = _finish(p, 300)
     assert p.returncode == 0, text[-3000:]
     assert f"resumed at test {last + 1}" in text
     rows = read_results(out).to_pylist()
@@ -80,6 +93,24 @@ def test_ctrl_c_then_kill_9_then_resume_loses_nothing_flushed_and_repeats_no_tes
     assert len(ids) == len(set(ids))  # one backend: one row per test, no test id twice
     assert len({r["run_id"] for r in rows}) == 1
     assert sorted(index_of(t) for t in ids)[-20:] == list(range(last + 1, last + 21))
+
+
+def test_sigterm_stops_as_ctrl_c_does_and_is_the_way_when_ctrl_c_is_ignored(tmp_path):
+    out = tmp_path / "run"
+    # started as `cmd &` in a script starts it: SIGINT ignored, which it keeps
+    p = _start("campaign.budget=1000000", *COMMON, f"output.dir={out}", sigint=signal.SIG_IGN)
+    _wait_for_files(p, out, 0)
+    os.killpg(p.pid, signal.SIGINT)
+    time.sleep(3.0)
+    assert p.poll() is None
+    os.kill(p.pid, signal.SIGTERM)  # `kill PID`
+    text = _finish(p, 120)
+    assert p.returncode == 143, text[-3000:]
+    assert "Ctrl-C (SIGINT) is ignored in this process" in text
+    assert "(interrupted by SIGTERM)" in text and "results:" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] and summary["signal"] == "SIGTERM"
+    assert read_results(out).num_rows == summary["rows"] == summary["tests"] > 0
 
 
 def test_multirun_sweep_writes_one_dataset_per_campaign_read_as_one(tmp_path):

@@ -6,7 +6,8 @@ import torch
 
 from ir import parse, verify
 from ir.numerics.domain import evaluate_checked, result_problem
-from ir.numerics.input_search import SearchConfig, search_inputs
+from ir import print_graph
+from ir.numerics.input_search import SearchConfig, drop_instruction, search_inputs
 
 #: topk over sign(exp(x)): six ones always tie, and sign has no gradient
 TIES = """graph main(%x0: f32[6]) {
@@ -63,3 +64,21 @@ def test_the_result_check_flags_non_finite_floats_of_every_width():
         assert result_problem("v", torch.tensor([1.0, float("nan")], dtype=dtype)) == \
             "value %v is not finite"
         assert result_problem("v", torch.tensor([1.0, -2.0], dtype=dtype)) is None
+
+
+def test_dropping_the_last_instruction_leaves_no_test():
+    # the result has an operand of its type, which would take its place: the graph would only
+    # return its input, which tests no compiler
+    g = verify(parse("""graph main(%x0: f32[3]) {
+      %v1 = log(%x0) : f32[3]
+      return %v1
+    }"""))
+    assert drop_instruction(g, 0) is None
+    two = verify(parse("""graph main(%x0: f32[3]) {
+      %v1 = log(%x0) : f32[3]
+      %v2 = exp(%v1) : f32[3]
+      return %v2
+    }"""))
+    kept = drop_instruction(two, 0)
+    assert kept is not None and [i.op.name for i in kept.insts] == ["exp"]
+    assert "exp(%x0)" in print_graph(kept)
