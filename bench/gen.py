@@ -28,8 +28,8 @@ from campaign.reference import run_reference  # noqa: E402
 from campaign.testcase import TestCase  # noqa: E402
 from campaign.worker import set_single_thread  # noqa: E402
 from ir import GenConfig, generate  # noqa: E402
-from ir.numerics.input_search import make_valid  # noqa: E402
 from ir.analysis.precision import output_precisions  # noqa: E402
+from ir.numerics.input_search import make_valid  # noqa: E402
 
 
 def stats(xs: list[float]) -> str:

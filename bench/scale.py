@@ -114,7 +114,7 @@ class CpuSampler:
                 print(f"cpu sampler: {type(e).__name__}: {e}", file=sys.stderr)
             self.stop.wait(0.25)
 
-    def __enter__(self) -> "CpuSampler":
+    def __enter__(self) -> CpuSampler:
         self.thread.start()
         return self
 
@@ -134,7 +134,7 @@ class CpuSampler:
 
 
 def load() -> str:
-    return "load average %.1f %.1f %.1f" % os.getloadavg()
+    return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
 
 
 # ---- no-op stages -----------------------------------------------------------------------------

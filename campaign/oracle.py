@@ -26,21 +26,21 @@ near-exact result, with the measured rounding scatter: `Truths`) who is off (`ju
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
 
 import numpy as np
 
 from campaign.verdict import Verdict
-from ir.core.dtypes import DType
 from ir.analysis.precision import BASE_TOLERANCE, EXACT, Tolerance
+from ir.core.dtypes import DType
 
 #: how many times the reference's own error (vs the float64 truth) a target may be off by
 #: where the reference is off too, before the mismatch is confirmed anyway
 SHADOW_SLACK = 4.0
 
 #: an output's tolerance, or the float dtype whose base tolerance applies (None: by its dtype)
-TolSpec = Union[Tolerance, DType, None]
+TolSpec = Tolerance | DType | None
 
 
 def tolerance(spec: TolSpec, dtype: np.dtype) -> Tolerance:

@@ -28,11 +28,11 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.oracle import Truths
-from ir.numerics.domain import evaluate_checked
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import Op
 from ir.materialize.to_torch import evaluate_torch
+from ir.numerics.domain import evaluate_checked
 
 
 @dataclass

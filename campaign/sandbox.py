@@ -160,7 +160,7 @@ class Job:
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
-    def of(m: Materialized) -> "Job":
+    def of(m: Materialized) -> Job:
         tc = m.tc
         try:
             onnx_bytes: bytes | None = m.onnx_bytes
@@ -182,7 +182,7 @@ class Job:
         return self._packed
 
     @staticmethod
-    def unpack(data: bytes) -> "Job":
+    def unpack(data: bytes) -> Job:
         return Job(**pickle.loads(data))
 
 
@@ -351,7 +351,8 @@ class _Health:
         if cwd != self.cwd:
             try:
                 os.chdir(self.cwd)
-                damage.append(f"working directory {'deleted' if cwd is None else 'changed to ' + repr(cwd)} (changed back)")
+                now = 'deleted' if cwd is None else 'changed to ' + repr(cwd)
+                damage.append(f"working directory {now} (changed back)")
             except OSError:
                 unusable.append(f"working directory {self.cwd!r} deleted")
         replaced = []
@@ -597,7 +598,7 @@ class Sandbox:
                 pass
         self._kill()
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -9,8 +9,8 @@ different failures that happen to share a generic message.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 _RULES = [
     (re.compile(r"\b0x[0-9a-fA-F]+"), "<addr>"),

@@ -20,8 +20,9 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -35,14 +36,14 @@ from campaign.sandbox import Job, JobMaterialized, Sandbox, SandboxConfig
 from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
-from ir.numerics.coverage import CoverConfig, cover
-from ir.gen.dynshape import generate_dyn, wants_dynshape
-from ir.gen.builder import GenConfig
-from ir.gen.generate import generate
-from ir.core.graph import Graph
-from ir.numerics.input_search import make_valid, search_inputs
 from ir.analysis.precision import output_precisions, output_tolerances
+from ir.core.graph import Graph
 from ir.core.text import print_graph
+from ir.gen.builder import GenConfig
+from ir.gen.dynshape import generate_dyn, wants_dynshape
+from ir.gen.generate import generate
+from ir.numerics.coverage import CoverConfig, cover
+from ir.numerics.input_search import make_valid, search_inputs
 from mutators import MutationConfig
 from mutators.source import MutationSource
 
@@ -247,7 +248,7 @@ class FuzzWorker:
         for sb in self.sandboxes.values():
             sb.close()
 
-    def __enter__(self) -> "FuzzWorker":
+    def __enter__(self) -> FuzzWorker:
         return self
 
     def __exit__(self, *exc: Any) -> None:

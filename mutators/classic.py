@@ -14,7 +14,13 @@ from ir.core.shapes import holds
 from ir.core.types import TensorType
 from mutators.optable import enabled_ops, fragile_deep, ops_to, same_type_ops
 from mutators.scope import (
-    Ctx, ScopedMutator, copy_insts, pick_region, pure, region, values_before,
+    Ctx,
+    ScopedMutator,
+    copy_insts,
+    pick_region,
+    pure,
+    region,
+    values_before,
 )
 from mutators.solve import NEW, NEW_PARAM, solve
 

@@ -14,19 +14,28 @@ from __future__ import annotations
 from typing import Any
 
 from ir.core.dtypes import DType
-from ir.gen.control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
 from ir.core.graph import Graph, Inst, Value
-from ir.ops.control import If, Loop, Scan
 from ir.core.paths import Path
 from ir.core.rewrite import rename_canonically, replace_uses
 from ir.core.text import print_graph
 from ir.core.types import TensorType
+from ir.gen.control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
+from ir.ops.control import If, Loop, Scan
 from mutators.classic import MutateAttrs, ReplaceOp
-from mutators.optable import enabled_ops, fragile_deep, ops_to
 from mutators.insert_op import InsertOp
+from mutators.optable import enabled_ops, fragile_deep, ops_to
 from mutators.scope import (
-    Ctx, Region, ScopedMutator, Scope, copy_insts, depends, pick_region, prune, pure_deep,
-    region, values_before,
+    Ctx,
+    Region,
+    Scope,
+    ScopedMutator,
+    copy_insts,
+    depends,
+    pick_region,
+    prune,
+    pure_deep,
+    region,
+    values_before,
 )
 
 

@@ -20,12 +20,12 @@ import dataclasses
 import random
 from typing import Any
 
-from ir.gen.builder import GenConfig
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import OP_REGISTRY
-from ir.core.verify import VerifyError, verify
-from mutators.base import Mutant
 from ir.core.rewrite import replace_uses
+from ir.core.verify import VerifyError, verify
+from ir.gen.builder import GenConfig
+from mutators.base import Mutant
 from mutators.scope import Ctx, ScopedMutator
 
 #: pure op -> its in-place form (destination: operand 0)

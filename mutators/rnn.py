@@ -14,8 +14,8 @@ from typing import Any
 from ir.core.dtypes import DType
 from ir.core.graph import Graph
 from ir.core.op import OP_REGISTRY
-from ir.ops.rnn import RECURRENT
 from ir.core.rewrite import insert_insts, replace_uses
+from ir.ops.rnn import RECURRENT
 from mutators.optable import enabled_ops
 from mutators.scope import Ctx, ScopedMutator
 from mutators.solve import NEW, NEW_PARAM, solve

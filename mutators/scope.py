@@ -18,18 +18,20 @@ runs of pure instructions of one scope with their live-ins and live-outs.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from ir.gen.builder import GenConfig, SymbolicGraphBuilder
 from ir.core.graph import Graph, Inst, Value
 from ir.core.names import Names
-from ir.ops.control import is_control
 from ir.core.paths import Path
 from ir.core.paths import scopes as walk_scopes
 from ir.core.rewrite import remove_unused
 from ir.core.types import TensorType
+from ir.gen.builder import GenConfig, SymbolicGraphBuilder
+from ir.ops.control import is_control
 from mutators.base import Mutant, Mutator
+
 
 @dataclass(frozen=True)
 class Scope:

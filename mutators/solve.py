@@ -11,14 +11,14 @@ on every new type and optional result types, and every symbol is fixed from the 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ir.core.dtypes import DType
-from ir.gen.builder import SymbolicGraphBuilder, signature_key
 from ir.core.graph import Inst, Value
 from ir.core.op import Op
 from ir.core.shapes import eq
 from ir.core.types import TensorType
+from ir.gen.builder import SymbolicGraphBuilder, signature_key
 
 #: a new graph input (or need) for this operand
 NEW = "new"

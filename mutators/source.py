@@ -18,15 +18,16 @@ from __future__ import annotations
 import logging
 import random
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from ir.gen.builder import GenConfig, GenerationError, signature_key
-from ir.gen.generate import generate
 from ir.core.graph import Graph
 from ir.core.paths import scopes
 from ir.core.text import ParseError, parse
 from ir.core.verify import VerifyError, verify
+from ir.gen.builder import GenConfig, GenerationError, signature_key
+from ir.gen.generate import generate
 from mutators.engine import MutationConfig, MutationEngine
 from mutators.pool import Outcome, SeedPool
 

@@ -22,8 +22,7 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
-from campaign.backends.ort import (ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers,
-                                   ort_session_options)
+from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers, ort_session_options
 from campaign.verdict import Stage
 
 ONNX_EXPORT_UNSUPPORTED = (

@@ -2,8 +2,6 @@
 per-row data, so the page stays small whatever the campaign's size)."""
 from __future__ import annotations
 
-from typing import Optional
-
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
@@ -129,7 +127,7 @@ def buckets_over_time(data: ReportData) -> go.Figure:
     return _layout(fig, 400)
 
 
-def yield_bars(rows: list[dict], note: Optional[str] = None) -> go.Figure:
+def yield_bars(rows: list[dict], note: str | None = None) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "tests with a finding / an invalid result (%)", "distinct finding buckets hit"))
     names = [f"{r['name']}<br>n={r['tests']}" for r in rows]

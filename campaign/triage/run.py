@@ -21,14 +21,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from campaign.budget_plan import triage_seconds
-from campaign.triage.buckets import (BUGS_FILE, UNREDUCED, Bucket, BucketKey, crash_key,
-                                     known_bucket_ids, mismatch_key, pattern_ops,
-                                     write_bugs_table)
+from campaign.triage.buckets import (
+    BUGS_FILE,
+    UNREDUCED,
+    Bucket,
+    BucketKey,
+    crash_key,
+    known_bucket_ids,
+    mismatch_key,
+    pattern_ops,
+    write_bugs_table,
+)
 from campaign.triage.config import TriageConfig
 
 #: verdicts that are not findings; every other one is bucketed
@@ -44,7 +53,7 @@ INDEX = "reduced.json"
 class TriageReport:
     out_dir: Path
     buckets: list[Bucket]
-    table: Optional[Path]
+    table: Path | None
     reductions: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -117,7 +126,7 @@ MIN_REPRO_S = 10.0
 
 class _Triage:
     def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None],
-                 deadline: Optional[float] = None):
+                 deadline: float | None = None):
         self.out = out_dir
         self.cfg = cfg
         self.log = log
@@ -161,7 +170,7 @@ class _Triage:
             return confirmed_limit(info, self.cfg.timeout_s)
         return self.cfg.timeout_s
 
-    def runner(self, spec: str, timeout_s: Optional[float] = None):
+    def runner(self, spec: str, timeout_s: float | None = None):
         """The runner of backend `spec` at `timeout_s` (default `triage.timeout_s`)."""
         from campaign.triage.reduction import BackendRunner
 
@@ -447,8 +456,8 @@ class _Triage:
         return write_bugs_table(self.out / BUGS_FILE, list(self.buckets.values()))
 
 
-def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Optional[Path] = None,
-           log: Callable[[str], None] = print, deadline: Optional[float] = None,
+def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = None,
+           log: Callable[[str], None] = print, deadline: float | None = None,
            progress: bool = False) -> TriageReport:
     """Triage a campaign output dir, a findings dir, or one finding folder (module doc).
     `deadline` (monotonic): a hard end for every step (a campaign's wall-clock budget);
@@ -484,7 +493,7 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Optional[Path] =
                         time.monotonic() - t0, skipped=t.skipped)
 
 
-def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
+def _triage_one(folder: Path, cfg: TriageConfig, out: Path | None,
                 log: Callable[[str], None]) -> TriageReport:
     """One finding folder: reduce it and write its bug folder (and a one-row bugs table)."""
     from campaign.triage.reduction import load_finding
@@ -520,7 +529,7 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
 
 
 def triage_campaign(out_dir: Path, cfg: TriageConfig, log: Callable[[str], None] = print,
-                    deadline: Optional[float] = None) -> Optional[TriageReport]:
+                    deadline: float | None = None) -> TriageReport | None:
     """The triage a campaign runs when it ends (`cfg.enabled`), by `deadline` if given (the
     campaign's wall-clock budget), with a progress bar; never raises: a triage failure is
     logged, the campaign's results stay as they are."""

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import keyword
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ir.core.graph import Graph, Inst
-from ir.ops.control import ControlFlow, If, Loop, Scan
 from ir.core.types import TensorType
+from ir.ops.control import ControlFlow, If, Loop, Scan
 
 
 class CodegenError(RuntimeError):

@@ -30,9 +30,9 @@ torch runs the in-place form (`TorchPlan`), so compilers get real mutation.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -40,9 +40,9 @@ from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Fixes, Interpreter
 from ir.core.names import Names
 from ir.core.op import Op
-from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
 from ir.core.types import TensorType
 from ir.core.verify import VerifyError, quote_context, register_effect_check
+from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
 
 #: pure ops whose torch form may return a view of (or the very tensor of) an operand: slicing
 #: and reshaping movement ops; control flow too (a body may return its input: `torch_may_alias`
@@ -139,7 +139,7 @@ class Level:
     fix_inputs: dict[str, str]
     #: writes (instruction index, through a view?) at this level
     writes: list[tuple[int, bool]]
-    bodies: dict[int, list["Level"]]
+    bodies: dict[int, list[Level]]
 
     def canon(self, name: str) -> str:
         return self.alias.get(name, name)
@@ -386,7 +386,7 @@ class Functional:
     #: implements (part of)
     origin: list[int]
     #: per control-flow instruction of `graph` (by index), its functionalized bodies
-    blocks: dict[int, list["Functional"]]
+    blocks: dict[int, list[Functional]]
 
     def site(self, site: str) -> str:
         """The original site path (`ir.numerics.coverage` syntax "3/0/1") of a functionalized one."""

@@ -49,7 +49,7 @@ class DType(enum.Enum):
         return _ONNX[self](TensorProto)
 
     @staticmethod
-    def from_name(name: str) -> "DType":
+    def from_name(name: str) -> DType:
         """Parse a short name (`f32`); raises ValueError naming the valid ones."""
         try:
             return DType(name)
@@ -58,7 +58,7 @@ class DType(enum.Enum):
             raise ValueError(f"unknown dtype {name!r} (expected one of: {valid})") from None
 
     @staticmethod
-    def from_numpy(dt: np.dtype) -> "DType":
+    def from_numpy(dt: np.dtype) -> DType:
         for d, n in _NUMPY.items():
             if np.dtype(n) == dt:
                 return d

@@ -39,9 +39,10 @@ they run eagerly or are traced with it, as inline code would be.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import Op

@@ -6,11 +6,9 @@ written once with the helpers here and work on both kinds.
 """
 from __future__ import annotations
 
-from typing import Union
-
 import z3
 
-Dim = Union[int, z3.ArithRef]
+Dim = int | z3.ArithRef
 
 
 def is_symbolic(x: object) -> bool:

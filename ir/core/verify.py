@@ -16,7 +16,7 @@ whose remaining lines quote the instruction in context.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ir.core.graph import Graph, Inst
 from ir.core.op import Op

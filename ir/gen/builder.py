@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import z3
 
@@ -86,7 +86,7 @@ class GenConfig:
     def enabled_dtypes(self) -> list[DType]:
         return [DType.from_name(d) for d in self.dtypes]
 
-    def without(self, ops: Iterable[str]) -> "GenConfig":
+    def without(self, ops: Iterable[str]) -> GenConfig:
         """This config generating none of `ops`: plain ops join `ops_exclude`, a control-flow
         op (`if`, `loop`, `scan`) gets its chance set to 0."""
         ops = set(ops)

@@ -29,8 +29,8 @@ from functools import lru_cache
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import OP_REGISTRY, Op
-from ir.ops.control import If, Loop, Scan
 from ir.core.types import TensorType
+from ir.ops.control import If, Loop, Scan
 
 #: longest sequence a generated scan runs over (axis 0 of its scanned operand)
 MAX_SCAN_LEN = 16

@@ -33,19 +33,20 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import Any, NoReturn
 
 import z3
 
-from ir.materialize.dynshape import DynShape, ExprError, expr_of_z3, instantiate, tidy
-from ir.gen.builder import RLIMIT, GenConfig, SymbolicGraphBuilder
-from ir.gen.generate import generate_once
 from ir.core.graph import Graph, Inst, Value
-from ir.ops.control import ControlFlow
 from ir.core.shapes import eq, is_symbolic
 from ir.core.types import TensorType
 from ir.core.verify import VerifyError, verify
+from ir.gen.builder import RLIMIT, GenConfig, SymbolicGraphBuilder
+from ir.gen.generate import generate_once
+from ir.materialize.dynshape import DynShape, ExprError, expr_of_z3, instantiate, tidy
+from ir.ops.control import ControlFlow
 
 #: every live symbol keeps at least this many feasible values
 MIN_VALUES = 3

@@ -23,18 +23,18 @@ rejected program is never emitted. Deterministic: every choice comes from the ge
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
+from ir.analysis.inplace import analyze
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
-from ir.analysis.inplace import analyze
 from ir.core.names import Names
 from ir.core.op import Op
-from ir.ops.inplace import INPLACE_OPS
-from ir.ops.views import ViewDiagonal, ViewExpand, ViewPermute, ViewReshape, ViewSelect, ViewSlice, ViewUnfold
 from ir.core.verify import VerifyError, verify
 from ir.gen.builder import SymbolicGraphBuilder
+from ir.ops.inplace import INPLACE_OPS
+from ir.ops.views import ViewDiagonal, ViewExpand, ViewPermute, ViewReshape, ViewSelect, ViewSlice, ViewUnfold
 
 VIEW_OPS: tuple[type[Op], ...] = (
     ViewSlice, ViewSlice, ViewSelect, ViewReshape, ViewPermute, ViewDiagonal, ViewExpand,

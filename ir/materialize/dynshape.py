@@ -35,9 +35,10 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -272,7 +273,7 @@ class DynShape:
                 "shape_lowering": self.shape_lowering}
 
     @staticmethod
-    def from_json(d: Mapping) -> "DynShape":
+    def from_json(d: Mapping) -> DynShape:
         def expr(x):
             if isinstance(x, int):
                 return x

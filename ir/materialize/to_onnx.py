@@ -5,15 +5,16 @@ see real constants to fold), and every instruction contributes nodes through `Op
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ir.core.graph import Graph, Value
 from ir.analysis.inplace import pure_form
+from ir.core.graph import Graph, Value
 from ir.core.onnx_builder import IR_VERSION, OPSET, OnnxBuilder, value_info
+
 
 def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.GraphProto:
     """An ONNX sub-graph for a body: outputs typed, nodes from its instructions. Without `bind`

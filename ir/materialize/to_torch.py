@@ -6,15 +6,14 @@ which Dynamo traces straight through, so the same module serves eager and `torch
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
 
-from ir.core.graph import Graph, Inst, Value
 from ir.analysis.inplace import has_effects, torch_plan
+from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Interpreter
-
 
 #: what becomes of each result of an instruction (`evaluate_torch`'s `result` hook)
 ResultHook = Callable[[Inst, torch.Tensor], torch.Tensor]

@@ -42,13 +42,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ir.numerics.domain import ControlTrace, Violation, evaluate_checked
 from ir.core.graph import Graph, Inst
-from ir.numerics.input_search import SearchConfig, search_inputs
 from ir.core.op import lookup_op
-from ir.ops.control import MAX_TRIPS, is_control
 from ir.core.paths import Site, control_sites
+from ir.numerics.domain import ControlTrace, Violation, evaluate_checked
+from ir.numerics.input_search import SearchConfig, search_inputs
 from ir.numerics.values import ValueRanges, as_tensors, sample_value
+from ir.ops.control import MAX_TRIPS, is_control
 
 #: comparison op -> the sign s with which (a - b) * s > 0 makes it true
 COMPARISONS = {"gt": 1, "ge": 1, "lt": -1, "le": -1}
@@ -109,7 +109,7 @@ class Coverage:
     steerable: set[str] = field(default_factory=set)
 
     @staticmethod
-    def of(g: Graph) -> "Coverage":
+    def of(g: Graph) -> Coverage:
         return Coverage({s: inst.op.name for s, inst in sites(g).items()})
 
     def record(self, site: str, ran: list[int]) -> None:
@@ -126,12 +126,12 @@ class Coverage:
         """Whether the op at `site` takes its trip count from data, which `cover` may vary."""
         return lookup_op(self.ops[site]).trip_operand is not None
 
-    def gain(self, other: "Coverage") -> bool:
+    def gain(self, other: Coverage) -> bool:
         """Whether `other` saw a branch or trip count this coverage has not."""
         return (any(b - self.branches.get(s, set()) for s, b in other.branches.items())
                 or any(t - self.trips.get(s, set()) for s, t in other.trips.items()))
 
-    def merge(self, other: "Coverage") -> None:
+    def merge(self, other: Coverage) -> None:
         for s, b in other.branches.items():
             self.branches.setdefault(s, set()).update(b)
         for s, t in other.trips.items():
@@ -410,7 +410,7 @@ class _Tracer:
                 self.pending.discard(s)
                 self._observe(s, self.sources[s], values)
 
-    def _observe(self, site: str, src: "PredicateSource", values: dict[str, torch.Tensor]) -> None:
+    def _observe(self, site: str, src: PredicateSource, values: dict[str, torch.Tensor]) -> None:
         """The if at `site` ran: its predicate's sides, read in its anchor's scope `values`."""
         a, b, s = src.a, src.b, src.sign
         for side, other, sign in ((b, a, -s), (a, b, s)):

@@ -9,17 +9,17 @@ zero, (2) every float result is finite and (3) every int result satisfies
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
 
 import numpy as np
 import torch
 
-from ir.core.graph import Graph, Inst, Value
 from ir.analysis.inplace import InplaceError, functionalize, has_writes
+from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Interpreter
-from ir.ops.control import is_control
 from ir.core.paths import Path, Site
+from ir.ops.control import is_control
 
 
 @dataclass

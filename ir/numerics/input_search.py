@@ -9,17 +9,17 @@ is deterministic given the seed.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import numpy as np
 import torch
 
-from ir.numerics.domain import ControlTrace, Violation, any_positive, evaluate_checked
 from ir.core.graph import Graph, Value
-from ir.ops.control import is_control
 from ir.core.rewrite import remove_insts, remove_unused
+from ir.numerics.domain import ControlTrace, Violation, any_positive, evaluate_checked
 from ir.numerics.values import ValueRanges, as_tensors, random_values
+from ir.ops.control import is_control
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def random_values(g: Graph, seed: int | np.random.Generator, ranges: ValueRanges
     return out
 
 
-def as_tensors(values: "dict[str, np.ndarray]") -> "dict[str, torch.Tensor]":
+def as_tensors(values: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
     """Torch tensors of a values dict (inputs and params by name), each a fresh C-contiguous
     copy: evaluation may write in place or attach gradients without touching `values`."""
     return {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}

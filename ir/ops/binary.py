@@ -9,17 +9,30 @@ Semantics kept equal on both sides:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Sequence
+from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Signature, Slot
-from ir.ops.common import (
-    ALL, BOOL, FLOATS, NO_BOOL, INTS, NUMERIC, apart, as_float, at_least, at_most, is_float, margin,
-    ordered, same_dtype,
-)
 from ir.core.shapes import Or, eq, if_then_else, same
 from ir.core.types import TensorType
+from ir.ops.common import (
+    ALL,
+    BOOL,
+    FLOATS,
+    INTS,
+    NO_BOOL,
+    NUMERIC,
+    apart,
+    as_float,
+    at_least,
+    at_most,
+    is_float,
+    margin,
+    ordered,
+    same_dtype,
+)
 
 
 def broadcast_shape(a: TensorType, b: TensorType) -> tuple:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ir.core.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
+from ir.core.dtypes import FLOAT_DTYPES, INT_DTYPES, DType
 from ir.core.op import Op
 from ir.core.types import TensorType
 

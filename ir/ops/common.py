@@ -14,10 +14,10 @@ value with itself is the one exact case: the same tensor, not an equal one.)
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
-from ir.core.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
+from ir.core.dtypes import FLOAT_DTYPES, INT_DTYPES, DType
 from ir.core.op import Op, Signature
 
 F32_64 = frozenset({DType.float32, DType.float64})

@@ -13,8 +13,9 @@ higher-order op traced as a whole); ONNX `If`, whose bodies capture the operands
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar, NoReturn, Protocol, Sequence, TypeGuard
+from typing import Any, ClassVar, NoReturn, Protocol, TypeGuard
 
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
@@ -74,7 +75,7 @@ class Relation(Protocol):
 KeepOutputs = Callable[[Graph, Sequence[int]], Graph]
 
 
-def is_control(op: Op) -> TypeGuard["ControlFlow"]:
+def is_control(op: Op) -> TypeGuard[ControlFlow]:
     """Whether `op` follows the control-flow protocol (holds bodies)."""
     return isinstance(op, ControlFlow)
 

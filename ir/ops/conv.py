@@ -11,9 +11,9 @@ from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Slot
-from ir.ops.common import F16_32, same_dtype
 from ir.core.shapes import eq, floordiv
 from ir.core.types import TensorType
+from ir.ops.common import F16_32, same_dtype
 
 
 def window_out(size, kernel, stride, pad, dilation=1):

@@ -17,14 +17,27 @@ serves every float dtype.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Sequence
+from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Signature
 from ir.ops.common import (
-    BOOL, F16_32, FLOATS, INTS, NUMERIC, apart, as_float, at_least, at_most,
-    away_from_integers, const_like, is_float, margin, same_dtype,
+    BOOL,
+    F16_32,
+    FLOATS,
+    INTS,
+    NUMERIC,
+    apart,
+    as_float,
+    at_least,
+    at_most,
+    away_from_integers,
+    const_like,
+    is_float,
+    margin,
+    same_dtype,
 )
 
 

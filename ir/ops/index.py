@@ -13,8 +13,8 @@ from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op
-from ir.ops.common import ALL, FLOATS, AxisOp, distinct_sorted, float_only, nonempty, same_dtype
 from ir.core.types import TensorType
+from ir.ops.common import ALL, FLOATS, AxisOp, distinct_sorted, float_only, nonempty, same_dtype
 
 
 @dataclass(frozen=True)

@@ -36,15 +36,14 @@ import numpy as np
 
 from ir.core.dtypes import DType
 from ir.core.op import Effect, Op, OpError
+from ir.core.shapes import And, Or, eq
+from ir.core.types import TensorType
 from ir.ops.binary import Add, Div, Mul, Sub, broadcast_operand, broadcast_requires, broadcast_shape
-from ir.ops.cast import CASTS
-from ir.ops.cast import Cast
+from ir.ops.cast import CASTS, Cast
 from ir.ops.common import ALL, NUMERIC, const_like, ordered, same_dtype
 from ir.ops.elementwise import Clip, Relu, Sigmoid
 from ir.ops.shape import Expand
 from ir.ops.views import ViewOp, ViewSelect, ViewSlice
-from ir.core.shapes import And, Or, eq
-from ir.core.types import TensorType
 
 WRITES = Effect(writes=0)
 

@@ -6,9 +6,9 @@ from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Slot
-from ir.ops.common import NUMERIC, is_float, no_wraparound, same_dtype
 from ir.core.shapes import eq
 from ir.core.types import TensorType
+from ir.ops.common import NUMERIC, is_float, no_wraparound, same_dtype
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Slot
-from ir.ops.common import F32, FLOATS, as_float, at_least, is_float, margin, same_dtype
 from ir.core.shapes import Or, eq
 from ir.core.types import TensorType
+from ir.ops.common import F32, FLOATS, as_float, at_least, is_float, margin, same_dtype
 
 EPS = 1e-5
 

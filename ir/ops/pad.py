@@ -11,9 +11,9 @@ from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op
-from ir.ops.common import ALL, NUMERIC, const_like, same_dtype
 from ir.core.shapes import Or
 from ir.core.types import TensorType
+from ir.ops.common import ALL, NUMERIC, const_like, same_dtype
 
 MAX_PAD = 3
 

@@ -11,9 +11,9 @@ from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op
+from ir.core.types import TensorType
 from ir.ops.common import F16_32, FLOATS, same_dtype
 from ir.ops.conv import window_out
-from ir.core.types import TensorType
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,18 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ir.core.dtypes import DType
-from ir.ops.common import (
-    AxisOp, FLOATS, NUMERIC, distinct_sorted, float_only, is_float, no_wraparound,
-    nonempty, same_dtype,
-)
 from ir.core.types import TensorType
+from ir.ops.common import (
+    FLOATS,
+    NUMERIC,
+    AxisOp,
+    distinct_sorted,
+    float_only,
+    is_float,
+    no_wraparound,
+    nonempty,
+    same_dtype,
+)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import numpy as np
 
 from ir.core.dtypes import DType
 from ir.core.op import Op
-from ir.ops.common import F16_32, same_dtype
 from ir.core.types import TensorType
+from ir.ops.common import F16_32, same_dtype
 
 
 @dataclass(frozen=True)

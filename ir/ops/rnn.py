@@ -37,9 +37,9 @@ from typing import ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Slot
-from ir.ops.common import F16_32, ordered
 from ir.core.shapes import eq
 from ir.core.types import TensorType
+from ir.ops.common import F16_32, ordered
 
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 MAX_HIDDEN = 16

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ir.core.op import Op
-from ir.ops.common import ALL, AxisOp, same_dtype
 from ir.core.shapes import And, Or, eq, floordiv, product
 from ir.core.types import TensorType
+from ir.ops.common import ALL, AxisOp, same_dtype
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,10 @@ from typing import ClassVar
 import numpy as np
 
 from ir.core.op import Effect, Op
-from ir.ops.common import ALL, AxisOp, same_dtype
-from ir.ops.shape import Expand, Reshape, Slice, Transpose
 from ir.core.shapes import Or, eq, floordiv
 from ir.core.types import TensorType
+from ir.ops.common import ALL, AxisOp, same_dtype
+from ir.ops.shape import Expand, Reshape, Slice, Transpose
 
 VIEW = Effect(view_of=0)
 
@@ -50,7 +50,7 @@ def strided_positions(shape, strides, offset: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=4096)
-def _positions_cached(op: "ViewOp", shape: tuple[int, ...]) -> np.ndarray:
+def _positions_cached(op: ViewOp, shape: tuple[int, ...]) -> np.ndarray:
     import torch
 
     view = op.torch(torch.empty(shape, device="meta"))
@@ -59,7 +59,7 @@ def _positions_cached(op: "ViewOp", shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def positions(op: "ViewOp", shape) -> np.ndarray:
+def positions(op: ViewOp, shape) -> np.ndarray:
     """For each element of `op`'s view of a contiguous tensor of `shape`, its flat row-major
     index in that tensor (torch's view semantics, read off a meta tensor)."""
     return _positions_cached(op, tuple(int(d) for d in shape))

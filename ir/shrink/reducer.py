@@ -40,8 +40,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, NoReturn, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -49,13 +50,13 @@ from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.names import Names
 from ir.core.op import Op, lookup_op
-from ir.ops.control import ControlFlow, reads
 from ir.core.paths import Path, scopes
 from ir.core.rewrite import remove_insts, replace_uses
 from ir.core.shapes import holds, is_symbolic
 from ir.core.text import canonical_text
 from ir.core.types import TensorType
 from ir.core.verify import verify
+from ir.ops.control import ControlFlow, reads
 
 #: the predicate: does this graph, on these values (every input and param), still fail the
 #: same way?
@@ -476,7 +477,7 @@ def _new_leaf(g: Graph, names: Names, t: TensorType, from_params: bool) -> tuple
     return replace(g, inputs=g.inputs + (v,)), name
 
 
-def pass_drop_outputs(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_drop_outputs(r: Reducer, g: Graph) -> Iterator[Candidate]:
     if len(g.outputs) < 2:
         return
     for k, o in enumerate(g.outputs):
@@ -486,7 +487,7 @@ def pass_drop_outputs(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                         f"drop output {k}")
 
 
-def pass_cut_to_input(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_cut_to_input(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """Replace a top-level value by a new input holding its current value, largest cone first."""
     env = r.env()
     params = {p.name for p in g.params}
@@ -547,7 +548,7 @@ def _type_of(block: Graph, name: str) -> TensorType | None:
     return block.types().get(name)
 
 
-def pass_delete_block(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_delete_block(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """Delete runs of top-level instructions, halving the run length (ddmin-like)."""
     n = len(g.insts)
     k = n // 2
@@ -559,7 +560,7 @@ def pass_delete_block(r: "Reducer", g: Graph) -> Iterator[Candidate]:
         k //= 2
 
 
-def pass_delete_inst(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_delete_inst(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """Delete one instruction (any level, last first) and reconnect its uses."""
     env = r.env()
     for path, block in scopes(g):
@@ -586,7 +587,7 @@ def _inline(block: Graph, i: int, body: Graph, bind: dict[str, str]) -> Graph:
     return out
 
 
-def pass_inline_if(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_inline_if(r: Reducer, g: Graph) -> Iterator[Candidate]:
     for path, block in scopes(g):
         for i, inst in enumerate(block.insts):
             if inst.op.name != "if":
@@ -598,7 +599,7 @@ def pass_inline_if(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                 yield Candidate(dce(h), f"inline the {which} branch of %{inst.results[0].name}")
 
 
-def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_unwrap_loop(r: Reducer, g: Graph) -> Iterator[Candidate]:
     for path, block in scopes(g):
         for i, inst in enumerate(block.insts):
             if inst.op.name != "loop":
@@ -625,7 +626,7 @@ def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                             f"loop %{inst.results[0].name} -> its body once", values)
 
 
-def pass_unwrap_scan(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_unwrap_scan(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """A scan of length 1: its body once, on the squeezed slices; ys unsqueezed."""
     try:
         squeeze, unsqueeze = lookup_op("squeeze"), lookup_op("unsqueeze")
@@ -676,7 +677,7 @@ def _resized(old: np.ndarray, t: TensorType) -> np.ndarray | None:
     return np.array(cut, dtype=t.dtype.numpy, order="C", copy=True).reshape(shape)
 
 
-def pass_shrink_shapes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_shrink_shapes(r: Reducer, g: Graph) -> Iterator[Candidate]:
     h = solve_shapes(g, "min")
     if h is not None:
         yield Candidate(h, "shapes re-solved to their minimum")
@@ -692,7 +693,7 @@ def pass_shrink_shapes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                     yield Candidate(h, f"dim {k} of %{v.name} ({d}) -> {mode}")
 
 
-def pass_shrink_ranks(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_shrink_ranks(r: Reducer, g: Graph) -> Iterator[Candidate]:
     for v in (*g.inputs, *g.params):
         for k, d in enumerate(v.type.shape):
             if d != 1:
@@ -718,7 +719,7 @@ def _map_dtype_attrs(op: Op) -> Op:
     return dataclasses.replace(op, **changes) if changes else op
 
 
-def pass_simplify_dtypes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_simplify_dtypes(r: Reducer, g: Graph) -> Iterator[Candidate]:
     decls = [v for v in (*g.inputs, *g.params) if _simpler(v.type.dtype) is not v.type.dtype]
     has_attrs = any(_map_dtype_attrs(inst.op) is not inst.op for inst, _ in g.walk())
     if decls or has_attrs:
@@ -739,7 +740,7 @@ def pass_simplify_dtypes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             yield Candidate(h, f"{inst.op.name} %{inst.results[0].name}: dtype attribute simplified")
 
 
-def pass_params_to_inputs(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_params_to_inputs(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """Params (weights) become graph inputs with the same values: all, then one at a time."""
     if not g.params:
         return

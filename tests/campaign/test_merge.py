@@ -19,10 +19,10 @@ from campaign.reference import run_reference
 from campaign.sandbox import SandboxConfig
 from campaign.verdict import Stage
 from campaign.worker import FuzzWorker, Prepared, WorkerConfig
-from ir.gen.builder import GenConfig
 from ir.core.rewrite import rename_prefixed
 from ir.core.text import parse, print_graph
 from ir.core.verify import verify
+from ir.gen.builder import GenConfig
 from mutators import MutationConfig
 
 #: columns that differ between an alone and a merged run of the same test (time, process, the

@@ -7,12 +7,11 @@ import random
 from collections import Counter
 
 import pytest
+from mutator_graphs import donor, graphs
 
 from ir import GenConfig, parse, print_graph, verify
 from ir.numerics.coverage import COMPARISONS
 from mutators import MUTATORS
-
-from mutator_graphs import donor, graphs
 
 #: mutator -> least share of proposals that apply (not declined) on the test graphs
 MIN_APPLIED = {"insert_op": 0.5, "replace_op": 0.4, "mutate_attrs": 0.2, "mutate_shape": 0.15,

@@ -9,19 +9,18 @@ import numpy as np
 import pytest
 import torch
 
+from campaign.artifacts import Materialized
 from campaign.backends import make_backend
 from campaign.oracle import compare
 from campaign.testcase import TestCase
-from campaign.artifacts import Materialized
 from ir import GenConfig, generate, parse, print_graph, verify
 from ir.analysis import inplace
-from ir.numerics.domain import evaluate_checked
-from ir.numerics.input_search import make_valid
-from ir.core.op import OP_REGISTRY
 from ir.analysis.precision import output_tolerances
+from ir.core.verify import VerifyError
 from ir.materialize.to_onnx import to_onnx
 from ir.materialize.to_torch import GraphModule, evaluate_torch
-from ir.core.verify import VerifyError
+from ir.numerics.domain import evaluate_checked
+from ir.numerics.input_search import make_valid
 
 torch.set_num_threads(1)
 

@@ -11,14 +11,26 @@ import pytest
 import torch
 import z3
 
-from ir.materialize.dynshape import (DynShape, ExprError, _lower_infer, eval_expr, expr_of_z3, instantiate,
-                         is_bare, parse_expr, tidy, to_onnx_dyn, torch_module, z3_of_expr)
-from ir.gen.dynshape import (MIN_VALUES, finish, generate_dyn, sample_expr_op, wants_dynshape)
-from ir.gen.builder import GenConfig
-from ir.ops.shape import Expand, Reshape, Slice
 from ir.core.text import print_graph
-from ir.materialize.to_torch import evaluate_torch
 from ir.core.verify import verify
+from ir.gen.builder import GenConfig
+from ir.gen.dynshape import MIN_VALUES, finish, generate_dyn, sample_expr_op, wants_dynshape
+from ir.materialize.dynshape import (
+    DynShape,
+    ExprError,
+    _lower_infer,
+    eval_expr,
+    expr_of_z3,
+    instantiate,
+    is_bare,
+    parse_expr,
+    tidy,
+    to_onnx_dyn,
+    torch_module,
+    z3_of_expr,
+)
+from ir.materialize.to_torch import evaluate_torch
+from ir.ops.shape import Expand, Reshape, Slice
 
 CFG = GenConfig(p_dynshape=1.0)
 CFG_CF = GenConfig(p_dynshape=1.0, p_if=0.05, p_loop=0.05, p_scan=0.1, max_depth=2)
@@ -140,8 +152,8 @@ def test_control_flow_keeps_symbols_and_scans_run_over_a_symbolic_length():
 
 
 def test_expression_attributes_for_reshape_expand_slice_split():
-    from ir.gen.generate import generate_once
     from ir.gen.dynshape import DynShapeBuilder
+    from ir.gen.generate import generate_once
 
     seen = set()
     for seed in range(60):

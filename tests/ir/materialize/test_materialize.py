@@ -9,8 +9,8 @@ from campaign.oracle import compare
 from campaign.reference import run_reference
 from campaign.testcase import TestCase, random_values
 from ir import generate
-from ir.numerics.input_search import make_valid
 from ir.analysis.precision import output_precisions
+from ir.numerics.input_search import make_valid
 
 
 @pytest.fixture(scope="module")

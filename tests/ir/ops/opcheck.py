@@ -13,9 +13,9 @@ from campaign.oracle import compare
 from campaign.reference import run_reference
 from campaign.testcase import TestCase, random_values
 from ir import GenConfig, Graph, generate
-from ir.gen.builder import GenerationError
-from ir.core.op import OP_REGISTRY
 from ir.analysis.precision import output_precisions
+from ir.core.op import OP_REGISTRY
+from ir.gen.builder import GenerationError
 
 ALL_DTYPES = ["f16", "f32", "f64", "i32", "i64", "b8"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from opcheck import check_against, op_graphs
 
 from campaign.artifacts import Materialized
 from campaign.backends import make_backend
@@ -16,10 +17,9 @@ from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
 from ir import parse, print_graph, verify
 from ir.analysis.precision import output_precisions, output_tolerances
+from ir.core.verify import VerifyError
 from ir.materialize.to_torch import run_graph_torch
 from ir.numerics.values import random_values
-from ir.core.verify import VerifyError
-from opcheck import check_against, op_graphs
 
 RNN_OPS = ("lstm", "gru", "rnn")
 

@@ -3,18 +3,16 @@ and the property that reduction never grows a graph and keeps the predicate true
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ir
-from ir.numerics.input_search import make_valid
-from ir.shrink.reducer import (PASSES, ReduceConfig, Size, dce, reduce_graph, retype, size_of,
-                       solve_shapes)
-from ir.materialize.to_torch import run_graph_torch
-from ir.core.types import TensorType
 from ir.core.dtypes import DType
+from ir.core.types import TensorType
+from ir.materialize.to_torch import run_graph_torch
+from ir.numerics.input_search import make_valid
+from ir.shrink.reducer import PASSES, ReduceConfig, Size, dce, reduce_graph, retype, size_of, solve_shapes
 
 GRAPH = """graph main(%x0: f32[2,3,4], %x1: f32[4,5], %x20: f32[], %w2: param f32[2,3,5]) {
   %v3 = matmul(%x0, %x1) : f32[2,3,5]
