@@ -334,7 +334,7 @@ def check_resources(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]],
     for nd in nodes:
         total.update(nd)
     have = lambda r: total.get(r, 0.0)  # noqa: E731
-    for stage, (n, res) in needs.items():
+    for stage, (_n, res) in needs.items():
         what = "generation actor" if stage == GEN else f"backend {stage} actor"
         for r, amount in res.items():
             if have(r) <= 0:

@@ -221,7 +221,7 @@ class Evaluator:
             merged = build_merged(parts)  # type: ignore[arg-type]
             m = Materialized(merged.tc)
             if self.backend.dialect is None:
-                m.onnx_model  # an ONNX backend: a union failing the checker runs alone
+                m.onnx_model  # noqa: B018 (builds and checks it) an ONNX backend: a union failing the checker runs alone
             job = Job.of(m) if self.worker.sandboxes else None
             # the limit of k tests (each would have it alone), not confirmed: a timeout re-runs
             # the parts alone, each with its own confirmed limit

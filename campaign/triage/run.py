@@ -456,7 +456,7 @@ class _Triage:
         return write_bugs_table(self.out / BUGS_FILE, list(self.buckets.values()))
 
 
-def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = None,
+def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = None,  # noqa: B008 (read, never written)
            log: Callable[[str], None] = print, deadline: float | None = None,
            progress: bool = False) -> TriageReport:
     """Triage a campaign output dir, a findings dir, or one finding folder (module doc).

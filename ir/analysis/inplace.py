@@ -278,12 +278,12 @@ class _Analyzer:
         # through that view's (non-existent) inverse
         if views and dn.repeats:
             fail(REJECTIONS["through_repeats"].format(v=shown, u=dest_arg))
-        name, node = d, dn
+        node = dn
         while node.parent is not None:
             parent = lv.nodes[node.parent]
             if parent.repeats:
                 fail(REJECTIONS["through_repeats"].format(v=shown, u=node.parent))
-            name, node = node.parent, parent
+            node = parent
         for k, a in enumerate(inst.args):
             if k == op.effect.writes:
                 continue

@@ -536,7 +536,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
                 zc = z3_constraints(cons)
                 outs = self._resolved(outs, zc)
                 self.lifter.check_generic(outs)
-                for name, t in self.lifter.env.items():  # body values lifted on the way
+                for _name, t in self.lifter.env.items():  # body values lifted on the way
                     self.lifter.check_generic([t])
                 bad = self.space.problems(zc, set().union(*(term_symbols(c) for c in zc))) if zc else set()
             except LiftError as e:

@@ -606,7 +606,7 @@ def pass_unwrap_loop(r: Reducer, g: Graph) -> Iterator[Candidate]:
                 continue
             # zero trips: the results are the carried operands
             carried = dict(zip(inst.result_names, inst.args[1:]))
-            h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])
+            h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])  # noqa: B023 (called at once)
             yield Candidate(dce(path.replace_at(g, h)),
                             f"loop %{inst.results[0].name} -> zero trips")
             # once: the body inlined, the counter a new input holding 0 (top level only)
@@ -834,7 +834,7 @@ class _Budget(Exception):
 
 class Reducer:
     def __init__(self, graph: Graph, values: dict[str, np.ndarray], predicate: Predicate,
-                 cfg: ReduceConfig = ReduceConfig(), log: Callable[[str], None] | None = None):
+                 cfg: ReduceConfig = ReduceConfig(), log: Callable[[str], None] | None = None):  # noqa: B008 (read, never written)
         self.graph = graph
         self.values = dict(values)
         self.predicate = predicate
@@ -973,7 +973,7 @@ class Reducer:
 
 
 def reduce_graph(graph: Graph, values: dict[str, np.ndarray], predicate: Predicate,
-                 cfg: ReduceConfig = ReduceConfig(),
+                 cfg: ReduceConfig = ReduceConfig(),  # noqa: B008 (read, never written)
                  log: Callable[[str], None] | None = None) -> ReduceResult:
     """Reduce `graph` (on `values`, every input and param) while `predicate` holds; see the
     module doc. The predicate is assumed to hold on the original (not re-checked here)."""

@@ -110,7 +110,7 @@ class FakeGenerator:
     def generate(self, items):
         t0 = time.monotonic()
         out = []
-        for tid, seed, backends, *rest in items:
+        for tid, seed, _backends, *rest in items:
             i = index_of(tid)
             misbehave(self.cfg.actions.get(("gen", i), ""))
             time.sleep(self.cfg.gen_delay)

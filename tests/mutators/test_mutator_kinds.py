@@ -150,7 +150,7 @@ def test_duplicate_region_computes_something_twice():
 
 def test_splice_grafts_ops_of_another_seed():
     n = 0
-    for g, mu in _mutants("splice", 120):
+    for _g, mu in _mutants("splice", 120):
         if mu is None:
             continue
         assert mu.params["donor"].startswith("corpus/") and mu.params["ops"]

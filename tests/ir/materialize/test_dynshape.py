@@ -159,7 +159,7 @@ def test_expression_attributes_for_reshape_expand_slice_split():
     for seed in range(60):
         _, done = _dyn(seed)
         if done.dyn:
-            for key, attrs in done.dyn.attrs.items():
+            for _key, attrs in done.dyn.attrs.items():
                 seen.update(attrs)
     assert {"shape", "end", "sizes"} <= seen
     # the sampler's op is the op at a0
@@ -261,7 +261,7 @@ def _eager_equals_ort(seeds, cfg):
         # judged as the campaign judges: a float mismatch is re-judged against the float64
         # shadow; a test too ill-conditioned to judge at float32 is counted, not a failure
         j = judge_sets(ref.outputs, result.outputs, len(g.outputs), output_tolerances(g),
-                       output_precisions(g), lambda: run_shadow(m))
+                       output_precisions(g), lambda: run_shadow(m))  # noqa: B023 (called at once)
         assert j.verdict.value in ("pass", "invalid"), (
             seed, j.comparison.message, j.note, j.input_set, tc.dynshape.shape_labels())
         if j.verdict.value == "invalid":

@@ -29,7 +29,7 @@ def test_torch_and_ort_agree_on_generated_graphs(backends):
             continue
         g = test.graph
         m = Materialized(TestCase(str(seed), seed, g, test.search.values))
-        m.onnx_model  # the full ONNX checker passes
+        m.onnx_model  # noqa: B018 the full ONNX checker passes
         ref = run_reference(m)
         assert ref.problem is None, (seed, ref.problem)  # the search and the reference agree
         valid += 1

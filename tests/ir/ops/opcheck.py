@@ -97,7 +97,7 @@ def check_against(g: Graph, seed: int, backend) -> Outcome:
     """Search inputs into the domain; when valid, torch eager and `backend` must agree."""
     values, in_domain = search(g, random_values(g, seed))
     m = Materialized(TestCase(str(seed), seed, g, values))
-    m.onnx_model  # the full ONNX checker passes
+    m.onnx_model  # noqa: B018 the full ONNX checker passes
     ref = run_reference(m)
     if not in_domain or ref.problem:
         return Outcome(False)
