@@ -82,7 +82,7 @@ def compare(
     output i's tolerance (default: the base tolerance of the output's own dtype)."""
     if len(expected) != len(actual):
         return Comparison(False, None, message=f"{len(actual)} outputs, expected {len(expected)}")
-    for i, (e, a) in enumerate(zip(expected, actual)):
+    for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         c = compare_one(i, e, np.asarray(a), tolerances[i] if tolerances else None)
         if not c.ok:
             return c

@@ -144,7 +144,7 @@ def repropagate(g: Graph, ctx: Ctx, start: int, types: dict[str, TensorType],
     for i in range(start, len(g.insts)):
         inst = g.insts[i]
         ins = [types[a] for a in inst.args]
-        if all(t == orig[a] for a, t in zip(inst.args, ins)):
+        if all(t == orig[a] for a, t in zip(inst.args, ins, strict=True)):
             out.append(inst)
             continue
         if not _plain(inst):
@@ -155,7 +155,7 @@ def repropagate(g: Graph, ctx: Ctx, start: int, types: dict[str, TensorType],
         else:
             rebuild = _replaceable(g, ctx, i) if rebuild_ok else {}
             args: list[Value | str] = [Value(inst.args[0], ins[0])] + [
-                rebuild.get(a, Value(a, t)) for a, t in zip(inst.args[1:], ins[1:])]
+                rebuild.get(a, Value(a, t)) for a, t in zip(inst.args[1:], ins[1:], strict=True)]
             new = solve(ctx.b, type(inst.op), args, [t.dtype for t in ins],
                         names=inst.result_names)
             if new is None:

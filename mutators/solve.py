@@ -66,7 +66,7 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
     if targets is not None:
         if len(targets) != len(outs):
             return None
-        for got, want in zip(outs, targets):
+        for got, want in zip(outs, targets, strict=True):
             if want is None:
                 continue
             if got.rank != want.rank or got.dtype != want.dtype:

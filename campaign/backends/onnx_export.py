@@ -119,7 +119,7 @@ class OnnxExportBackend(Backend):
             if len(names) != len(xs):
                 raise ExportedInputsMismatch(
                     f"exported model has {len(names)} inputs, the graph has {len(xs)}")
-            return sess.run(None, {n: a.numpy() for n, a in zip(names, xs)})
+            return sess.run(None, {n: a.numpy() for n, a in zip(names, xs, strict=True)})
 
         return self.run_sets(sets, run, result)
 

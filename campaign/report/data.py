@@ -167,7 +167,7 @@ class _Db:
     def q(self, sql: str) -> list[dict]:
         cur = self.con.execute(sql)
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
     def x(self, sql: str) -> None:
         self.con.execute(sql)

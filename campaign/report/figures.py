@@ -83,7 +83,7 @@ def verdicts(data: ReportData) -> go.Figure:
     for verdict in order:
         n = [counts.get((y, verdict), 0) for y in ys]
         fig.add_trace(go.Bar(
-            y=ys, x=[100.0 * c / max(totals[y], 1) for c, y in zip(n, ys)], customdata=n,
+            y=ys, x=[100.0 * c / max(totals[y], 1) for c, y in zip(n, ys, strict=True)], customdata=n,
             orientation="h", name=verdict, marker_color=VERDICT_COLORS.get(verdict, "#555"),
             hovertemplate="%{y}: %{customdata} " + verdict + " (%{x:.2f}%)<extra></extra>"))
     fig.update_layout(barmode="stack")

@@ -46,7 +46,7 @@ class TensorType:
             return False
         return all(
             (str(a) == str(b)) if (is_symbolic(a) or is_symbolic(b)) else a == b
-            for a, b in zip(self.shape, other.shape)
+            for a, b in zip(self.shape, other.shape, strict=True)
         )
 
     def __eq__(self, other: object) -> bool:

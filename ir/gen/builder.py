@@ -234,7 +234,7 @@ class SymbolicGraphBuilder:
         if target is not None:
             if len(outs) != 1 or outs[0].rank != target.rank or outs[0].dtype != target.dtype:
                 return None
-            cons += [eq(a, b) for a, b in zip(outs[0].shape, target.shape)]
+            cons += [eq(a, b) for a, b in zip(outs[0].shape, target.shape, strict=True)]
         if any(c is False for c in cons):
             return None
         symbols = self._symbols(self.ctx.dims[n_dims:], self.ctx.symbols[n_syms:])

@@ -184,7 +184,7 @@ class Lifter:
             raise LiftError(f"{inst.op.name}: {type(e).__name__}: {e}", involved) from None
         if len(outs) != len(inst.results):
             raise LiftError(f"{inst.op.name}: {len(outs)} results lifted", involved)
-        for t, r in zip(outs, inst.results):
+        for t, r in zip(outs, inst.results, strict=True):
             if t.rank != r.type.rank or t.dtype != r.type.dtype or \
                     tuple(self.at_a0(d) for d in t.shape) != tuple(r.type.shape):
                 raise LiftError(f"{inst.op.name}: lifted type {t} is not {r.type} at a0",
@@ -195,7 +195,7 @@ class Lifter:
     def lift_body(self, body: Graph, in_types: Sequence[TensorType]) -> tuple[list[TensorType], list]:
         if len(in_types) != len(body.inputs):
             raise LiftError("body arity", set())
-        for v, t in zip(body.inputs, in_types):
+        for v, t in zip(body.inputs, in_types, strict=True):
             self.env[v.name] = t
         cons: list = []
         for inst in body.insts:
@@ -234,9 +234,9 @@ class _Constraints:
     cons: list = field(default_factory=list)
 
     def same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
-        if len(a) != len(b) or any(x.rank != y.rank for x, y in zip(a, b)):
+        if len(a) != len(b) or any(x.rank != y.rank for x, y in zip(a, b, strict=True)):
             raise LiftError(f"{self.op}: body signature", set())
-        self.cons += [eq(d, e) for x, y in zip(a, b) for d, e in zip(x.shape, y.shape)]
+        self.cons += [eq(d, e) for x, y in zip(a, b, strict=True) for d, e in zip(x.shape, y.shape, strict=True)]
 
     def eq(self, a, b) -> None:
         self.cons.append(eq(a, b))

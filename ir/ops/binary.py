@@ -51,7 +51,8 @@ def broadcast_shape(a: TensorType, b: TensorType) -> tuple:
 
 
 def broadcast_requires(a: TensorType, b: TensorType) -> list:
-    return [Or(eq(da, db), eq(da, 1), eq(db, 1)) for da, db in zip(reversed(a.shape), reversed(b.shape))]
+    # zip strict=False: broadcast: trailing dims paired, ranks may differ
+    return [Or(eq(da, db), eq(da, 1), eq(db, 1)) for da, db in zip(reversed(a.shape), reversed(b.shape), strict=False)]
 
 
 def broadcast_operand(first: TensorType, dtype: DType, ctx) -> TensorType:

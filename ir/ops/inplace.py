@@ -440,11 +440,12 @@ class IndexPutBase(Op):
         x = ins[0]
         if not 1 <= self.depth <= x.rank or not self.indices or len(self.indices) % self.depth:
             return [False]
-        cons = [c for p in self.points() for i, d in zip(p, x.shape) for c in (i >= 0, i < d)]
+        # zip strict=False: a point indexes the first `depth` dims only
+        cons = [c for p in self.points() for i, d in zip(p, x.shape, strict=False) for c in (i >= 0, i < d)]
         cons += broadcast_requires(self.values_type(x), ins[1])
         if not self.accumulate:  # distinct points (the generator solves for them)
             pts = self.points()
-            cons += [Or(*(_ne(a, b) for a, b in zip(p, q)))
+            cons += [Or(*(_ne(a, b) for a, b in zip(p, q, strict=True)))
                      for k, p in enumerate(pts) for q in pts[k + 1:]]
         else:
             cons.append(x.dtype is not DType.bool)
@@ -455,7 +456,8 @@ class IndexPutBase(Op):
         if not 1 <= self.depth <= x.rank or not self.indices or len(self.indices) % self.depth:
             return None  # `requires` reports it
         for p in self.points():
-            if any(not 0 <= i < d for i, d in zip(p, x.shape)):
+            # zip strict=False: a point indexes the first `depth` dims only
+            if any(not 0 <= i < d for i, d in zip(p, x.shape, strict=False)):
                 return f"index {list(p)} is out of range for the destination's shape {_shape(x)}"
         if self.accumulate and x.dtype is DType.bool:
             return "accumulate into a bool destination is not supported"
@@ -522,7 +524,7 @@ class SetItem(InPlace):
         m = ctx.rng.randint(1, first.rank)
         steps = tuple(ctx.rng.choice((0, 1, 1, 2)) for _ in range(m))
         starts = tuple(ctx.sym("st") for _ in range(m))
-        ends = tuple(s + 1 if k == 0 else ctx.sym("en") for s, k in zip(starts, steps))
+        ends = tuple(s + 1 if k == 0 else ctx.sym("en") for s, k in zip(starts, steps, strict=True))
         return cls(starts=starts, ends=ends, steps=steps)
 
     def _ok(self, x: TensorType) -> bool:
@@ -535,7 +537,8 @@ class SetItem(InPlace):
         if not self._ok(x):
             return [False]
         cons = []
-        for a, b, s, d in zip(self.starts, self.ends, self.steps, x.shape):
+        # zip strict=False: the slices cover the first len(starts) dims only
+        for a, b, s, d in zip(self.starts, self.ends, self.steps, x.shape, strict=False):
             cons += [a >= 0, a < b, b <= d] if s else [a >= 0, a < d, eq(b, a + 1)]
         return cons
 

@@ -115,7 +115,7 @@ class Recurrent(Op):
         for t, shape in zip(rest, self._expected(x)):
             if t.rank != len(shape):
                 return [False]
-            cons += [eq(a, b) for a, b in zip(t.shape, shape)]
+            cons += [eq(a, b) for a, b in zip(t.shape, shape, strict=True)]
         return cons
 
     def infer(self, ins):

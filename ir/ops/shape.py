@@ -155,9 +155,11 @@ class Expand(ToShape):
         if len(self.shape) < len(s):
             return [False]
         cons = [d >= 1 for d in self.shape]
-        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s))]
+        # zip strict=False: broadcast: trailing dims paired, ranks may differ
+        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]
         # something must actually grow, else expand is a no-op
-        grows = [And(eq(d, 1), t > 1) for t, d in zip(reversed(self.shape), reversed(s))]
+        # zip strict=False: broadcast: trailing dims paired, ranks may differ
+        grows = [And(eq(d, 1), t > 1) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]
         cons.append(Or(len(self.shape) > len(s), *grows))
         return cons
 

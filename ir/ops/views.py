@@ -277,7 +277,8 @@ class ViewExpand(ViewOp):
         if len(self.shape) < len(s):
             return [False]
         cons = [d >= 1 for d in self.shape]
-        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s))]
+        # zip strict=False: broadcast: trailing dims paired, ranks may differ
+        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]
         return cons
 
     def infer(self, ins):
@@ -363,7 +364,8 @@ class Scatter(Op):
         if not all(c is True for c in cons):
             return cons
         want = self.view().infer([base])[0]
-        return [src.rank == want.rank] + [eq(a, b) for a, b in zip(src.shape, want.shape)]
+        # zip strict=False: ranks may differ: the first constraint is then False
+        return [src.rank == want.rank] + [eq(a, b) for a, b in zip(src.shape, want.shape, strict=False)]
 
     def infer(self, ins):
         return [ins[0]]

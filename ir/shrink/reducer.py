@@ -240,7 +240,7 @@ class _Typer:
                     op = self._last_op
             if len(outs) != len(inst.results):
                 raise _Fail("result count changed")
-            results = tuple(Value(r.name, t) for r, t in zip(inst.results, outs))
+            results = tuple(Value(r.name, t) for r, t in zip(inst.results, outs, strict=True))
             insts.append(Inst(op, inst.args, results, tuple(bodies)))
             scope.update((r.name, r.type) for r in results)
         return Graph(g.name, inputs, tuple(insts), g.outputs, params)
@@ -307,10 +307,10 @@ class _Typer:
     def _same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
         if len(a) != len(b):
             raise _Fail("signature length differs")
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             if x.dtype != y.dtype or x.rank != y.rank:
                 raise _Fail("signature types differ")
-            for p, q in zip(x.shape, y.shape):
+            for p, q in zip(x.shape, y.shape, strict=True):
                 self._eq(p, q)
 
 
@@ -667,7 +667,7 @@ def pass_unwrap_scan(r: Reducer, g: Graph) -> Iterator[Candidate]:
 def _resized(old: np.ndarray, t: TensorType) -> np.ndarray | None:
     """`old` cut (or cast) to type `t` when it can be: same rank, no dim larger."""
     shape = tuple(int(d) for d in t.shape)
-    if old.ndim == len(shape) and all(n <= o for n, o in zip(shape, old.shape)):
+    if old.ndim == len(shape) and all(n <= o for n, o in zip(shape, old.shape, strict=True)):
         cut = old[tuple(slice(0, n) for n in shape)]
     elif old.size == _numel(t):
         cut = old
