@@ -184,7 +184,7 @@ class Summary:
                 for b, c in sorted(self.verdicts.items())]
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
         fmt = lambda r: "  ".join(s.ljust(w) if i == 0 else s.rjust(w)  # noqa: E731
-                                  for i, (s, w) in enumerate(zip(r, widths)))
+                                  for i, (s, w) in enumerate(zip(r, widths, strict=True)))
         return "\n".join(fmt(r) for r in [header, *body])
 
     def text(self) -> str:

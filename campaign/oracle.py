@@ -219,7 +219,7 @@ def judge(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
     truths: Sequence[np.ndarray] | None = None
     ill: tuple[Comparison, str] | None = None
     notes: list[str] = []
-    for i, (e, a) in enumerate(zip(expected, actual)):
+    for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         a = np.asarray(a)
         c = compare_one(i, e, a, tolerances[i])
         if c.ok:

@@ -71,7 +71,7 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
                 continue
             if got.rank != want.rank or got.dtype != want.dtype:
                 return None
-            cons += [eq(x, y) for x, y in zip(got.shape, want.shape)]
+            cons += [eq(x, y) for x, y in zip(got.shape, want.shape, strict=True)]
     if any(c is False for c in cons):
         return None
     symbols = b._symbols(b.ctx.dims[n_dims:], b.ctx.symbols[n_syms:])

@@ -171,7 +171,7 @@ def op_coverage(data: ReportData) -> go.Figure:
     colors = sample_colorscale("OrRd", [0.15 + 0.85 * x / top for x in rate])
     fig = go.Figure(go.Bar(
         x=[r["op"] for r in rows], y=[r["tests"] for r in rows], showlegend=False,
-        customdata=[[r["hits"], rt] for r, rt in zip(rows, rate)], marker=dict(color=colors),
+        customdata=[[r["hits"], rt] for r, rt in zip(rows, rate, strict=True)], marker=dict(color=colors),
         hovertemplate=("%{x}: in %{y} tests, %{customdata[0]} with a finding "
                        "(%{customdata[1]:.2f}%)<extra></extra>")))
     if rows:  # an invisible scatter carries the colour bar

@@ -271,7 +271,7 @@ class _Parser:
         if self.accept("{"):
             while not self.accept("}"):
                 blocks.append(self.graph())
-        return Inst(op, tuple(args), tuple(Value(n, t) for n, t in zip(results, types)), tuple(blocks))
+        return Inst(op, tuple(args), tuple(Value(n, t) for n, t in zip(results, types, strict=True)), tuple(blocks))
 
 
 def parse(text: str, source: str = "<text>") -> Graph:

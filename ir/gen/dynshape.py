@@ -407,7 +407,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
         dims = list(t.shape)
         sym_dims: list = list(t.shape)
         cap = self.dim_cap(t.rank)
-        for (axis, name), v in zip(picked, values):
+        for (axis, name), v in zip(picked, values, strict=True):
             role = next(r for r, names in SYMBOL_NAMES.items() if name in names)
             self.symbols[name] = role
             self.a0[name] = min(v, cap)

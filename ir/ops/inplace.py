@@ -623,7 +623,8 @@ class MaskedFill(Op):
     def requires(self, ins):
         x, m = ins
         cons = broadcast_requires(x, m)
-        return cons + [And(*(eq(a, b) for a, b in zip(broadcast_shape(x, m), x.shape))),
+        # zip strict=False: ranks may differ: the rank constraint after it is then False
+        return cons + [And(*(eq(a, b) for a, b in zip(broadcast_shape(x, m), x.shape, strict=False))),
                        len(broadcast_shape(x, m)) == x.rank]
 
     def infer(self, ins):
