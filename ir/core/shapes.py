@@ -6,9 +6,11 @@ written once with the helpers here and work on both kinds.
 """
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import z3
 
-Dim = int | z3.ArithRef
+Dim: TypeAlias = int | z3.ArithRef
 
 
 def is_symbolic(x: object) -> bool:
