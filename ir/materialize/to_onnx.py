@@ -37,7 +37,7 @@ def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.
             outputs.append(o)
     return helper.make_graph(inner.nodes, g.name + inner.fresh("g"),
                              [] if bind is not None else [value_info(v) for v in g.inputs],
-                             [value_info(Value(n, types[o])) for n, o in zip(outputs, g.outputs)])
+                             [value_info(Value(n, types[o])) for n, o in zip(outputs, g.outputs, strict=True)])
 
 
 def _emit(g: Graph, b: OnnxBuilder) -> None:

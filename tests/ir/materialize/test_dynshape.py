@@ -203,7 +203,7 @@ def test_one_onnx_model_with_dim_params_and_one_torch_module_serve_every_shape()
         dyn = done.dyn
         if dyn is None:
             continue
-        params = {p.name: v for p, v in zip(g.params, [_inputs(g, seed)[p.name] for p in g.params])}
+        params = {p.name: v for p, v in zip(g.params, [_inputs(g, seed)[p.name] for p in g.params], strict=True)}
         model = to_onnx_dyn(g, dyn, params)
         onnx.checker.check_model(model, full_check=True)
         dim_params = {d.dim_param for i in model.graph.input for d in i.type.tensor_type.shape.dim}
