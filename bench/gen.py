@@ -83,7 +83,7 @@ def run(nodes: int, n: int, nnsmith_python: str | None = None) -> None:
             outcome["ort mismatch"] += 1
         else:
             outcome["valid and agrees"] += 1
-    total = [a + b + c for a, b, c in zip(t_gen, t_inp, t_onnx)]
+    total = [a + b + c for a, b, c in zip(t_gen, t_inp, t_onnx, strict=True)]
     print(f"== {nodes} nodes, {n} graphs")
     print(f"  generation     {stats(t_gen)}")
     print(f"  search+repair  {stats(t_inp)}")

@@ -1141,7 +1141,7 @@ class _Campaign:
             self._suspect(pool, call.items, slot, "raised")
 
     def _results(self, pool: _Pool, call: _Call, results: list) -> None:
-        for item, res in zip(call.items, results):
+        for item, res in zip(call.items, results, strict=True):
             if pool.stage == GEN:
                 self.on_generated(item, res)
             else:

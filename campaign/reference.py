@@ -174,7 +174,7 @@ def rounding_spread(g: Graph, env: dict[str, np.ndarray], truths: list[np.ndarra
                 values = evaluate_perturbed(pure, torch_env(env), torch.Generator().manual_seed(s))
         except Exception:
             continue
-        for i, (o, truth) in enumerate(zip(pure.outputs, truths)):
+        for i, (o, truth) in enumerate(zip(pure.outputs, truths, strict=True)):
             y = values[o]
             if not y.dtype.is_floating_point or tuple(y.shape) != np.shape(truth):
                 continue

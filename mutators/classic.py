@@ -114,7 +114,7 @@ class MutateAttrs(ScopedMutator):
             new = solve(ctx.b, type(inst.op), args, dtypes, targets, names=inst.result_names)
             now = {**types, **{v.name: v.type for v in (*ctx.b.inputs, *ctx.b.params)}}
             if new is None or (new.op == inst.op and all(
-                    now[a] == types[b] for a, b in zip(new.args, inst.args))):
+                    now[a] == types[b] for a, b in zip(new.args, inst.args, strict=True))):
                 continue  # nothing changed (same attributes, weights of the same shapes)
             changed = {k: v for k, v in new.op.attrs().items() if inst.op.attrs()[k] != v}
             insts = list(g.insts)
@@ -151,7 +151,7 @@ def repropagate(g: Graph, ctx: Ctx, start: int, types: dict[str, TensorType],
             return None
         outs = _keep(inst.op, ins, ctx)
         if outs is not None:
-            new = Inst(inst.op, inst.args, tuple(Value(r.name, t) for r, t in zip(inst.results, outs)))
+            new = Inst(inst.op, inst.args, tuple(Value(r.name, t) for r, t in zip(inst.results, outs, strict=True)))
         else:
             rebuild = _replaceable(g, ctx, i) if rebuild_ok else {}
             args: list[Value | str] = [Value(inst.args[0], ins[0])] + [

@@ -42,7 +42,7 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
     slots = list(op_cls.slots(len(args), first.type))
     vals: list[Value] = [first]
     new: list[tuple[Value, bool]] = []
-    for index, (spec, dtype) in enumerate(zip(args[1:], dtypes[1:]), 1):
+    for index, (spec, dtype) in enumerate(zip(args[1:], dtypes[1:], strict=True), 1):
         if isinstance(spec, Value):
             vals.append(spec)
             continue
@@ -90,7 +90,7 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
     arg_names = tuple(renamed.get(v.name, v.name) for v in vals)
     if names is None:
         names = [b.fresh_name("v") for _ in outs]
-    return Inst(op, arg_names, tuple(Value(n, t) for n, t in zip(names, outs)))
+    return Inst(op, arg_names, tuple(Value(n, t) for n, t in zip(names, outs, strict=True)))
 
 
 def _holds(c) -> bool:

@@ -408,7 +408,7 @@ class _Triage:
                 continue
             fields = json.loads(key.text())
             key_fields = dict(zip(("backend", "target", "verdict", "stage", "error_sig",
-                                   "pattern"), fields))
+                                   "pattern"), fields, strict=True))
             # a timeout's repro.py reproduces when there is still no result after the limit
             # the campaign confirmed it at, plus a fresh process's cold start
             wait = ({"timeout_s": self.limit({**red.case.info, "verdict": "timeout"}),

@@ -214,7 +214,7 @@ def _emit_plain(inst: Inst, arg_exprs: list[str], types: list[TensorType], em: _
     keep.extend(examples)
     calls, res = _record(inst, examples)
     keep.append((calls, res))
-    names: dict[int, str] = {id(x): e for x, e in zip(examples, arg_exprs)}
+    names: dict[int, str] = {id(x): e for x, e in zip(examples, arg_exprs, strict=True)}
     fnames = _function_names()
 
     def const(t: torch.Tensor) -> str:
@@ -284,7 +284,7 @@ def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[st
                                  keep)
         else:
             outs = _emit_plain(inst, args, [types[a] for a in inst.args], em, indent, keep)
-        for r, expr in zip(inst.results, outs):
+        for r, expr in zip(inst.results, outs, strict=True):
             name = py_name(r.name)
             em.lines.append(f"{indent}{name} = {expr}")
             env[r.name] = name
@@ -293,7 +293,9 @@ def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[st
 
 def _bind(body: Graph, exprs: list[str], em: _Emitter, indent: str) -> dict[str, str]:
     env = {}
-    for v, e in zip(body.inputs, exprs):
+    # zip strict=False: the hop loop binds only the counter here (its carried inputs are the
+    # body function's parameters)
+    for v, e in zip(body.inputs, exprs, strict=False):
         em.lines.append(f"{indent}{py_name(v.name)} = {e}")
         env[v.name] = py_name(v.name)
     return env
@@ -470,7 +472,7 @@ def check_source(src: str, g: Graph, values: dict[str, np.ndarray]) -> str | Non
             want = GraphModule(g, params).eval()(*xs)
     except Exception as e:
         return f"{type(e).__name__}: {e}"
-    for k, (a, b) in enumerate(zip(got, want)):
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"output {k}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
         if not torch.equal(a, b) and not torch.allclose(a.double(), b.double(), rtol=1e-6,

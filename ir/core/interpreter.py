@@ -102,7 +102,7 @@ class Interpreter:
             self.after_call(g, index, inst, values)
             if len(inst.results) == 1:
                 res = (res,)
-            for r, t in zip(inst.results, res):
+            for r, t in zip(inst.results, res, strict=True):
                 fix = fixes.results.get(r.name)
                 if fix is not None:
                     t = fix(t)
@@ -131,7 +131,7 @@ class Interpreter:
     def run_body(self, g: Graph, index: int, inst: Inst, body: Graph, args: Sequence) -> list:
         """One run of `body` (a block of instruction `index` of `g`) on `args`, when the op
         asks for it: the body's outputs. Default: the body as a level of its own (`run`)."""
-        values = self.run(body, {v.name: t for v, t in zip(body.inputs, args)})
+        values = self.run(body, {v.name: t for v, t in zip(body.inputs, args, strict=True)})
         return [values[o] for o in body.outputs]
 
     def after_call(self, g: Graph, index: int, inst: Inst, values: dict[str, Any]) -> None:

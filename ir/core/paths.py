@@ -98,7 +98,7 @@ class Site(tuple):
     @property
     def scope(self) -> Path:
         """The scope holding the instruction."""
-        return Path(zip(self[:-1:2], self[1:-1:2]))
+        return Path(zip(self[:-1:2], self[1:-1:2], strict=True))
 
     @property
     def index(self) -> int:

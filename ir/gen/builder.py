@@ -202,7 +202,7 @@ class SymbolicGraphBuilder:
         op = op if op is not None else op_cls.sample(self.ctx, first.type)
         new_inputs: list[tuple[Value, bool]] = []
         args = [first]
-        for index, (slot, dtype) in enumerate(zip(op_cls.slots(arity, first.type), dtypes[1:]), 1):
+        for index, (slot, dtype) in enumerate(zip(op_cls.slots(arity, first.type), dtypes[1:], strict=True), 1):
             usable = [v for v in candidates if v.type.dtype == dtype and v.type.rank in slot.ranks]
             if usable and slot.param is not True and (self.rng.random() < 0.5 or not allow_new):
                 args.append(self.rng.choice(usable))

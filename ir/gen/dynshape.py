@@ -202,7 +202,7 @@ class Lifter:
             ins = [self.of(a, None) for a in inst.args]
             outs, c = self.lift_inst(inst, ins)
             cons += c
-            for r, t in zip(inst.results, outs):
+            for r, t in zip(inst.results, outs, strict=True):
                 self.env[r.name] = t
         return [self.env[o] for o in body.outputs], cons
 
@@ -211,7 +211,7 @@ class Lifter:
             raise LiftError(f"{op.name}: no lifting rule for this control-flow op", set())
         cons: list = []
         body_outs = []
-        for body, in_types in zip(inst.blocks, op.body_inputs(ins, len(inst.blocks))):
+        for body, in_types in zip(inst.blocks, op.body_inputs(ins, len(inst.blocks)), strict=True):
             outs, c = self.lift_body(body, in_types)
             body_outs.append(outs)
             cons += c
@@ -506,7 +506,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
                 zc = z3_constraints(cons)
                 zc_all += zc
                 outs = self._resolved(outs, zc_all)
-                for r, t in zip(inst.results, outs):
+                for r, t in zip(inst.results, outs, strict=True):
                     self.lifter.env[r.name] = t
             self.lifter.check_generic([self.lifter.env[k] for k in self.lifter.env.keys() - env.keys()])
             involved = set().union(*(term_symbols(c) for c in zc_all)) if zc_all else set()
@@ -547,7 +547,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
                 self.demote(bad)
                 return
             self.space.add(zc)
-            for r, t in zip(inst.results, outs):
+            for r, t in zip(inst.results, outs, strict=True):
                 self.lifter.env[r.name] = t
             self._synced += 1
 
@@ -625,7 +625,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
                 bad = {"?"}
             if not bad:
                 self.space.add(zc)
-                for r, t in zip(inst.results, outs):
+                for r, t in zip(inst.results, outs, strict=True):
                     self.lifter.env[r.name] = t
                 for name, t in choice.items():
                     if type_symbols(t):
@@ -786,7 +786,7 @@ def lift_graph(g: Graph, seed: DynSeed, cfg: GenConfig, a0: Mapping[str, int], s
                      else z3_of_expr(v, syms) for k, v in raw.items()}
         ins = [lifter.env[a] for a in inst.args]
         outs, c = lifter.lift_inst(inst, ins, attrs)
-        for r, t in zip(inst.results, outs):
+        for r, t in zip(inst.results, outs, strict=True):
             lifter.env[r.name] = t
         cons += c
     zc = z3_constraints(cons)

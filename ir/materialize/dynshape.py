@@ -610,7 +610,7 @@ def _module_class():
 
         def forward(self, *inputs):
             g = self.graph
-            env = {v.name: x for v, x in zip(g.inputs, inputs)}
+            env = {v.name: x for v, x in zip(g.inputs, inputs, strict=True)}
             env.update({p.name: getattr(self, f"p_{p.name}") for p in g.params})
             values = self.interpreter.run(g, env)
             return tuple(values[o] for o in g.outputs)
@@ -652,7 +652,7 @@ def mark_dynamic(tensors: Sequence, g: Graph, dyn: DynShape, unbacked: bool = Fa
 
     mark = (torch._dynamo.decorators.mark_unbacked if unbacked else
             torch._dynamo.maybe_mark_dynamic if maybe else torch._dynamo.mark_dynamic)
-    for v, t in zip(g.inputs, tensors):
+    for v, t in zip(g.inputs, tensors, strict=True):
         for axis, e in enumerate(dyn.dims.get(v.name, ())):
             if is_bare(e):
                 mark(t, axis)

@@ -23,7 +23,7 @@ def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.
     universally supported); names stay unique model-wide because GraphIR names are."""
     inner = OnnxBuilder(prefix=b.fresh("s") + "_", constants_as_nodes=True)
     if bind is not None:
-        for v, outer in zip(g.inputs, bind):
+        for v, outer in zip(g.inputs, bind, strict=True):
             inner.node("Identity", [outer], [v.name])
     _emit(g, inner)
     types = g.types()

@@ -68,7 +68,7 @@ class GraphModule(torch.nn.Module):
             self.register_buffer(f"p_{p.name}", torch.from_numpy(np.asarray(params[p.name], order="C")))
 
     def forward(self, *inputs: torch.Tensor):
-        env = {v.name: x for v, x in zip(self.graph.inputs, inputs)}
+        env = {v.name: x for v, x in zip(self.graph.inputs, inputs, strict=True)}
         env.update({p.name: getattr(self, f"p_{p.name}") for p in self.graph.params})
         if self.plan is not None:
             values = self.plan.run(env, self.dialect, copy_inputs=False)

@@ -129,7 +129,7 @@ class _Checked(Interpreter):
 
     def run_body(self, g: Graph, index: int, inst: Inst, body: Graph,
                  body_args) -> list[torch.Tensor]:
-        inner = {v.name: t for v, t in zip(body.inputs, body_args)}
+        inner = {v.name: t for v, t in zip(body.inputs, body_args, strict=True)}
         k = next(i for i, b in enumerate(inst.blocks) if b is body)
         self.ran.append(k)
         try:
@@ -159,7 +159,7 @@ def _lifted(v: Violation, index: int, block: int, not_taken: bool = False) -> Vi
 
 def _explore(body: Graph, operands: list[torch.Tensor], where: str, index: int,
              block: int) -> None:
-    inner = {v.name: t for v, t in zip(body.inputs, operands)}
+    inner = {v.name: t for v, t in zip(body.inputs, operands, strict=True)}
     try:
         _Checked(None, True, where).run(body, inner)
     except _Invalid as e:
@@ -208,7 +208,7 @@ def _evaluate_functionalized(g: Graph, env: Mapping[str, torch.Tensor],
         return dict(env), Violation(e.index, e.summary, [])
     tr = None if trace is None else (lambda site, ran, values: trace(fn.site(site), ran, values))
     values, violation = evaluate_checked(fn.graph, env, tr, explore)
-    for o, fo in zip(g.outputs, fn.graph.outputs):
+    for o, fo in zip(g.outputs, fn.graph.outputs, strict=True):
         if fo in values:
             values[o] = values[fo]
     if violation is not None and violation.index >= 0:

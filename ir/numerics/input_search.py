@@ -129,7 +129,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
             values = {**random_values(g, rng, ranges), **pinned}
             continue
         peak = max(float(gr.abs().max()) for gr in grads if gr is not None)
-        for name, t, gr in zip(movable, floats, grads):
+        for name, t, gr in zip(movable, floats, grads, strict=True):
             if gr is None:
                 continue
             scale = ranges.param_scale if name in params else ranges.input_scale

@@ -572,7 +572,7 @@ class SetItem(InPlace):
 
     def torch(self, x, y):
         x[tuple(a if s == 0 else slice(a, b, s)
-                for a, b, s in zip(self.starts, self.ends, self.steps))] = y
+                for a, b, s in zip(self.starts, self.ends, self.steps, strict=True))] = y
         return x
 
 

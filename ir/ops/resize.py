@@ -45,7 +45,7 @@ class Resize(Op):
 
     def infer(self, ins):
         s = ins[0].shape
-        return [TensorType(s[:2] + tuple(d * f for d, f in zip(s[2:], self.scales)), ins[0].dtype)]
+        return [TensorType(s[:2] + tuple(d * f for d, f in zip(s[2:], self.scales, strict=True)), ins[0].dtype)]
 
     def torch(self, x):
         import torch.nn.functional as F

@@ -112,7 +112,8 @@ class Recurrent(Op):
                 or not 4 <= len(ins) <= 4 + self.num_states):
             return [False]
         cons = [self.hidden >= 1, self.hidden <= MAX_HIDDEN]
-        for t, shape in zip(rest, self._expected(x)):
+        # zip strict=False: the initial states are optional: `rest` may stop before the states
+        for t, shape in zip(rest, self._expected(x), strict=False):
             if t.rank != len(shape):
                 return [False]
             cons += [eq(a, b) for a, b in zip(t.shape, shape, strict=True)]

@@ -215,7 +215,7 @@ class Tile(Movement):
         return [len(self.repeats) == ins[0].rank, all(r >= 1 for r in self.repeats)]
 
     def infer(self, ins):
-        return [TensorType(tuple(d * r for d, r in zip(ins[0].shape, self.repeats)), ins[0].dtype)]
+        return [TensorType(tuple(d * r for d, r in zip(ins[0].shape, self.repeats, strict=True)), ins[0].dtype)]
 
     def torch(self, x):
         return x.repeat(self.repeats)

@@ -43,7 +43,7 @@ VIEW = Effect(view_of=0)
 def strided_positions(shape, strides, offset: int) -> np.ndarray:
     """Flat indices into a storage of each element of a strided tensor (int64, of `shape`)."""
     idx = np.full(tuple(shape), offset, dtype=np.int64)
-    for k, (n, s) in enumerate(zip(shape, strides)):
+    for k, (n, s) in enumerate(zip(shape, strides, strict=True)):
         idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(
             [-1 if j == k else 1 for j in range(len(shape))])
     return idx

@@ -220,8 +220,8 @@ class _Typer:
 
     def graph(self, g: Graph, in_types: Sequence[TensorType]) -> Graph:
         n = len(g.inputs)
-        inputs = tuple(Value(v.name, t) for v, t in zip(g.inputs, in_types[:n]))
-        params = tuple(Value(v.name, t) for v, t in zip(g.params, in_types[n:]))
+        inputs = tuple(Value(v.name, t) for v, t in zip(g.inputs, in_types[:n], strict=True))
+        params = tuple(Value(v.name, t) for v, t in zip(g.params, in_types[n:], strict=True))
         scope = {v.name: v.type for v in (*inputs, *params)}
         insts = []
         for inst in g.insts:
@@ -231,7 +231,7 @@ class _Typer:
                 raise _Fail(f"{op.name} refuses the dtypes")
             if inst.blocks:
                 bodies = [self.graph(b, ts) for b, ts in
-                          zip(inst.blocks, body_input_types(op, ins, inst.blocks))]
+                          zip(inst.blocks, body_input_types(op, ins, inst.blocks), strict=True)]
                 outs = self.control(op, ins, bodies)
             else:
                 bodies = []
@@ -582,7 +582,7 @@ def _inline(block: Graph, i: int, body: Graph, bind: dict[str, str]) -> Graph:
 
     inner = [replace(x, args=tuple(ren(a) for a in x.args)) for x in body.insts]
     out = block.with_insts(block.insts[:i] + tuple(inner) + block.insts[i + 1:])
-    for res, o in zip(inst.results, body.outputs):
+    for res, o in zip(inst.results, body.outputs, strict=True):
         out = replace_uses(out, res.name, ren(o), start=i + len(inner))
     return out
 
@@ -594,7 +594,7 @@ def pass_inline_if(r: Reducer, g: Graph) -> Iterator[Candidate]:
                 continue
             for b, which in ((0, "then"), (1, "else")):
                 body = inst.blocks[b]
-                bind = {v.name: a for v, a in zip(body.inputs, inst.args[1:])}
+                bind = {v.name: a for v, a in zip(body.inputs, inst.args[1:], strict=True)}
                 h = path.replace_at(g, _inline(block, i, body, bind))
                 yield Candidate(dce(h), f"inline the {which} branch of %{inst.results[0].name}")
 
@@ -605,13 +605,13 @@ def pass_unwrap_loop(r: Reducer, g: Graph) -> Iterator[Candidate]:
             if inst.op.name != "loop":
                 continue
             # zero trips: the results are the carried operands
-            carried = dict(zip(inst.result_names, inst.args[1:]))
+            carried = dict(zip(inst.result_names, inst.args[1:], strict=True))
             h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])  # noqa: B023 (called at once)
             yield Candidate(dce(path.replace_at(g, h)),
                             f"loop %{inst.results[0].name} -> zero trips")
             # once: the body inlined, the counter a new input holding 0 (top level only)
             (body,) = inst.blocks
-            bind = {v.name: a for v, a in zip(body.inputs[1:], inst.args[1:])}
+            bind = {v.name: a for v, a in zip(body.inputs[1:], inst.args[1:], strict=True)}
             counter = body.inputs[0]
             values = {}
             gg = g
@@ -644,18 +644,18 @@ def pass_unwrap_scan(r: Reducer, g: Graph) -> Iterator[Candidate]:
             (body,) = inst.blocks
             names = Names.of(g)
             pre = []
-            bind = {v.name: a for v, a in zip(body.inputs[:nc], inst.args[:nc])}
-            for v, x in zip(body.inputs[nc:], xs):
+            bind = {v.name: a for v, a in zip(body.inputs[:nc], inst.args[:nc], strict=True)}
+            for v, x in zip(body.inputs[nc:], xs, strict=True):
                 t = names.fresh("s")
                 pre.append(Inst(squeeze(axis=0), (x,), (Value(t, v.type),)))
                 bind[v.name] = t
             inner = [replace(x, args=tuple(bind.get(a, a) for a in x.args)) for x in body.insts]
             post = []
             ren = {}
-            for res, o in zip(inst.results[nc:], body.outputs[nc:]):
+            for res, o in zip(inst.results[nc:], body.outputs[nc:], strict=True):
                 post.append(Inst(unsqueeze(axis=0), (bind.get(o, o),), (Value(names.fresh("s"), res.type),)))
                 ren[res.name] = post[-1].results[0].name
-            for res, o in zip(inst.results[:nc], body.outputs[:nc]):
+            for res, o in zip(inst.results[:nc], body.outputs[:nc], strict=True):
                 ren[res.name] = bind.get(o, o)
             new = block.with_insts(block.insts[:i] + tuple(pre + inner + post) + block.insts[i + 1:])
             for old, nw in ren.items():

@@ -107,7 +107,7 @@ def test_the_reference_takes_the_outputs_the_input_set_search_computed_unchanged
         again = run_reference(Materialized(replace(tc, ref_outputs=None)))
         assert again.problem is None and len(again.outputs) == len(tc.ref_outputs)
         assert len(tc.ref_outputs) == tc.n_sets * len(tc.graph.outputs)
-        for a, b in zip(tc.ref_outputs, again.outputs):
+        for a, b in zip(tc.ref_outputs, again.outputs, strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
         sets.append(tc.n_sets)
     assert max(sets) >= 3 and min(sets) == 1

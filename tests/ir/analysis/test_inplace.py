@@ -92,9 +92,9 @@ def test_example_matches_handwritten_torch_and_its_functional_form():
     env = _env(g)
     expected = [t.numpy() for t in _torch_example(env["x0"].clone(), env["y1"].clone())]
     got = _outputs_inplace(g, env)
-    for e, a in zip(expected, got):
+    for e, a in zip(expected, got, strict=True):
         np.testing.assert_array_equal(a, e)
-    for e, a in zip(expected, _outputs_functional(g, env)):
+    for e, a in zip(expected, _outputs_functional(g, env), strict=True):
         np.testing.assert_allclose(a, e, rtol=1e-6)
 
 

@@ -217,11 +217,11 @@ def test_one_onnx_model_with_dim_params_and_one_torch_module_serve_every_shape()
             with torch.no_grad():
                 ref = evaluate_torch(gk, env)
                 outs = module(*[env[v.name] for v in gk.inputs])
-            for o, t in zip(gk.outputs, outs):
+            for o, t in zip(gk.outputs, outs, strict=True):
                 assert tuple(t.shape) == tuple(ref[o].shape)
                 assert torch.equal(t, ref[o]) or torch.allclose(t, ref[o], equal_nan=True)
             got = sess.run(None, {v.name: vals[v.name] for v in gk.inputs})
-            for o, arr in zip(gk.outputs, got):
+            for o, arr in zip(gk.outputs, got, strict=True):
                 assert arr.shape == tuple(ref[o].shape), (seed, a, o)
         checked += 1
     assert checked >= 10

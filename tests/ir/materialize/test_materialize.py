@@ -53,6 +53,6 @@ def test_torch_module_matches_interpreter():
     out = mod(*torch_inputs(g, values))
     ref = run_reference(Materialized(TestCase("t", 7, g, values)))
     assert len(out) == len(g.outputs)
-    for a, b in zip(out, ref.outputs):
+    for a, b in zip(out, ref.outputs, strict=True):
         np.testing.assert_array_equal(a.numpy(), b)
     assert isinstance(out[0], torch.Tensor)

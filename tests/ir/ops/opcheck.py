@@ -58,7 +58,7 @@ def _evaluate(g: Graph, env: dict[str, torch.Tensor]) -> tuple[dict[str, torch.T
         if violation.item() > 0:
             break
         res = inst.op.torch(*args)
-        for r, t in zip(inst.results, res if len(inst.results) > 1 else (res,)):
+        for r, t in zip(inst.results, res if len(inst.results) > 1 else (res,), strict=True):
             env[r.name] = t
     return env, violation
 

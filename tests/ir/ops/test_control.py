@@ -198,7 +198,7 @@ def _run_all(g, values):
 def _agree(expected, actual, tols) -> bool:
     return all(a.shape == np.asarray(b).shape and
                np.allclose(np.asarray(b, dtype=np.float64), a.astype(np.float64), t.rtol, t.atol)
-               for a, b, t in zip(expected, actual, tols))
+               for a, b, t in zip(expected, actual, tols, strict=True))
 
 
 @pytest.mark.parametrize("trip", [0, 1, 3])

@@ -82,20 +82,20 @@ def _wrong_on(op: str):
             env = dict(env)
             for inst in graph.insts:
                 def run_block(body, args):
-                    vals = run(body, {v.name: t for v, t in zip(body.inputs, args)})
+                    vals = run(body, {v.name: t for v, t in zip(body.inputs, args, strict=True)})
                     return [vals[o] for o in body.outputs]
                 res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block)
                 res = (res,) if len(inst.results) == 1 else tuple(res)
                 if inst.op.name == op:
                     res = tuple(t * 1.5 + 1 for t in res)
-                for r, t in zip(inst.results, res):
+                for r, t in zip(inst.results, res, strict=True):
                     env[r.name] = t
             return env
 
         with torch.no_grad():
             env = run(perturbed(g), env)
         got = [env[o].numpy() for o in g.outputs]
-        return any(a.shape != b.shape or not np.allclose(a, b) for a, b in zip(got, want))
+        return any(a.shape != b.shape or not np.allclose(a, b) for a, b in zip(got, want, strict=True))
 
     return predicate
 
