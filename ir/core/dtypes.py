@@ -5,9 +5,14 @@ nothing maps back except through `DType.from_name` (the text form's short names)
 """
 from __future__ import annotations
 
+import builtins
 import enum
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from torch import dtype as TorchDType
 
 
 class DType(enum.Enum):
@@ -24,12 +29,13 @@ class DType(enum.Enum):
     def short(self) -> str:
         return self.value
 
+    # builtins.bool: in the class body `bool` is the member above
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:
         return self in FLOAT_DTYPES
 
     @property
-    def is_int(self) -> bool:
+    def is_int(self) -> builtins.bool:
         return self in INT_DTYPES
 
     @property
@@ -37,7 +43,7 @@ class DType(enum.Enum):
         return np.dtype(_NUMPY[self])
 
     @property
-    def torch(self):  # -> torch.dtype; torch imported lazily so the IR stays light
+    def torch(self) -> TorchDType:  # torch imported lazily so the IR stays light
         import torch
 
         return getattr(torch, self.name)

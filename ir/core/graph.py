@@ -13,7 +13,7 @@ judge of well-formedness; nothing in this module checks it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from ir.core.op import Op
@@ -98,7 +98,7 @@ class Graph:
             inst.op.is_concrete for inst, _ in self.walk()
         )
 
-    def with_insts(self, insts, outputs=None) -> Graph:
+    def with_insts(self, insts: Iterable[Inst], outputs: Iterable[str] | None = None) -> Graph:
         return replace(
             self, insts=tuple(insts), outputs=self.outputs if outputs is None else tuple(outputs)
         )

@@ -32,6 +32,11 @@ if typing.TYPE_CHECKING:
 
 Signature = tuple[tuple[DType, ...], tuple[DType, ...]]
 
+#: `Op.torch_call`'s `run_block(body, tensors) -> the body's output tensors`
+RunBlock: typing.TypeAlias = "Callable[[Graph, list], list]"
+#: `Op.onnx_call`'s `build_block(body, bind=None) -> onnx.GraphProto`
+BuildBlock: typing.TypeAlias = "Callable[..., Any]"
+
 OP_REGISTRY: dict[str, type[Op]] = {}
 
 
@@ -163,7 +168,7 @@ class Op:
         return ctx.rng.randint(lo, hi)
 
     # ---- numerical domain ----------------------------------------------------------------------
-    def domain(self, *xs) -> list:
+    def domain(self, *xs: Any) -> list:
         """Violations of the op's numerically safe input domain, as float torch tensors that are
         >= 0 everywhere and == 0 exactly where the inputs are safe (e.g. log:
         `relu(1e-3 - x)`; floor: distance to the nearest integer below a margin). The input
@@ -173,10 +178,12 @@ class Op:
         return []
 
     # ---- materialization ---------------------------------------------------------------------
-    def torch(self, *xs):
+    def torch(self, *xs: Any) -> Any:
+        """The results from the operand tensors: a tensor, or a tuple of them for an op with
+        several results."""
         raise NotImplementedError
 
-    def torch_call(self, args: list, blocks: Sequence[Graph], run_block,
+    def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
                    dialect: str = "python") -> Any:
         """Evaluate with sub-graphs: `run_block(graph, tensors) -> list of tensors` runs a body;
         `dialect` says how control flow is expressed ("python": plain if/for on concrete values;
@@ -188,7 +195,7 @@ class Op:
         raise NotImplementedError
 
     def onnx_call(self, b: OnnxBuilder, ins: list[str], outs: list[str],
-                  blocks: Sequence[Graph], build_block) -> None:
+                  blocks: Sequence[Graph], build_block: BuildBlock) -> None:
         """Emit nodes with sub-graphs: `build_block(graph, bind=None) -> onnx.GraphProto` builds
         a body; with `bind` (outer value names, one per body input) the body takes no ONNX
         inputs and reads those outer values instead (ONNX If bodies capture, not take,
@@ -271,5 +278,5 @@ def lookup_op(name: str) -> type[Op]:
         raise OpError(f"unknown op {name!r}") from None
 
 
-def np_const(value, dtype: DType) -> np.ndarray:
+def np_const(value: Any, dtype: DType) -> np.ndarray:
     return np.asarray(value, dtype=dtype.numpy)

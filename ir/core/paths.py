@@ -101,7 +101,7 @@ class Site(tuple):
         return Path(zip(self[:-1:2], self[1:-1:2], strict=True))
 
     @property
-    def index(self) -> int:
+    def index(self) -> int:  # type: ignore[override]  # the instruction's index; tuple.index unused on sites
         """The instruction's index in its scope."""
         return self[-1]
 
