@@ -21,8 +21,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import z3
 
@@ -90,7 +91,7 @@ class GenConfig:
         """This config generating none of `ops`: plain ops join `ops_exclude`, a control-flow
         op (`if`, `loop`, `scan`) gets its chance set to 0."""
         ops = set(ops)
-        knobs = {knob: 0.0 for op, knob in CONTROL_KNOBS.items() if op in ops}
+        knobs: dict[str, Any] = {knob: 0.0 for op, knob in CONTROL_KNOBS.items() if op in ops}
         plain = sorted(n for n in ops if n in OP_REGISTRY and n not in CONTROL_KNOBS
                        and n not in self.ops_exclude)
         return dataclasses.replace(self, ops_exclude=[*self.ops_exclude, *plain], **knobs)
@@ -254,7 +255,8 @@ class SymbolicGraphBuilder:
         return Inst(op, arg_names, results)
 
     # ---- solving -----------------------------------------------------------------------------
-    def _symbols(self, dims, syms) -> list[tuple[z3.ArithRef, int, int]]:
+    def _symbols(self, dims: Iterable[tuple[z3.ArithRef, int]], syms: Iterable[z3.ArithRef]
+                 ) -> list[tuple[z3.ArithRef, int, int]]:
         """The op's symbols with the range each value is drawn from, in creation order."""
         out = [(d, 1, min(self.dim_cap(rank), self.cfg.dim_hint)) for d, rank in dims]
         out += [(s, 0, self.cfg.dim_hint) for s in syms]
@@ -279,7 +281,7 @@ class SymbolicGraphBuilder:
         finally:
             solver.pop()
 
-    def _fix_draws(self, draws: list, sat) -> z3.ModelRef | None:
+    def _fix_draws(self, draws: list, sat: Callable[[list], bool]) -> z3.ModelRef | None:
         if sat(draws):
             return self._solver.model()
         if not sat([]):
@@ -306,7 +308,7 @@ class SymbolicGraphBuilder:
             i = ok + 1
         return self._solver.model() if sat(fixed) else None
 
-    def _smallest_feasible(self, sym: z3.ArithRef, fixed: list, sat) -> int | None:
+    def _smallest_feasible(self, sym: z3.ArithRef, fixed: list, sat: Callable[[list], bool]) -> int | None:
         """Smallest value of `sym` (>= 0) consistent with `fixed`: exponential, then binary search."""
         lo, hi = -1, 1  # invariant once found: sym <= lo infeasible, sym <= hi feasible
         while not sat(fixed + [sym <= hi]):

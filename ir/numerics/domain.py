@@ -9,7 +9,7 @@ zero, (2) every float result is finite and (3) every int result satisfies
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -111,7 +111,9 @@ class _Checked(Interpreter):
         self.label, self.here = "", ""
         self.ran: list[int] = []
 
-    def start(self, g: Graph, env: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # override ignored: this interpreter takes the caller's dict itself, not any mapping
+    def start(self, g: Graph, env: dict[str, torch.Tensor]  # type: ignore[override]
+              ) -> dict[str, torch.Tensor]:
         return env  # the caller's dict: what was computed stays readable after a violation
 
     def before_inst(self, g: Graph, index: int, inst: Inst, args: list) -> None:
@@ -128,7 +130,7 @@ class _Checked(Interpreter):
                 _explore(body, body_args, f"{label} > {body.name} ({note}): ", index, k)
 
     def run_body(self, g: Graph, index: int, inst: Inst, body: Graph,
-                 body_args) -> list[torch.Tensor]:
+                 body_args: Sequence) -> list[torch.Tensor]:
         inner = {v.name: t for v, t in zip(body.inputs, body_args, strict=True)}
         k = next(i for i, b in enumerate(inst.blocks) if b is body)
         self.ran.append(k)

@@ -24,6 +24,7 @@ class ValueRanges:
 
 def sample_value(v: Value, rng: np.random.Generator, scale: float, int_range: int) -> np.ndarray:
     shape, dt = v.type.shape, v.type.dtype
+    arr: np.ndarray
     if dt.is_float:
         arr = rng.uniform(-scale, scale, size=shape)
     elif dt.is_int:

@@ -39,7 +39,7 @@ from ir.ops.common import ALL, AxisOp, FunctionalEmitter, same_dtype
 from ir.ops.shape import Expand, Reshape, Slice, Transpose
 
 if TYPE_CHECKING:
-    from torch import Tensor
+    from torch import SymInt, Tensor
 
     from ir.core.onnx_builder import OnnxBuilder
     from ir.core.sampling import SampleContext
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 VIEW = Effect(view_of=0)
 
 
-def strided_positions(shape: Sequence[int], strides: Sequence[int], offset: int) -> np.ndarray:
+def strided_positions(shape: Sequence[int], strides: Sequence[int], offset: int | SymInt) -> np.ndarray:
     """Flat indices into a storage of each element of a strided tensor (int64, of `shape`)."""
     idx = np.full(tuple(shape), offset, dtype=np.int64)
     for k, (n, s) in enumerate(zip(shape, strides, strict=True)):

@@ -40,9 +40,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 import numpy as np
 
@@ -52,11 +52,11 @@ from ir.core.names import Names
 from ir.core.op import Op, lookup_op
 from ir.core.paths import Path, scopes
 from ir.core.rewrite import remove_insts, replace_uses
-from ir.core.shapes import holds, is_symbolic
+from ir.core.shapes import Cond, Dim, holds, is_symbolic
 from ir.core.text import canonical_text
 from ir.core.types import TensorType
 from ir.core.verify import verify
-from ir.ops.control import ControlFlow, reads
+from ir.ops.control import ControlFlow, Scan, reads
 
 #: the predicate: does this graph, on these values (every input and param), still fail the
 #: same way?
@@ -183,7 +183,7 @@ class _Typer:
         self.attr_vars: list[tuple[Any, int]] = []
         self._ids = itertools.count()
 
-    def require(self, cs) -> None:
+    def require(self, cs: Iterable[Cond]) -> None:
         for c in cs:
             if isinstance(c, bool) or not is_symbolic(c):
                 if not bool(c):
@@ -292,13 +292,13 @@ class _Typer:
     def same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
         self._same(a, b)
 
-    def eq(self, a, b) -> None:
+    def eq(self, a: Dim, b: Dim) -> None:
         self._eq(a, b)
 
     def fail(self, why: str) -> NoReturn:
         raise _Fail(why)
 
-    def _eq(self, a, b) -> None:
+    def _eq(self, a: Dim, b: Dim) -> None:
         if is_symbolic(a) or is_symbolic(b):
             self.cons.append(a == b)
         elif a != b:
@@ -325,7 +325,7 @@ def retype(g: Graph, types: dict[str, TensorType], op_map: Callable[[Op], Op] | 
         return None
 
 
-def _concretize_graph(g: Graph, model) -> Graph:
+def _concretize_graph(g: Graph, model: Any) -> Graph:
     def val(v: Value) -> Value:
         return Value(v.name, v.type.concretize(model))
 
@@ -337,7 +337,8 @@ def _concretize_graph(g: Graph, model) -> Graph:
                  tuple(val(v) for v in g.params))
 
 
-def _solve(cons: list, dims: dict, attr_vars: list, mode: str, target, timeout_ms: int):
+def _solve(cons: list, dims: dict, attr_vars: list, mode: str, target: tuple[str, int] | None,
+           timeout_ms: int) -> Any:
     """A z3 model for `solve_shapes`, or None. z3's Optimize gives up on the nonlinear
     constraints shapes bring (a reshape's element count), so this minimizes by iterating a
     plain solver: `min` tightens the sum of the dims until it cannot; `one`/`half` first try
@@ -607,6 +608,7 @@ def pass_unwrap_loop(r: Reducer, g: Graph) -> Iterator[Candidate]:
             # zero trips: the results are the carried operands
             carried = dict(zip(inst.result_names, inst.args[1:], strict=True))
             h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])  # noqa: B023 (called at once)
+            assert h is not None  # every result reconnected: no output goes
             yield Candidate(dce(path.replace_at(g, h)),
                             f"loop %{inst.results[0].name} -> zero trips")
             # once: the body inlined, the counter a new input holding 0 (top level only)
@@ -629,7 +631,8 @@ def pass_unwrap_loop(r: Reducer, g: Graph) -> Iterator[Candidate]:
 def pass_unwrap_scan(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """A scan of length 1: its body once, on the squeezed slices; ys unsqueezed."""
     try:
-        squeeze, unsqueeze = lookup_op("squeeze"), lookup_op("unsqueeze")
+        squeeze: Callable[..., Op] = lookup_op("squeeze")
+        unsqueeze: Callable[..., Op] = lookup_op("unsqueeze")
     except Exception:
         return
     for path, block in scopes(g):
@@ -637,7 +640,7 @@ def pass_unwrap_scan(r: Reducer, g: Graph) -> Iterator[Candidate]:
             if inst.op.name != "scan":
                 continue
             types = block.types()
-            nc = inst.op.num_carries
+            nc = cast(Scan, inst.op).num_carries
             xs = inst.args[nc:]
             if any(types[x].rank == 0 or types[x].shape[0] != 1 for x in xs):
                 continue
@@ -735,7 +738,10 @@ def pass_simplify_dtypes(r: Reducer, g: Graph) -> Iterator[Candidate]:
         mapped = _map_dtype_attrs(inst.op)
         if mapped is inst.op:
             continue
-        h = retype(g, {}, lambda op, target=inst.op, new=mapped: new if op is target else op)
+        def op_map(op: Op, target: Op = inst.op, new: Op = mapped) -> Op:
+            return new if op is target else op
+
+        h = retype(g, {}, op_map)
         if h is not None:
             yield Candidate(h, f"{inst.op.name} %{inst.results[0].name}: dtype attribute simplified")
 
