@@ -229,7 +229,7 @@ def _unknown_keys(node: DictConfig, path: str = "") -> list[str]:
     fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
     found = []
     for key in node.keys():
-        full = f"{path}{key}"
+        full = f"{path}{key!s}"
         if fields is not None and key not in fields:
             found.append(full)
         if OmegaConf.is_missing(node, key):
@@ -399,7 +399,7 @@ def validate(cfg: Config) -> Budget:
         raise ConfigError(msg)
     from campaign.triage.config import problem as triage_problem
 
-    msg = triage_problem(cfg.triage)
-    if msg:
-        raise ConfigError(msg)
+    triage_msg = triage_problem(cfg.triage)
+    if triage_msg:
+        raise ConfigError(triage_msg)
     return budget

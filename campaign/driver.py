@@ -393,14 +393,19 @@ def _join(address: str, temp_dir: str | None) -> None:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as e:
         raise CampaignError(f"ray.address={address}: nothing answers at {gcs} ({e})") from None
-    from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
+    # ignored attr-defined: ray's _raylet.pyi stub lacks these (the compiled module has them)
+    from ray._raylet import (  # type: ignore[attr-defined]
+        AuthenticationMode,
+        AuthenticationTokenLoader,
+        get_authentication_mode,
+    )
 
     if (get_authentication_mode() == AuthenticationMode.TOKEN
             and not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)):
         raise CampaignError(f"ray.address={address}: token authentication is on but this "
                             f"driver has no token: {_auth_hint()}")
     try:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # (as above)
 
         GcsClient(address=gcs)  # fails at once on a token the cluster refuses
     except AuthenticationError as e:
@@ -430,7 +435,9 @@ def _start_ray(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]]) -> b
     # what the local cluster will have, checked before spending seconds on starting it
     from ray._private.accelerators import get_accelerator_manager_for_resource
 
-    gpus = get_accelerator_manager_for_resource("GPU").get_current_node_num_accelerators()
+    gpu_manager = get_accelerator_manager_for_resource("GPU")
+    assert gpu_manager is not None  # Ray always has one for "GPU" (NVIDIA's by default)
+    gpus = gpu_manager.get_current_node_num_accelerators()
     check_resources(cfg, needs, [{"CPU": cpus, "GPU": gpus, **cfg.ray.resources}],
                     "the local Ray cluster (this machine; ray.address is unset)")
     ray.init(address="local", num_cpus=cpus, resources=dict(cfg.ray.resources) or None,
@@ -496,7 +503,7 @@ def _hosted(cls: type, env: dict[str, str]) -> type:
     seconds per actor), and a `where()` method: the node an actor landed on (its start-up check
     too)."""
 
-    class Hosted(cls):  # type: ignore[misc, valid-type]
+    class Hosted(cls):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             os.environ.update(env)
             super().__init__(*args, **kwargs)
@@ -721,6 +728,7 @@ class _Pool:
         return out
 
     def _send(self, slot: _Slot, items: list[_Item]) -> _Call:
+        payload: list[Any]
         if self.stage == GEN:
             payload = [(it.test.test_id, it.test.seed, it.test.backends, sorted(it.test.avoid))
                        for it in items]
@@ -814,8 +822,10 @@ class _Campaign:
         for b in self.c.backends:
             n, res = needs[b]
             cls = remote(stages.evaluator_cls, res)
-            self.evals[b] = _Pool(self, b, n, res,
-                                  lambda name, b=b, cls=cls: cls.remote(scfg, b, name), "evaluate")
+            def make(name: str, b: str = b, cls: Any = cls) -> Any:
+                return cls.remote(scfg, b, name)
+
+            self.evals[b] = _Pool(self, b, n, res, make, "evaluate")
         self.pools = [self.gen, *self.evals.values()]
         #: the core scheduler (campaign/scheduler.py); None: no limit (`campaign.cores=0`)
         self.scheduler: CoreScheduler | None = None
@@ -997,7 +1007,7 @@ class _Campaign:
             self.skipped_tests += 1
 
     def _record(self, test: _Test, report: Any) -> None:
-        dirs: dict[str, str] = {}
+        dirs: dict[tuple[str, str], str] = {}
         for f in report.findings:
             d = self.findings.add(f)
             if d is not None:  # an earlier test's finding may come too (worker.blame_finding)
@@ -1251,6 +1261,7 @@ class _Campaign:
         while self.sink.blocked:
             waited = time.monotonic() - (self.sink.blocked_since or time.monotonic())
             if waited >= wait_s:
+                assert self.sink.error is not None  # set with blocked_since
                 raise DiskFull(
                     f"results could not be written to {self.sink.dir} for "
                     f"campaign.disk_wait_s={wait_s:g} s ({describe_error(self.sink.error)}); "
@@ -1414,7 +1425,7 @@ class _Campaign:
         per completed batch."""
         now = time.monotonic()
         if not force and now - self.feedback_sent < FEEDBACK_S:
-            return
+            return []
         self.feedback_sent = now
         refs = []
         if self.outcomes and hasattr(self.stages.generator_cls, "feedback"):
@@ -1582,7 +1593,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
             try:
                 summary = camp.summary(interrupted)
             except Exception:  # e.g. the cluster went away: the summary without the actor table
-                camp.actor_table = lambda: []  # type: ignore[method-assign]
+                camp.actor_table = lambda: []  # type: ignore[method-assign]  # (a patch, for this call)
                 summary = camp.summary(interrupted)
             summary.stopped = stopped
             summary.rows_spilled, summary.spill_file = spill

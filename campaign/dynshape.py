@@ -122,6 +122,7 @@ def classify(tc: TestCase, row: dict[str, Any], result, per_set_failures: list[i
             out["dyn_finding"] = "shape_mismatch"
     recompiled = unexpected_recompile(tc, compiles)
     if recompiled is not None:
+        assert compiles is not None  # recompiles were counted
         out["recompile_input_set"] = recompiled
         rnn = symbolic_rnn(tc)
         if verdict == "pass" and rnn is not None:

@@ -24,7 +24,7 @@ class FindingLike(Protocol):
     test_id: str
     backend: str
     verdict: str
-    error_sig: str
+    error_sig: str | None
     files: dict[str, bytes]
 
 

@@ -33,7 +33,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from campaign.artifacts import Materialized
 from campaign.known import matching
@@ -188,13 +188,14 @@ class Evaluator:
         for i, prep in enumerate(preps):
             if out[i] is None and prep is not None:
                 out[i] = self._alone(prep)
-        return out  # type: ignore[return-value]
+        return cast(list[TestReport | CaseError], out)  # every case has its report by now
 
     def _alone(self, prep: Prepared,
                pass_note: str | None = None) -> TestReport | CaseError:
         """`prep` run alone; `pass_note`: added to the row's `error_msg` if it passes."""
         try:
-            job = prep.m.job if self.worker.sandboxes else None
+            # an evaluator's tests come from `unpack_case`: the sandbox's job rebuilt them
+            job = cast(JobMaterialized, prep.m).job if self.worker.sandboxes else None
             result = self.worker.evaluate(self.backend, prep.m, job)
             row, finding = self.worker.judge(self.backend, prep, result)
             if pass_note is not None and row.verdict == "pass":
@@ -216,9 +217,10 @@ class Evaluator:
         """Evaluate `group` (indices into `preps`) as one merged test and fill `out` for each:
         the merged judgement of a part that passed in a cleanly run module, else the part's
         alone run (`campaign.merge`'s failure rule)."""
-        parts = [preps[i] for i in group]
+        # `merge_plan` groups prepared tests only
+        parts = cast(list[Prepared], [preps[i] for i in group])
         try:
-            merged = build_merged(parts)  # type: ignore[arg-type]
+            merged = build_merged(parts)
             m = Materialized(merged.tc)
             if self.backend.dialect is None:
                 m.onnx_model  # noqa: B018 (builds and checks it) an ONNX backend: a union failing the checker runs alone
@@ -243,7 +245,7 @@ class Evaluator:
                 what = (f"the merged module gave {len(result.outputs or [])} outputs, expected "
                         f"{merged.n_outputs * merged.n_sets}")
         for j, i in enumerate(group):
-            prep = preps[i]
+            prep = parts[j]
             if split is not None:
                 try:
                     row, _ = self.worker.judge(self.backend, prep, split[j])

@@ -208,6 +208,8 @@ class JobMaterialized(Materialized):
     def onnx_model(self) -> onnx.ModelProto:
         if self.job.onnx_bytes is not None:
             return onnx.load_from_string(self.job.onnx_bytes)
+        # attr-defined ignored: mypy takes the class attribute for the property's value, not
+        # the cached_property (whose `func` is the parent's builder)
         return Materialized.onnx_model.func(self)  # type: ignore[attr-defined]
 
 
@@ -351,8 +353,8 @@ class _Health:
         if cwd != self.cwd:
             try:
                 os.chdir(self.cwd)
-                now = 'deleted' if cwd is None else 'changed to ' + repr(cwd)
-                damage.append(f"working directory {now} (changed back)")
+                how = 'deleted' if cwd is None else 'changed to ' + repr(cwd)
+                damage.append(f"working directory {how} (changed back)")
             except OSError:
                 unusable.append(f"working directory {self.cwd!r} deleted")
         replaced = []
@@ -565,6 +567,7 @@ class Sandbox:
             args=(self.backend, child_end, self._stage, self._work_dir, out_path, memory,
                   os.getpid()))
         proc.start()
+        assert proc.pid is not None  # started
         child_end.close()
         self._proc, self._conn, self._served = proc, parent_end, 0
         self._mark = proctree.mark_value(os.getpid(), proc.pid)

@@ -75,7 +75,7 @@ class Finding:
     test_id: str
     backend: str
     verdict: str
-    error_sig: str
+    error_sig: str | None
     files: dict[str, bytes]
 
 
@@ -372,12 +372,15 @@ class FuzzWorker:
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,
                                     **timeout_fields(result))
-        if result.dialect or backend.dialect:
-            row.dialect = result.dialect or backend.dialect
+        dialect = result.dialect or backend.dialect
+        if dialect:
+            row.dialect = dialect
         if result.verdict is not None or result.failed:
             row.update(**self._failure_fields(result))
         else:
             use_shadow = self.cfg.float64_shadow and backend.shadow_judged
+            # a finished run has outputs (`BackendResult`), a prepared test its reference's
+            assert result.outputs is not None and prep.ref.outputs is not None
             j = judge_sets(prep.ref.outputs, result.outputs, len(prep.tc.graph.outputs),
                            prep.tolerances, prep.precisions, prep.truth if use_shadow else None)
             row.update(**self._judgement_fields(j))

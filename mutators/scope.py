@@ -18,7 +18,7 @@ runs of pure instructions of one scope with their live-ins and live-outs.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -70,7 +70,8 @@ def put(g: Graph, path: Path, body: Graph, needs: list[Need], fresh: Callable[[s
                    params=new.params + tuple(v for v, p in outer if p))
 
 
-def _put(g: Graph, path: Path, body: Graph, needs: list[Need], fresh) -> tuple[Graph, list[Need]]:
+def _put(g: Graph, path: Sequence[tuple[int, int]], body: Graph, needs: list[Need],
+         fresh: Callable[[str], str]) -> tuple[Graph, list[Need]]:
     if not path:
         return body, needs
     (i, k), rest = path[0], path[1:]

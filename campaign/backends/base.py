@@ -29,6 +29,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -293,7 +294,7 @@ class Backend(abc.ABC):
         out: list = []
         for k, s in enumerate(sets):
             result.input_set = k
-            out += self.stage(Stage.RUN, lambda s=s: run(s), result, "run_ms")
+            out += self.stage(Stage.RUN, partial(run, s), result, "run_ms")
         result.input_set = None
         if result.compiles is None:
             result.compiles = [1] + [0] * (len(sets) - 1)

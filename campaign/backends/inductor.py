@@ -155,6 +155,7 @@ class InductorBackend(Backend):
         import torch
 
         dialect = self.dialect_of(m.tc.seed)
+        assert dialect is not None  # a torch backend always has one
         result.dialect = dialect
         fullgraph = self.fullgraph and not (self.dialect == "mixed" and dialect == "python")
 

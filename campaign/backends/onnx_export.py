@@ -17,6 +17,7 @@ import contextlib
 import io
 import logging
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +41,7 @@ class OnnxExportBackend(Backend):
     """torch.onnx.export(dynamo=True), run on ONNX Runtime."""
 
     UNSUPPORTED = ONNX_EXPORT_UNSUPPORTED
+    dialect: str  # always set (the torch module's dialect)
 
     def __init__(self, optimize: bool = True, opt_level: str = "all", device: str = "cpu",
                  dialect: str = "hop"):
@@ -98,13 +100,14 @@ class OnnxExportBackend(Backend):
             from ir.materialize.dynshape import export_dynamic_shapes, torch_module
 
             module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect).eval()
-            extra = {} if dyn is None else {"dynamic_shapes": export_dynamic_shapes(graph, dyn)}
+            extra: dict[str, Any] = {} if dyn is None else {"dynamic_shapes": export_dynamic_shapes(graph, dyn)}
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
                 # copies: a graph may write its inputs in place (docs/inplace.md)
                 program = torch.onnx.export(module, tuple(a.clone() for a in args), dynamo=True,
                                             optimize=self.optimize,
                                             verbose=False, report=False, **extra)
+            assert program is not None  # dynamo=True returns the program
             return program.model_proto.SerializeToString()
 
         model_bytes = self.stage(Stage.IMPORT, export, result, "compile_ms")

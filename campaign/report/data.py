@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -313,7 +314,7 @@ def core_stages(summary: dict) -> list[dict]:
     backends = backends if isinstance(backends, dict) else {}
     raw = [(GEN_STAGE, gen, True)] + [(str(b), s if isinstance(s, dict) else {}, False)
                                       for b, s in backends.items()]
-    stages = []
+    stages: list[dict[str, Any]] = []
     for name, s, is_gen in raw:
         na, na_parts = _tally(s.get("not_applicable"))
         held, held_parts = _tally(s.get("held_known"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,7 +137,7 @@ class BackendRunner:
         self.deadline: float | None = None
 
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
-            extra_sets: list[dict[str, np.ndarray]] = ()) -> tuple[dict[str, Any], Any, Any]:
+            extra_sets: Sequence[dict[str, np.ndarray]] = ()) -> tuple[dict[str, Any], Any, Any]:
         """(row, finding or None, test case) of one evaluation."""
         from campaign.testcase import TestCase
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from campaign.budget_plan import triage_seconds
 from campaign.triage.buckets import (
@@ -133,7 +133,7 @@ class _Triage:
         self.bugs_dir = out_dir / BUGS_DIR
         self.buckets: dict[BucketKey, Bucket] = {}
         self.known = known_bucket_ids(list(cfg.known))
-        self.runners: dict[str, Any] = {}
+        self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
         #: a hard deadline (a campaign's wall-clock budget): every step, re-runs and repro
         #: checks included, ends by it; what does not fit is left for a later triage
@@ -355,6 +355,7 @@ class _Triage:
             if red is None or red.status == "error":
                 rest.append(row)
                 continue
+            assert d  # `red` is the reduction of finding `d`
             per_backend[row["backend"]] = n + 1
             target = row.get("target") or ""
             key = mismatch_key(row["backend"], target, red.graph)
@@ -370,7 +371,9 @@ class _Triage:
             fits = [k for k in self.buckets if k.verdict == "mismatch" and k.backend == row["backend"]
                     and k.pattern not in (None, UNREDUCED) and pattern_ops(k.pattern) <= ops]
             if fits:
-                key = max(fits, key=lambda k: (len(pattern_ops(k.pattern)), -len(k.pattern)))
+                # (their patterns are set: `fits` keeps reduced ones only)
+                key = max(fits, key=lambda k: (len(pattern_ops(cast(str, k.pattern))),
+                                               -len(cast(str, k.pattern))))
             else:
                 key = BucketKey(row["backend"], row.get("target") or "", "mismatch", "compare",
                                 None, UNREDUCED)
@@ -511,9 +514,10 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Path | None,
         red = reduce_finding(case, t.runner(case.backend, t.limit(case.info)), cfg.max_tests,
                              cfg.max_seconds, log=lambda s: log(f"  {s}"))
         t.reductions += 1
-        row = {"test_id": case.test_id, "backend": case.backend,
-               "target": case.info.get("target") or "", "verdict": case.verdict,
-               "stage": case.info.get("stage"), "error_sig": case.info.get("error_sig")}
+        row: dict[str, Any] = {
+            "test_id": case.test_id, "backend": case.backend,
+            "target": case.info.get("target") or "", "verdict": case.verdict,
+            "stage": case.info.get("stage"), "error_sig": case.info.get("error_sig")}
         if case.verdict == "mismatch":
             key = (mismatch_key(case.backend, row["target"], red.graph)
                    if red.status == "reduced" else crash_key(row))

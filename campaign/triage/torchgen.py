@@ -24,13 +24,14 @@ from __future__ import annotations
 import keyword
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ir.core.graph import Graph, Inst
+from ir.core.op import Op
 from ir.core.types import TensorType
-from ir.ops.control import ControlFlow, If, Loop, Scan
+from ir.ops.control import If, Loop, Scan
 
 
 class CodegenError(RuntimeError):
@@ -373,8 +374,9 @@ def _emit_scan(inst: Inst, args: list[str], types, em: _Emitter, indent: str, di
                keep: list, res: list[str]) -> list[str]:
     """`scan`: a `for` over the sequence with `torch.stack`, or torch's `scan`."""
     ind2 = indent + "    "
-    nc = inst.op.num_carries
-    reverse = bool(inst.op.reverse)
+    op = cast(Scan, inst.op)  # the emitter of scans
+    nc = op.num_carries
+    reverse = bool(op.reverse)
     carries, xs = args[:nc], args[nc:]
     (body,) = inst.blocks
     n_ys = len(body.outputs) - nc
@@ -402,14 +404,14 @@ def _emit_scan(inst: Inst, args: list[str], types, em: _Emitter, indent: str, di
                 em, ind2)
     outs = _graph_lines(body, em, ind2, dialect, env, keep)
     em.lines.append(f"{ind2}return _fresh({_tuple(outs[:nc])}), _fresh({_tuple(outs[nc:])})")
-    final, ys = em.fresh("final"), em.fresh("ys")
-    em.lines.append(f"{indent}{final}, {ys} = scan({fn}, _fresh({_tuple(carries)}), "
+    final, stacked = em.fresh("final"), em.fresh("ys")
+    em.lines.append(f"{indent}{final}, {stacked} = scan({fn}, _fresh({_tuple(carries)}), "
                     f"_fresh({_tuple(xs)}), dim=0, reverse={reverse})")
-    return [f"{final}[{k}]" for k in range(nc)] + [f"{ys}[{k}]" for k in range(n_ys)]
+    return [f"{final}[{k}]" for k in range(nc)] + [f"{stacked}[{k}]" for k in range(n_ys)]
 
 
 #: torch code per control-flow op (the torch-source materializer's rule for each op)
-_CONTROL_EMITTERS: dict[type[ControlFlow], Callable[..., list[str]]] = {
+_CONTROL_EMITTERS: dict[type[Op], Callable[..., list[str]]] = {
     If: _emit_if, Loop: _emit_loop, Scan: _emit_scan}
 
 
