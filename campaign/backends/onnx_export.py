@@ -100,7 +100,8 @@ class OnnxExportBackend(Backend):
             from ir.materialize.dynshape import export_dynamic_shapes, torch_module
 
             module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect).eval()
-            extra: dict[str, Any] = {} if dyn is None else {"dynamic_shapes": export_dynamic_shapes(graph, dyn)}
+            extra: dict[str, Any] = ({} if dyn is None else
+                                     {"dynamic_shapes": export_dynamic_shapes(graph, dyn)})
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
                 # copies: a graph may write its inputs in place (docs/inplace.md)
