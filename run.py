@@ -16,8 +16,14 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from campaign.config import (ConfigError, drop_unlisted_options, register_configs,
-                             set_on_command_line, to_config, validate)
+from campaign.config import (
+    ConfigError,
+    drop_unlisted_options,
+    register_configs,
+    set_on_command_line,
+    to_config,
+    validate,
+)
 
 register_configs()
 

@@ -170,7 +170,7 @@ def print_preset(preset: str, minutes: float, idle: dict, runs: dict[str, dict])
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     for row in lines:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in
-                        enumerate(zip(row, widths))))
+                        enumerate(zip(row, widths, strict=True))))
     print("idle compile ms (alone, same run): " + ", ".join(
         f"{b} {_f(v)}" for b, v in sorted(idle.items())))
     for b in backends:

@@ -35,9 +35,10 @@ import sys
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -47,8 +48,8 @@ sys.path.insert(0, str(ROOT))
 import campaign.worker as worker_mod  # noqa: E402
 from campaign.config import Config, register_configs, to_config  # noqa: E402
 from campaign.worker import FuzzWorker, WorkerConfig  # noqa: E402
-from ir.numerics.coverage import REASONS, Coverage, explain  # noqa: E402
 from ir.gen.builder import GenConfig  # noqa: E402
+from ir.numerics.coverage import REASONS, Coverage, explain  # noqa: E402
 
 
 def preset_config(preset: str) -> Config:

@@ -28,8 +28,8 @@ from campaign.reference import run_reference  # noqa: E402
 from campaign.testcase import TestCase  # noqa: E402
 from campaign.worker import set_single_thread  # noqa: E402
 from ir import GenConfig, generate  # noqa: E402
-from ir.numerics.input_search import make_valid  # noqa: E402
 from ir.analysis.precision import output_precisions  # noqa: E402
+from ir.numerics.input_search import make_valid  # noqa: E402
 
 
 def stats(xs: list[float]) -> str:
@@ -64,7 +64,7 @@ def run(nodes: int, n: int, nnsmith_python: str | None = None) -> None:
         drops.append(len(valid.dropped))
         m = Materialized(TestCase(str(seed), seed, g, values))
         try:
-            m.onnx_bytes
+            m.onnx_bytes  # noqa: B018 (builds and checks it)
         except Exception:
             outcome["onnx checker failed"] += 1
             continue
@@ -83,7 +83,7 @@ def run(nodes: int, n: int, nnsmith_python: str | None = None) -> None:
             outcome["ort mismatch"] += 1
         else:
             outcome["valid and agrees"] += 1
-    total = [a + b + c for a, b, c in zip(t_gen, t_inp, t_onnx)]
+    total = [a + b + c for a, b, c in zip(t_gen, t_inp, t_onnx, strict=True)]
     print(f"== {nodes} nodes, {n} graphs")
     print(f"  generation     {stats(t_gen)}")
     print(f"  search+repair  {stats(t_inp)}")

@@ -29,8 +29,8 @@ fails on NNSmith's models, guarding on data-dependent values), and
 `onnx._serialize` (absent from recent onnx) is `SerializeToString`. NNSmith's INFO log goes to a
 file only (hydra's `file` logging also prints it on stdout, which here carries the JSON). The op
 set is inferred once per machine (`auto_opset`, cached under ~/.cache/nnsmith-0.1.0) before
-timing starts; the first tests (warm-up) are inside it, as in NNSmith, so use >= 30 s. Prints one JSON object: {"nodes", "seconds", "tests", "tests_per_min",
-"failed_gen", "bugs"}.
+timing starts; the first tests (warm-up) are inside it, as in NNSmith, so use >= 30 s. Prints one
+JSON object: {"nodes", "seconds", "tests", "tests_per_min", "failed_gen", "bugs"}.
 """
 from __future__ import annotations
 

@@ -152,7 +152,8 @@ def compare(a: Path, b: Path) -> int:
             print(f"  test {k[0]} {k[1]}: {c} {ra[k][c]!r} -> {rb[k][c]!r}")
         differences += len(only_a) + len(only_b) + len(changed)
     ma, mb = (p.read_text().splitlines() for p in (a / "mutants.jsonl", b / "mutants.jsonl"))
-    diff = [(x, y) for x, y in zip(ma, mb) if x != y] + [(x, "") for x in ma[len(mb):]]
+    # zip strict=False: the longer one's tail is added after
+    diff = [(x, y) for x, y in zip(ma, mb, strict=False) if x != y] + [(x, "") for x in ma[len(mb):]]
     print(f"mutants: {len(ma)} before, {len(mb)} after, {len(diff)} differ")
     for x, y in diff[:20]:
         print(f"  before: {x[:300]}\n  after:  {y[:300]}")

@@ -114,7 +114,7 @@ class CpuSampler:
                 print(f"cpu sampler: {type(e).__name__}: {e}", file=sys.stderr)
             self.stop.wait(0.25)
 
-    def __enter__(self) -> "CpuSampler":
+    def __enter__(self) -> CpuSampler:
         self.thread.start()
         return self
 
@@ -134,7 +134,7 @@ class CpuSampler:
 
 
 def load() -> str:
-    return "load average %.1f %.1f %.1f" % os.getloadavg()
+    return "load average {:.1f} {:.1f} {:.1f}".format(*os.getloadavg())
 
 
 # ---- no-op stages -----------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def bench_overhead(n: int) -> None:
     ray.init(address="local", num_cpus=4, include_dashboard=False, _temp_dir="/tmp/dsray-bench",
              logging_level=logging.WARNING, log_to_driver=False)
     try:
-        for k, tests in enumerate((300, n)):  # the first run warms up Ray's workers
+        for _k, tests in enumerate((300, n)):  # the first run warms up Ray's workers
             cfg = Config(campaign=CampaignConfig(
                 name="noop", budget=str(tests), workers=1, backends=["ort"], flush_every_s=30,
                 backend_options={"ort": BackendOptions(actors=1, wait=True)}),

@@ -210,7 +210,7 @@ def main() -> None:
     prof = cProfile.Profile() if args.profile else None
     sizes.clear()
     verdicts.clear()
-    c0, w0 = time.process_time(), time.perf_counter()
+    w0 = time.perf_counter()
     for k in range(0, args.tests, args.batch):
         one_batch(k, args.batch, True, prof)
     with t.stage("driver: parquet flush"):
@@ -220,7 +220,7 @@ def main() -> None:
     gc.callbacks.remove(on_gc)
     total = sum(v for k, v in t.cpu.items() if not k.startswith("python gc"))
     print(f"{n} tests (batches of {args.batch}), verdicts {dict(verdicts)}; load average "
-          f"{'%.1f %.1f %.1f' % os.getloadavg()}; wall {wall / n * 1e3:.1f} ms per test")
+          f"{'{:.1f} {:.1f} {:.1f}'.format(*os.getloadavg())}; wall {wall / n * 1e3:.1f} ms per test")
     print(f"{'stage':40s} {'CPU ms/test':>11s} {'share':>6s}")
     for name, s in sorted(t.cpu.items(), key=lambda kv: -kv[1]):
         print(f"{name:40s} {s / n * 1e3:11.3f} {100 * s / total:5.1f}%")

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import onnx
 
 from campaign.testcase import TestCase
 from ir.materialize.to_onnx import to_onnx
 from ir.materialize.to_torch import GraphModule
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Materialized:
@@ -32,7 +36,7 @@ class Materialized:
         return self.onnx_model.SerializeToString()
 
     @cached_property
-    def torch_module(self) -> GraphModule:
+    def torch_module(self) -> torch.nn.Module:  # a GraphModule, or a DynGraphModule
         if self.tc.dynshape is not None:
             from ir.materialize.dynshape import torch_module
 

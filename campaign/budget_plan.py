@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 from campaign.config import Budget, ConfigError, parse_budget
 
@@ -38,7 +37,7 @@ def is_fraction(text: str) -> bool:
     return _FRACTION.fullmatch(str(text).strip()) is not None
 
 
-def triage_seconds(text: str, campaign_s: Optional[float]) -> float:
+def triage_seconds(text: str, campaign_s: float | None) -> float:
     """`triage.budget` in seconds: `0`, a duration, or a percentage of `campaign_s` (a
     wall-clock campaign budget; None: a test budget, `FRACTION_FALLBACK_S`)."""
     t = str(text).strip()
@@ -60,12 +59,12 @@ class BudgetPlan:
     """Seconds from the campaign's start (after Ray's): when testing ends (None: a test
     budget) and how long the triage may run."""
 
-    testing_s: Optional[float]
+    testing_s: float | None
     triage_s: float
-    total_s: Optional[float]
+    total_s: float | None
 
     @staticmethod
-    def of(budget: Budget, triage_budget: str, triage_enabled: bool = True) -> "BudgetPlan":
+    def of(budget: Budget, triage_budget: str, triage_enabled: bool = True) -> BudgetPlan:
         total = budget.seconds
         triage = triage_seconds(triage_budget, total) if triage_enabled else 0.0
         if total is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -32,7 +32,7 @@ class BackendOptions:
     `'+campaign.backend_options={tvm: {rate: 0.2}}'` (merged with the preset's)."""
 
     #: evaluation actors of this backend (None: `campaign.workers`)
-    actors: Optional[int] = None
+    actors: int | None = None
     #: share of the tests this backend evaluates, chosen by test seed (a rerun picks the same)
     rate: float = 1.0
     #: when this backend's queue is full, false: the test skips it (counted, no row), so a slow
@@ -42,7 +42,7 @@ class BackendOptions:
     #: fractions share a GPU), and custom resources that nodes declare
     #: (`ray start --resources='{"tvm_box": 4}'`)
     num_cpus: float = 1.0
-    num_gpus: Optional[float] = None
+    num_gpus: float | None = None
     resources: dict[str, float] = field(default_factory=dict)
     #: this backend's share of the campaign's cores (`campaign.scheduler`, weighted fair
     #: queueing over the stages' core-seconds; normalized over all stages); an idle backend's
@@ -115,7 +115,7 @@ class CampaignConfig:
     #: many actor calls run, handed out by share); None: this machine's cores for a local
     #: cluster, the cluster's CPUs when joining one; 0: no limit (every actor runs when it has
     #: work, `in_flight_per_worker` calls queued on each, and the OS shares the cores)
-    cores: Optional[int] = None
+    cores: int | None = None
     #: capability routing: a test holding an op a backend declares it lacks
     #: (`Backend.LACKS`, e.g. TVM's importer has no Loop) is not sent to it (no row; counted as
     #: not applicable), and a backend that would idle gets tests generated without those ops
@@ -146,10 +146,10 @@ class RayConfig:
     #: None starts a private local cluster; "auto" (the cluster `ray start --head` started on
     #: this machine) or "host:port" joins a running one, with token authentication
     #: (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token holds the cluster's token)
-    address: Optional[str] = None
+    address: str | None = None
     #: logical CPUs of the local cluster (None: the cores, or what the campaign's actors ask
     #: for if more: they are pipeline stages, rarely all busy); ignored when joining
-    num_cpus: Optional[int] = None
+    num_cpus: int | None = None
     #: custom resources the local cluster declares (e.g. to try `resources` options locally)
     resources: dict[str, float] = field(default_factory=dict)
     #: root of the local cluster's session dirs; short, as socket paths are limited to 107 bytes
@@ -166,7 +166,7 @@ class OutputConfig:
     """Where results and findings go (the `output` group)."""
 
     #: None: the Hydra run dir (hydra.run.dir)
-    dir: Optional[str] = None
+    dir: str | None = None
 
 
 @dataclass
@@ -194,8 +194,8 @@ register_configs()
 class Budget:
     """When a campaign stops submitting tests: exactly one of `seconds` and `tests` is set."""
 
-    seconds: Optional[float] = None
-    tests: Optional[int] = None
+    seconds: float | None = None
+    tests: int | None = None
 
     def __str__(self) -> str:
         return f"{self.tests} tests" if self.tests is not None else f"{self.seconds:g} s"
@@ -229,7 +229,7 @@ def _unknown_keys(node: DictConfig, path: str = "") -> list[str]:
     fields = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else None
     found = []
     for key in node.keys():
-        full = f"{path}{key}"
+        full = f"{path}{key!s}"
         if fields is not None and key not in fields:
             found.append(full)
         if OmegaConf.is_missing(node, key):
@@ -399,7 +399,7 @@ def validate(cfg: Config) -> Budget:
         raise ConfigError(msg)
     from campaign.triage.config import problem as triage_problem
 
-    msg = triage_problem(cfg.triage)
-    if msg:
-        raise ConfigError(msg)
+    triage_msg = triage_problem(cfg.triage)
+    if triage_msg:
+        raise ConfigError(triage_msg)
     return budget

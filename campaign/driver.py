@@ -52,23 +52,24 @@ import os
 import socket
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import ray
 from omegaconf import DictConfig, OmegaConf
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import RayActorError, RayTaskError
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from campaign.budget_plan import BudgetPlan
 from campaign.config import Budget, Config, ConfigError, to_config, validate
 from campaign.findings import FindingStore
-from campaign.ids import new_run_id, sampled, test_id, index_of, test_seed
+from campaign.ids import index_of, new_run_id, sampled, test_id, test_seed
+from campaign.row import ResultRow, utc_now
 from campaign.scheduler import CoreScheduler
 from campaign.stop_signals import sigterm_stops_campaign, warn_if_ctrl_c_ignored
-from campaign.row import ResultRow, utc_now
 from campaign.storage import ResultSink, describe_error, existing_run
 from campaign.verdict import Verdict, verdict_signature
 
@@ -149,13 +150,13 @@ class Summary:
     requeued: int = 0
     interrupted: bool = False
     #: the signal that interrupted it: SIGINT (Ctrl-C) or SIGTERM (`campaign.stop_signals`)
-    signal: Optional[str] = None
+    signal: str | None = None
     #: why the campaign stopped before its budget other than Ctrl-C (e.g. a full disk)
-    stopped: Optional[str] = None
+    stopped: str | None = None
     #: rows that could not be written into results/ when it stopped, and the file holding
     #: them (moved into results/ by `campaign.resume=true`); no file: they were lost
     rows_spilled: int = 0
-    spill_file: Optional[str] = None
+    spill_file: str | None = None
     #: findings whose folder could not be written (a full disk); their rows have no finding_dir
     finding_write_errors: int = 0
     #: per backend: target, actors, rate, evaluated tests, tests it skipped while busy, calls
@@ -167,7 +168,7 @@ class Summary:
     #: where each actor ran: name, stage, node id and address, the resources it holds
     actors: list[dict[str, Any]] = field(default_factory=list)
     #: the first test index of this run when it resumed an earlier one
-    resumed_at: Optional[int] = None
+    resumed_at: int | None = None
     #: cores the scheduler handed out (0: no limit, the OS shared them)
     cores: int = 0
     #: the generation stage: share, core-seconds, calls, tests cut off at the deadline
@@ -175,7 +176,7 @@ class Summary:
     #: seconds from the start to the end of testing, and the wall-clock budget's deadline
     #: for it (None: a test budget)
     testing_s: float = 0.0
-    testing_deadline_s: Optional[float] = None
+    testing_deadline_s: float | None = None
 
     def table(self) -> str:
         """Verdict counts per backend as a small text table."""
@@ -187,7 +188,7 @@ class Summary:
                 for b, c in sorted(self.verdicts.items())]
         widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
         fmt = lambda r: "  ".join(s.ljust(w) if i == 0 else s.rjust(w)  # noqa: E731
-                                  for i, (s, w) in enumerate(zip(r, widths)))
+                                  for i, (s, w) in enumerate(zip(r, widths, strict=True)))
         return "\n".join(fmt(r) for r in [header, *body])
 
     def text(self) -> str:
@@ -330,7 +331,7 @@ def _where(stage: str, cfg: Config) -> str:
 
 
 def check_resources(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]],
-                    nodes: Optional[list[dict[str, float]]] = None,
+                    nodes: list[dict[str, float]] | None = None,
                     cluster: str = "the Ray cluster") -> None:
     """Fail fast when the cluster (`nodes`: each node's resources; default: the connected
     cluster's live nodes) cannot hold the actors (Ray would leave them pending forever)."""
@@ -340,7 +341,7 @@ def check_resources(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]],
     for nd in nodes:
         total.update(nd)
     have = lambda r: total.get(r, 0.0)  # noqa: E731
-    for stage, (n, res) in needs.items():
+    for stage, (_n, res) in needs.items():
         what = "generation actor" if stage == GEN else f"backend {stage} actor"
         for r, amount in res.items():
             if have(r) <= 0:
@@ -377,7 +378,7 @@ def _auth_hint() -> str:
             "`ray get-auth-token` prints on its head node (default file ~/.ray/auth_token)")
 
 
-def _join(address: str, temp_dir: Optional[str]) -> None:
+def _join(address: str, temp_dir: str | None) -> None:
     """Join a running cluster with token authentication on (an explicit address would otherwise
     connect without a token), failing fast and saying so when the token is missing or wrong."""
     from ray._private.services import canonicalize_bootstrap_address
@@ -399,14 +400,19 @@ def _join(address: str, temp_dir: Optional[str]) -> None:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as e:
         raise CampaignError(f"ray.address={address}: nothing answers at {gcs} ({e})") from None
-    from ray._raylet import AuthenticationMode, AuthenticationTokenLoader, get_authentication_mode
+    # ignored attr-defined: ray's _raylet.pyi stub lacks these (the compiled module has them)
+    from ray._raylet import (  # type: ignore[attr-defined]
+        AuthenticationMode,
+        AuthenticationTokenLoader,
+        get_authentication_mode,
+    )
 
     if (get_authentication_mode() == AuthenticationMode.TOKEN
             and not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)):
         raise CampaignError(f"ray.address={address}: token authentication is on but this "
                             f"driver has no token: {_auth_hint()}")
     try:
-        from ray._raylet import GcsClient
+        from ray._raylet import GcsClient  # type: ignore[attr-defined]  # (as above)
 
         GcsClient(address=gcs)  # fails at once on a token the cluster refuses
     except AuthenticationError as e:
@@ -436,7 +442,9 @@ def _start_ray(cfg: Config, needs: dict[str, tuple[int, dict[str, float]]]) -> b
     # what the local cluster will have, checked before spending seconds on starting it
     from ray._private.accelerators import get_accelerator_manager_for_resource
 
-    gpus = get_accelerator_manager_for_resource("GPU").get_current_node_num_accelerators()
+    gpu_manager = get_accelerator_manager_for_resource("GPU")
+    assert gpu_manager is not None  # Ray always has one for "GPU" (NVIDIA's by default)
+    gpus = gpu_manager.get_current_node_num_accelerators()
     check_resources(cfg, needs, [{"CPU": cpus, "GPU": gpus, **cfg.ray.resources}],
                     "the local Ray cluster (this machine; ray.address is unset)")
     ray.init(address="local", num_cpus=cpus, resources=dict(cfg.ray.resources) or None,
@@ -502,7 +510,7 @@ def _hosted(cls: type, env: dict[str, str]) -> type:
     seconds per actor), and a `where()` method: the node an actor landed on (its start-up check
     too)."""
 
-    class Hosted(cls):  # type: ignore[misc, valid-type]
+    class Hosted(cls):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             os.environ.update(env)
             super().__init__(*args, **kwargs)
@@ -527,14 +535,14 @@ class _Test:
     test_id: str
     seed: int
     backends: list[str]  #: the backends it was sampled for
-    case: Optional[bytes] = None  #: the packed test, kept while some backend has not reported
-    base: Optional[dict[str, Any]] = None  #: the row fields its rows share (valid tests)
+    case: bytes | None = None  #: the packed test, kept while some backend has not reported
+    base: dict[str, Any] | None = None  #: the row fields its rows share (valid tests)
     pending: set[str] = field(default_factory=set)  #: backends it was given, not yet reported
     rows: int = 0
     #: ops its graph must not hold: made for a backend that lacks them (capability routing)
     avoid: frozenset[str] = frozenset()
     #: the backend it was made for (capability routing), if any
-    made_for: Optional[str] = None
+    made_for: str | None = None
 
 
 @dataclass(eq=False)
@@ -550,10 +558,10 @@ class _Item:
 class _Call:
     items: list[_Item]
     ref: Any
-    slot: "_Slot"
+    slot: _Slot
     sent: float = 0.0
     #: the scheduler's charge made when it was sent (None: not scheduled)
-    expected_s: Optional[float] = None
+    expected_s: float | None = None
 
 
 @dataclass(eq=False)
@@ -561,7 +569,7 @@ class _Slot:
     """An actor position of a pool: its current actor and its calls, oldest first (an actor runs
     its calls in submission order, so `calls[0]` is the one running)."""
 
-    pool: "_Pool"
+    pool: _Pool
     number: int
     actor: Any = None
     name: str = ""
@@ -581,7 +589,7 @@ class _Slot:
 class _Pool:
     """The actors of one stage (generation, or one backend) and the tests queued for them."""
 
-    def __init__(self, camp: "_Campaign", stage: str, n: int, resources: dict[str, float],
+    def __init__(self, camp: _Campaign, stage: str, n: int, resources: dict[str, float],
                  make: Callable[[str], Any], method: str) -> None:
         self.camp = camp
         self.stage = stage
@@ -594,7 +602,7 @@ class _Pool:
         self.retry: deque[_Item] = deque()  #: to run again, before the queue
         self.suspects: deque[_Item] = deque()  #: to run again, each alone on an actor
         self.in_flight = 0  #: items in calls not yet back
-        self.per_item_s: Optional[float] = None  #: moving average of an item's time in a call
+        self.per_item_s: float | None = None  #: moving average of an item's time in a call
         #: tests its evaluator compiles as one module (`BackendOptions.merge`; 1 for generation)
         self.merge = camp.c.options(stage).merge if stage != GEN else 1
         self.done = 0  #: items that came back
@@ -659,7 +667,7 @@ class _Pool:
                 self._send(slot, items)
 
     # ---- under the core scheduler: one call per actor, each holding a core -----------------
-    def idle_slot(self) -> Optional[_Slot]:
+    def idle_slot(self) -> _Slot | None:
         """An actor that has started and runs no call."""
         for slot in self.slots:
             if not slot.calls and slot.starting is None:
@@ -670,7 +678,7 @@ class _Pool:
         """Whether a call is due: a suspect or re-run, or a due batch of queued tests."""
         return bool(self.suspects or self.retry or (self.queue and self.due() <= 0))
 
-    def send_next(self, slot: _Slot) -> Optional[_Call]:
+    def send_next(self, slot: _Slot) -> _Call | None:
         """Send `slot` its next call (a suspect alone, else a batch); None when nothing is due."""
         items = [self.suspects.popleft()] if self.suspects else self._take(self.batch())
         if not items:
@@ -727,6 +735,7 @@ class _Pool:
         return out
 
     def _send(self, slot: _Slot, items: list[_Item]) -> _Call:
+        payload: list[Any]
         if self.stage == GEN:
             payload = [(it.test.test_id, it.test.seed, it.test.backends, sorted(it.test.avoid))
                        for it in items]
@@ -770,7 +779,7 @@ class _Campaign:
 
     def __init__(self, cfg: Config, budget: Budget, out_dir: Path, stages: Stages,
                  needs: dict[str, tuple[int, dict[str, float]]], targets: dict[str, str],
-                 cores: int = 0, lacks: Optional[dict[str, frozenset[str]]] = None) -> None:
+                 cores: int = 0, lacks: dict[str, frozenset[str]] | None = None) -> None:
         self.cfg = cfg
         self.c = cfg.campaign
         self.budget = budget
@@ -779,7 +788,7 @@ class _Campaign:
         self.targets = targets
         self.run_id = new_run_id()
         self.next_index = 0
-        self.resumed_at: Optional[int] = None
+        self.resumed_at: int | None = None
         seq_start = 0
         if self.c.resume:
             seq_start = self._resume_state()
@@ -798,7 +807,7 @@ class _Campaign:
         self.deaths = self.timeouts = self.errors = self.requeued = 0
         self.consecutive_failures = 0
         self.t_start = time.monotonic()
-        self.bar: Optional[tqdm] = None
+        self.bar: tqdm | None = None
         scfg = stages.config
 
         def remote(cls: type, res: dict[str, float]):
@@ -820,11 +829,13 @@ class _Campaign:
         for b in self.c.backends:
             n, res = needs[b]
             cls = remote(stages.evaluator_cls, res)
-            self.evals[b] = _Pool(self, b, n, res,
-                                  lambda name, b=b, cls=cls: cls.remote(scfg, b, name), "evaluate")
+            def make(name: str, b: str = b, cls: Any = cls) -> Any:
+                return cls.remote(scfg, b, name)
+
+            self.evals[b] = _Pool(self, b, n, res, make, "evaluate")
         self.pools = [self.gen, *self.evals.values()]
         #: the core scheduler (campaign/scheduler.py); None: no limit (`campaign.cores=0`)
-        self.scheduler: Optional[CoreScheduler] = None
+        self.scheduler: CoreScheduler | None = None
         if cores:
             self.scheduler = CoreScheduler(cores, {
                 GEN: self.c.generation.share, **{b: self.c.options(b).share for b in self.evals}})
@@ -840,10 +851,10 @@ class _Campaign:
         #: per backend: tests cut off at the deadline (no row)
         self.cut_off: Counter[str] = Counter()
         #: monotonic time the testing phase ends (a wall-clock budget), None: a test budget
-        self.deadline: Optional[float] = None
+        self.deadline: float | None = None
         #: per backend: tests made for it without the ops it lacks
         self.made_for: Counter[str] = Counter()
-        self.t_end: Optional[float] = None
+        self.t_end: float | None = None
 
     # ---- resume ------------------------------------------------------------------------------
     def _resume_state(self) -> int:
@@ -950,10 +961,10 @@ class _Campaign:
             self.gen.queue.append(_Item(test))
             want -= 1
 
-    def _starving(self, backends: list[str]) -> Optional[str]:
+    def _starving(self, backends: list[str]) -> str | None:
         """A backend of `backends` that lacks some ops and would idle: fewer tests waiting for
         it (queued, or being made for it) than it has actors. Ties go to the fewest waiting."""
-        best: Optional[tuple[int, str]] = None
+        best: tuple[int, str] | None = None
         for b in backends:
             if b not in self.lacks:
                 continue
@@ -969,7 +980,7 @@ class _Campaign:
             self.making_for[test.made_for] -= 1
             test.made_for = None
 
-    def _lacking(self, backend: str, ops: Optional[list[str]]) -> list[str]:
+    def _lacking(self, backend: str, ops: list[str] | None) -> list[str]:
         """The ops of a test (its rows' `ops`) that `backend` lacks, sorted."""
         return sorted(self.lacks.get(backend, frozenset()) & set(ops or ()))
 
@@ -1003,7 +1014,7 @@ class _Campaign:
             self.skipped_tests += 1
 
     def _record(self, test: _Test, report: Any) -> None:
-        dirs: dict[str, str] = {}
+        dirs: dict[tuple[str, str], str] = {}
         for f in report.findings:
             d = self.findings.add(f)
             if d is not None:  # an earlier test's finding may come too (worker.blame_finding)
@@ -1063,7 +1074,7 @@ class _Campaign:
             self._finish(test)
 
     def fail(self, pool: _Pool, item: _Item, verdict: Verdict, error_class: str, msg: str,
-             slot: Optional[_Slot] = None) -> None:
+             slot: _Slot | None = None) -> None:
         """Rows for a test whose actor died, hung or raised on it: what the driver knows of it.
         Its finding folder (on its first row) holds info.json (the seed, the error) and, for an
         evaluation, the test's files; `FuzzWorker.make_test(test_id, seed)` with the run's
@@ -1147,14 +1158,14 @@ class _Campaign:
             self._suspect(pool, call.items, slot, "raised")
 
     def _results(self, pool: _Pool, call: _Call, results: list) -> None:
-        for item, res in zip(call.items, results):
+        for item, res in zip(call.items, results, strict=True):
             if pool.stage == GEN:
                 self.on_generated(item, res)
             else:
                 self.on_evaluated(pool, item, res)
 
     def retire(self, slot: _Slot, verdict: Verdict, error_class: str,
-               cause: Optional[BaseException]) -> None:
+               cause: BaseException | None) -> None:
         """The actor of `slot` died (or is being killed for hanging): keep the results that came
         back; of the tests that did not, blame one if that is unambiguous and re-run the rest
         (see the module doc); start a fresh actor."""
@@ -1257,6 +1268,7 @@ class _Campaign:
         while self.sink.blocked:
             waited = time.monotonic() - (self.sink.blocked_since or time.monotonic())
             if waited >= wait_s:
+                assert self.sink.error is not None  # set with blocked_since
                 raise DiskFull(
                     f"results could not be written to {self.sink.dir} for "
                     f"campaign.disk_wait_s={wait_s:g} s ({describe_error(self.sink.error)}); "
@@ -1420,7 +1432,7 @@ class _Campaign:
         per completed batch."""
         now = time.monotonic()
         if not force and now - self.feedback_sent < FEEDBACK_S:
-            return
+            return []
         self.feedback_sent = now
         refs = []
         if self.outcomes and hasattr(self.stages.generator_cls, "feedback"):
@@ -1512,7 +1524,7 @@ def _report(out_dir: Path) -> None:
 
 
 def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
-                 stages: Optional[Stages] = None) -> Summary:
+                 stages: Stages | None = None) -> Summary:
     """Run one campaign into `out_dir` (results/, findings/, config.yaml, summary.json) and
     return its summary. `stages`: the stage classes (default: campaign.pipeline's).
 
@@ -1554,10 +1566,10 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     started = _start_ray(conf, needs)
     t0 = time.monotonic()  # the budget counts from here: Ray's start-up is not in it
     plan = BudgetPlan.of(budget, conf.triage.budget, conf.triage.enabled)
-    camp: Optional[_Campaign] = None
+    camp: _Campaign | None = None
     interrupted = False
-    by_signal: Optional[str] = None
-    stopped: Optional[str] = None
+    by_signal: str | None = None
+    stopped: str | None = None
     try:
         check_resources(conf, needs)
         camp = _Campaign(conf, budget, out_dir, stages, needs, targets,
@@ -1590,7 +1602,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
             try:
                 summary = camp.summary(interrupted)
             except Exception:  # e.g. the cluster went away: the summary without the actor table
-                camp.actor_table = lambda: []  # type: ignore[method-assign]
+                camp.actor_table = lambda: []  # type: ignore[method-assign]  # (a patch, for this call)
                 summary = camp.summary(interrupted)
             summary.stopped, summary.signal = stopped, by_signal
             summary.rows_spilled, summary.spill_file = spill
@@ -1620,7 +1632,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     return summary
 
 
-def _spill(sink: ResultSink) -> tuple[int, Optional[str]]:
+def _spill(sink: ResultSink) -> tuple[int, str | None]:
     """Rows the sink still holds after its last flush failed: written to the spill dir
     (`ResultSink.spill`), so a resume gets them back; (rows, file or None when lost)."""
     n = sink.buffered

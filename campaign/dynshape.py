@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 
 from campaign.testcase import TestCase
-from ir.materialize.dynshape import DynShape, instantiate
-from ir.gen.dynshape import finish, wants_dynshape
 from ir.gen.builder import GenConfig
+from ir.gen.dynshape import finish, wants_dynshape
+from ir.materialize.dynshape import DynShape, instantiate
 from ir.numerics.input_search import search_inputs
-from ir.ops.rnn import RECURRENT
 from ir.numerics.values import random_values
+from ir.ops.rnn import RECURRENT
 
 __all__ = ["wants_dynshape", "make_dyn_test", "add_shapes", "unexpected_recompile",
            "classify", "failing_sets", "case_from_finding"]
@@ -122,6 +122,7 @@ def classify(tc: TestCase, row: dict[str, Any], result, per_set_failures: list[i
             out["dyn_finding"] = "shape_mismatch"
     recompiled = unexpected_recompile(tc, compiles)
     if recompiled is not None:
+        assert compiles is not None  # recompiles were counted
         out["recompile_input_set"] = recompiled
         rnn = symbolic_rnn(tc)
         if verdict == "pass" and rnn is not None:

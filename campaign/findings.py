@@ -12,7 +12,7 @@ import os
 import shutil
 from collections import Counter
 from pathlib import Path, PurePosixPath
-from typing import Optional, Protocol
+from typing import Protocol
 
 FINDINGS_DIR = "findings"
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ class FindingLike(Protocol):
     test_id: str
     backend: str
     verdict: str
-    error_sig: str
+    error_sig: str | None
     files: dict[str, bytes]
 
 
@@ -64,7 +64,7 @@ class FindingStore:
     def folders(self) -> int:
         return sum(self.stored.values())
 
-    def add(self, finding: FindingLike) -> Optional[str]:
+    def add(self, finding: FindingLike) -> str | None:
         """Count the finding and, under the cap, write its files; return the folder relative to
         the store's root (for the row's `finding_dir`), or None when capped."""
         parent = self.dir / _safe_part(finding.backend, "backend") / _safe_part(finding.verdict, "verdict")

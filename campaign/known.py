@@ -21,9 +21,9 @@ Plain data (the triggers cross to the generation actors in their config); no Ray
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
 
 from ir.core.graph import Graph
 
@@ -118,7 +118,7 @@ def load_triggers(paths: Iterable[str | Path]) -> list[Trigger]:
     return out
 
 
-def _folder(root: Path, artifact_path: Optional[str]) -> Optional[Path]:
+def _folder(root: Path, artifact_path: str | None) -> Path | None:
     if not artifact_path:
         return None
     folder = root / artifact_path

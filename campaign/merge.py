@@ -48,8 +48,8 @@ earlier run under heavier load: 77 s vs 43 s). ORT gains nothing (its compiles t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Optional, Sequence
 
 from campaign.backends.base import BackendResult
 from campaign.testcase import TestCase
@@ -68,7 +68,7 @@ def prefix(j: int) -> str:
     return f"p{j}_"
 
 
-def unmergeable(prep: Prepared) -> Optional[str]:
+def unmergeable(prep: Prepared) -> str | None:
     """Why this test must run alone (None: it can be merged)."""
     tc = prep.tc
     if tc.dynshape is not None:
@@ -82,7 +82,7 @@ def unmergeable(prep: Prepared) -> Optional[str]:
     return None
 
 
-def plan(preps: Sequence[Optional[Prepared]], k: int,
+def plan(preps: Sequence[Prepared | None], k: int,
          key: Callable[[Prepared], Hashable] = lambda p: None) -> list[list[int]]:
     """Groups of indices into `preps` to merge: mergeable tests (None entries and
     `unmergeable` ones left out) with equal `key` (the backend's dialect of the test), in
@@ -134,7 +134,7 @@ class Merged:
     def n_outputs(self) -> int:
         return len(self.tc.graph.outputs)
 
-    def split(self, result: BackendResult) -> Optional[list[BackendResult]]:
+    def split(self, result: BackendResult) -> list[BackendResult] | None:
         """One result per part, as if it had run alone (module doc); None when the merged
         module produced no outputs to split (a failure of the module as a whole)."""
         if result.verdict is not None or result.failed or result.outputs is None:

@@ -26,21 +26,22 @@ near-exact result, with the measured rounding scatter: `Truths`) who is off (`ju
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence, Union
+from functools import partial
 
 import numpy as np
 
 from campaign.verdict import Verdict
-from ir.core.dtypes import DType
 from ir.analysis.precision import BASE_TOLERANCE, EXACT, Tolerance
+from ir.core.dtypes import DType
 
 #: how many times the reference's own error (vs the float64 truth) a target may be off by
 #: where the reference is off too, before the mismatch is confirmed anyway
 SHADOW_SLACK = 4.0
 
 #: an output's tolerance, or the float dtype whose base tolerance applies (None: by its dtype)
-TolSpec = Union[Tolerance, DType, None]
+TolSpec = Tolerance | DType | None
 
 
 def tolerance(spec: TolSpec, dtype: np.dtype) -> Tolerance:
@@ -82,7 +83,7 @@ def compare(
     output i's tolerance (default: the base tolerance of the output's own dtype)."""
     if len(expected) != len(actual):
         return Comparison(False, None, message=f"{len(actual)} outputs, expected {len(expected)}")
-    for i, (e, a) in enumerate(zip(expected, actual)):
+    for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         c = compare_one(i, e, np.asarray(a), tolerances[i] if tolerances else None)
         if not c.ok:
             return c
@@ -156,10 +157,10 @@ def judge_with_truth(expected: np.ndarray, actual: np.ndarray, truth: np.ndarray
     t = truth.astype(np.float64)
     a = np.asarray(actual).astype(np.float64)
     e = expected.astype(np.float64)
-    tol = atol + rtol * np.abs(t)
+    bound = atol + rtol * np.abs(t)
     a_err, r_err = np.abs(a - t), np.abs(e - t)
-    a_off = ~(a_err <= tol)  # NaN counts as off
-    r_off = ~(r_err <= tol)
+    a_off = ~(a_err <= bound)  # NaN counts as off
+    r_off = ~(r_err <= bound)
     max_a = float(np.nanmax(a_err)) if a_err.size and not np.all(np.isnan(a_err)) else float("nan")
     max_r = float(np.nanmax(r_err)) if r_err.size else 0.0
     errs = f"target off the float64 truth by {max_a:.3g}, reference by {max_r:.3g}"
@@ -171,14 +172,15 @@ def judge_with_truth(expected: np.ndarray, actual: np.ndarray, truth: np.ndarray
     # off too, and at least the measured spread of float32 evaluations
     explained = np.where(r_off, SHADOW_SLACK * r_err, 0.0)
     measured = spread is not None and np.shape(spread) == t.shape
+    measured_spread = None
     if measured:
-        spread = np.nan_to_num(np.asarray(spread, np.float64), nan=np.inf)
-        explained = np.maximum(explained, spread)
-    beyond = a_off & ~(a_err <= tol + explained)
-    if measured:
+        measured_spread = np.nan_to_num(np.asarray(spread, np.float64), nan=np.inf)
+        explained = np.maximum(explained, measured_spread)
+    beyond = a_off & ~(a_err <= bound + explained)
+    if measured_spread is not None:
         at = beyond if beyond.any() else a_off
         errs += (f", float32 evaluations differing only in rounding by up to "
-                 f"{float(np.max(spread[at])):.3g} there")
+                 f"{float(np.max(measured_spread[at])):.3g} there")
     if beyond.any():
         where = "beyond the float32 rounding spread" if measured else "where the reference is not"
         return TruthJudgement("confirmed", max_a, max_r,
@@ -219,7 +221,7 @@ def judge(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
     truths: Sequence[np.ndarray] | None = None
     ill: tuple[Comparison, str] | None = None
     notes: list[str] = []
-    for i, (e, a) in enumerate(zip(expected, actual)):
+    for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         a = np.asarray(a)
         c = compare_one(i, e, a, tolerances[i])
         if c.ok:
@@ -260,8 +262,9 @@ def judge_sets(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], n_o
     n_sets = len(expected) // n_outputs
     truths: list = []
 
-    def truth_of(k: int):
+    def truth_of(k: int) -> Sequence[np.ndarray] | None:
         if not truths:
+            assert truth is not None  # asked only when there is one
             truths.append(truth())
         whole = truths[0]
         return None if whole is None else whole[k * n_outputs:(k + 1) * n_outputs]
@@ -271,7 +274,7 @@ def judge_sets(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], n_o
     for k in range(n_sets):
         part = slice(k * n_outputs, (k + 1) * n_outputs)
         j = judge(expected[part], actual[part], tolerances, precisions,
-                  (lambda k=k: truth_of(k)) if truth is not None else None)
+                  partial(truth_of, k) if truth is not None else None)
         where = f"input set {k}: " if n_sets > 1 else ""
         if j.verdict is not Verdict.PASS:
             j.comparison.message = where + j.comparison.message

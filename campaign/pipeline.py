@@ -31,8 +31,9 @@ import pickle
 import sys
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Union
+from typing import Any, cast
 
 from campaign.artifacts import Materialized
 from campaign.known import matching
@@ -67,9 +68,9 @@ class Generated:
 
     test_id: str
     seed: int
-    case: Optional[bytes]
-    base: Optional[dict[str, Any]]
-    report: Optional[TestReport]
+    case: bytes | None
+    base: dict[str, Any] | None
+    report: TestReport | None
     ms: float  #: generation + ONNX build + reference, wall time in the actor
     #: backend -> the known bug (bucket id) whose trigger the graph matches (`campaign.known`)
     known: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -95,7 +96,7 @@ def unpack_case(data: bytes) -> Prepared:
                     p["tolerances"], p["precisions"])
 
 
-def case_finding(data: bytes, row: Union[ResultRow, dict[str, Any]]) -> Finding:
+def case_finding(data: bytes, row: ResultRow | dict[str, Any]) -> Finding:
     """The artifacts of a packed test for a row the driver made itself (its evaluator died or
     hung on it): graph, model, inputs, expected outputs, info.json. `row`: the row, or its
     `to_dict()`."""
@@ -116,10 +117,10 @@ class Generator:
     def __init__(self, cfg: WorkerConfig, name: str = "gen"):
         self.worker = FuzzWorker(dataclasses.replace(cfg, sandbox=False), name)
 
-    def generate(self, items: list[tuple]) -> list[Union[Generated, CaseError]]:
+    def generate(self, items: list[tuple]) -> list[Generated | CaseError]:
         """`items`: (test_id, seed, backends[, avoid]) per test; `avoid`: ops the graph must
         not hold (`FuzzWorker.make_test`)."""
-        out: list[Union[Generated, CaseError]] = []
+        out: list[Generated | CaseError] = []
         for test_id, seed, backends, *rest in items:
             faulthandler.dump_traceback_later(STACK_DUMP_S, file=sys.stderr)
             try:
@@ -164,12 +165,12 @@ class Evaluator:
         if sandbox is not None:
             sandbox.start()
 
-    def evaluate(self, cases: list[bytes]) -> list[Union[TestReport, CaseError]]:
+    def evaluate(self, cases: list[bytes]) -> list[TestReport | CaseError]:
         """One report per case, in order. A backend with `merge` k > 1 (`WorkerConfig.merge`)
         compiles groups of up to k mergeable cases as one merged test (`campaign.merge`: the
         rows are those of alone runs wherever the merged one did not pass cleanly)."""
-        out: list[Optional[Union[TestReport, CaseError]]] = [None] * len(cases)
-        preps: list[Optional[Prepared]] = [None] * len(cases)
+        out: list[TestReport | CaseError | None] = [None] * len(cases)
+        preps: list[Prepared | None] = [None] * len(cases)
         for i, data in enumerate(cases):
             try:
                 preps[i] = unpack_case(data)
@@ -187,13 +188,14 @@ class Evaluator:
         for i, prep in enumerate(preps):
             if out[i] is None and prep is not None:
                 out[i] = self._alone(prep)
-        return out  # type: ignore[return-value]
+        return cast(list[TestReport | CaseError], out)  # every case has its report by now
 
     def _alone(self, prep: Prepared,
-               pass_note: Optional[str] = None) -> Union[TestReport, CaseError]:
+               pass_note: str | None = None) -> TestReport | CaseError:
         """`prep` run alone; `pass_note`: added to the row's `error_msg` if it passes."""
         try:
-            job = prep.m.job if self.worker.sandboxes else None
+            # an evaluator's tests come from `unpack_case`: the sandbox's job rebuilt them
+            job = cast(JobMaterialized, prep.m).job if self.worker.sandboxes else None
             result = self.worker.evaluate(self.backend, prep.m, job)
             row, finding = self.worker.judge(self.backend, prep, result)
             if pass_note is not None and row.verdict == "pass":
@@ -202,25 +204,26 @@ class Evaluator:
         except Exception:
             return _error(prep.tc.test_id)
 
-    def _report(self, row: ResultRow, finding: Optional[Finding],
-                blamed: Optional[Finding] = None) -> TestReport:
+    def _report(self, row: ResultRow, finding: Finding | None,
+                blamed: Finding | None = None) -> TestReport:
         """`blamed`: the finding of an earlier test that left the sandbox process unusable
         (`FuzzWorker.blame_finding`)."""
         # where and when the backend ran, not where and when the test was made
         row.update(host=self.worker.host, worker=self.label, ts=utc_now())
         return TestReport([row.to_dict()], [f for f in (finding, blamed) if f is not None])
 
-    def _evaluate_merged(self, group: list[int], preps: list[Optional[Prepared]],
+    def _evaluate_merged(self, group: list[int], preps: list[Prepared | None],
                          out: list) -> None:
         """Evaluate `group` (indices into `preps`) as one merged test and fill `out` for each:
         the merged judgement of a part that passed in a cleanly run module, else the part's
         alone run (`campaign.merge`'s failure rule)."""
-        parts = [preps[i] for i in group]
+        # `merge_plan` groups prepared tests only
+        parts = cast(list[Prepared], [preps[i] for i in group])
         try:
-            merged = build_merged(parts)  # type: ignore[arg-type]
+            merged = build_merged(parts)
             m = Materialized(merged.tc)
             if self.backend.dialect is None:
-                m.onnx_model  # an ONNX backend: a union failing the checker runs alone
+                m.onnx_model  # noqa: B018 (builds and checks it) an ONNX backend: a union failing the checker runs alone
             job = Job.of(m) if self.worker.sandboxes else None
             # the limit of k tests (each would have it alone), not confirmed: a timeout re-runs
             # the parts alone, each with its own confirmed limit
@@ -242,7 +245,7 @@ class Evaluator:
                 what = (f"the merged module gave {len(result.outputs or [])} outputs, expected "
                         f"{merged.n_outputs * merged.n_sets}")
         for j, i in enumerate(group):
-            prep = preps[i]
+            prep = parts[j]
             if split is not None:
                 try:
                     row, _ = self.worker.judge(self.backend, prep, split[j])

@@ -13,18 +13,18 @@ import hashlib
 import json
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, make_backend
 from campaign.testcase import TestCase
 from campaign.verdict import Stage
 from ir.core.dtypes import DType
-from ir.gen.builder import GenConfig, SymbolicGraphBuilder, signature_key
 from ir.core.graph import Graph, Inst
 from ir.core.op import OP_REGISTRY, Op
+from ir.gen.builder import GenConfig, SymbolicGraphBuilder, signature_key
 from ir.numerics.values import random_values
 
 CACHE_DIR = Path(os.environ.get("DYNSMITH_CACHE", Path.home() / ".cache" / "dynsmith")) / "probe"

@@ -28,11 +28,11 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.oracle import Truths
-from ir.numerics.domain import evaluate_checked
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import Op
 from ir.materialize.to_torch import evaluate_torch
+from ir.numerics.domain import evaluate_checked
 
 
 @dataclass
@@ -174,12 +174,13 @@ def rounding_spread(g: Graph, env: dict[str, np.ndarray], truths: list[np.ndarra
                 values = evaluate_perturbed(pure, torch_env(env), torch.Generator().manual_seed(s))
         except Exception:
             continue
-        for i, (o, truth) in enumerate(zip(pure.outputs, truths)):
+        for i, (o, truth) in enumerate(zip(pure.outputs, truths, strict=True)):
             y = values[o]
             if not y.dtype.is_floating_point or tuple(y.shape) != np.shape(truth):
                 continue
             err = np.nan_to_num(np.abs(y.to(torch.float64).numpy() - truth), nan=np.inf)
-            spread[i] = err if spread[i] is None else np.maximum(spread[i], err)
+            prev = spread[i]
+            spread[i] = err if prev is None else np.maximum(prev, err)
     return spread
 
 
@@ -188,7 +189,8 @@ def run_shadow(m: Materialized, samples: int = ROUNDING_SAMPLES) -> Truths:
     float64; int/bool outputs keep their dtype), for every input set as `run_reference` lays
     them out, with their rounding spreads (`rounding_spread`, `samples` evaluations per set;
     0: not measured). Raises what eager raises."""
-    out, spread = [], []
+    out: list[np.ndarray] = []
+    spread: list[np.ndarray | None] = []
     for k, env in enumerate(m.tc.value_sets()):
         g = m.tc.graph_of(k)  # dynamic shapes: each set's own concrete graph
         wide = widen_graph(g)

@@ -160,7 +160,7 @@ class Job:
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
-    def of(m: Materialized) -> "Job":
+    def of(m: Materialized) -> Job:
         tc = m.tc
         try:
             onnx_bytes: bytes | None = m.onnx_bytes
@@ -182,7 +182,7 @@ class Job:
         return self._packed
 
     @staticmethod
-    def unpack(data: bytes) -> "Job":
+    def unpack(data: bytes) -> Job:
         return Job(**pickle.loads(data))
 
 
@@ -208,6 +208,8 @@ class JobMaterialized(Materialized):
     def onnx_model(self) -> onnx.ModelProto:
         if self.job.onnx_bytes is not None:
             return onnx.load_from_string(self.job.onnx_bytes)
+        # attr-defined ignored: mypy takes the class attribute for the property's value, not
+        # the cached_property (whose `func` is the parent's builder)
         return Materialized.onnx_model.func(self)  # type: ignore[attr-defined]
 
 
@@ -351,7 +353,8 @@ class _Health:
         if cwd != self.cwd:
             try:
                 os.chdir(self.cwd)
-                damage.append(f"working directory {'deleted' if cwd is None else 'changed to ' + repr(cwd)} (changed back)")
+                how = 'deleted' if cwd is None else 'changed to ' + repr(cwd)
+                damage.append(f"working directory {how} (changed back)")
             except OSError:
                 unusable.append(f"working directory {self.cwd!r} deleted")
         replaced = []
@@ -564,6 +567,7 @@ class Sandbox:
             args=(self.backend, child_end, self._stage, self._work_dir, out_path, memory,
                   os.getpid()))
         proc.start()
+        assert proc.pid is not None  # started
         child_end.close()
         self._proc, self._conn, self._served = proc, parent_end, 0
         self._mark = proctree.mark_value(os.getpid(), proc.pid)
@@ -597,7 +601,7 @@ class Sandbox:
                 pass
         self._kill()
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: Any) -> None:

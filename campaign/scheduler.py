@@ -32,9 +32,8 @@ with stand-in costs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
-
 
 #: a stage whose calls take longer than this (seconds, on average) is slow: while another stage
 #: has work ready it holds no more than its share of the cores, rounded up (`fair_cores`)
@@ -51,7 +50,7 @@ class StageAccount:
     core_s: float = 0.0  #: core-seconds of calls that came back
     calls: int = 0
     active: bool = False  #: ready or running at the last decision (for the no-banking rule)
-    call_s: Optional[float] = None  #: moving average of its calls' durations
+    call_s: float | None = None  #: moving average of its calls' durations
 
     @property
     def slow(self) -> bool:
@@ -84,7 +83,7 @@ class CoreScheduler:
         """Cores not held by a call (a large number when there is no limit)."""
         return (1 << 30) if self.cores <= 0 else self.cores - self.running
 
-    def clock(self) -> Optional[float]:
+    def clock(self) -> float | None:
         """The virtual clock: the smallest virtual time of the active stages (None: none)."""
         times = [a.vtime for a in self.stages.values() if a.active or a.running]
         return min(times) if times else None
@@ -110,7 +109,7 @@ class CoreScheduler:
         share = self.normalized_shares()[stage]
         return max(1, math.ceil(share * self.cores - 1e-9))
 
-    def pick(self, candidates: Iterable[str]) -> Optional[str]:
+    def pick(self, candidates: Iterable[str]) -> str | None:
         """The stage that gets the next free core among `candidates` (stages with work ready):
         the smallest virtual time, ties by name, among those below their `fair_cores` (any of
         them when all are at it: no core idles while there is work); None when no core is

@@ -9,10 +9,10 @@ different failures that happen to share a generic message.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Sequence
 
-_RULES = [
+_RULES: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
     (re.compile(r"\b0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"(/[\w.\-+]+)+"), "<path>"),
     (re.compile(r"%?\b[A-Za-z_]*\d+[A-Za-z_\d]*\b"), lambda m: re.sub(r"\d+", "N", m.group())),

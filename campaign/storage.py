@@ -15,9 +15,10 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as pads
@@ -102,8 +103,8 @@ class ResultSink:
         self._last_flush = time.monotonic()
         self.bytes_written = 0
         #: the error of the flush that failed, and since when writing fails (None: it works)
-        self.error: Optional[OSError] = None
-        self.blocked_since: Optional[float] = None
+        self.error: OSError | None = None
+        self.blocked_since: float | None = None
         self.failed_flushes = 0
         self.rows_spilled = 0
 
@@ -134,13 +135,13 @@ class ResultSink:
         for row in rows:
             self.add(row)
 
-    def maybe_flush(self) -> Optional[Path]:
+    def maybe_flush(self) -> Path | None:
         wait = RETRY_S if self.blocked else self.flush_every_s
         if self._buffer and time.monotonic() - self._last_flush >= wait:
             return self.flush()
         return None
 
-    def flush(self) -> Optional[Path]:
+    def flush(self) -> Path | None:
         """Write the buffered rows as one file; return its path (None if nothing was buffered,
         or the write failed: then the rows stay buffered and `blocked` is set)."""
         self._last_flush = time.monotonic()
@@ -187,7 +188,7 @@ class ResultSink:
                         self.dir, describe_error(e), len(self._buffer), _mb(self.bytes_needed()),
                         _mb(free))
 
-    def spill(self, root: Optional[Path] = None) -> Optional[Path]:
+    def spill(self, root: Path | None = None) -> Path | None:
         """Write the rows still buffered (writing to `dir` failing) to `root/<run_id>/`, from
         where `recover_spilled` moves them into the results on resume; returns the file, None
         when nothing was buffered. Raises OSError when that fails too."""
@@ -208,7 +209,7 @@ class ResultSink:
     def close(self) -> None:
         self.flush()
 
-    def __enter__(self) -> "ResultSink":
+    def __enter__(self) -> ResultSink:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -222,7 +223,7 @@ def describe_error(e: OSError) -> str:
     return e.strerror or str(e).splitlines()[0]
 
 
-def recover_spilled(root: Path, spill_root: Optional[Path] = None) -> int:
+def recover_spilled(root: Path, spill_root: Path | None = None) -> int:
     """Move the files `ResultSink.spill` wrote for the campaign in `root` into
     `<root>/results/` (resume); returns how many. Raises OSError when they cannot be moved
     (the disk still full)."""
@@ -267,7 +268,7 @@ _PART = re.compile(r"part-(?P<run>.+)-(?P<seq>\d{6})\.parquet")
 class ExistingRun:
     """What a results dir already holds (for `campaign.resume`)."""
 
-    run_id: Optional[str]  #: the run id of its rows (None: no rows)
+    run_id: str | None  #: the run id of its rows (None: no rows)
     rows: int
     test_ids: set[str]
     next_seq: int  #: the first file sequence number not used yet

@@ -8,6 +8,7 @@ same in every set). Several sets let one compiled model see an `if` take both br
 from __future__ import annotations
 
 import io
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +73,13 @@ class TestCase:
 
 
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    """An .npz archive (never pickle: `allow_pickle` stays off for readers)."""
+    """An .npz archive (never pickle: `allow_pickle` stays off for readers), written as
+    `np.savez` writes one (an uncompressed zip64 archive of .npy members) but with the names
+    never passed as keyword arguments: a value named `file` or `allow_pickle` (a valid GraphIR
+    name) would be taken for `np.savez`'s own parameter."""
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    with zipfile.ZipFile(buf, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, a in arrays.items():
+            with zf.open(name + ".npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=True)
     return buf.getvalue()

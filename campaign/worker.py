@@ -20,8 +20,9 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -35,14 +36,14 @@ from campaign.sandbox import Job, JobMaterialized, Sandbox, SandboxConfig
 from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
-from ir.numerics.coverage import CoverConfig, cover
-from ir.gen.dynshape import generate_dyn, wants_dynshape
-from ir.gen.builder import GenConfig
-from ir.gen.generate import generate
-from ir.core.graph import Graph
-from ir.numerics.input_search import make_valid, search_inputs
 from ir.analysis.precision import output_precisions, output_tolerances
+from ir.core.graph import Graph
 from ir.core.text import print_graph
+from ir.gen.builder import GenConfig
+from ir.gen.dynshape import generate_dyn, wants_dynshape
+from ir.gen.generate import generate
+from ir.numerics.coverage import CoverConfig, cover
+from ir.numerics.input_search import make_valid, search_inputs
 from mutators import MutationConfig
 from mutators.source import MutationSource
 
@@ -74,7 +75,7 @@ class Finding:
     test_id: str
     backend: str
     verdict: str
-    error_sig: str
+    error_sig: str | None
     files: dict[str, bytes]
 
 
@@ -247,7 +248,7 @@ class FuzzWorker:
         for sb in self.sandboxes.values():
             sb.close()
 
-    def __enter__(self) -> "FuzzWorker":
+    def __enter__(self) -> FuzzWorker:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -352,7 +353,7 @@ class FuzzWorker:
         m = Materialized(tc)
         base = ResultRow.of_test(tc, gen_ms, self.mutation.novel(tc.graph), self.host, self.label)
         try:
-            m.onnx_model
+            m.onnx_model  # noqa: B018 (builds and checks it)
         except Exception as e:  # our ONNX is ill-formed: our bug, not the compiler's
             return self._invalid_all(m, base, backends, Stage.IMPORT, type(e).__name__,
                                      f"ONNX build/check failed: {e}")
@@ -371,12 +372,15 @@ class FuzzWorker:
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,
                                     **timeout_fields(result))
-        if result.dialect or backend.dialect:
-            row.dialect = result.dialect or backend.dialect
+        dialect = result.dialect or backend.dialect
+        if dialect:
+            row.dialect = dialect
         if result.verdict is not None or result.failed:
             row.update(**self._failure_fields(result))
         else:
             use_shadow = self.cfg.float64_shadow and backend.shadow_judged
+            # a finished run has outputs (`BackendResult`), a prepared test its reference's
+            assert result.outputs is not None and prep.ref.outputs is not None
             j = judge_sets(prep.ref.outputs, result.outputs, len(prep.tc.graph.outputs),
                            prep.tolerances, prep.precisions, prep.truth if use_shadow else None)
             row.update(**self._judgement_fields(j))

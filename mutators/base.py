@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import abc
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from ir.gen.builder import GenConfig
 from ir.core.graph import Graph
+from ir.gen.builder import GenConfig
 
-MUTATORS: dict[str, type["Mutator"]] = {}
+MUTATORS: dict[str, type[Mutator]] = {}
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Mutator(abc.ABC):
     name: str
     #: where mutators that graft code from other graphs (`splice`) find a donor: a function of
     #: the rng returning (donor id, graph) or None; the engine sets it (from the seed pool)
-    donors: "Callable[[random.Random], tuple[str, Graph] | None] | None" = None
+    donors: Callable[[random.Random], tuple[str, Graph] | None] | None = None
     #: deepest nesting of bodies a mutator may create (`Graph.max_depth`); set by the engine
     max_depth: int = 3
 

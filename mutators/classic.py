@@ -5,18 +5,37 @@ duplicate a region, splice a region from another seed. (`insert_op` is in its ow
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import random
+from typing import Any, Protocol
 
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import Op
 from ir.core.rewrite import insert_insts, replace_uses
 from ir.core.shapes import holds
 from ir.core.types import TensorType
+from ir.gen.builder import GenConfig, SymbolicGraphBuilder
 from mutators.optable import enabled_ops, fragile_deep, ops_to, same_type_ops
 from mutators.scope import (
-    Ctx, ScopedMutator, copy_insts, pick_region, pure, region, values_before,
+    Ctx,
+    ScopedMutator,
+    copy_insts,
+    pick_region,
+    pure,
+    region,
+    values_before,
 )
 from mutators.solve import NEW, NEW_PARAM, solve
+
+
+class SolveCtx(Protocol):
+    """What re-solving instructions reads of a `Ctx` (`_DonorCtx` stands in for one)."""
+
+    b: SymbolicGraphBuilder
+    rng: random.Random
+    gen: GenConfig
+
+    @property
+    def root(self) -> bool: ...
 
 
 def _plain(inst: Inst) -> bool:
@@ -29,7 +48,7 @@ def _exclusive(g: Graph, name: str, index: int) -> bool:
     return name not in g.outputs and g.users(name) == [index] and g.insts[index].args.count(name) == 1
 
 
-def _replaceable(g: Graph, ctx: Ctx, index: int) -> dict[str, str]:
+def _replaceable(g: Graph, ctx: SolveCtx, index: int) -> dict[str, str]:
     """Operands of instruction `index` that may be rebuilt: at the top level, params and graph
     inputs nothing else reads (NEW_PARAM / NEW)."""
     if not ctx.root:
@@ -99,16 +118,16 @@ class MutateAttrs(ScopedMutator):
         inst = g.insts[i]
         types = g.types()
         rebuild = _replaceable(g, ctx, i)
-        args: list[Value | str] = [Value(a, types[a]) for a in inst.args]
-        args = [args[0]] + [rebuild.get(a.name, a) if rng.random() < 0.8 else a  # type: ignore[union-attr]
-                            for a in args[1:]]
+        values = [Value(a, types[a]) for a in inst.args]
+        args: list[Value | str] = [values[0], *(rebuild.get(v.name, v) if rng.random() < 0.8 else v
+                                                for v in values[1:])]
         dtypes = [types[a].dtype for a in inst.args]
         targets = [r.type for r in inst.results]
         for _ in range(3):
             new = solve(ctx.b, type(inst.op), args, dtypes, targets, names=inst.result_names)
             now = {**types, **{v.name: v.type for v in (*ctx.b.inputs, *ctx.b.params)}}
             if new is None or (new.op == inst.op and all(
-                    now[a] == types[b] for a, b in zip(new.args, inst.args))):
+                    now[a] == types[b] for a, b in zip(new.args, inst.args, strict=True))):
                 continue  # nothing changed (same attributes, weights of the same shapes)
             changed = {k: v for k, v in new.op.attrs().items() if inst.op.attrs()[k] != v}
             insts = list(g.insts)
@@ -126,7 +145,7 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
-def repropagate(g: Graph, ctx: Ctx, start: int, types: dict[str, TensorType],
+def repropagate(g: Graph, ctx: SolveCtx, start: int, types: dict[str, TensorType],
                 rebuild_ok: bool) -> list[Inst] | None:
     """Instructions `start:` of `g` re-typed after some values changed type (`types`: every
     value's type, the changed ones already new; updated in place). An instruction reading a
@@ -138,28 +157,29 @@ def repropagate(g: Graph, ctx: Ctx, start: int, types: dict[str, TensorType],
     for i in range(start, len(g.insts)):
         inst = g.insts[i]
         ins = [types[a] for a in inst.args]
-        if all(t == orig[a] for a, t in zip(inst.args, ins)):
+        if all(t == orig[a] for a, t in zip(inst.args, ins, strict=True)):
             out.append(inst)
             continue
         if not _plain(inst):
             return None
         outs = _keep(inst.op, ins, ctx)
         if outs is not None:
-            new = Inst(inst.op, inst.args, tuple(Value(r.name, t) for r, t in zip(inst.results, outs)))
+            new = Inst(inst.op, inst.args, tuple(Value(r.name, t) for r, t in zip(inst.results, outs, strict=True)))
         else:
             rebuild = _replaceable(g, ctx, i) if rebuild_ok else {}
-            args: list[Value | str] = [Value(inst.args[0], ins[0])] + [
-                rebuild.get(a, Value(a, t)) for a, t in zip(inst.args[1:], ins[1:])]
-            new = solve(ctx.b, type(inst.op), args, [t.dtype for t in ins],
-                        names=inst.result_names)
-            if new is None:
+            args: list[Value | str] = [Value(inst.args[0], ins[0]), *(
+                rebuild.get(a, Value(a, t)) for a, t in zip(inst.args[1:], ins[1:], strict=True))]
+            solved = solve(ctx.b, type(inst.op), args, [t.dtype for t in ins],
+                           names=inst.result_names)
+            if solved is None:
                 return None
+            new = solved
         types.update((r.name, r.type) for r in new.results)
         out.append(new)
     return out
 
 
-def _keep(op: Op, ins: list[TensorType], ctx: Ctx) -> list[TensorType] | None:
+def _keep(op: Op, ins: list[TensorType], ctx: SolveCtx) -> list[TensorType] | None:
     """The result types of `op` over `ins` when its attributes still fit them."""
     problem = getattr(op, "problem", None)  # (rules with messages of their own, if any)
     if op.result_dtypes(tuple(t.dtype for t in ins)) is None or (problem and problem(ins)):

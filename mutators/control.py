@@ -14,19 +14,28 @@ from __future__ import annotations
 from typing import Any
 
 from ir.core.dtypes import DType
-from ir.gen.control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
 from ir.core.graph import Graph, Inst, Value
-from ir.ops.control import If, Loop, Scan
 from ir.core.paths import Path
 from ir.core.rewrite import rename_canonically, replace_uses
 from ir.core.text import print_graph
 from ir.core.types import TensorType
+from ir.gen.control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
+from ir.ops.control import If, Loop, Scan
 from mutators.classic import MutateAttrs, ReplaceOp
-from mutators.optable import enabled_ops, fragile_deep, ops_to
 from mutators.insert_op import InsertOp
+from mutators.optable import enabled_ops, fragile_deep, ops_to
 from mutators.scope import (
-    Ctx, Region, ScopedMutator, Scope, copy_insts, depends, pick_region, prune, pure_deep,
-    region, values_before,
+    Ctx,
+    Region,
+    Scope,
+    ScopedMutator,
+    copy_insts,
+    depends,
+    pick_region,
+    prune,
+    pure_deep,
+    region,
+    values_before,
 )
 
 
@@ -63,7 +72,7 @@ class WrapBranch(ScopedMutator):
         if cond is None:
             return None
         then_ins = [Value(ctx.fresh("b"), types[a]) for a in r.ins]
-        names = dict(zip(r.ins, (v.name for v in then_ins)))
+        names = dict(zip(r.ins, (v.name for v in then_ins), strict=True))
         then_insts = copy_insts(r.insts, names, ctx.fresh)
         then_g = Graph("then", tuple(then_ins), tuple(then_insts), tuple(names[o] for o in r.outs))
         made = None
@@ -129,7 +138,7 @@ class WrapBranch(ScopedMutator):
         rng, b = ctx.rng, ctx.b
         names: dict[str, str] = {}
         base = Graph("else", tuple(Value(ctx.fresh("b"), v.type) for v in then_g.inputs), (), ())
-        names.update(zip((v.name for v in then_g.inputs), (v.name for v in base.inputs)))
+        names.update(zip((v.name for v in then_g.inputs), (v.name for v in base.inputs), strict=True))
         insts = copy_insts(then_g.insts, names, ctx.fresh)
         else_g = Graph("else", base.inputs, tuple(insts), tuple(names.get(o, o) for o in then_g.outputs))
         kinds = [ReplaceOp(), MutateAttrs(), InsertOp()]
@@ -191,7 +200,7 @@ class WrapLoop(ScopedMutator):
         others = [x for x in r.ins if x != a]
         counter = Value(ctx.fresh("i"), TensorType((), DType.int64))
         carried = [Value(ctx.fresh("b"), types[x]) for x in [a, *others]]
-        names = dict(zip([a, *others], (v.name for v in carried)))
+        names = dict(zip([a, *others], (v.name for v in carried), strict=True))
         insts = copy_insts(r.insts, names, ctx.fresh)
         body = Graph("body", (counter, *carried), tuple(insts),
                      (names[o], *(v.name for v in carried[1:])))
@@ -230,7 +239,7 @@ class WrapLoop(ScopedMutator):
         c_ins = [Value(ctx.fresh("b"), types[y]) for y in carries]
         x_in = Value(ctx.fresh("b"), xt)
         body = _body_scope(ctx, [*c_ins, x_in])
-        names = dict(zip(carries, (v.name for v in c_ins)))
+        names = dict(zip(carries, (v.name for v in c_ins), strict=True))
         if x is None:
             mixed = mix_carry(b, body, list(enabled_ops(ctx.gen, True)), c_ins[0], x_in)
             if mixed is None:

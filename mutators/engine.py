@@ -12,14 +12,15 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
-from ir.numerics.coverage import unsteerable_ifs
-from ir.gen.builder import GenConfig
 from ir.core.graph import Graph
-from ir.ops.control import is_control
 from ir.core.verify import VerifyError, verify
+from ir.gen.builder import GenConfig
+from ir.numerics.coverage import unsteerable_ifs
+from ir.ops.control import is_control
 from mutators.base import MUTATORS, Mutator
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class MutationConfig:
     max_steps: int = 3
     retries: int = 4
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    seeds: Optional[str] = "seeds"
+    seeds: str | None = "seeds"
     generated_seeds: int = 8
     pool_size: int = 256
     max_insts: int = 80

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
-from ir.gen.builder import GenConfig
 from ir.core.graph import Graph, Inst, Value
-from ir.core.op import OP_REGISTRY
-from ir.core.verify import VerifyError, verify
-from mutators.base import Mutant
+from ir.core.op import OP_REGISTRY, Op
 from ir.core.rewrite import replace_uses
+from ir.core.verify import VerifyError, verify
+from ir.gen.builder import GenConfig
+from ir.ops.elementwise import Clip
+from mutators.base import Mutant
 from mutators.scope import Ctx, ScopedMutator
 
 #: pure op -> its in-place form (destination: operand 0)
@@ -109,16 +111,17 @@ class ToInplace(ScopedMutator):
         axis = rng.randrange(t.rank)
         n = t.shape[axis]
         kind = rng.choice(["view_slice", "view_slice", "view_select", "view_permute"])
+        make: Callable[..., Op] = OP_REGISTRY[kind]
         if kind == "view_slice":
             start = rng.randrange(n)
             end = rng.randint(start + 1, n)
-            view = OP_REGISTRY[kind](axis=axis, start=start, end=end, step=rng.choice((1, 1, 2)))
+            view = make(axis=axis, start=start, end=end, step=rng.choice((1, 1, 2)))
         elif kind == "view_select":
-            view = OP_REGISTRY[kind](axis=axis, index=rng.randrange(n))
+            view = make(axis=axis, index=rng.randrange(n))
         else:
             perm = list(range(t.rank))
             rng.shuffle(perm)
-            view = OP_REGISTRY[kind](perm=tuple(perm))
+            view = make(perm=tuple(perm))
         (vt,) = view.infer([t])
         v = Value(ctx.fresh("v"), vt)
         w = Value(ctx.fresh("v"), vt)
@@ -138,8 +141,9 @@ def _returned(g: Graph, ctx: Ctx, dest: str, inputs: set[str]) -> tuple[str, ...
     return g.outputs
 
 
-def _inplace_op(inst: Inst):
-    cls = OP_REGISTRY[INPLACE[inst.op.name]]
+def _inplace_op(inst: Inst) -> Op:
+    cls: Callable[..., Op] = OP_REGISTRY[INPLACE[inst.op.name]]
     if inst.op.name == "clip":
-        return cls(lo=inst.op.lo, hi=inst.op.hi)
+        clip = cast(Clip, inst.op)
+        return cls(lo=clip.lo, hi=clip.hi)
     return cls()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ir.core.dtypes import DType
-from ir.gen.builder import GenConfig
 from ir.core.op import OP_REGISTRY, Op
 from ir.core.types import TensorType
+from ir.gen.builder import GenConfig
 
 
 def _key(gen: GenConfig) -> tuple:

@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ir.core.graph import Graph
 

@@ -9,13 +9,14 @@ initial states, when the layer takes them, are new inputs.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from ir.core.dtypes import DType
-from ir.core.graph import Graph
-from ir.core.op import OP_REGISTRY
-from ir.ops.rnn import RECURRENT
+from ir.core.graph import Graph, Value
+from ir.core.op import OP_REGISTRY, Op
 from ir.core.rewrite import insert_insts, replace_uses
+from ir.ops.rnn import RECURRENT, Recurrent
 from mutators.optable import enabled_ops
 from mutators.scope import Ctx, ScopedMutator
 from mutators.solve import NEW, NEW_PARAM, solve
@@ -40,11 +41,12 @@ class InsertRnn(ScopedMutator):
             return None
         v, at = rng.choice(sites)
         d = v.type.dtype
-        op_cls = OP_REGISTRY[rng.choice(kinds)]
+        op_cls = cast("type[Recurrent]", OP_REGISTRY[rng.choice(kinds)])
         new = []
         x = v
         if v.type.rank == 2:
-            unsq = solve(b, OP_REGISTRY["unsqueeze"], [v], [d], op=OP_REGISTRY["unsqueeze"](axis=1))
+            unsqueeze: Callable[..., Op] = OP_REGISTRY["unsqueeze"]
+            unsq = solve(b, OP_REGISTRY["unsqueeze"], [v], [d], op=unsqueeze(axis=1))
             if unsq is None:
                 return None
             new.append(unsq)
@@ -55,7 +57,7 @@ class InsertRnn(ScopedMutator):
         inst = None
         for target in ([x_t, None] if rng.random() < 0.8 else [None]):
             states = [NEW] * (arity - 4)
-            args = [x, NEW_PARAM, NEW_PARAM, NEW_PARAM, *states]
+            args: list[Value | str] = [x, NEW_PARAM, NEW_PARAM, NEW_PARAM, *states]
             targets = [target] + [None] * (op_cls.num_results - 1)
             inst = solve(b, op_cls, args, [d] * arity, targets)
             if inst is not None:
@@ -71,13 +73,14 @@ class InsertRnn(ScopedMutator):
             new.append(proj)
             y = proj.results[0]
         if v.type.rank == 2:
-            sq = solve(b, OP_REGISTRY["squeeze"], [y], [d], [v.type], op=OP_REGISTRY["squeeze"](axis=1))
+            squeeze: Callable[..., Op] = OP_REGISTRY["squeeze"]
+            sq = solve(b, OP_REGISTRY["squeeze"], [y], [d], [v.type], op=squeeze(axis=1))
             if sq is None:
                 return None
             new.append(sq)
             y = sq.results[0]
         out = replace_uses(g, v.name, y.name, start=at)
         out = insert_insts(out, at, new)
-        op = inst.op
+        op = cast(Recurrent, inst.op)
         return out, {"op": op.name, "at": v.name, "hidden": op.hidden, "direction": op.direction,
                      "projected": inst.results[0].type != x_t, "states": arity - 4}

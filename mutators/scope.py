@@ -18,18 +18,20 @@ runs of pure instructions of one scope with their live-ins and live-outs.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from ir.gen.builder import GenConfig, SymbolicGraphBuilder
 from ir.core.graph import Graph, Inst, Value
 from ir.core.names import Names
-from ir.ops.control import is_control
 from ir.core.paths import Path
 from ir.core.paths import scopes as walk_scopes
 from ir.core.rewrite import remove_unused
 from ir.core.types import TensorType
+from ir.gen.builder import GenConfig, SymbolicGraphBuilder
+from ir.ops.control import is_control
 from mutators.base import Mutant, Mutator
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -68,7 +70,8 @@ def put(g: Graph, path: Path, body: Graph, needs: list[Need], fresh: Callable[[s
                    params=new.params + tuple(v for v, p in outer if p))
 
 
-def _put(g: Graph, path: Path, body: Graph, needs: list[Need], fresh) -> tuple[Graph, list[Need]]:
+def _put(g: Graph, path: Sequence[tuple[int, int]], body: Graph, needs: list[Need],
+         fresh: Callable[[str], str]) -> tuple[Graph, list[Need]]:
     if not path:
         return body, needs
     (i, k), rest = path[0], path[1:]

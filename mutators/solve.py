@@ -11,14 +11,14 @@ on every new type and optional result types, and every symbol is fixed from the 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ir.core.dtypes import DType
-from ir.gen.builder import SymbolicGraphBuilder, signature_key
 from ir.core.graph import Inst, Value
 from ir.core.op import Op
 from ir.core.shapes import eq
 from ir.core.types import TensorType
+from ir.gen.builder import SymbolicGraphBuilder, signature_key
 
 #: a new graph input (or need) for this operand
 NEW = "new"
@@ -42,7 +42,7 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
     slots = list(op_cls.slots(len(args), first.type))
     vals: list[Value] = [first]
     new: list[tuple[Value, bool]] = []
-    for index, (spec, dtype) in enumerate(zip(args[1:], dtypes[1:]), 1):
+    for index, (spec, dtype) in enumerate(zip(args[1:], dtypes[1:], strict=True), 1):
         if isinstance(spec, Value):
             vals.append(spec)
             continue
@@ -66,12 +66,12 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
     if targets is not None:
         if len(targets) != len(outs):
             return None
-        for got, want in zip(outs, targets):
+        for got, want in zip(outs, targets, strict=True):
             if want is None:
                 continue
             if got.rank != want.rank or got.dtype != want.dtype:
                 return None
-            cons += [eq(x, y) for x, y in zip(got.shape, want.shape)]
+            cons += [eq(x, y) for x, y in zip(got.shape, want.shape, strict=True)]
     if any(c is False for c in cons):
         return None
     symbols = b._symbols(b.ctx.dims[n_dims:], b.ctx.symbols[n_syms:])
@@ -90,7 +90,7 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
     arg_names = tuple(renamed.get(v.name, v.name) for v in vals)
     if names is None:
         names = [b.fresh_name("v") for _ in outs]
-    return Inst(op, arg_names, tuple(Value(n, t) for n, t in zip(names, outs)))
+    return Inst(op, arg_names, tuple(Value(n, t) for n, t in zip(names, outs, strict=True)))
 
 
 def _holds(c) -> bool:

@@ -18,15 +18,16 @@ from __future__ import annotations
 import logging
 import random
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from ir.gen.builder import GenConfig, GenerationError, signature_key
-from ir.gen.generate import generate
 from ir.core.graph import Graph
 from ir.core.paths import scopes
 from ir.core.text import ParseError, parse
 from ir.core.verify import VerifyError, verify
+from ir.gen.builder import GenConfig, GenerationError, signature_key
+from ir.gen.generate import generate
 from mutators.engine import MutationConfig, MutationEngine
 from mutators.pool import Outcome, SeedPool
 
@@ -92,8 +93,8 @@ def check_seed(path: str | Path) -> Graph:
     try:
         return verify(g)
     except VerifyError as e:
-        line = _def_line(text, e.context)
-        raise SeedError(f"{f}:{line if line is not None else 1}: {e.summary}") from None
+        at = _def_line(text, e.context)
+        raise SeedError(f"{f}:{at if at is not None else 1}: {e.summary}") from None
     except ValueError as e:  # e.g. the in-place analysis (ir.analysis.inplace) rejects it
         raise SeedError(f"{f}:1: {str(e).splitlines()[0]}") from None
 
@@ -195,10 +196,10 @@ class MutationSource:
                 out = self.engine.mutate(g, rng)
                 head = {"seed": seed, "seed_id": f"gen/{seed}", "discarded": out.discarded}
                 return out.graph, [head, *({**s, "test": test_id} for s in out.steps)]
-        head: dict[str, Any] = {"seed": seed, "seed_id": f"gen/{seed}"}
+        gen_head: dict[str, Any] = {"seed": seed, "seed_id": f"gen/{seed}"}
         if discarded:
-            head["discarded"] = discarded
-        return generate(seed, self.gen), [head]
+            gen_head["discarded"] = discarded
+        return generate(seed, self.gen), [gen_head]
 
     # ---- feedback --------------------------------------------------------------------------
     def novel(self, graph: Graph) -> bool | None:

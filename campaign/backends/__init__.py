@@ -2,9 +2,16 @@
 paths to users' own backends). Importing this package registers every built-in backend; the
 heavy libraries (tvm, torch._dynamo, the ONNX exporter) are imported only when a backend of
 theirs is prepared or evaluates."""
-from campaign.backends.base import (BACKENDS, Backend, BackendResult, KnownUnsupported,
-                                    make_backend, parse_spec, register)
 from campaign.backends import eager, inductor, onnx_export, ort, tvm  # noqa: F401  (register)
+from campaign.backends.base import (
+                                    BACKENDS,
+                                    Backend,
+                                    BackendResult,
+                                    KnownUnsupported,
+                                    make_backend,
+                                    parse_spec,
+                                    register,
+)
 
 __all__ = ["BACKENDS", "Backend", "BackendResult", "KnownUnsupported", "make_backend",
            "parse_spec", "register"]

@@ -27,8 +27,10 @@ import random
 import re
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator, Optional
+from functools import partial
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -154,10 +156,10 @@ def root_error(e: BaseException) -> BaseException:
 #: called with each stage just before it starts; a sandbox process installs one so that a
 #: crash or hang is attributed to the stage it happened in
 StageListener = Callable[[Stage], None]
-_stage_listener: Optional[StageListener] = None
+_stage_listener: StageListener | None = None
 
 
-def set_stage_listener(listener: Optional[StageListener]) -> None:
+def set_stage_listener(listener: StageListener | None) -> None:
     global _stage_listener
     _stage_listener = listener
 
@@ -292,7 +294,7 @@ class Backend(abc.ABC):
         out: list = []
         for k, s in enumerate(sets):
             result.input_set = k
-            out += self.stage(Stage.RUN, lambda s=s: run(s), result, "run_ms")
+            out += self.stage(Stage.RUN, partial(run, s), result, "run_ms")
         result.input_set = None
         if result.compiles is None:
             result.compiles = [1] + [0] * (len(sets) - 1)

@@ -155,6 +155,7 @@ class InductorBackend(Backend):
         import torch
 
         dialect = self.dialect_of(m.tc.seed)
+        assert dialect is not None  # a torch backend always has one
         result.dialect = dialect
         fullgraph = self.fullgraph and not (self.dialect == "mixed" and dialect == "python")
 
@@ -196,7 +197,7 @@ class InductorBackend(Backend):
                 before = counter.n
                 result.input_set = k
                 outs += _outputs_numpy(self.stage(Stage.RUN,
-                                                  lambda: compiled(*args_of(args)),
+                                                  lambda: compiled(*args_of(args)),  # noqa: B023 (called at once)
                                                   result, "run_ms"))
                 if k:
                     compiles.append(counter.n - before)

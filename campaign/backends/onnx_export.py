@@ -17,13 +17,13 @@ import contextlib
 import io
 import logging
 import warnings
+from typing import Any
 
 import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
-from campaign.backends.ort import (ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers,
-                                   ort_session_options)
+from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers, ort_session_options
 from campaign.verdict import Stage
 
 ONNX_EXPORT_UNSUPPORTED = (
@@ -41,6 +41,7 @@ class OnnxExportBackend(Backend):
     """torch.onnx.export(dynamo=True), run on ONNX Runtime."""
 
     UNSUPPORTED = ONNX_EXPORT_UNSUPPORTED
+    dialect: str  # always set (the torch module's dialect)
 
     def __init__(self, optimize: bool = True, opt_level: str = "all", device: str = "cpu",
                  dialect: str = "hop"):
@@ -99,13 +100,15 @@ class OnnxExportBackend(Backend):
             from ir.materialize.dynshape import export_dynamic_shapes, torch_module
 
             module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect).eval()
-            extra = {} if dyn is None else {"dynamic_shapes": export_dynamic_shapes(graph, dyn)}
+            extra: dict[str, Any] = ({} if dyn is None else
+                                     {"dynamic_shapes": export_dynamic_shapes(graph, dyn)})
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
                 # copies: a graph may write its inputs in place (docs/inplace.md)
                 program = torch.onnx.export(module, tuple(a.clone() for a in args), dynamo=True,
                                             optimize=self.optimize,
                                             verbose=False, report=False, **extra)
+            assert program is not None  # dynamo=True returns the program
             return program.model_proto.SerializeToString()
 
         model_bytes = self.stage(Stage.IMPORT, export, result, "compile_ms")
@@ -120,7 +123,7 @@ class OnnxExportBackend(Backend):
             if len(names) != len(xs):
                 raise ExportedInputsMismatch(
                     f"exported model has {len(names)} inputs, the graph has {len(xs)}")
-            return sess.run(None, {n: a.numpy() for n, a in zip(names, xs)})
+            return sess.run(None, {n: a.numpy() for n, a in zip(names, xs, strict=True)})
 
         return self.run_sets(sets, run, result)
 

@@ -11,8 +11,7 @@ from functools import partial
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import (Backend, BackendResult, KnownUnsupported, input_feed_sets,
-                                    register)
+from campaign.backends.base import Backend, BackendResult, KnownUnsupported, input_feed_sets, register
 from campaign.verdict import Stage
 
 _LEVELS = ("all", "extended", "basic", "disabled")

@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import (Backend, BackendResult, KnownUnsupported, input_feed_sets,
-                                    register)
+from campaign.backends.base import Backend, BackendResult, KnownUnsupported, input_feed_sets, register
 from campaign.verdict import Stage
 
 #: TVM 0.27's Relax ONNX importer has no converter for these: a gap, not a bug. Any other op

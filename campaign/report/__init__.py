@@ -6,9 +6,9 @@ campaign runs (docs/report.md).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 from campaign.report.data import ReportData, ReportError, load
 
@@ -24,7 +24,7 @@ class ReportResult:
     size_bytes: int
 
 
-def build_report(dirs: Sequence[Path], out: Path, *, title: Optional[str] = None,
+def build_report(dirs: Sequence[Path], out: Path, *, title: str | None = None,
                  max_buckets: int = 500, op_registry: bool = True) -> ReportResult:
     """Read the runs under `dirs` and write the page to `out`."""
     from campaign.report.page import render  # imports plotly

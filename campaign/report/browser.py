@@ -14,7 +14,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 # as root there is no sandbox; the rest keeps Chromium off the (closed) network
@@ -26,7 +25,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 BAD_TYPES = ("error", "warning", "assert")
 
 
-def find_chromium() -> Optional[str]:
+def find_chromium() -> str | None:
     env = os.environ.get("DYNSMITH_CHROMIUM")
     if env:
         return env if Path(env).exists() or shutil.which(env) else None
@@ -37,7 +36,7 @@ def find_chromium() -> Optional[str]:
     return None
 
 
-def why_unavailable() -> Optional[str]:
+def why_unavailable() -> str | None:
     """None if a headless-browser check can run here, else the reason it cannot."""
     if find_chromium() is None:
         return ("no Chromium found (install Debian's `chromium`, as .ci/run does, or set "
@@ -59,7 +58,7 @@ class PageCheck:
     console: list[tuple[str, str]] = field(default_factory=list)  # (type, text)
     page_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
-    screenshot: Optional[Path] = None
+    screenshot: Path | None = None
 
     @property
     def problems(self) -> list[str]:
@@ -75,7 +74,7 @@ class PageCheck:
 
 
 def check_page(html: Path, n_plots: int, *, timeout_s: float = 60.0,
-               screenshot: Optional[Path] = None, width: int = 1400) -> PageCheck:
+               screenshot: Path | None = None, width: int = 1400) -> PageCheck:
     """Open `html` in headless Chromium, wait until `n_plots` plots have drawn (or time out) and
     report what happened; optionally save a full-page screenshot."""
     from playwright.sync_api import TimeoutError as PwTimeout
@@ -128,7 +127,7 @@ def check_page(html: Path, n_plots: int, *, timeout_s: float = 60.0,
                      screenshot=Path(screenshot) if screenshot else None)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """`python -m campaign.report.browser report.html [--plots 6] [--screenshot out.png]`"""
     import argparse
 

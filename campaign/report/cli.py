@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 from campaign.report import ReportError, build_report
 
@@ -24,7 +24,7 @@ def parser(prog: str = "python run.py report") -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python run.py report") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python run.py report") -> int:
     a = parser(prog).parse_args(argv)
     out = a.out or a.dirs[0] / "report.html"
     try:

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any
 
 import duckdb
 
@@ -126,9 +127,9 @@ class Run:
     #: "pre-scheduler" (a summary without the scheduler's fields), "no-scheduler" (cores = 0),
     #: "scheduler"
     summary_state: str = "none"
-    cores: Optional[int] = None
-    testing_s: Optional[float] = None
-    testing_deadline_s: Optional[float] = None
+    cores: int | None = None
+    testing_s: float | None = None
+    testing_deadline_s: float | None = None
     #: one row per stage (generation first, then the backends): see `core_stages`
     stages: list[dict] = field(default_factory=list)
 
@@ -147,7 +148,7 @@ class ReportData:
     mutator_yield: list[dict]  # name, tests, hits, invalid, buckets
     feature_yield: list[dict]  # name, tests, hits, invalid, buckets
     op_coverage: list[dict]  # op, tests, hits
-    registered_ops: Optional[list[str]]  # the op registry, when importable
+    registered_ops: list[str] | None  # the op registry, when importable
     buckets: list[dict]  # derived from rows (runs without a bugs table)
     bugs: list[dict]  # from bugs tables
     n_buckets_total: int  # distinct buckets of the derived table (before its row limit)
@@ -167,7 +168,7 @@ class _Db:
     def q(self, sql: str) -> list[dict]:
         cur = self.con.execute(sql)
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
     def x(self, sql: str) -> None:
         self.con.execute(sql)
@@ -279,19 +280,19 @@ def _runs(db: _Db, run_dirs: list[Path]) -> list[Run]:
     return runs
 
 
-def _num(v: object) -> Optional[float]:
+def _num(v: object) -> float | None:
     """A finite number from summary.json, else None (null, absent, a string, a bool)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         return None
     return float(v)
 
 
-def _int(v: object) -> Optional[int]:
+def _int(v: object) -> int | None:
     n = _num(v)
     return None if n is None else int(n)
 
 
-def _tally(v: object) -> tuple[Optional[int], list[tuple[str, int]]]:
+def _tally(v: object) -> tuple[int | None, list[tuple[str, int]]]:
     """A count summary.json gives as an int or as {key: int}: the total and the parts, largest
     first (None: absent)."""
     if isinstance(v, dict):
@@ -313,7 +314,7 @@ def core_stages(summary: dict) -> list[dict]:
     backends = backends if isinstance(backends, dict) else {}
     raw = [(GEN_STAGE, gen, True)] + [(str(b), s if isinstance(s, dict) else {}, False)
                                       for b, s in backends.items()]
-    stages = []
+    stages: list[dict[str, Any]] = []
     for name, s, is_gen in raw:
         na, na_parts = _tally(s.get("not_applicable"))
         held, held_parts = _tally(s.get("held_known"))
@@ -468,7 +469,7 @@ def _op_coverage(db: _Db) -> list[dict]:
         FROM o GROUP BY op ORDER BY tests DESC, op""")
 
 
-def _registered_ops() -> Optional[list[str]]:
+def _registered_ops() -> list[str] | None:
     """Names in the GraphIR op registry, or None if `ir` cannot be imported here."""
     try:
         import ir  # noqa: F401  (registers the op library)
@@ -478,7 +479,7 @@ def _registered_ops() -> Optional[list[str]]:
         return None
 
 
-def _ms_to_iso(ms: Optional[float]) -> str:
+def _ms_to_iso(ms: float | None) -> str:
     if ms is None or (isinstance(ms, float) and math.isnan(ms)):
         return ""
     return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")

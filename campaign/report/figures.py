@@ -2,8 +2,6 @@
 per-row data, so the page stays small whatever the campaign's size)."""
 from __future__ import annotations
 
-from typing import Optional
-
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
@@ -85,7 +83,7 @@ def verdicts(data: ReportData) -> go.Figure:
     for verdict in order:
         n = [counts.get((y, verdict), 0) for y in ys]
         fig.add_trace(go.Bar(
-            y=ys, x=[100.0 * c / max(totals[y], 1) for c, y in zip(n, ys)], customdata=n,
+            y=ys, x=[100.0 * c / max(totals[y], 1) for c, y in zip(n, ys, strict=True)], customdata=n,
             orientation="h", name=verdict, marker_color=VERDICT_COLORS.get(verdict, "#555"),
             hovertemplate="%{y}: %{customdata} " + verdict + " (%{x:.2f}%)<extra></extra>"))
     fig.update_layout(barmode="stack")
@@ -129,7 +127,7 @@ def buckets_over_time(data: ReportData) -> go.Figure:
     return _layout(fig, 400)
 
 
-def yield_bars(rows: list[dict], note: Optional[str] = None) -> go.Figure:
+def yield_bars(rows: list[dict], note: str | None = None) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "tests with a finding / an invalid result (%)", "distinct finding buckets hit"))
     names = [f"{r['name']}<br>n={r['tests']}" for r in rows]
@@ -173,7 +171,7 @@ def op_coverage(data: ReportData) -> go.Figure:
     colors = sample_colorscale("OrRd", [0.15 + 0.85 * x / top for x in rate])
     fig = go.Figure(go.Bar(
         x=[r["op"] for r in rows], y=[r["tests"] for r in rows], showlegend=False,
-        customdata=[[r["hits"], rt] for r, rt in zip(rows, rate)], marker=dict(color=colors),
+        customdata=[[r["hits"], rt] for r, rt in zip(rows, rate, strict=True)], marker=dict(color=colors),
         hovertemplate=("%{x}: in %{y} tests, %{customdata[0]} with a finding "
                        "(%{customdata[1]:.2f}%)<extra></extra>")))
     if rows:  # an invisible scatter carries the colour bar

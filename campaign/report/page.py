@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import html
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 from urllib.parse import quote
 
 import plotly
@@ -142,7 +142,7 @@ _CORE_STATES = {
 }
 
 
-def _cell(v: Optional[float], fmt: str) -> str:
+def _cell(v: float | None, fmt: str) -> str:
     if v is None:
         return '<span class="missing">–</span>'
     if fmt == "pct":
@@ -239,7 +239,7 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
-def render(data: ReportData, out: Path, *, title: Optional[str] = None,
+def render(data: ReportData, out: Path, *, title: str | None = None,
            inputs: Sequence[Path] = ()) -> list[str]:
     """Write the page to `out`; return the ids of the plot divs it holds."""
     out = Path(out)

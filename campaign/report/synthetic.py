@@ -12,8 +12,9 @@ import argparse
 import datetime as dt
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -74,14 +75,14 @@ def write_run(
     n_tests: int = 1000,
     backends: Sequence[str] = ("ort", "tvm"),
     seed: int = 0,
-    start: Optional[dt.datetime] = None,
+    start: dt.datetime | None = None,
     duration_s: float = 600.0,
     n_signatures: int = 40,
     max_findings_per_sig: int = 2,
-    extra_columns: Optional[dict[str, pa.DataType]] = None,
+    extra_columns: dict[str, pa.DataType] | None = None,
     bugs_table: bool = False,
     repro_scripts: bool = True,
-    op_names: Optional[Sequence[str]] = None,
+    op_names: Sequence[str] | None = None,
 ) -> int:
     """Write one synthetic run under `out_dir` (results/, findings/, maybe bugs.parquet); return
     the number of rows. `op_names`: the op names to draw from (default: the IR's registry).
@@ -219,7 +220,7 @@ def write_campaign(root: Path, *, n_runs: int = 2, n_tests: int = 1000, campaign
     return dirs
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m campaign.report.synthetic",
                                  description="Write synthetic campaign results.")
     ap.add_argument("root", type=Path)

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -43,9 +43,9 @@ class BucketKey:
     backend: str
     target: str
     verdict: str
-    stage: Optional[str] = None
-    error_sig: Optional[str] = None
-    pattern: Optional[str] = None
+    stage: str | None = None
+    error_sig: str | None = None
+    pattern: str | None = None
 
     def text(self) -> str:
         return json.dumps([self.backend, self.target, self.verdict, self.stage, self.error_sig,
@@ -71,7 +71,7 @@ def crash_key(row: dict[str, Any]) -> BucketKey:
                      bucket_signature(row["verdict"], row.get("error_sig")))
 
 
-def bucket_signature(verdict: str, error_sig: Optional[str]) -> str:
+def bucket_signature(verdict: str, error_sig: str | None) -> str:
     """The signature a bucket keys on: the row's `error_sig`, except that a timeout drops its
     frames (where the process happened to be when it was killed: incidental, so a slow
     compile would otherwise make a new bucket per test)."""
@@ -135,27 +135,27 @@ UNREDUCED = "unreduced"
 class Bucket:
     key: BucketKey
     new: bool = True
-    first_seen: Optional[datetime] = None
+    first_seen: datetime | None = None
     count: int = 0
     #: (ts, test_id, finding_dir) of every member, in arrival order
-    members: list[tuple[Any, str, Optional[str]]] = field(default_factory=list)
-    artifact_path: Optional[str] = None
-    original_insts: Optional[int] = None
-    reduced_insts: Optional[int] = None
-    reduction_tests: Optional[int] = None
-    reduction_s: Optional[float] = None
+    members: list[tuple[Any, str, str | None]] = field(default_factory=list)
+    artifact_path: str | None = None
+    original_insts: int | None = None
+    reduced_insts: int | None = None
+    reduction_tests: int | None = None
+    reduction_s: float | None = None
     #: op pattern of the representative's reduced graph (crash buckets too: two buckets
     #: whose signatures differ only in, say, a rank may reduce to one pattern)
-    reduced_pattern: Optional[str] = None
+    reduced_pattern: str | None = None
     #: the triage re-ran a member and it failed the same way (False: it did not; None: not run)
-    confirmed: Optional[bool] = None
+    confirmed: bool | None = None
     #: repro.py relative to the output dir, when one was written
-    repro: Optional[str] = None
+    repro: str | None = None
     #: how the repro.py fared run fresh (`campaign.triage.repro.check_repro`)
-    repro_status: Optional[str] = None
-    note: Optional[str] = None
+    repro_status: str | None = None
+    note: str | None = None
 
-    def add(self, ts: Any, test_id: str, finding_dir: Optional[str]) -> None:
+    def add(self, ts: Any, test_id: str, finding_dir: str | None) -> None:
         self.count += 1
         self.members.append((ts, test_id, finding_dir))
         if ts is not None and (self.first_seen is None or ts < self.first_seen):

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
         return {k: z[k] for k in z.files}
 
 
-def load_finding(folder: Path) -> Optional[FindingCase]:
+def load_finding(folder: Path) -> FindingCase | None:
     """The finding in `folder`; None when it has no graph (e.g. a worker death's info only),
     cannot be read, or is a dynamic-shape test (`dynshape.json`: inputs of several shapes)."""
     from ir.core.text import load
@@ -133,10 +134,10 @@ class BackendRunner:
         self.calls = 0
         #: monotonic time no evaluation may run past (a campaign's wall-clock budget): each
         #: one's limit is cut to the time left, at least `MIN_LIMIT_S`; None: no deadline
-        self.deadline: Optional[float] = None
+        self.deadline: float | None = None
 
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
-            extra_sets: list[dict[str, np.ndarray]] = ()) -> tuple[dict[str, Any], Any, Any]:
+            extra_sets: Sequence[dict[str, np.ndarray]] = ()) -> tuple[dict[str, Any], Any, Any]:
         """(row, finding or None, test case) of one evaluation."""
         from campaign.testcase import TestCase
 
@@ -174,7 +175,7 @@ class Reduction:
     values: dict[str, np.ndarray]
     extra_sets: list[dict[str, np.ndarray]]
     #: the last failing evaluation: its row, its finding's files, its test case
-    row: Optional[dict[str, Any]] = None
+    row: dict[str, Any] | None = None
     files: dict[str, bytes] = field(default_factory=dict)
     tc: Any = None
     summary: dict[str, Any] = field(default_factory=dict)

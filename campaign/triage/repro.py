@@ -28,7 +28,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -426,7 +426,7 @@ def _truth(tc) -> dict[str, np.ndarray] | None:
 
 
 def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str, Any],
-                     red, seed: int, timeout_s: Optional[float] = None,
+                     red, seed: int, timeout_s: float | None = None,
                      cold_start_s: float = 0.0) -> dict[str, Any]:
     """Write the folder of one bucket from a `campaign.triage.reduction.Reduction` (reduced or
     not); returns what was written (`repro`: whether a repro.py exists, `codegen` errors,
@@ -560,7 +560,7 @@ _BLOCK_DYNSMITH = (
 )
 
 
-def check_repro(folder: Path, verdict: str, error_class: Optional[str] = None,
+def check_repro(folder: Path, verdict: str, error_class: str | None = None,
                 timeout_s: float = 300.0) -> tuple[str, str]:
     """Run `folder/repro.py` in a fresh Python where importing dynsmith fails; returns
     (outcome, last output lines). outcome: "reproduced", "not reproduced", "different

@@ -21,14 +21,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, cast
 
 from campaign.budget_plan import triage_seconds
-from campaign.triage.buckets import (BUGS_FILE, UNREDUCED, Bucket, BucketKey, crash_key,
-                                     known_bucket_ids, mismatch_key, pattern_ops,
-                                     write_bugs_table)
+from campaign.triage.buckets import (
+    BUGS_FILE,
+    UNREDUCED,
+    Bucket,
+    BucketKey,
+    crash_key,
+    known_bucket_ids,
+    mismatch_key,
+    pattern_ops,
+    write_bugs_table,
+)
 from campaign.triage.config import TriageConfig
 
 #: verdicts that are not findings; every other one is bucketed
@@ -44,7 +53,7 @@ INDEX = "reduced.json"
 class TriageReport:
     out_dir: Path
     buckets: list[Bucket]
-    table: Optional[Path]
+    table: Path | None
     reductions: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -117,14 +126,14 @@ MIN_REPRO_S = 10.0
 
 class _Triage:
     def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None],
-                 deadline: Optional[float] = None):
+                 deadline: float | None = None):
         self.out = out_dir
         self.cfg = cfg
         self.log = log
         self.bugs_dir = out_dir / BUGS_DIR
         self.buckets: dict[BucketKey, Bucket] = {}
         self.known = known_bucket_ids(list(cfg.known))
-        self.runners: dict[str, Any] = {}
+        self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
         #: a hard deadline (a campaign's wall-clock budget): every step, re-runs and repro
         #: checks included, ends by it; what does not fit is left for a later triage
@@ -161,7 +170,7 @@ class _Triage:
             return confirmed_limit(info, self.cfg.timeout_s)
         return self.cfg.timeout_s
 
-    def runner(self, spec: str, timeout_s: Optional[float] = None):
+    def runner(self, spec: str, timeout_s: float | None = None):
         """The runner of backend `spec` at `timeout_s` (default `triage.timeout_s`)."""
         from campaign.triage.reduction import BackendRunner
 
@@ -346,6 +355,7 @@ class _Triage:
             if red is None or red.status == "error":
                 rest.append(row)
                 continue
+            assert d  # `red` is the reduction of finding `d`
             per_backend[row["backend"]] = n + 1
             target = row.get("target") or ""
             key = mismatch_key(row["backend"], target, red.graph)
@@ -361,7 +371,9 @@ class _Triage:
             fits = [k for k in self.buckets if k.verdict == "mismatch" and k.backend == row["backend"]
                     and k.pattern not in (None, UNREDUCED) and pattern_ops(k.pattern) <= ops]
             if fits:
-                key = max(fits, key=lambda k: (len(pattern_ops(k.pattern)), -len(k.pattern)))
+                # (their patterns are set: `fits` keeps reduced ones only)
+                key = max(fits, key=lambda k: (len(pattern_ops(cast(str, k.pattern))),
+                                               -len(cast(str, k.pattern))))
             else:
                 key = BucketKey(row["backend"], row.get("target") or "", "mismatch", "compare",
                                 None, UNREDUCED)
@@ -399,7 +411,7 @@ class _Triage:
                 continue
             fields = json.loads(key.text())
             key_fields = dict(zip(("backend", "target", "verdict", "stage", "error_sig",
-                                   "pattern"), fields))
+                                   "pattern"), fields, strict=True))
             # a timeout's repro.py reproduces when there is still no result after the limit
             # the campaign confirmed it at, plus a fresh process's cold start
             wait = ({"timeout_s": self.limit({**red.case.info, "verdict": "timeout"}),
@@ -447,8 +459,8 @@ class _Triage:
         return write_bugs_table(self.out / BUGS_FILE, list(self.buckets.values()))
 
 
-def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Optional[Path] = None,
-           log: Callable[[str], None] = print, deadline: Optional[float] = None,
+def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = None,  # noqa: B008 (read, never written)
+           log: Callable[[str], None] = print, deadline: float | None = None,
            progress: bool = False) -> TriageReport:
     """Triage a campaign output dir, a findings dir, or one finding folder (module doc).
     `deadline` (monotonic): a hard end for every step (a campaign's wall-clock budget);
@@ -484,7 +496,7 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Optional[Path] =
                         time.monotonic() - t0, skipped=t.skipped)
 
 
-def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
+def _triage_one(folder: Path, cfg: TriageConfig, out: Path | None,
                 log: Callable[[str], None]) -> TriageReport:
     """One finding folder: reduce it and write its bug folder (and a one-row bugs table)."""
     from campaign.triage.reduction import load_finding
@@ -502,9 +514,10 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
         red = reduce_finding(case, t.runner(case.backend, t.limit(case.info)), cfg.max_tests,
                              cfg.max_seconds, log=lambda s: log(f"  {s}"))
         t.reductions += 1
-        row = {"test_id": case.test_id, "backend": case.backend,
-               "target": case.info.get("target") or "", "verdict": case.verdict,
-               "stage": case.info.get("stage"), "error_sig": case.info.get("error_sig")}
+        row: dict[str, Any] = {
+            "test_id": case.test_id, "backend": case.backend,
+            "target": case.info.get("target") or "", "verdict": case.verdict,
+            "stage": case.info.get("stage"), "error_sig": case.info.get("error_sig")}
         if case.verdict == "mismatch":
             key = (mismatch_key(case.backend, row["target"], red.graph)
                    if red.status == "reduced" else crash_key(row))
@@ -520,7 +533,7 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Optional[Path],
 
 
 def triage_campaign(out_dir: Path, cfg: TriageConfig, log: Callable[[str], None] = print,
-                    deadline: Optional[float] = None) -> Optional[TriageReport]:
+                    deadline: float | None = None) -> TriageReport | None:
     """The triage a campaign runs when it ends (`cfg.enabled`), by `deadline` if given (the
     campaign's wall-clock budget), with a progress bar; never raises: a triage failure is
     logged, the campaign's results stay as they are."""

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import keyword
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
 from ir.core.graph import Graph, Inst
-from ir.ops.control import ControlFlow, If, Loop, Scan
+from ir.core.op import Op
 from ir.core.types import TensorType
+from ir.ops.control import If, Loop, Scan
 
 
 class CodegenError(RuntimeError):
@@ -213,7 +215,7 @@ def _emit_plain(inst: Inst, arg_exprs: list[str], types: list[TensorType], em: _
     keep.extend(examples)
     calls, res = _record(inst, examples)
     keep.append((calls, res))
-    names: dict[int, str] = {id(x): e for x, e in zip(examples, arg_exprs)}
+    names: dict[int, str] = {id(x): e for x, e in zip(examples, arg_exprs, strict=True)}
     fnames = _function_names()
 
     def const(t: torch.Tensor) -> str:
@@ -283,7 +285,7 @@ def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[st
                                  keep)
         else:
             outs = _emit_plain(inst, args, [types[a] for a in inst.args], em, indent, keep)
-        for r, expr in zip(inst.results, outs):
+        for r, expr in zip(inst.results, outs, strict=True):
             name = py_name(r.name)
             em.lines.append(f"{indent}{name} = {expr}")
             env[r.name] = name
@@ -292,7 +294,9 @@ def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[st
 
 def _bind(body: Graph, exprs: list[str], em: _Emitter, indent: str) -> dict[str, str]:
     env = {}
-    for v, e in zip(body.inputs, exprs):
+    # zip strict=False: the hop loop binds only the counter here (its carried inputs are the
+    # body function's parameters)
+    for v, e in zip(body.inputs, exprs, strict=False):
         em.lines.append(f"{indent}{py_name(v.name)} = {e}")
         env[v.name] = py_name(v.name)
     return env
@@ -370,8 +374,9 @@ def _emit_scan(inst: Inst, args: list[str], types, em: _Emitter, indent: str, di
                keep: list, res: list[str]) -> list[str]:
     """`scan`: a `for` over the sequence with `torch.stack`, or torch's `scan`."""
     ind2 = indent + "    "
-    nc = inst.op.num_carries
-    reverse = bool(inst.op.reverse)
+    op = cast(Scan, inst.op)  # the emitter of scans
+    nc = op.num_carries
+    reverse = bool(op.reverse)
     carries, xs = args[:nc], args[nc:]
     (body,) = inst.blocks
     n_ys = len(body.outputs) - nc
@@ -399,14 +404,14 @@ def _emit_scan(inst: Inst, args: list[str], types, em: _Emitter, indent: str, di
                 em, ind2)
     outs = _graph_lines(body, em, ind2, dialect, env, keep)
     em.lines.append(f"{ind2}return _fresh({_tuple(outs[:nc])}), _fresh({_tuple(outs[nc:])})")
-    final, ys = em.fresh("final"), em.fresh("ys")
-    em.lines.append(f"{indent}{final}, {ys} = scan({fn}, _fresh({_tuple(carries)}), "
+    final, stacked = em.fresh("final"), em.fresh("ys")
+    em.lines.append(f"{indent}{final}, {stacked} = scan({fn}, _fresh({_tuple(carries)}), "
                     f"_fresh({_tuple(xs)}), dim=0, reverse={reverse})")
-    return [f"{final}[{k}]" for k in range(nc)] + [f"{ys}[{k}]" for k in range(n_ys)]
+    return [f"{final}[{k}]" for k in range(nc)] + [f"{stacked}[{k}]" for k in range(n_ys)]
 
 
 #: torch code per control-flow op (the torch-source materializer's rule for each op)
-_CONTROL_EMITTERS: dict[type[ControlFlow], Callable[..., list[str]]] = {
+_CONTROL_EMITTERS: dict[type[Op], Callable[..., list[str]]] = {
     If: _emit_if, Loop: _emit_loop, Scan: _emit_scan}
 
 
@@ -469,7 +474,7 @@ def check_source(src: str, g: Graph, values: dict[str, np.ndarray]) -> str | Non
             want = GraphModule(g, params).eval()(*xs)
     except Exception as e:
         return f"{type(e).__name__}: {e}"
-    for k, (a, b) in enumerate(zip(got, want)):
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
         if a.shape != b.shape or a.dtype != b.dtype:
             return f"output {k}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
         if not torch.equal(a, b) and not torch.allclose(a.double(), b.double(), rtol=1e-6,

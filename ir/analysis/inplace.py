@@ -30,9 +30,10 @@ torch runs the in-place form (`TorchPlan`), so compilers get real mutation.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import numpy as np
 
@@ -40,9 +41,16 @@ from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Fixes, Interpreter
 from ir.core.names import Names
 from ir.core.op import Op
-from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
+from ir.core.shapes import Dim
 from ir.core.types import TensorType
 from ir.core.verify import VerifyError, quote_context, register_effect_check
+from ir.ops.inplace import InPlace
+from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+_T = TypeVar("_T")
 
 #: pure ops whose torch form may return a view of (or the very tensor of) an operand: slicing
 #: and reshaping movement ops; control flow too (a body may return its input: `torch_may_alias`
@@ -120,7 +128,7 @@ class Node:
     storage: Storage
     parent: str | None  #: the (canonical) value it is a view of; None for the base
     view: ViewOp | None
-    meta: object  #: torch meta tensor: the value as a strided view of a contiguous base
+    meta: Tensor  #: torch meta tensor: the value as a strided view of a contiguous base
     positions: np.ndarray  #: flat position in the base of each element (the value's shape)
     repeats: bool  #: some memory location holds several of its elements
 
@@ -139,7 +147,7 @@ class Level:
     fix_inputs: dict[str, str]
     #: writes (instruction index, through a view?) at this level
     writes: list[tuple[int, bool]]
-    bodies: dict[int, list["Level"]]
+    bodies: dict[int, list[Level]]
 
     def canon(self, name: str) -> str:
         return self.alias.get(name, name)
@@ -152,7 +160,7 @@ class Level:
 class Analysis:
     top: Level
 
-    def levels(self):
+    def levels(self) -> Iterator[Level]:
         stack = [self.top]
         while stack:
             lv = stack.pop()
@@ -166,13 +174,13 @@ class Analysis:
         return len(writes), sum(1 for _, via in writes if via)
 
 
-def _meta_base(t: TensorType):
+def _meta_base(t: TensorType) -> Tensor:
     import torch
 
     return torch.empty(tuple(t.shape), device="meta")
 
 
-def _positions(meta) -> np.ndarray:
+def _positions(meta: Tensor) -> np.ndarray:
     return strided_positions(tuple(meta.shape), meta.stride(), meta.storage_offset())
 
 
@@ -180,12 +188,13 @@ def _repeats(pos: np.ndarray) -> bool:
     return pos.size > 1 and np.unique(pos).size < pos.size
 
 
-def _shape(shape) -> str:
+def _shape(shape: Iterable[Dim]) -> str:
     return "[" + ",".join(str(int(d)) for d in shape) + "]"
 
 
-def _region_text(views: Sequence[ViewOp], rank: int) -> str:
-    """`[0:2, 1]`-style text of a setitem region (views applied last axis first)."""
+def _region_text(views: Sequence[Any], rank: int) -> str:
+    """`[0:2, 1]`-style text of a setitem region (views applied last axis first): its
+    `ViewSelect`s and `ViewSlice`s."""
     parts = [":"] * rank
     for v in views:
         if hasattr(v, "index"):
@@ -212,15 +221,15 @@ class _Analyzer:
         for index, inst in enumerate(g.insts):
             where = f"{path}, inst {index} ({inst.op.name})"
 
-            def fail(msg: str, index=index, where=where) -> None:
+            def fail(msg: str, index: int = index, where: str = where) -> NoReturn:
                 raise InplaceError(f"{where}: {msg}", quote_context(g, index),
                                    index if outer is None else outer)
 
             eff = inst.op.effect
             if eff.view_of is not None:
-                self._view(lv, inst, fail)
+                self._view(lv, inst, eff.view_of, fail)
             elif eff.writes is not None:
-                self._write(lv, index, inst, fail)
+                self._write(lv, index, inst, eff.writes, fail)
             else:
                 for r in inst.results:
                     self._base(lv, r, "local")
@@ -239,9 +248,9 @@ class _Analyzer:
         st = Storage(v.name, v.type, kind)
         lv.nodes[v.name] = Node(st, None, None, meta, _positions(meta), False)
 
-    def _view(self, lv: Level, inst: Inst, fail) -> None:
-        op: ViewOp = inst.op  # type: ignore[assignment]
-        src = inst.args[op.effect.view_of]
+    def _view(self, lv: Level, inst: Inst, view_of: int, fail: Callable[[str], NoReturn]) -> None:
+        op = cast(ViewOp, inst.op)  # only views have an `Effect.view_of`
+        src = inst.args[view_of]
         parent = lv.canon(src)
         pn = lv.nodes[parent]
         try:
@@ -255,9 +264,10 @@ class _Analyzer:
         lv.nodes[inst.results[0].name] = Node(pn.storage, parent, op, meta, pos,
                                               pn.repeats or _repeats(pos))
 
-    def _write(self, lv: Level, index: int, inst: Inst, fail) -> None:
-        op = inst.op
-        dest_arg = inst.args[op.effect.writes]
+    def _write(self, lv: Level, index: int, inst: Inst, writes: int,
+               fail: Callable[[str], NoReturn]) -> None:
+        op = cast(InPlace, inst.op)  # only in-place ops have an `Effect.writes`
+        dest_arg = inst.args[writes]
         d = lv.canon(dest_arg)
         dn = lv.nodes[d]
         st = dn.storage
@@ -278,14 +288,14 @@ class _Analyzer:
         # through that view's (non-existent) inverse
         if views and dn.repeats:
             fail(REJECTIONS["through_repeats"].format(v=shown, u=dest_arg))
-        name, node = d, dn
+        node = dn
         while node.parent is not None:
             parent = lv.nodes[node.parent]
             if parent.repeats:
                 fail(REJECTIONS["through_repeats"].format(v=shown, u=node.parent))
-            name, node = node.parent, parent
+            node = parent
         for k, a in enumerate(inst.args):
-            if k == op.effect.writes:
+            if k == writes:
                 continue
             an = lv.node(a)
             if an.storage is not st:
@@ -334,10 +344,10 @@ def pn_type(n: Node) -> TensorType:
     return TensorType(tuple(n.meta.shape), n.storage.type.dtype)
 
 
-_CACHE: dict[tuple[str, int], tuple[Graph, object]] = {}
+_CACHE: dict[tuple[str, int], tuple[Graph, Any]] = {}
 
 
-def _cached(kind: str, g: Graph, make: Callable[[], object]):
+def _cached(kind: str, g: Graph, make: Callable[[], _T]) -> _T:
     """`make()`, remembered for this very graph object (analyses run for every evaluation)."""
     key = (kind, id(g))
     hit = _CACHE.get(key)
@@ -386,7 +396,7 @@ class Functional:
     #: implements (part of)
     origin: list[int]
     #: per control-flow instruction of `graph` (by index), its functionalized bodies
-    blocks: dict[int, list["Functional"]]
+    blocks: dict[int, list[Functional]]
 
     def site(self, site: str) -> str:
         """The original site path (`ir.numerics.coverage` syntax "3/0/1") of a functionalized one."""
@@ -477,9 +487,9 @@ class Emitter:
         self.cur[c] = (out, ver)
         return out
 
-    def write(self, inst: Inst) -> None:
-        op = inst.op
-        k = op.effect.writes
+    def write(self, inst: Inst, k: int) -> None:
+        """Emit the write of in-place instruction `inst` into its operand `k`."""
+        op = cast(InPlace, inst.op)  # only in-place ops have an `Effect.writes`
         d = self.lv.canon(inst.args[k])
         node = self.lv.nodes[d]
         st = node.storage
@@ -496,12 +506,14 @@ class Emitter:
         # back up the chain of views to the base, each through its view's inverse
         chain = [(d, new)]
         name = d
-        while self.lv.nodes[name].parent is not None:
-            child = self.lv.nodes[name]
+        child = self.lv.nodes[name]
+        while child.parent is not None:
             parent = child.parent
+            assert child.view is not None, f"view %{name} without its op"
             new = child.view.scatter(self, self.read(parent), new, parent)
             chain.append((parent, new))
             name = parent
+            child = self.lv.nodes[name]
         ver = self.version[id(st)] + 1
         self.version[id(st)] = ver
         for name, value in chain:
@@ -519,7 +531,7 @@ def _functionalize_level(names: _FunctionalNames, lv: Level, top: bool) -> Funct
         if op.effect.view_of is not None:
             continue  # materialized when read (`Emitter.read`), from the contents of that time
         if op.effect.writes is not None:
-            f.write(inst)
+            f.write(inst, op.effect.writes)
             continue
         args = [f.read(a) for a in inst.args]
         subs = [_functionalize_level(names, body, False) for body in lv.bodies.get(index, [])]
@@ -561,7 +573,7 @@ def functionalize(g: Graph) -> Functional:
     if not has_writes(g):
         return Functional(g, list(range(len(g.insts))), {})
 
-    def make():
+    def make() -> Functional:
         lv = analyze(g).top
         return _functionalize_level(_FunctionalNames(g), lv, True)
 
@@ -606,7 +618,7 @@ def _fixes(lv: Level, copy_inputs: bool) -> Fixes:
     import torch
 
     clone = partial(torch.Tensor.clone, memory_format=torch.contiguous_format)
-    how = {"clone": clone, "contiguous": torch.Tensor.contiguous}
+    how: dict[str, Callable[[Tensor], Tensor]] = {"clone": clone, "contiguous": torch.Tensor.contiguous}
     inputs = {name: None if h == "clone" and not copy_inputs else how[h]
               for name, h in lv.fix_inputs.items()}
     return Fixes(inputs=inputs, results={name: how[h] for name, h in lv.fix_results.items()})

@@ -5,9 +5,14 @@ nothing maps back except through `DType.from_name` (the text form's short names)
 """
 from __future__ import annotations
 
+import builtins
 import enum
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from torch import dtype as TorchDType
 
 
 class DType(enum.Enum):
@@ -24,12 +29,13 @@ class DType(enum.Enum):
     def short(self) -> str:
         return self.value
 
+    # builtins.bool: in the class body `bool` is the member above
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:
         return self in FLOAT_DTYPES
 
     @property
-    def is_int(self) -> bool:
+    def is_int(self) -> builtins.bool:
         return self in INT_DTYPES
 
     @property
@@ -37,7 +43,7 @@ class DType(enum.Enum):
         return np.dtype(_NUMPY[self])
 
     @property
-    def torch(self):  # -> torch.dtype; torch imported lazily so the IR stays light
+    def torch(self) -> TorchDType:  # torch imported lazily so the IR stays light
         import torch
 
         return getattr(torch, self.name)
@@ -49,7 +55,7 @@ class DType(enum.Enum):
         return _ONNX[self](TensorProto)
 
     @staticmethod
-    def from_name(name: str) -> "DType":
+    def from_name(name: str) -> DType:
         """Parse a short name (`f32`); raises ValueError naming the valid ones."""
         try:
             return DType(name)
@@ -58,7 +64,7 @@ class DType(enum.Enum):
             raise ValueError(f"unknown dtype {name!r} (expected one of: {valid})") from None
 
     @staticmethod
-    def from_numpy(dt: np.dtype) -> "DType":
+    def from_numpy(dt: np.dtype) -> DType:
         for d, n in _NUMPY.items():
             if np.dtype(n) == dt:
                 return d

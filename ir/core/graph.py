@@ -13,8 +13,8 @@ judge of well-formedness; nothing in this module checks it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Iterator
 
 from ir.core.op import Op
 from ir.core.types import TensorType
@@ -35,7 +35,7 @@ class Inst:
     op: Op
     args: tuple[str, ...]
     results: tuple[Value, ...]
-    blocks: tuple["Graph", ...] = ()
+    blocks: tuple[Graph, ...] = ()
 
     @property
     def result_names(self) -> tuple[str, ...]:
@@ -83,7 +83,7 @@ class Graph:
     def op_counts(self) -> Counter[str]:
         return Counter(inst.op.name for inst, _ in self.walk())
 
-    def all_values(self) -> Iterator["Value"]:
+    def all_values(self) -> Iterator[Value]:
         """Every value defined anywhere in the graph, nested bodies included."""
         yield from self.inputs
         yield from self.params
@@ -98,7 +98,7 @@ class Graph:
             inst.op.is_concrete for inst, _ in self.walk()
         )
 
-    def with_insts(self, insts, outputs=None) -> "Graph":
+    def with_insts(self, insts: Iterable[Inst], outputs: Iterable[str] | None = None) -> Graph:
         return replace(
             self, insts=tuple(insts), outputs=self.outputs if outputs is None else tuple(outputs)
         )

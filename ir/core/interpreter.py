@@ -39,9 +39,10 @@ they run eagerly or are traced with it, as inline code would be.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import Op
@@ -101,7 +102,7 @@ class Interpreter:
             self.after_call(g, index, inst, values)
             if len(inst.results) == 1:
                 res = (res,)
-            for r, t in zip(inst.results, res):
+            for r, t in zip(inst.results, res, strict=True):
                 fix = fixes.results.get(r.name)
                 if fix is not None:
                     t = fix(t)
@@ -130,7 +131,7 @@ class Interpreter:
     def run_body(self, g: Graph, index: int, inst: Inst, body: Graph, args: Sequence) -> list:
         """One run of `body` (a block of instruction `index` of `g`) on `args`, when the op
         asks for it: the body's outputs. Default: the body as a level of its own (`run`)."""
-        values = self.run(body, {v.name: t for v, t in zip(body.inputs, args)})
+        values = self.run(body, {v.name: t for v, t in zip(body.inputs, args, strict=True)})
         return [values[o] for o in body.outputs]
 
     def after_call(self, g: Graph, index: int, inst: Inst, values: dict[str, Any]) -> None:

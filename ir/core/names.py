@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import typing
-from typing import Iterable
+from collections.abc import Iterable
 
 if typing.TYPE_CHECKING:
     from ir.core.graph import Graph
@@ -31,7 +31,7 @@ class Names:
         self._ids = itertools.count()
 
     @classmethod
-    def of(cls, g: "Graph") -> "Names":
+    def of(cls, g: Graph) -> Names:
         """The service for `g`: every value name of it taken (inputs, params, results, nested
         bodies included)."""
         return cls(v.name for v in g.all_values())

@@ -7,6 +7,8 @@ It sits in the core because every op's `onnx()` method takes one; the graph -> m
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -38,7 +40,7 @@ class OnnxBuilder:
     def fresh(self, hint: str = "t") -> str:
         return f"{self._prefix}{hint}{next(self._ids)}"
 
-    def node(self, op_type: str, inputs: list[str], outputs: list[str], **attrs) -> None:
+    def node(self, op_type: str, inputs: list[str], outputs: list[str], **attrs: Any) -> None:
         self.nodes.append(helper.make_node(op_type, inputs, outputs, name=self.fresh("n"), **attrs))
 
     def const(self, array: np.ndarray) -> str:
@@ -53,7 +55,8 @@ class OnnxBuilder:
             self._consts[key] = name
         return self._consts[key]
 
-    def const_i64(self, values: list[int]) -> str:
+    def const_i64(self, values: int | Sequence[int]) -> str:
+        """An int64 constant: a scalar for an int, else a vector."""
         return self.const(np.asarray(values, dtype=np.int64))
 
 

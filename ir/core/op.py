@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import z3
@@ -26,12 +27,17 @@ from ir.core.types import TensorType
 
 if typing.TYPE_CHECKING:
     from ir.core.graph import Graph
-    from ir.core.sampling import SampleContext
     from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 Signature = tuple[tuple[DType, ...], tuple[DType, ...]]
 
-OP_REGISTRY: dict[str, type["Op"]] = {}
+#: `Op.torch_call`'s `run_block(body, tensors) -> the body's output tensors`
+RunBlock: typing.TypeAlias = "Callable[[Graph, list], list]"
+#: `Op.onnx_call`'s `build_block(body, bind=None) -> onnx.GraphProto`
+BuildBlock: typing.TypeAlias = "Callable[..., Any]"
+
+OP_REGISTRY: dict[str, type[Op]] = {}
 
 
 class OpError(ValueError):
@@ -120,11 +126,11 @@ class Op:
         return None
 
     # ---- sub-graphs (control flow) -------------------------------------------------------------
-    def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence["Graph"]) -> list[TensorType]:
+    def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[TensorType]:
         """Result types of an instruction; control-flow ops read them off their bodies."""
         return self.infer(ins)
 
-    def check_blocks(self, ins: Sequence[TensorType], blocks: Sequence["Graph"]) -> str | None:
+    def check_blocks(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> str | None:
         """Why these bodies do not fit this op and operands (None: they fit). Each body has
         already been verified as a graph on its own."""
         return "op takes no sub-graphs" if blocks else None
@@ -138,12 +144,12 @@ class Op:
 
     # ---- generation --------------------------------------------------------------------------
     @classmethod
-    def sample(cls, ctx: "SampleContext", first: TensorType) -> "Op":
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         """Fresh attributes given input 0's type. Default: an op with no attributes."""
         return cls()
 
     def operand_type(self, index: int, first: TensorType, dtype: DType,
-                     ctx: "SampleContext") -> TensorType | None:
+                     ctx: SampleContext) -> TensorType | None:
         """The type of a *new* placeholder for input `index` (>= 1), built from input 0's dims
         so the op's constraints hold by construction; None: fresh dims of a slot rank."""
         return None
@@ -155,14 +161,14 @@ class Op:
         return range(cls.arity[0], cls.arity[1] + 1)
 
     @classmethod
-    def sample_arity(cls, ctx: "SampleContext") -> int:
+    def sample_arity(cls, ctx: SampleContext) -> int:
         if isinstance(cls.arity, int):
             return cls.arity
         lo, hi = cls.arity
         return ctx.rng.randint(lo, hi)
 
     # ---- numerical domain ----------------------------------------------------------------------
-    def domain(self, *xs) -> list:
+    def domain(self, *xs: Any) -> list:
         """Violations of the op's numerically safe input domain, as float torch tensors that are
         >= 0 everywhere and == 0 exactly where the inputs are safe (e.g. log:
         `relu(1e-3 - x)`; floor: distance to the nearest integer below a margin). The input
@@ -172,10 +178,12 @@ class Op:
         return []
 
     # ---- materialization ---------------------------------------------------------------------
-    def torch(self, *xs):
+    def torch(self, *xs: Any) -> Any:
+        """The results from the operand tensors: a tensor, or a tuple of them for an op with
+        several results."""
         raise NotImplementedError
 
-    def torch_call(self, args: list, blocks: Sequence["Graph"], run_block,
+    def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
                    dialect: str = "python") -> Any:
         """Evaluate with sub-graphs: `run_block(graph, tensors) -> list of tensors` runs a body;
         `dialect` says how control flow is expressed ("python": plain if/for on concrete values;
@@ -183,11 +191,11 @@ class Op:
         one-result instruction, else a sequence. Plain ops ignore all this and call `torch`."""
         return self.torch(*args)
 
-    def onnx(self, b: "OnnxBuilder", ins: list[str], outs: list[str]) -> None:
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         raise NotImplementedError
 
-    def onnx_call(self, b: "OnnxBuilder", ins: list[str], outs: list[str],
-                  blocks: Sequence["Graph"], build_block) -> None:
+    def onnx_call(self, b: OnnxBuilder, ins: list[str], outs: list[str],
+                  blocks: Sequence[Graph], build_block: BuildBlock) -> None:
         """Emit nodes with sub-graphs: `build_block(graph, bind=None) -> onnx.GraphProto` builds
         a body; with `bind` (outer value names, one per body input) the body takes no ONNX
         inputs and reads those outer values instead (ONNX If bodies capture, not take,
@@ -202,13 +210,13 @@ class Op:
     def is_concrete(self) -> bool:
         return not any(_has_symbol(v) for v in self.attrs().values())
 
-    def concretize(self, model: z3.ModelRef) -> "Op":
+    def concretize(self, model: z3.ModelRef) -> Op:
         return dataclasses.replace(
             self, **{k: _concretize_attr(v, model) for k, v in self.attrs().items()}
         )
 
     @classmethod
-    def from_attrs(cls, attrs: dict[str, Any]) -> "Op":
+    def from_attrs(cls, attrs: dict[str, Any]) -> Op:
         """Build from parsed attribute values, coercing lists to tuples and names to dtypes."""
         hints = typing.get_type_hints(cls)
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -270,5 +278,5 @@ def lookup_op(name: str) -> type[Op]:
         raise OpError(f"unknown op {name!r}") from None
 
 
-def np_const(value, dtype: DType) -> np.ndarray:
+def np_const(value: Any, dtype: DType) -> np.ndarray:
     return np.asarray(value, dtype=dtype.numpy)

@@ -12,8 +12,8 @@ enumerating scopes and sites.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import Iterable, Iterator
 
 from ir.core.graph import Graph, Inst
 
@@ -22,7 +22,7 @@ class Path(tuple):
     """A scope: (instruction, body) steps from the top-level graph down (see the module doc).
     Invariant: every step is a pair of ints."""
 
-    def __new__(cls, steps: Iterable[tuple[int, int]] = ()) -> "Path":
+    def __new__(cls, steps: Iterable[tuple[int, int]] = ()) -> Path:
         return super().__new__(cls, tuple((int(i), int(k)) for i, k in steps))
 
     @property
@@ -34,7 +34,7 @@ class Path(tuple):
     def root(self) -> bool:
         return not self
 
-    def into(self, inst: int, block: int) -> "Path":
+    def into(self, inst: int, block: int) -> Path:
         """The path of body `block` of instruction `inst` of this scope."""
         return Path((*self, (inst, block)))
 
@@ -65,7 +65,7 @@ class Path(tuple):
         insts[i] = replace(inst, blocks=tuple(blocks))
         return g.with_insts(insts)
 
-    def site(self, index: int) -> "Site":
+    def site(self, index: int) -> Site:
         """Instruction `index` of this scope."""
         return Site((*(x for step in self for x in step), index))
 
@@ -81,11 +81,11 @@ class Site(tuple):
     """An instruction at any depth, flat: (instruction, body, ..., instruction) indices (see
     the module doc). Invariant: odd length, ints >= 0."""
 
-    def __new__(cls, flat: Iterable[int]) -> "Site":
+    def __new__(cls, flat: Iterable[int]) -> Site:
         return super().__new__(cls, tuple(int(x) for x in flat))
 
     @staticmethod
-    def parse(text: str) -> "Site":
+    def parse(text: str) -> Site:
         """The site of a text form: "3/1/0" -> (3, 1, 0)."""
         return Site(int(x) for x in text.split("/"))
 
@@ -98,10 +98,10 @@ class Site(tuple):
     @property
     def scope(self) -> Path:
         """The scope holding the instruction."""
-        return Path(zip(self[:-1:2], self[1:-1:2]))
+        return Path(zip(self[:-1:2], self[1:-1:2], strict=True))
 
     @property
-    def index(self) -> int:
+    def index(self) -> int:  # type: ignore[override]  # the instruction's index; tuple.index unused on sites
         """The instruction's index in its scope."""
         return self[-1]
 
@@ -113,14 +113,14 @@ class Site(tuple):
         """The path of body `block` of this site's instruction."""
         return self.scope.into(self.index, block)
 
-    def enclosing(self) -> tuple["Site", int] | None:
+    def enclosing(self) -> tuple[Site, int] | None:
         """The site holding this one and the index of the body it is in ("3/1/0" ->
         ("3", 1)); None at the top level."""
         if len(self) < 3:
             return None
         return Site(self[:-2]), self[-2]
 
-    def within(self, outer: "Site", block: int | None = None) -> bool:
+    def within(self, outer: Site, block: int | None = None) -> bool:
         """Whether this site is inside a body of site `outer` (body `block` if given), at any
         depth."""
         if len(self) <= len(outer) or self[:len(outer)] != outer:

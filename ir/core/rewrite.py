@@ -5,8 +5,8 @@ verifier checks (names stay unique, definitions precede uses) when its precondit
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Callable, Iterable
 
 from ir.core.graph import Graph, Inst, Value
 from ir.core.names import Names

@@ -6,14 +6,17 @@ written once with the helpers here and work on both kinds.
 """
 from __future__ import annotations
 
-from typing import Union
+from collections.abc import Iterable
+from typing import TypeAlias, TypeGuard
 
 import z3
 
-Dim = Union[int, z3.ArithRef]
+Dim: TypeAlias = int | z3.ArithRef
+#: a constraint: a Python bool when decided, else a z3 boolean term
+Cond: TypeAlias = bool | z3.BoolRef
 
 
-def is_symbolic(x: object) -> bool:
+def is_symbolic(x: object) -> TypeGuard[z3.ExprRef]:
     return isinstance(x, z3.ExprRef)
 
 
@@ -33,7 +36,7 @@ def same(a: Dim, b: Dim) -> bool:
     return a == b
 
 
-def eq(a: Dim, b: Dim):
+def eq(a: Dim, b: Dim) -> Cond:
     """`a == b`: a Python bool when decidable structurally or concretely, else a z3 term."""
     if same(a, b):
         return True
@@ -42,13 +45,13 @@ def eq(a: Dim, b: Dim):
     return False
 
 
-def if_then_else(cond, a: Dim, b: Dim) -> Dim:
+def if_then_else(cond: Cond, a: Dim, b: Dim) -> Dim:
     if isinstance(cond, bool):
         return a if cond else b
     return z3.If(cond, a, b)
 
 
-def And(*cs):
+def And(*cs: Cond) -> Cond:
     """Conjunction; a Python bool when the Python-bool parts decide it."""
     if any(c is False for c in cs):
         return False
@@ -56,7 +59,7 @@ def And(*cs):
     return z3.And(*rest) if rest else True
 
 
-def Or(*cs):
+def Or(*cs: Cond) -> Cond:
     """Disjunction; a Python bool when the Python-bool parts decide it."""
     if any(c is True for c in cs):
         return True
@@ -64,14 +67,14 @@ def Or(*cs):
     return z3.Or(*rest) if rest else False
 
 
-def product(dims) -> Dim:
+def product(dims: Iterable[Dim]) -> Dim:
     out: Dim = 1
     for d in dims:
         out = out * d
     return out
 
 
-def holds(constraint) -> bool:
+def holds(constraint: Cond) -> bool:
     """Evaluate a constraint over concrete values (Python bool or a ground z3 term)."""
     if isinstance(constraint, bool):
         return constraint

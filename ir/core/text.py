@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import OpError, lookup_op
 from ir.core.types import TensorType
+
+_T = TypeVar("_T")
 
 
 class ParseError(ValueError):
@@ -177,8 +181,8 @@ class _Parser:
     def value_name(self) -> str:
         return self.expect_kind("value", "a value name like %x0").text[1:]
 
-    def sep_list(self, close: str, item) -> list:
-        items = []
+    def sep_list(self, close: str, item: Callable[[], _T]) -> list[_T]:
+        items: list[_T] = []
         if self.accept(close):
             return items
         while True:
@@ -271,7 +275,7 @@ class _Parser:
         if self.accept("{"):
             while not self.accept("}"):
                 blocks.append(self.graph())
-        return Inst(op, tuple(args), tuple(Value(n, t) for n, t in zip(results, types)), tuple(blocks))
+        return Inst(op, tuple(args), tuple(Value(n, t) for n, t in zip(results, types, strict=True)), tuple(blocks))
 
 
 def parse(text: str, source: str = "<text>") -> Graph:
@@ -283,7 +287,7 @@ def parse(text: str, source: str = "<text>") -> Graph:
     return g
 
 
-def load(path) -> Graph:
+def load(path: str | os.PathLike[str]) -> Graph:
     from pathlib import Path
 
     p = Path(path)

@@ -30,23 +30,23 @@ class TensorType:
     def numel(self) -> Dim:
         return product(self.shape)
 
-    def concretize(self, model: z3.ModelRef) -> "TensorType":
+    def concretize(self, model: z3.ModelRef) -> TensorType:
         return TensorType(tuple(concretize(d, model) for d in self.shape), self.dtype)
 
-    def with_dtype(self, dtype: DType) -> "TensorType":
+    def with_dtype(self, dtype: DType) -> TensorType:
         return TensorType(self.shape, dtype)
 
     def __str__(self) -> str:
         dims = ",".join(str(d) for d in self.shape)
         return f"{self.dtype.short}[{dims}]"
 
-    def same_as(self, other: "TensorType") -> bool:
+    def same_as(self, other: TensorType) -> bool:
         """Structural equality that is safe for z3 dims (z3 overloads `==`)."""
         if self.dtype != other.dtype or self.rank != other.rank:
             return False
         return all(
             (str(a) == str(b)) if (is_symbolic(a) or is_symbolic(b)) else a == b
-            for a, b in zip(self.shape, other.shape)
+            for a, b in zip(self.shape, other.shape, strict=True)
         )
 
     def __eq__(self, other: object) -> bool:

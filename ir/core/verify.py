@@ -16,7 +16,8 @@ whose remaining lines quote the instruction in context.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable, Iterable
+from typing import NoReturn
 
 from ir.core.graph import Graph, Inst
 from ir.core.op import Op
@@ -80,7 +81,7 @@ class _Checker:
     def __init__(self) -> None:
         self.seen: set[str] = set()
 
-    def define(self, name: str, t: TensorType, fail) -> None:
+    def define(self, name: str, t: TensorType, fail: Callable[[str], NoReturn]) -> None:
         if name in self.seen:
             fail(f"value %{name} is defined twice")
         self.seen.add(name)
@@ -89,7 +90,7 @@ class _Checker:
             fail(f"value %{name}: {problem}")
 
     def graph(self, g: Graph, path: str, top: bool) -> None:
-        def fail_decl(msg: str) -> None:
+        def fail_decl(msg: str) -> NoReturn:
             raise VerifyError(f"{path}: {msg}")
 
         if g.params and not top:
@@ -102,7 +103,7 @@ class _Checker:
         for index, inst in enumerate(g.insts):
             where = f"{path}, inst {index} ({inst.op.name})"
 
-            def fail(msg: str, index=index, where=where) -> None:
+            def fail(msg: str, index: int = index, where: str = where) -> NoReturn:
                 raise VerifyError(f"{where}: {msg}", quote_context(g, index))
 
             self.inst(inst, scope, where, fail)
@@ -116,7 +117,8 @@ class _Checker:
             if o not in scope:
                 fail_decl(f"output %{o} is not defined")
 
-    def inst(self, inst: Inst, scope: dict[str, TensorType], where: str, fail) -> None:
+    def inst(self, inst: Inst, scope: dict[str, TensorType], where: str,
+             fail: Callable[[str], NoReturn]) -> None:
         op: Op = inst.op
         for a in inst.args:
             if a not in scope:
@@ -155,5 +157,5 @@ class _Checker:
             fail(f"result types {_fmt(got)} differ from the type rule's {_fmt(expected)}")
 
 
-def _fmt(ts) -> str:
+def _fmt(ts: Iterable[TensorType]) -> str:
     return "(" + ", ".join(str(t) for t in ts) + ")"

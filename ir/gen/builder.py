@@ -21,8 +21,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any
 
 import z3
 
@@ -86,11 +87,11 @@ class GenConfig:
     def enabled_dtypes(self) -> list[DType]:
         return [DType.from_name(d) for d in self.dtypes]
 
-    def without(self, ops: Iterable[str]) -> "GenConfig":
+    def without(self, ops: Iterable[str]) -> GenConfig:
         """This config generating none of `ops`: plain ops join `ops_exclude`, a control-flow
         op (`if`, `loop`, `scan`) gets its chance set to 0."""
         ops = set(ops)
-        knobs = {knob: 0.0 for op, knob in CONTROL_KNOBS.items() if op in ops}
+        knobs: dict[str, Any] = {knob: 0.0 for op, knob in CONTROL_KNOBS.items() if op in ops}
         plain = sorted(n for n in ops if n in OP_REGISTRY and n not in CONTROL_KNOBS
                        and n not in self.ops_exclude)
         return dataclasses.replace(self, ops_exclude=[*self.ops_exclude, *plain], **knobs)
@@ -202,7 +203,7 @@ class SymbolicGraphBuilder:
         op = op if op is not None else op_cls.sample(self.ctx, first.type)
         new_inputs: list[tuple[Value, bool]] = []
         args = [first]
-        for index, (slot, dtype) in enumerate(zip(op_cls.slots(arity, first.type), dtypes[1:]), 1):
+        for index, (slot, dtype) in enumerate(zip(op_cls.slots(arity, first.type), dtypes[1:], strict=True), 1):
             usable = [v for v in candidates if v.type.dtype == dtype and v.type.rank in slot.ranks]
             if usable and slot.param is not True and (self.rng.random() < 0.5 or not allow_new):
                 args.append(self.rng.choice(usable))
@@ -234,7 +235,7 @@ class SymbolicGraphBuilder:
         if target is not None:
             if len(outs) != 1 or outs[0].rank != target.rank or outs[0].dtype != target.dtype:
                 return None
-            cons += [eq(a, b) for a, b in zip(outs[0].shape, target.shape)]
+            cons += [eq(a, b) for a, b in zip(outs[0].shape, target.shape, strict=True)]
         if any(c is False for c in cons):
             return None
         symbols = self._symbols(self.ctx.dims[n_dims:], self.ctx.symbols[n_syms:])
@@ -254,7 +255,8 @@ class SymbolicGraphBuilder:
         return Inst(op, arg_names, results)
 
     # ---- solving -----------------------------------------------------------------------------
-    def _symbols(self, dims, syms) -> list[tuple[z3.ArithRef, int, int]]:
+    def _symbols(self, dims: Iterable[tuple[z3.ArithRef, int]], syms: Iterable[z3.ArithRef]
+                 ) -> list[tuple[z3.ArithRef, int, int]]:
         """The op's symbols with the range each value is drawn from, in creation order."""
         out = [(d, 1, min(self.dim_cap(rank), self.cfg.dim_hint)) for d, rank in dims]
         out += [(s, 0, self.cfg.dim_hint) for s in syms]
@@ -279,7 +281,7 @@ class SymbolicGraphBuilder:
         finally:
             solver.pop()
 
-    def _fix_draws(self, draws: list, sat) -> z3.ModelRef | None:
+    def _fix_draws(self, draws: list, sat: Callable[[list], bool]) -> z3.ModelRef | None:
         if sat(draws):
             return self._solver.model()
         if not sat([]):
@@ -306,7 +308,7 @@ class SymbolicGraphBuilder:
             i = ok + 1
         return self._solver.model() if sat(fixed) else None
 
-    def _smallest_feasible(self, sym: z3.ArithRef, fixed: list, sat) -> int | None:
+    def _smallest_feasible(self, sym: z3.ArithRef, fixed: list, sat: Callable[[list], bool]) -> int | None:
         """Smallest value of `sym` (>= 0) consistent with `fixed`: exponential, then binary search."""
         lo, hi = -1, 1  # invariant once found: sym <= lo infeasible, sym <= hi feasible
         while not sat(fixed + [sym <= hi]):

@@ -23,14 +23,21 @@ nothing reads them and they are not graph outputs.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING, cast
 
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import OP_REGISTRY, Op
-from ir.ops.control import If, Loop, Scan
 from ir.core.types import TensorType
+from ir.ops.control import If, Loop, Scan
+
+if TYPE_CHECKING:
+    from ir.gen.builder import GenConfig, SymbolicGraphBuilder
+    from ir.ops.reduce import Reduce
 
 #: longest sequence a generated scan runs over (axis 0 of its scanned operand)
 MAX_SCAN_LEN = 16
@@ -45,13 +52,13 @@ class Placed:
     quiet: set[str] = field(default_factory=set)
 
 
-def _new_type(b, rank: int, dtype: DType) -> TensorType:
+def _new_type(b: SymbolicGraphBuilder, rank: int, dtype: DType) -> TensorType:
     """A concrete type for a new input (a per-op concrete builder has `concrete_type`)."""
     make = getattr(b, "concrete_type", None)
     return make(rank, dtype) if make is not None else b.placeholder_type(rank, dtype)
 
 
-def _fits(b, t: TensorType) -> bool:
+def _fits(b: SymbolicGraphBuilder, t: TensorType) -> bool:
     """Within the generator's element bound (each dim <= the cap for its rank)."""
     cap = b.dim_cap(t.rank)
     return all(isinstance(d, int) and 1 <= d <= cap for d in t.shape)
@@ -63,7 +70,7 @@ class BodyScope:
     lacks is a new graph input (or param) at the top, a new body input in a body (`needs`),
     which the instruction holding the body passes in from its own scope."""
 
-    def __init__(self, b, depth: int, values: list[Value]):
+    def __init__(self, b: SymbolicGraphBuilder, depth: int, values: list[Value]):
         self.b = b
         self.depth = depth
         self.values = values
@@ -80,15 +87,18 @@ class BodyScope:
         self.values.append(v)
         return v
 
-    def place(self, insts: list[Inst], quiet: set[str] = frozenset()) -> None:
+    def place(self, insts: list[Inst], quiet: AbstractSet[str] = frozenset()) -> None:
         self.insts += insts
         self.quiet |= quiet
         for inst in insts:
             self.values.extend(r for r in inst.results if r.name not in quiet)
 
-    def try_op(self, *args, **kw) -> Inst | None:
+    def try_op(self, op_cls: type[Op], first: Value, candidates: Sequence[Value],
+               dtypes: tuple[DType, ...], arity: int, target: TensorType | None = None,
+               op: Op | None = None) -> Inst | None:
         """The builder's typed insertion over this scope's values, never adding inputs."""
-        return self.b.try_op(*args, allow_new=False, **kw)
+        return self.b.try_op(op_cls, first, candidates, dtypes, arity, target=target, op=op,
+                             allow_new=False)
 
     def chain(self, start: Value, ops: list[type[Op]], length: int) -> Value:
         """Up to `length` steps from `start`, each giving a value of `start`'s exact type: an op
@@ -132,17 +142,17 @@ def _same_type_ops(ops: tuple[type[Op], ...], rank: int, dtype: DType) -> list:
             if ins[0] == dtype and outs == (dtype,) and all(d == dtype for d in ins)]
 
 
-def _kind(cfg, roll: float) -> str:
+def _kind(cfg: GenConfig, roll: float) -> str:
     if roll < cfg.p_if:
         return "if"
     return "loop" if roll < cfg.p_if + cfg.p_loop else "scan"
 
 
-def _copies(b, values) -> list[Value]:
+def _copies(b: SymbolicGraphBuilder, values: Iterable[Value]) -> list[Value]:
     return [Value(b.fresh_name("b"), v.type) for v in values]
 
 
-def _operands(b, values: list[Value], first: Value | None) -> list[Value]:
+def _operands(b: SymbolicGraphBuilder, values: list[Value], first: Value | None) -> list[Value]:
     if first is None:
         return b.rng.sample(values, k=min(len(values), b.rng.randint(1, 2)))
     others = [v for v in values if v.name != first.name]
@@ -151,7 +161,7 @@ def _operands(b, values: list[Value], first: Value | None) -> list[Value]:
 
 def to_scalar(scope: BodyScope, v: Value) -> tuple[list[Inst], Value] | None:
     """Instructions reducing `v` to a scalar by summing axis 0 repeatedly, and the scalar."""
-    reduce_sum = OP_REGISTRY["reduce_sum"]
+    reduce_sum = cast("type[Reduce]", OP_REGISTRY["reduce_sum"])
     if ((v.type.dtype,), (v.type.dtype,)) not in list(reduce_sum.signatures(1)):
         return None
     cur = v
@@ -166,7 +176,7 @@ def to_scalar(scope: BodyScope, v: Value) -> tuple[list[Inst], Value] | None:
     return insts, cur
 
 
-def make_predicate(b, scope: BodyScope) -> Value | None:
+def make_predicate(b: SymbolicGraphBuilder, scope: BodyScope) -> Value | None:
     """A bool scalar computed from a numeric value of the scope, compared with a new scalar
     input threshold; its instructions are placed in `scope`."""
     reduce_sum = OP_REGISTRY["reduce_sum"]
@@ -201,7 +211,7 @@ def _pass_needs(scope: BodyScope, needs: list[tuple[Value, bool]]) -> list[Value
 # read it; an unused body input inside a body).
 
 
-def _if(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
+def _if(b: SymbolicGraphBuilder, scope: BodyScope, ops: list[type[Op]], first: Value | None) -> Value | None:
     cond = make_predicate(b, scope)
     if cond is None:
         return None
@@ -227,14 +237,15 @@ def _if(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
     return results[0]
 
 
-def _trip(b, scope: BodyScope) -> Value:
+def _trip(b: SymbolicGraphBuilder, scope: BodyScope) -> Value:
     ints = [v for v in scope.values if v.type == TensorType((), DType.int64)]
     if scope.depth > 0 and ints and b.rng.random() < 0.3:
         return b.rng.choice(ints)
     return scope.new_input(TensorType((), DType.int64))
 
 
-def _loop(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
+def _loop(b: SymbolicGraphBuilder, scope: BodyScope, ops: list[type[Op]], first: Value | None
+          ) -> Value | None:
     if DType.int64 not in b.cfg.enabled_dtypes():
         return None
     trip = _trip(b, scope)
@@ -252,7 +263,8 @@ def _loop(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
     return results[0]
 
 
-def mix_carry(b, body: BodyScope, ops, c: Value, x: Value) -> Value | None:
+def mix_carry(b: SymbolicGraphBuilder, body: BodyScope, ops: list[type[Op]], c: Value, x: Value
+              ) -> Value | None:
     """A value of `c`'s type computed from `c` and `x` (same dtype): `op(c, x)` with x
     broadcast, or `op(c, sum(x))`; placed in `body`."""
     dt = c.type.dtype
@@ -277,7 +289,8 @@ def mix_carry(b, body: BodyScope, ops, c: Value, x: Value) -> Value | None:
     return None
 
 
-def _scan(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
+def _scan(b: SymbolicGraphBuilder, scope: BodyScope, ops: list[type[Op]], first: Value | None
+          ) -> Value | None:
     cfg = b.cfg
     short = [v for v in scope.values if v.type.rank >= 1 and v.type.shape[0] <= MAX_SCAN_LEN
              and (first is None or v.type.dtype == first.type.dtype)]
@@ -351,7 +364,8 @@ def _scan(b, scope: BodyScope, ops, first: Value | None) -> Value | None:
 _KINDS = {"if": _if, "loop": _loop, "scan": _scan}
 
 
-def try_control(b, values: list[Value], ops: list[type[Op]], roll: float) -> Placed | None:
+def try_control(b: SymbolicGraphBuilder, values: list[Value], ops: list[type[Op]], roll: float
+                ) -> Placed | None:
     """A top-level control-flow instruction (after its predicate, for an if), chosen by `roll`
     against the generator's `p_if`, `p_loop`, `p_scan`; its bodies may nest more (see the
     module doc). New inputs and params it needs are already added to the builder."""

@@ -33,19 +33,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import z3
 
-from ir.materialize.dynshape import DynShape, ExprError, expr_of_z3, instantiate, tidy
-from ir.gen.builder import RLIMIT, GenConfig, SymbolicGraphBuilder
-from ir.gen.generate import generate_once
+from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
-from ir.ops.control import ControlFlow
-from ir.core.shapes import eq, is_symbolic
+from ir.core.op import Op
+from ir.core.shapes import Dim, eq, is_symbolic
 from ir.core.types import TensorType
 from ir.core.verify import VerifyError, verify
+from ir.gen.builder import RLIMIT, GenConfig, SymbolicGraphBuilder
+from ir.gen.generate import generate_once
+from ir.materialize.dynshape import DynShape, ExprError, expr_of_z3, instantiate, tidy
+from ir.ops.control import ControlFlow
+
+if TYPE_CHECKING:
+    from ir.ops.shape import Split
 
 #: every live symbol keeps at least this many feasible values
 MIN_VALUES = 3
@@ -61,7 +68,7 @@ ROLES = ("batch", "seq", "spatial")
 class LiftError(Exception):
     """An instruction cannot be typed over the symbols; `symbols` are those to demote."""
 
-    def __init__(self, msg: str, symbols: set[str]):
+    def __init__(self, msg: str, symbols: AbstractSet[str]):
         super().__init__(msg)
         self.symbols = symbols
 
@@ -76,7 +83,7 @@ def wants_dynshape(seed: int, cfg: GenConfig) -> bool:
 _SYMBOLS_CACHE: dict[int, tuple[Any, frozenset[str]]] = {}
 
 
-def term_symbols(t) -> frozenset[str]:
+def term_symbols(t: Any) -> frozenset[str]:
     """Names of the symbols in a z3 term (or nothing for an int / bool)."""
     if not isinstance(t, z3.ExprRef):
         return frozenset()
@@ -90,7 +97,7 @@ def term_symbols(t) -> frozenset[str]:
     return found
 
 
-def _term_symbols(t) -> set[str]:
+def _term_symbols(t: Any) -> set[str]:
     out: set[str] = set()
     todo = [t]
     seen = set()
@@ -131,7 +138,7 @@ class Lifter:
     def dim_cap(self, rank: int) -> int:
         return max(1, int(math.floor(self.cfg.max_elems ** (1.0 / rank) + 1e-9))) if rank else 1
 
-    def at_a0(self, d) -> int:
+    def at_a0(self, d: Dim) -> int:
         if not is_symbolic(d):
             return int(d)
         hit = self._a0_cache.get(d.get_id())
@@ -156,7 +163,7 @@ class Lifter:
                 if is_symbolic(d) and self.at_a0(d) < 2:
                     raise LiftError(f"dim {d} is {self.at_a0(d)} at a0", term_symbols(d))
 
-    def of(self, name: str, fallback: TensorType) -> TensorType:
+    def of(self, name: str, fallback: TensorType | None) -> TensorType | None:
         return self.env.get(name, fallback)
 
     # -- instructions
@@ -183,7 +190,7 @@ class Lifter:
             raise LiftError(f"{inst.op.name}: {type(e).__name__}: {e}", involved) from None
         if len(outs) != len(inst.results):
             raise LiftError(f"{inst.op.name}: {len(outs)} results lifted", involved)
-        for t, r in zip(outs, inst.results):
+        for t, r in zip(outs, inst.results, strict=True):
             if t.rank != r.type.rank or t.dtype != r.type.dtype or \
                     tuple(self.at_a0(d) for d in t.shape) != tuple(r.type.shape):
                 raise LiftError(f"{inst.op.name}: lifted type {t} is not {r.type} at a0",
@@ -194,23 +201,24 @@ class Lifter:
     def lift_body(self, body: Graph, in_types: Sequence[TensorType]) -> tuple[list[TensorType], list]:
         if len(in_types) != len(body.inputs):
             raise LiftError("body arity", set())
-        for v, t in zip(body.inputs, in_types):
+        for v, t in zip(body.inputs, in_types, strict=True):
             self.env[v.name] = t
         cons: list = []
         for inst in body.insts:
-            ins = [self.of(a, None) for a in inst.args]
+            # every operand of a body is lifted above (its inputs, earlier results)
+            ins = cast(list[TensorType], [self.of(a, None) for a in inst.args])
             outs, c = self.lift_inst(inst, ins)
             cons += c
-            for r, t in zip(inst.results, outs):
+            for r, t in zip(inst.results, outs, strict=True):
                 self.env[r.name] = t
         return [self.env[o] for o in body.outputs], cons
 
-    def _lift_control(self, inst: Inst, op, ins: list[TensorType]) -> tuple[list[TensorType], list]:
+    def _lift_control(self, inst: Inst, op: Op, ins: list[TensorType]) -> tuple[list[TensorType], list]:
         if not isinstance(op, ControlFlow):
             raise LiftError(f"{op.name}: no lifting rule for this control-flow op", set())
         cons: list = []
         body_outs = []
-        for body, in_types in zip(inst.blocks, op.body_inputs(ins, len(inst.blocks))):
+        for body, in_types in zip(inst.blocks, op.body_inputs(ins, len(inst.blocks)), strict=True):
             outs, c = self.lift_body(body, in_types)
             body_outs.append(outs)
             cons += c
@@ -233,11 +241,11 @@ class _Constraints:
     cons: list = field(default_factory=list)
 
     def same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
-        if len(a) != len(b) or any(x.rank != y.rank for x, y in zip(a, b)):
+        if len(a) != len(b) or any(x.rank != y.rank for x, y in zip(a, b, strict=True)):
             raise LiftError(f"{self.op}: body signature", set())
-        self.cons += [eq(d, e) for x, y in zip(a, b) for d, e in zip(x.shape, y.shape)]
+        self.cons += [eq(d, e) for x, y in zip(a, b, strict=True) for d, e in zip(x.shape, y.shape, strict=True)]
 
-    def eq(self, a, b) -> None:
+    def eq(self, a: Dim, b: Dim) -> None:
         self.cons.append(eq(a, b))
 
     def fail(self, why: str) -> NoReturn:
@@ -317,7 +325,7 @@ class SymbolSpace:
             seen.append(self.value_in_model(s))
         return True
 
-    def resolve(self, d, extra: Sequence = ()):
+    def resolve(self, d: Any, extra: Sequence = ()) -> Any:
         """A dim term with if-then-else replaced by a branch it always equals, or None."""
         try:
             expr_of_z3(d)
@@ -356,8 +364,13 @@ class DynSeed:
     attrs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+def _named(name: str) -> Value:
+    """A value known by its name only: `DynShapeBuilder.sym_type` looks its type up."""
+    return Value(name, cast(TensorType, None))
+
+
 def _attr_exprs(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    def one(x):
+    def one(x: Any) -> str | int:
         return expr_of_z3(x) if is_symbolic(x) else int(x)
     return {k: tuple(one(x) for x in v) if isinstance(v, tuple) else one(v)
             for k, v in attrs.items()}
@@ -393,7 +406,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
             if role in enabled and self.rng.random() < 0.7:
                 picked.append((axis, name))
         if not picked:
-            cands = [(axis, role) for axis, role in enumerate(roles) if role in enabled]
+            cands = [(axis, role) for axis, role in enumerate(roles) if role is not None and role in enabled]
             if cands:
                 axis, role = self.rng.choice(cands)
                 name = "H" if role == "spatial" and roles[:axis].count("spatial") == 0 else (
@@ -406,7 +419,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
         dims = list(t.shape)
         sym_dims: list = list(t.shape)
         cap = self.dim_cap(t.rank)
-        for (axis, name), v in zip(picked, values):
+        for (axis, name), v in zip(picked, values, strict=True):
             role = next(r for r, names in SYMBOL_NAMES.items() if name in names)
             self.symbols[name] = role
             self.a0[name] = min(v, cap)
@@ -431,13 +444,25 @@ class DynShapeBuilder(SymbolicGraphBuilder):
             v = super().add_input(t, param)
             if self.symbols:
                 self.input_dims[v.name] = self._pending_first.shape
-                self.lifter.env[v.name] = self._pending_first
+                self.lift.env[v.name] = self._pending_first
             return v
         return super().add_input(t, param)
 
     @property
     def live(self) -> bool:
         return bool(self.symbols)
+
+    @property
+    def lift(self) -> Lifter:
+        """The lifter (made with the first input's symbols; used only while `live`)."""
+        assert self.lifter is not None, "no symbols chosen yet"
+        return self.lifter
+
+    @property
+    def sym_space(self) -> SymbolSpace:
+        """The solver over the symbols (made with the lifter)."""
+        assert self.space is not None, "no symbols chosen yet"
+        return self.space
 
     def sym_type(self, v: Value) -> TensorType:
         if self.lifter is not None and v.name in self.lifter.env:
@@ -454,7 +479,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
         raise KeyError(v.name)
 
     # -- demotion
-    def demote(self, names: set[str]) -> None:
+    def demote(self, names: AbstractSet[str]) -> None:
         """Fix these symbols to their a0 values everywhere, then lift everything again."""
         names = set(names) & set(self.symbols)
         if not names:
@@ -462,10 +487,10 @@ class DynShapeBuilder(SymbolicGraphBuilder):
         self.stats["demoted"] += len(names)
         subs = [(z3.Int(s), z3.IntVal(self.a0[s])) for s in names]
 
-        def sub(x):
+        def sub(x: Any) -> Any:
             return z3.simplify(z3.substitute(x, *subs)) if is_symbolic(x) else x
 
-        def conc(x):
+        def conc(x: Any) -> Any:
             x = sub(x)
             return x.as_long() if is_symbolic(x) and z3.is_int_value(x) else x
 
@@ -496,27 +521,27 @@ class DynShapeBuilder(SymbolicGraphBuilder):
         self._sync()
         if not self.live:
             return True
-        env = dict(self.lifter.env)
+        env = dict(self.lift.env)
         zc_all: list = []
         try:
             for inst in insts:
-                ins = [self.sym_type(Value(a, None)) for a in inst.args]
-                outs, cons = self.lifter.lift_inst(inst, ins)
+                ins = [self.sym_type(_named(a)) for a in inst.args]
+                outs, cons = self.lift.lift_inst(inst, ins)
                 zc = z3_constraints(cons)
                 zc_all += zc
                 outs = self._resolved(outs, zc_all)
-                for r, t in zip(inst.results, outs):
-                    self.lifter.env[r.name] = t
-            self.lifter.check_generic([self.lifter.env[k] for k in self.lifter.env.keys() - env.keys()])
+                for r, t in zip(inst.results, outs, strict=True):
+                    self.lift.env[r.name] = t
+            self.lift.check_generic([self.lift.env[k] for k in self.lift.env.keys() - env.keys()])
             involved = set().union(*(term_symbols(c) for c in zc_all)) if zc_all else set()
-            bad = self.space.problems(zc_all, involved) if zc_all else set()
+            bad = self.sym_space.problems(zc_all, involved) if zc_all else set()
         except LiftError:
             bad = {"?"}
         if bad:
-            self.lifter.env = env
+            self.lift.env = env
             self.stats["rejected"] += 1
             return False
-        self.space.add(zc_all)
+        self.sym_space.add(zc_all)
         self._admitted.update(id(inst) for inst in insts)
         return True
 
@@ -529,15 +554,15 @@ class DynShapeBuilder(SymbolicGraphBuilder):
                 self._synced += 1
                 continue
             try:
-                ins = [self.sym_type(Value(a, None)) for a in inst.args]
+                ins = [self.sym_type(_named(a)) for a in inst.args]
                 attrs = self.attrs.get(inst.results[0].name) if inst.results else None
-                outs, cons = self.lifter.lift_inst(inst, ins, attrs)
+                outs, cons = self.lift.lift_inst(inst, ins, attrs)
                 zc = z3_constraints(cons)
                 outs = self._resolved(outs, zc)
-                self.lifter.check_generic(outs)
-                for name, t in self.lifter.env.items():  # body values lifted on the way
-                    self.lifter.check_generic([t])
-                bad = self.space.problems(zc, set().union(*(term_symbols(c) for c in zc))) if zc else set()
+                self.lift.check_generic(outs)
+                for _name, t in self.lift.env.items():  # body values lifted on the way
+                    self.lift.check_generic([t])
+                bad = self.sym_space.problems(zc, set().union(*(term_symbols(c) for c in zc))) if zc else set()
             except LiftError as e:
                 self.stats["lift_errors"] += 1
                 self.demote(e.symbols)
@@ -545,9 +570,9 @@ class DynShapeBuilder(SymbolicGraphBuilder):
             if bad:
                 self.demote(bad)
                 return
-            self.space.add(zc)
-            for r, t in zip(inst.results, outs):
-                self.lifter.env[r.name] = t
+            self.sym_space.add(zc)
+            for r, t in zip(inst.results, outs, strict=True):
+                self.lift.env[r.name] = t
             self._synced += 1
 
     def _resolved(self, outs: list[TensorType], zc: list) -> list[TensorType]:
@@ -556,7 +581,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
             dims = []
             for d in t.shape:
                 if is_symbolic(d):
-                    r = self.space.resolve(d, zc)
+                    r = self.sym_space.resolve(d, zc)
                     if r is None:
                         raise LiftError(f"dim {d} has no expression", term_symbols(d))
                     d = r
@@ -565,8 +590,10 @@ class DynShapeBuilder(SymbolicGraphBuilder):
         return res
 
     # -- placement
-    def try_op(self, op_cls, first, candidates, dtypes, arity, target=None, op=None,
-               allow_new=True, new_params=None):
+    def try_op(self, op_cls: type[Op], first: Value, candidates: Sequence[Value],
+               dtypes: tuple[DType, ...], arity: int, target: TensorType | None = None,
+               op: Op | None = None, allow_new: bool = True, new_params: bool | None = None
+               ) -> Inst | None:
         if not self.live or not allow_new:
             # bodies, predicates: concrete here, lifted after the fact (`_sync`)
             return super().try_op(op_cls, first, candidates, dtypes, arity, target, op,
@@ -597,7 +624,8 @@ class DynShapeBuilder(SymbolicGraphBuilder):
                 break  # a retry makes every new placeholder a graph input (may be symbolic)
         return None
 
-    def _accept(self, inst: Inst, sym_attrs, new_inputs: list[Value], new_params: list[Value]) -> bool:
+    def _accept(self, inst: Inst, sym_attrs: dict[str, Any] | None, new_inputs: list[Value],
+                new_params: list[Value]) -> bool:
         """Lift a new top-level instruction (choosing symbolic dims for its new graph inputs);
         commit it when the symbols stay free, else refuse it."""
         by_value = {v: s for s, v in self.a0.items() if s in self.symbols}
@@ -611,21 +639,21 @@ class DynShapeBuilder(SymbolicGraphBuilder):
         options.append({})
         for choice in options:
             for name, t in choice.items():
-                self.lifter.env[name] = t
+                self.lift.env[name] = t
             try:
-                ins = [self.sym_type(Value(a, None)) for a in inst.args]
-                outs, cons = self.lifter.lift_inst(inst, ins, sym_attrs)
+                ins = [self.sym_type(_named(a)) for a in inst.args]
+                outs, cons = self.lift.lift_inst(inst, ins, sym_attrs)
                 zc = z3_constraints(cons)
                 outs = self._resolved(outs, zc)
-                self.lifter.check_generic(outs)
+                self.lift.check_generic(outs)
                 involved = set().union(*(term_symbols(c) for c in zc)) if zc else set()
-                bad = self.space.problems(zc, involved) if zc else set()
+                bad = self.sym_space.problems(zc, involved) if zc else set()
             except LiftError:
                 bad = {"?"}
             if not bad:
-                self.space.add(zc)
-                for r, t in zip(inst.results, outs):
-                    self.lifter.env[r.name] = t
+                self.sym_space.add(zc)
+                for r, t in zip(inst.results, outs, strict=True):
+                    self.lift.env[r.name] = t
                 for name, t in choice.items():
                     if type_symbols(t):
                         self.input_dims[name] = t.shape
@@ -634,7 +662,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
                     self.attrs[inst.results[0].name] = dict(sym_attrs)
                 return True
             for name in choice:
-                self.lifter.env.pop(name, None)
+                self.lift.env.pop(name, None)
         return False
 
     def seed_info(self) -> DynSeed:
@@ -649,7 +677,8 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def sample_expr_op(b: DynShapeBuilder, op_cls, first: TensorType):
+def sample_expr_op(b: DynShapeBuilder, op_cls: type[Op], first: TensorType
+                   ) -> tuple[Op, dict[str, Any]] | None:
     """Attributes over the symbols for reshape / expand / slice / split of a value with
     symbolic dims: (the op at a0, its symbolic attributes), or None (sample as usual)."""
     rng = b.rng
@@ -717,7 +746,7 @@ def sample_expr_op(b: DynShapeBuilder, op_cls, first: TensorType):
         axis = rng.randrange(first.rank)
         if not is_symbolic(dims[axis]):
             return None
-        n = op_cls.num_results
+        n = cast("type[Split]", op_cls).num_results
         sizes: list = [rng.randint(1, 3) for _ in range(n - 1)]
         sizes.insert(rng.randrange(n), dims[axis] - sum(sizes))
         attrs = {"axis": axis, "sizes": tuple(sizes)}
@@ -726,7 +755,7 @@ def sample_expr_op(b: DynShapeBuilder, op_cls, first: TensorType):
     sym_attrs = {k: (tuple(z3.simplify(x) if is_symbolic(x) else x for x in v)
                      if isinstance(v, tuple) else (z3.simplify(v) if is_symbolic(v) else v))
                  for k, v in attrs.items()}
-    lifter = b.lifter
+    lifter = b.lift
     try:
         concrete = {k: tuple(lifter.at_a0(x) for x in v) if isinstance(v, tuple) else lifter.at_a0(v)
                     for k, v in sym_attrs.items()}
@@ -785,22 +814,22 @@ def lift_graph(g: Graph, seed: DynSeed, cfg: GenConfig, a0: Mapping[str, int], s
                      else z3_of_expr(v, syms) for k, v in raw.items()}
         ins = [lifter.env[a] for a in inst.args]
         outs, c = lifter.lift_inst(inst, ins, attrs)
-        for r, t in zip(inst.results, outs):
+        for r, t in zip(inst.results, outs, strict=True):
             lifter.env[r.name] = t
         cons += c
     zc = z3_constraints(cons)
     space.add(zc)
     for name, t in list(lifter.env.items()):
         if type_symbols(t):
-            dims = []
+            resolved = []
             for d in t.shape:
                 if is_symbolic(d):
                     r = space.resolve(d)
                     if r is None:
                         raise LiftError(f"dim {d} of %{name} has no expression", term_symbols(d))
                     d = r
-                dims.append(d)
-            lifter.env[name] = TensorType(tuple(dims), t.dtype)
+                resolved.append(d)
+            lifter.env[name] = TensorType(tuple(resolved), t.dtype)
     lifter.check_generic(list(lifter.env.values()))
     bad = space.problems([])
     if bad:
@@ -814,7 +843,7 @@ def _demote_seed(seed: DynSeed, names: set[str]) -> DynSeed:
     keep = {s: r for s, r in seed.symbols.items() if s not in names}
     fixed = {s: seed.a0[s] for s in names}
 
-    def one(x):
+    def one(x: int | str) -> int | str:
         if isinstance(x, int) or not (expr_symbols(x) & names):
             return x
         env = {**{s: z3.Int(s) for s in keep}, **fixed}
@@ -912,7 +941,7 @@ def finish(g: Graph, seed: DynSeed, cfg: GenConfig, rng: random.Random) -> Finis
             cur = _demote_seed(cur, set(cur.symbols) - used)
             lifter, space = (lift_graph(g, cur, cfg, cur.a0, list(cur.symbols)) if cur.symbols
                              else (None, None))
-    if not cur.symbols or lifter is None:
+    if not cur.symbols or lifter is None or space is None:
         return Finished(None, "no symbolic dim left (pinned by the graph's constraints, or "
                               "dropped by its repairs)", demoted)
     n = max(2, int(getattr(cfg, "dyn_sets", 4)))

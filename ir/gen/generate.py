@@ -74,12 +74,12 @@ def generate_once(rng: random.Random, cfg: GenConfig, seed: int,
         # Prefer values nobody reads yet: it grows deeper graphs with fewer dead ends.
         fresh = [v for v in firsts if v.name not in used]
         first = rng.choice(fresh if fresh and rng.random() < 0.7 else firsts)
-        inst = b.try_op(op_cls, first, values, in_dtypes, arity)
-        if inst is None or any(r.type.rank > cfg.max_rank for r in inst.results):
+        made = b.try_op(op_cls, first, values, in_dtypes, arity)
+        if made is None or any(r.type.rank > cfg.max_rank for r in made.results):
             continue
-        b.insts.append(inst)
-        used.update(inst.args)
-        values.extend(inst.results)
+        b.insts.append(made)
+        used.update(made.args)
+        values.extend(made.results)
         known = {v.name for v in values}
         values.extend(v for v in (*b.inputs, *b.params) if v.name not in known)
     if not b.insts:

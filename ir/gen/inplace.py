@@ -23,18 +23,18 @@ rejected program is never emitted. Deterministic: every choice comes from the ge
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Sequence
 
+from ir.analysis.inplace import analyze
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
-from ir.analysis.inplace import analyze
 from ir.core.names import Names
 from ir.core.op import Op
+from ir.core.verify import VerifyError, verify
+from ir.gen.builder import GenConfig, SymbolicGraphBuilder
 from ir.ops.inplace import INPLACE_OPS
 from ir.ops.views import ViewDiagonal, ViewExpand, ViewPermute, ViewReshape, ViewSelect, ViewSlice, ViewUnfold
-from ir.core.verify import VerifyError, verify
-from ir.gen.builder import SymbolicGraphBuilder
 
 VIEW_OPS: tuple[type[Op], ...] = (
     ViewSlice, ViewSlice, ViewSelect, ViewReshape, ViewPermute, ViewDiagonal, ViewExpand,
@@ -42,12 +42,12 @@ VIEW_OPS: tuple[type[Op], ...] = (
 )
 
 
-def _enabled(cfg, classes: Sequence[type[Op]]) -> list[type[Op]]:
+def _enabled(cfg: GenConfig, classes: Sequence[type[Op]]) -> list[type[Op]]:
     return [c for c in classes if c.name not in cfg.ops_exclude]
 
 
 class _Sites:
-    def __init__(self, g: Graph, rng: random.Random, cfg):
+    def __init__(self, g: Graph, rng: random.Random, cfg: GenConfig):
         self.rng = rng
         self.cfg = cfg
         self.b = SymbolicGraphBuilder(rng, cfg, Names.of(g))
@@ -59,7 +59,7 @@ class _Sites:
         self.views = _enabled(cfg, VIEW_OPS)
 
     # ---- pieces --------------------------------------------------------------------------------
-    def _views(self, start: Value, before: list[Value], allow_new: bool) -> list[Inst] | None:
+    def _views(self, start: Value, before: list[Value], allow_new: bool) -> list[Inst]:
         insts: list[Inst] = []
         cur = start
         for _ in range(self.rng.choice((0, 0, 1, 1, 1, 2))):
@@ -115,13 +115,15 @@ class _Sites:
         cand_outputs = list(outputs)
         if rng.random() < 0.2:  # views only: the last one read at the end
             if not new:
-                return self._rollback(n_in, n_par)
+                self._rollback(n_in, n_par)
+                return None
             cand_outputs.append(new[-1].results[0].name)
         else:
             dest = new[-1].results[0] if new else start
             write = self._write(dest, before + [i.results[0] for i in new], True)
             if write is None:
-                return self._rollback(n_in, n_par)
+                self._rollback(n_in, n_par)
+                return None
             new.append(write)
         cand = insts[:pos] + new + insts[pos:]
         g = self._graph(cand, cand_outputs)
@@ -129,24 +131,25 @@ class _Sites:
             try:
                 unseen = _unobserved(g, pos + len(new) - 1)
             except VerifyError:
-                return self._rollback(n_in, n_par)
+                self._rollback(n_in, n_par)
+                return None
             if unseen or rng.random() < 0.3:
                 cand_outputs.append(new[-1].results[0].name)
             g = self._graph(cand, cand_outputs + _unreturned(g, cand_outputs))
         if not self._ok(g):
-            return self._rollback(n_in, n_par)
+            self._rollback(n_in, n_par)
+            return None
         return cand, list(g.outputs)
 
     def _rollback(self, n_in: int, n_par: int) -> None:
         del self.b.inputs[n_in:]
         del self.b.params[n_par:]
-        return None
 
-    def _graph(self, insts, outputs) -> Graph:
+    def _graph(self, insts: Sequence[Inst], outputs: Sequence[str]) -> Graph:
         return Graph(self.name, tuple(self.b.inputs), tuple(insts), tuple(outputs), tuple(self.b.params))
 
     # ---- sites in bodies -----------------------------------------------------------------------
-    def body_site(self, body: Graph, rebuild) -> Graph | None:
+    def body_site(self, body: Graph, rebuild: Callable[[Graph], Graph]) -> Graph | None:
         """`body` with one write on a value local to it, or None; `rebuild(body)` is the whole
         graph with it, for verification."""
         rng = self.rng
@@ -173,7 +176,9 @@ def _unobserved(g: Graph, index: int) -> bool:
     storage and no output is in it."""
     lv = analyze(g, require_returned=False).top
     inst = g.insts[index]
-    st = lv.node(inst.args[inst.op.effect.writes]).storage
+    k = inst.op.effect.writes
+    assert k is not None  # a write (the caller checks)
+    st = lv.node(inst.args[k]).storage
     later = {x for i in g.insts[index + 1:] for x in i.args} | set(g.outputs)
     return not any(lv.canon(n) in lv.nodes and lv.node(n).storage is st for n in later)
 
@@ -184,7 +189,7 @@ def _unreturned(g: Graph, outputs: list[str]) -> list[str]:
     return [v.name for v in g.inputs if lv.nodes[v.name].storage.writes and v.name not in outputs]
 
 
-def add_inplace(g: Graph, rng: random.Random, cfg) -> Graph:
+def add_inplace(g: Graph, rng: random.Random, cfg: GenConfig) -> Graph:
     """`g` with views and in-place writes placed at rate `cfg.p_inplace` (see the module doc);
     verified."""
     s = _Sites(g, rng, cfg)
@@ -200,7 +205,8 @@ def add_inplace(g: Graph, rng: random.Random, cfg) -> Graph:
     return verify(out)
 
 
-def _in_bodies(g: Graph, s: _Sites, rebuild, rng: random.Random, cfg) -> Graph:
+def _in_bodies(g: Graph, s: _Sites, rebuild: Callable[[Graph], Graph], rng: random.Random,
+               cfg: GenConfig) -> Graph:
     """`g` (a level of the whole graph; `rebuild(level)` makes the whole graph) with writes
     placed in its control-flow bodies, nested ones included."""
     insts = list(g.insts)
@@ -209,7 +215,7 @@ def _in_bodies(g: Graph, s: _Sites, rebuild, rng: random.Random, cfg) -> Graph:
             continue
         blocks = list(inst.blocks)
         for k in range(len(blocks)):
-            def whole(body, i=i, k=k, blocks=blocks):
+            def whole(body: Graph, i: int = i, k: int = k, blocks: list[Graph] = blocks) -> Graph:
                 bs = list(blocks)
                 bs[k] = body
                 level = g.with_insts(insts[:i] + [replace(insts[i], blocks=tuple(bs))] + insts[i + 1:])

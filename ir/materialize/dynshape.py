@@ -35,15 +35,25 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import NO_FIXES, Fixes, Interpreter
+from ir.core.op import Op
+from ir.core.shapes import Dim
 from ir.core.types import TensorType
+
+if TYPE_CHECKING:
+    import onnx
+    import torch
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.ops.shape import Expand, Reshape, Slice
 
 #: role of each symbol name (the generator names symbols by role)
 ROLE_SYMBOLS = {"batch": ("B",), "seq": ("L",), "spatial": ("H", "W")}
@@ -126,7 +136,7 @@ def is_bare(text: str | int) -> bool:
     return isinstance(text, str) and parse_expr(text)[0] == "sym"
 
 
-def expr_of_z3(term) -> str | int:
+def expr_of_z3(term: Any) -> str | int:
     """A z3 integer term over symbols as an expression (an int when it is one). Raises
     ExprError for terms outside the language (if-then-else, ...)."""
     import z3
@@ -137,7 +147,7 @@ def expr_of_z3(term) -> str | int:
     return _z3_text(t)
 
 
-def _z3_text(t) -> str:
+def _z3_text(t: Any) -> str:
     import z3
 
     if z3.is_int_value(t):
@@ -188,14 +198,14 @@ def _show(t: Tree, parent: int = 0) -> str:
     return f"({s})" if p < parent else s
 
 
-def z3_of_expr(text: str | int, syms: Mapping[str, Any]):
+def z3_of_expr(text: str | int, syms: Mapping[str, Any]) -> Dim:
     """The z3 term of an expression (`syms`: symbol name -> z3 Int)."""
     if isinstance(text, int):
         return text
     return _z3_tree(parse_expr(text), syms)
 
 
-def _z3_tree(t: Tree, syms):
+def _z3_tree(t: Tree, syms: Mapping[str, Any]) -> Dim:
     kind = t[0]
     if kind == "int":
         return t[1]
@@ -272,8 +282,8 @@ class DynShape:
                 "shape_lowering": self.shape_lowering}
 
     @staticmethod
-    def from_json(d: Mapping) -> "DynShape":
-        def expr(x):
+    def from_json(d: Mapping) -> DynShape:
+        def expr(x: int | str) -> int | str:
             if isinstance(x, int):
                 return x
             parse_expr(x)  # validated: never evaluated otherwise than by eval_tree
@@ -314,7 +324,7 @@ def _eval_parsed(v: Any, env: Mapping[str, Any]) -> Any:
     return v
 
 
-def op_at(inst: Inst, dyn: DynShape, env: Mapping[str, Any]):
+def op_at(inst: Inst, dyn: DynShape, env: Mapping[str, Any]) -> Op:
     """The instruction's op with its symbolic attributes evaluated in `env`."""
     attrs = dyn.attrs.get(inst.results[0].name) if inst.results else None
     if not attrs:
@@ -380,7 +390,8 @@ def _sym_attr(v: AttrExpr) -> Any:
     return v if isinstance(v, int) else SymI64(v)
 
 
-def _onnx_builder_class():
+def _onnx_builder_class() -> Callable[[Sequence[Value], DynShape, Mapping[str, tuple[int, int]]],
+                                      OnnxBuilder]:
     from ir.materialize.to_onnx import OnnxBuilder
 
     class DynOnnxBuilder(OnnxBuilder):
@@ -388,7 +399,8 @@ def _onnx_builder_class():
         dims, the way exporters write it: `Shape`, `Gather` of one dim (a 0-d int64), scalar
         arithmetic, `Unsqueeze` to 1-d and `Concat` of the elements."""
 
-        def __init__(self, inputs: Sequence[Value], dyn: DynShape, sources):
+        def __init__(self, inputs: Sequence[Value], dyn: DynShape,
+                     sources: Mapping[str, tuple[int, int]]) -> None:
             super().__init__()
             self.dyn_inputs = list(inputs)
             self.dyn = dyn
@@ -396,7 +408,7 @@ def _onnx_builder_class():
             self._sym_cache: dict[Tree, str] = {}
             self._shapes: dict[int, str] = {}
 
-        def const_i64(self, values):
+        def const_i64(self, values: Any) -> str:
             if isinstance(values, SymI64):  # a scalar (0-d) operand
                 return self.scalar(parse_expr(values.text))
             if not isinstance(values, (list, tuple)) or \
@@ -457,7 +469,7 @@ def _offset(a: str | int, b: str | int) -> int | None:
     return d.as_long() if z3.is_int_value(d) else None
 
 
-def _lower_infer(op, attrs: Mapping[str, AttrExpr], in_dims: tuple):
+def _lower_infer(op: Op, attrs: Mapping[str, AttrExpr], in_dims: tuple) -> Op | None:
     """The op with constant attributes that ONNX resolves against the input's shape, when they
     express it (None otherwise): reshape with 0 (copy the input's dim at that position) and one
     -1 (inferred); slice ending `k` before the axis' end as end `-k` (or "to the end"); expand
@@ -474,12 +486,12 @@ def _lower_infer(op, attrs: Mapping[str, AttrExpr], in_dims: tuple):
             else:
                 out.append(-1)
                 minus += 1
-        return dataclasses.replace(op, shape=tuple(out)) if minus <= 1 else None
-    if name == "slice" and set(attrs) == {"end"} and op.axis < len(in_dims):
-        k = _offset(attrs["end"], in_dims[op.axis])  # end = dim + k
+        return dataclasses.replace(cast("Reshape", op), shape=tuple(out)) if minus <= 1 else None
+    if name == "slice" and set(attrs) == {"end"} and cast("Slice", op).axis < len(in_dims):
+        k = _offset(attrs["end"], in_dims[cast("Slice", op).axis])  # end = dim + k
         if k is None or k > 0:
             return None
-        return dataclasses.replace(op, end=k if k < 0 else 2 ** 63 - 1)
+        return dataclasses.replace(cast("Slice", op), end=k if k < 0 else 2 ** 63 - 1)
     if name == "expand":
         shape = list(attrs["shape"])
         lead = len(shape) - len(in_dims)
@@ -490,7 +502,7 @@ def _lower_infer(op, attrs: Mapping[str, AttrExpr], in_dims: tuple):
             if j < 0 or isinstance(in_dims[j], int) or _offset(d, in_dims[j]) != 0:
                 return None
             shape[i] = 1
-        return dataclasses.replace(op, shape=tuple(shape))
+        return dataclasses.replace(cast("Expand", op), shape=tuple(shape))
     return None
 
 
@@ -517,7 +529,7 @@ def onnx_view(g: Graph, dyn: DynShape) -> Graph:
     return graph(g)
 
 
-def to_onnx_dyn(g: Graph, dyn: DynShape, params: Mapping[str, np.ndarray]):
+def to_onnx_dyn(g: Graph, dyn: DynShape, params: Mapping[str, np.ndarray]) -> onnx.ModelProto:
     """One ONNX model for every assignment (see the module doc)."""
     from onnx import helper, numpy_helper
 
@@ -579,7 +591,7 @@ class DynInterpreter(Interpreter):
     def fixes(self, g: Graph) -> Fixes:
         return self.top_fixes if g is self.top else NO_FIXES
 
-    def op_of(self, g: Graph, index: int, inst: Inst, values: dict):
+    def op_of(self, g: Graph, index: int, inst: Inst, values: dict) -> Op:
         op = inst.op
         trees = self.attr_trees.get(inst.results[0].name) if inst.results else None
         if trees:
@@ -588,7 +600,7 @@ class DynInterpreter(Interpreter):
         return op
 
 
-def _module_class():
+def _module_class() -> type[torch.nn.Module]:
     import torch
 
     class DynGraphModule(torch.nn.Module):
@@ -607,9 +619,9 @@ def _module_class():
                 self.register_buffer(f"p_{p.name}",
                                      torch.from_numpy(np.asarray(params[p.name], order="C")))
 
-        def forward(self, *inputs):
+        def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
             g = self.graph
-            env = {v.name: x for v, x in zip(g.inputs, inputs)}
+            env = {v.name: x for v, x in zip(g.inputs, inputs, strict=True)}
             env.update({p.name: getattr(self, f"p_{p.name}") for p in g.params})
             values = self.interpreter.run(g, env)
             return tuple(values[o] for o in g.outputs)
@@ -618,7 +630,7 @@ def _module_class():
 
 
 def torch_module(g: Graph, dyn: DynShape | None, params: Mapping[str, np.ndarray],
-                 dialect: str = "python"):
+                 dialect: str = "python") -> torch.nn.Module:
     """The torch module of a test: `GraphModule` for a static one, `DynGraphModule` else."""
     if dyn is None:
         from ir.materialize.to_torch import GraphModule
@@ -651,7 +663,7 @@ def mark_dynamic(tensors: Sequence, g: Graph, dyn: DynShape, unbacked: bool = Fa
 
     mark = (torch._dynamo.decorators.mark_unbacked if unbacked else
             torch._dynamo.maybe_mark_dynamic if maybe else torch._dynamo.mark_dynamic)
-    for v, t in zip(g.inputs, tensors):
+    for v, t in zip(g.inputs, tensors, strict=True):
         for axis, e in enumerate(dyn.dims.get(v.name, ())):
             if is_bare(e):
                 mark(t, axis)

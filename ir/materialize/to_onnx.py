@@ -5,15 +5,16 @@ see real constants to fold), and every instruction contributes nodes through `Op
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ir.core.graph import Graph, Value
 from ir.analysis.inplace import pure_form
+from ir.core.graph import Graph, Value
 from ir.core.onnx_builder import IR_VERSION, OPSET, OnnxBuilder, value_info
+
 
 def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.GraphProto:
     """An ONNX sub-graph for a body: outputs typed, nodes from its instructions. Without `bind`
@@ -22,7 +23,7 @@ def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.
     universally supported); names stay unique model-wide because GraphIR names are."""
     inner = OnnxBuilder(prefix=b.fresh("s") + "_", constants_as_nodes=True)
     if bind is not None:
-        for v, outer in zip(g.inputs, bind):
+        for v, outer in zip(g.inputs, bind, strict=True):
             inner.node("Identity", [outer], [v.name])
     _emit(g, inner)
     types = g.types()
@@ -36,7 +37,7 @@ def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.
             outputs.append(o)
     return helper.make_graph(inner.nodes, g.name + inner.fresh("g"),
                              [] if bind is not None else [value_info(v) for v in g.inputs],
-                             [value_info(Value(n, types[o])) for n, o in zip(outputs, g.outputs)])
+                             [value_info(Value(n, types[o])) for n, o in zip(outputs, g.outputs, strict=True)])
 
 
 def _emit(g: Graph, b: OnnxBuilder) -> None:

@@ -6,15 +6,15 @@ which Dynamo traces straight through, so the same module serves eager and `torch
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
-from ir.core.graph import Graph, Inst, Value
 from ir.analysis.inplace import has_effects, torch_plan
+from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Interpreter
-
 
 #: what becomes of each result of an instruction (`evaluate_torch`'s `result` hook)
 ResultHook = Callable[[Inst, torch.Tensor], torch.Tensor]
@@ -28,7 +28,7 @@ class TorchInterpreter(Interpreter):
         super().__init__(dialect)
         self.result = result
 
-    def on_result(self, g: Graph, index: int, inst: Inst, r: Value, t,
+    def on_result(self, g: Graph, index: int, inst: Inst, r: Value, t: Any,
                   values: dict[str, torch.Tensor]) -> None:
         if self.result is not None and isinstance(t, torch.Tensor):
             values[r.name] = self.result(inst, t)
@@ -68,8 +68,8 @@ class GraphModule(torch.nn.Module):
         for p in g.params:
             self.register_buffer(f"p_{p.name}", torch.from_numpy(np.asarray(params[p.name], order="C")))
 
-    def forward(self, *inputs: torch.Tensor):
-        env = {v.name: x for v, x in zip(self.graph.inputs, inputs)}
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        env = {v.name: x for v, x in zip(self.graph.inputs, inputs, strict=True)}
         env.update({p.name: getattr(self, f"p_{p.name}") for p in self.graph.params})
         if self.plan is not None:
             values = self.plan.run(env, self.dialect, copy_inputs=False)

@@ -37,18 +37,18 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
 
-from ir.numerics.domain import ControlTrace, Violation, evaluate_checked
 from ir.core.graph import Graph, Inst
-from ir.numerics.input_search import SearchConfig, search_inputs
-from ir.core.op import lookup_op
-from ir.ops.control import MAX_TRIPS, is_control
+from ir.core.op import Op, lookup_op
 from ir.core.paths import Site, control_sites
+from ir.numerics.domain import ControlTrace, Violation, evaluate_checked
+from ir.numerics.input_search import SearchConfig, search_inputs
 from ir.numerics.values import ValueRanges, as_tensors, sample_value
+from ir.ops.control import MAX_TRIPS, ControlFlow, is_control
 
 #: comparison op -> the sign s with which (a - b) * s > 0 makes it true
 COMPARISONS = {"gt": 1, "ge": 1, "lt": -1, "le": -1}
@@ -58,6 +58,16 @@ def sites(g: Graph) -> dict[str, Inst]:
     """Every control-flow instruction of `g`, nested ones included, by the text form of its
     site (`ir.core.paths.Site`: "3", "3/0/1", ...): coverage's keys."""
     return {str(site): inst for site, inst in control_sites(g)}
+
+
+def _control(op: Op) -> ControlFlow:
+    """The op of a site (`sites`): a control-flow op."""
+    return cast(ControlFlow, op)
+
+
+def _control_cls(name: str) -> type[ControlFlow]:
+    """The op class of a site's op name (`Coverage.ops`): a control-flow op."""
+    return cast("type[ControlFlow]", lookup_op(name))
 
 
 def enclosing(site: str) -> tuple[str, int] | None:
@@ -109,7 +119,7 @@ class Coverage:
     steerable: set[str] = field(default_factory=set)
 
     @staticmethod
-    def of(g: Graph) -> "Coverage":
+    def of(g: Graph) -> Coverage:
         return Coverage({s: inst.op.name for s, inst in sites(g).items()})
 
     def record(self, site: str, ran: list[int]) -> None:
@@ -120,18 +130,18 @@ class Coverage:
 
     def chooses(self, site: str) -> bool:
         """Whether the op at `site` chooses one body per run (branches), not a trip count."""
-        return site in self.ops and lookup_op(self.ops[site]).chooses_body
+        return site in self.ops and _control_cls(self.ops[site]).chooses_body
 
     def steers_trips(self, site: str) -> bool:
         """Whether the op at `site` takes its trip count from data, which `cover` may vary."""
-        return lookup_op(self.ops[site]).trip_operand is not None
+        return _control_cls(self.ops[site]).trip_operand is not None
 
-    def gain(self, other: "Coverage") -> bool:
+    def gain(self, other: Coverage) -> bool:
         """Whether `other` saw a branch or trip count this coverage has not."""
         return (any(b - self.branches.get(s, set()) for s, b in other.branches.items())
                 or any(t - self.trips.get(s, set()) for s, t in other.trips.items()))
 
-    def merge(self, other: "Coverage") -> None:
+    def merge(self, other: Coverage) -> None:
         for s, b in other.branches.items():
             self.branches.setdefault(s, set()).update(b)
         for s, t in other.trips.items():
@@ -272,8 +282,9 @@ def _passed_in(g: Graph, site: str, scope: Graph, name: str) -> tuple[str, str] 
         return None
     holder = sites(g)[outer[0]]
     i = names.index(name)
-    pos = holder.op.passed_operand(outer[1], i)
-    carried = holder.op.carried_output(i)
+    op = _control(holder.op)
+    pos = op.passed_operand(outer[1], i)
+    carried = op.carried_output(i)
     if pos is None or (carried is not None and scope.outputs[carried] != name):
         return None  # made by the op, or changed by the body before the next step
     return outer[0], holder.args[pos]
@@ -296,7 +307,7 @@ def predicate_sources(g: Graph) -> dict[str, PredicateSource]:
     from an enclosing one, by site."""
     scopes, out = _scopes(g), {}
     for site, inst in sites(g).items():
-        if not inst.op.chooses_body:
+        if not _control(inst.op).chooses_body:
             continue
         here, name = site, inst.args[0]
         while True:
@@ -339,13 +350,16 @@ def _only_compared(scope: Graph, name: str) -> bool:
             if inst.op.name in COMPARISONS:
                 continue
             # read as data, a trip count, a predicate, a sequence: moving it moves more
-            into = inst.op.operand_inputs(pos) if is_control(inst.op) else []
+            op = inst.op
+            if not is_control(op):
+                return False
+            into = op.operand_inputs(pos)
             if not into:
                 return False
             for k, j in into:
                 body = inst.blocks[k]
                 inner = body.inputs[j].name
-                carried = inst.op.carried_output(j)
+                carried = op.carried_output(j)
                 if carried is not None and body.outputs[carried] != inner:
                     return False
                 if not _only_compared(body, inner):
@@ -363,12 +377,12 @@ def unsteerable_ifs(g: Graph) -> list[str]:
     scopes = _scopes(g)
     out = []
     for site, inst in sites(g).items():
-        if not inst.op.chooses_body:
+        if not _control(inst.op).chooses_body:
             continue
         src = srcs.get(site)
         types = scopes[src.anchor].types() if src else {}
         if src is None or not any(types[x].rank == 0 and _from_input(g, src.anchor, x)
-                                  and _only_compared(g, _input_name(g, src.anchor, x))
+                                  and _only_compared(g, cast(str, _input_name(g, src.anchor, x)))
                                   for x in (src.a, src.b)):
             out.append(site)
     return out
@@ -398,8 +412,9 @@ class _Tracer:
         inst = self.sites.get(site)
         if inst is None:
             return
-        if inst.op.trip_operand is not None:
-            name = self.inputs.get(id(values.get(inst.args[inst.op.trip_operand])))
+        trip = _control(inst.op).trip_operand
+        if trip is not None:
+            name = self.inputs.get(id(values.get(inst.args[trip])))
             if name is not None:
                 self.obs.setdefault(site, Observation(name)).other.setdefault(self.index, [])
         src = self.sources.get(site)
@@ -410,7 +425,7 @@ class _Tracer:
                 self.pending.discard(s)
                 self._observe(s, self.sources[s], values)
 
-    def _observe(self, site: str, src: "PredicateSource", values: dict[str, torch.Tensor]) -> None:
+    def _observe(self, site: str, src: PredicateSource, values: dict[str, torch.Tensor]) -> None:
         """The if at `site` ran: its predicate's sides, read in its anchor's scope `values`."""
         a, b, s = src.a, src.b, src.sign
         for side, other, sign in ((b, a, -s), (a, b, s)):
@@ -486,7 +501,8 @@ class _Hold:
         if site != self.anchor or (self.anchor != self.site and not self.pending):
             return
         self.pending = False
-        t, x = values[self.ob.threshold_name], values[self.ob.other_name]
+        # an if's observation: both names are set
+        t, x = values[cast(str, self.ob.threshold_name)], values[cast(str, self.ob.other_name)]
         d = (t.to(torch.float64) - x.to(torch.float64)).reshape(()) * self.side
         margin = _gap(float(x.detach().reshape(())), x.dtype.is_floating_point) / 2
         self.runs.append(torch.relu(margin - d))
@@ -506,6 +522,18 @@ class _Target:
     site: str | None
     want: int | None
     key: tuple
+
+    @property
+    def at(self) -> str:
+        """The site of an "if" or "trips" target (a "fresh" one has none)."""
+        assert self.site is not None, "a fresh target has no site"
+        return self.site
+
+    @property
+    def wanted(self) -> int:
+        """The branch or trip count an "if" or "trips" target wants."""
+        assert self.want is not None, "a fresh target wants nothing"
+        return self.want
 
 
 class _Cover:
@@ -602,9 +630,9 @@ class _Cover:
             return False
         if self._needed() <= self.cfg.max_sets - len(self.sets):
             return False
-        base = min(self.obs[target.site].other)
+        base = min(self.obs[target.at].other)
         untried = [t for t in self._steered_targets()
-                   if t != target and not self.tries[t.key] and min(self.obs[t.site].other) == base]
+                   if t != target and not self.tries[t.key] and min(self.obs[t.at].other) == base]
         if not untried:
             return False
         cand = self._steer(self.sets[base], target, base)
@@ -612,11 +640,11 @@ class _Cover:
         cov, env, _ = trace_run(self.g, cand, len(self.sets), seen)
         if env is None:
             return False
-        pack, inputs = [target], {self.obs[target.site].input}
+        pack, inputs = [target], {self.obs[target.at].input}
         for t in untried:
-            ob = self.obs[t.site]
-            if ob.input in inputs or any(Site.parse(t.site).within(Site.parse(p.site))
-                                                      or Site.parse(p.site).within(Site.parse(t.site))
+            ob = self.obs[t.at]
+            if ob.input in inputs or any(Site.parse(t.at).within(Site.parse(p.at))
+                                                      or Site.parse(p.at).within(Site.parse(t.at))
                                          for p in pack):
                 continue
             more = self._steer(cand, t, base)
@@ -632,8 +660,8 @@ class _Cover:
         for t in pack[1:]:
             self.tries[t.key] += 1
         for t in pack:
-            got = (t.want in cov.branches.get(t.site, ()) if t.kind == "if"
-                   else t.want in cov.trips.get(t.site, ()))
+            got = (t.want in cov.branches.get(t.at, ()) if t.kind == "if"
+                   else t.want in cov.trips.get(t.at, ()))
             self.total.attempts.append(Attempt(t.kind, t.site, t.want, KEPT if got else NO_GAIN))
         return True
 
@@ -641,9 +669,9 @@ class _Cover:
                base: int) -> dict[str, np.ndarray]:
         """`values` with the target's input set: an if's threshold past the other side's values
         in set `base`, a loop's trip count."""
-        ob = self.obs[target.site]
+        ob = self.obs[target.at]
         if target.kind == "if":
-            return _flip(values, ob.input, ob.other[base], ob.sign, target.want)
+            return _flip(values, ob.input, ob.other[base], ob.sign, target.wanted)
         cand = dict(values)
         cand[ob.input] = np.asarray(target.want, dtype=np.asarray(cand[ob.input]).dtype)
         return cand
@@ -652,8 +680,8 @@ class _Cover:
         """First try: flip the site's threshold in the first set where it ran. Later tries:
         fresh inputs, threshold included. Either way, repair the set if it is invalid or
         misses the branch, holding the site on the wanted branch."""
-        ob = self.obs[target.site]
-        hold = _Hold(target.site, ob, target.want)
+        ob = self.obs[target.at]
+        hold = _Hold(target.at, ob, target.wanted)
         if self.tries[target.key] == 1:
             base = min(ob.other)
             cand = self._steer(self.sets[base], target, base)
@@ -664,7 +692,7 @@ class _Cover:
 
     def _try_trips(self, target: _Target, search_seed: int) -> None:
         """Set the trip count in a set where the loop ran; repair the rest if invalid."""
-        ob = self.obs[target.site]
+        ob = self.obs[target.at]
         base = min(ob.other)
         cand = self._steer(self.sets[base], target, base)
         self._repair_and_consider(target, cand, search_seed, frozenset([ob.input]))
@@ -696,7 +724,7 @@ class _Cover:
         result if it is valid and adds coverage. The attempt is recorded."""
         seen: dict[str, Observation] = {}
         cov, env, violation = trace_run(self.g, cand, len(self.sets), seen)
-        if env is None or (hold is not None and target.want not in cov.branches.get(target.site, ())):
+        if env is None or (hold is not None and target.want not in cov.branches.get(target.at, ())):
             res = search_inputs(self.g, search_seed, start=cand, cfg=effort,
                                 goal=hold.goal if hold else None,
                                 trace=hold.new_trace if hold else None,

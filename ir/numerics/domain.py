@@ -9,17 +9,17 @@ zero, (2) every float result is finite and (3) every int result satisfies
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping
 
 import numpy as np
 import torch
 
-from ir.core.graph import Graph, Inst, Value
 from ir.analysis.inplace import InplaceError, functionalize, has_writes
+from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Interpreter
-from ir.ops.control import is_control
 from ir.core.paths import Path, Site
+from ir.ops.control import is_control
 
 
 @dataclass
@@ -111,7 +111,9 @@ class _Checked(Interpreter):
         self.label, self.here = "", ""
         self.ran: list[int] = []
 
-    def start(self, g: Graph, env: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # override ignored: this interpreter takes the caller's dict itself, not any mapping
+    def start(self, g: Graph, env: dict[str, torch.Tensor]  # type: ignore[override]
+              ) -> dict[str, torch.Tensor]:
         return env  # the caller's dict: what was computed stays readable after a violation
 
     def before_inst(self, g: Graph, index: int, inst: Inst, args: list) -> None:
@@ -128,8 +130,8 @@ class _Checked(Interpreter):
                 _explore(body, body_args, f"{label} > {body.name} ({note}): ", index, k)
 
     def run_body(self, g: Graph, index: int, inst: Inst, body: Graph,
-                 body_args) -> list[torch.Tensor]:
-        inner = {v.name: t for v, t in zip(body.inputs, body_args)}
+                 body_args: Sequence) -> list[torch.Tensor]:
+        inner = {v.name: t for v, t in zip(body.inputs, body_args, strict=True)}
         k = next(i for i, b in enumerate(inst.blocks) if b is body)
         self.ran.append(k)
         try:
@@ -159,7 +161,7 @@ def _lifted(v: Violation, index: int, block: int, not_taken: bool = False) -> Vi
 
 def _explore(body: Graph, operands: list[torch.Tensor], where: str, index: int,
              block: int) -> None:
-    inner = {v.name: t for v, t in zip(body.inputs, operands)}
+    inner = {v.name: t for v, t in zip(body.inputs, operands, strict=True)}
     try:
         _Checked(None, True, where).run(body, inner)
     except _Invalid as e:
@@ -208,7 +210,7 @@ def _evaluate_functionalized(g: Graph, env: Mapping[str, torch.Tensor],
         return dict(env), Violation(e.index, e.summary, [])
     tr = None if trace is None else (lambda site, ran, values: trace(fn.site(site), ran, values))
     values, violation = evaluate_checked(fn.graph, env, tr, explore)
-    for o, fo in zip(g.outputs, fn.graph.outputs):
+    for o, fo in zip(g.outputs, fn.graph.outputs, strict=True):
         if fo in values:
             values[o] = values[fo]
     if violation is not None and violation.index >= 0:

@@ -9,17 +9,19 @@ is deterministic given the seed.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import cast
 
 import numpy as np
 import torch
 
-from ir.numerics.domain import ControlTrace, Violation, any_positive, evaluate_checked
 from ir.core.graph import Graph, Value
-from ir.ops.control import is_control
+from ir.core.paths import Site
 from ir.core.rewrite import remove_insts, remove_unused
+from ir.numerics.domain import ControlTrace, Violation, any_positive, evaluate_checked
 from ir.numerics.values import ValueRanges, as_tensors, random_values
+from ir.ops.control import is_control
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
                 break
             grads = None
             if penalties and floats:
-                loss = sum(p.sum() for p in penalties)
+                loss = cast(torch.Tensor, sum(p.sum() for p in penalties))  # penalties: not empty
                 if loss.requires_grad:
                     grads = torch.autograd.grad(loss, floats, allow_unused=True)
         if grads is None or all(gr is None or not bool(gr.abs().sum() > 0) for gr in grads):
@@ -129,7 +131,7 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
             values = {**random_values(g, rng, ranges), **pinned}
             continue
         peak = max(float(gr.abs().max()) for gr in grads if gr is not None)
-        for name, t, gr in zip(movable, floats, grads):
+        for name, t, gr in zip(movable, floats, grads, strict=True):
             if gr is None:
                 continue
             scale = ranges.param_scale if name in params else ranges.input_scale
@@ -160,7 +162,9 @@ def drop_instruction(g: Graph, index: int) -> Graph | None:
     types = g.types()
     same = [a for a in inst.args if len(inst.results) == 1 and types[a] == inst.results[0].type]
     if same:
-        kept = remove_unused(remove_insts(g, [index], lambda r, only_outputs: same[0]))
+        h = remove_insts(g, [index], lambda r, only_outputs: same[0])
+        assert h is not None  # every removed result is reconnected: no output goes
+        kept = remove_unused(h)
         return kept if kept.insts else None
     gone = set(inst.result_names)
     users = []
@@ -278,6 +282,7 @@ def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = Va
         if smaller is None:
             return ValidTest(g, result, dropped)
         before = ValidTest(g, result, list(dropped))
-        dropped.append(f"{blocked.path.inst(g).op.name}@{blocked.path}")
+        site = cast(Site, blocked.path)  # nested: a site inside a body
+        dropped.append(f"{site.inst(g).op.name}@{site}")
         g = smaller
     return before

@@ -24,6 +24,7 @@ class ValueRanges:
 
 def sample_value(v: Value, rng: np.random.Generator, scale: float, int_range: int) -> np.ndarray:
     shape, dt = v.type.shape, v.type.dtype
+    arr: np.ndarray
     if dt.is_float:
         arr = rng.uniform(-scale, scale, size=shape)
     elif dt.is_int:
@@ -44,7 +45,7 @@ def random_values(g: Graph, seed: int | np.random.Generator, ranges: ValueRanges
     return out
 
 
-def as_tensors(values: "dict[str, np.ndarray]") -> "dict[str, torch.Tensor]":
+def as_tensors(values: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
     """Torch tensors of a values dict (inputs and params by name), each a fresh C-contiguous
     copy: evaluation may write in place or attach gradients without touching `values`."""
     return {k: torch.from_numpy(np.array(v, order="C", copy=True)) for k, v in values.items()}

@@ -9,17 +9,36 @@ Semantics kept equal on both sides:
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Signature, Slot
-from ir.ops.common import (
-    ALL, BOOL, FLOATS, NO_BOOL, INTS, NUMERIC, apart, as_float, at_least, at_most, is_float, margin,
-    ordered, same_dtype,
-)
 from ir.core.shapes import Or, eq, if_then_else, same
 from ir.core.types import TensorType
+from ir.ops.common import (
+    ALL,
+    BOOL,
+    FLOATS,
+    INTS,
+    NO_BOOL,
+    NUMERIC,
+    apart,
+    as_float,
+    at_least,
+    at_most,
+    is_float,
+    margin,
+    ordered,
+    same_dtype,
+)
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 
 def broadcast_shape(a: TensorType, b: TensorType) -> tuple:
@@ -38,10 +57,11 @@ def broadcast_shape(a: TensorType, b: TensorType) -> tuple:
 
 
 def broadcast_requires(a: TensorType, b: TensorType) -> list:
-    return [Or(eq(da, db), eq(da, 1), eq(db, 1)) for da, db in zip(reversed(a.shape), reversed(b.shape))]
+    # zip strict=False: broadcast: trailing dims paired, ranks may differ
+    return [Or(eq(da, db), eq(da, 1), eq(db, 1)) for da, db in zip(reversed(a.shape), reversed(b.shape), strict=False)]
 
 
-def broadcast_operand(first: TensorType, dtype: DType, ctx) -> TensorType:
+def broadcast_operand(first: TensorType, dtype: DType, ctx: SampleContext) -> TensorType:
     """A suffix of `first`'s dims with some set to 1: broadcasts against it by construction."""
     rank = ctx.rng.randint(0, first.rank)
     dims = tuple(1 if ctx.rng.random() < 0.25 else d for d in first.shape[first.rank - rank:])
@@ -53,10 +73,11 @@ class Broadcasting(Op):
     """An elementwise op over all its inputs, broadcast together (numpy rules)."""
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         return [Slot(tuple(range(first.rank + 1)), param=None) for _ in range(n_inputs - 1)]
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         return broadcast_operand(first, dtype, ctx)
 
     @staticmethod
@@ -66,7 +87,7 @@ class Broadcasting(Op):
             out = TensorType(broadcast_shape(out, t), out.dtype)
         return out
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         cons, acc = [], ins[0]
         for t in ins[1:]:
             cons += broadcast_requires(acc, t)
@@ -90,25 +111,27 @@ class Binary(Broadcasting):
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(cls.dtypes, 2, cls.result)
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(self._shape(ins).shape, self.result or ins[0].dtype)]
 
-    def domain(self, x, y):
-        if self.safe is None or not (is_float(x) or is_float(y)):
+    def domain(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        safe = type(self).safe
+        if safe is None or not (is_float(x) or is_float(y)):
             return []
-        return [type(self).safe(x, y)]
+        return [safe(x, y)]
 
-    def torch(self, x, y):
+    def torch(self, x: Tensor, y: Tensor) -> Tensor:
         import torch
 
         return getattr(torch, self.torch_name)(x, y)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node(self.onnx_name, ins, outs)
 
 
-def _binary(name: str, torch_name: str, onnx_name: str, dtypes=NUMERIC, result: DType | None = None,
-            safe: Callable | None = None, doc: str = "", family: str = "binary") -> type[Binary]:
+def _binary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType] = NUMERIC,
+            result: DType | None = None, safe: Callable | None = None, doc: str = "",
+            family: str = "binary") -> type[Binary]:
     cls = type(
         "".join(p.capitalize() for p in name.split("_")),
         (Binary,),
@@ -120,12 +143,12 @@ def _binary(name: str, torch_name: str, onnx_name: str, dtypes=NUMERIC, result: 
     return dataclass(frozen=True)(cls)
 
 
-def _divisor(x, y):
+def _divisor(x: Tensor, y: Tensor) -> Tensor:
     """Violation of |y| >= margin."""
     return apart(y, 0.0, y.dtype)
 
 
-def _pow_safe(x, y):
+def _pow_safe(x: Tensor, y: Tensor) -> Tensor:
     """Violation of: x >= margin and |y * log x| <= 10 (x ** y within [e^-10, e^10])."""
     import torch
 
@@ -135,7 +158,7 @@ def _pow_safe(x, y):
     return low + steep
 
 
-def _apart(x, y):
+def _apart(x: Tensor, y: Tensor) -> Tensor:
     """Violation of |x - y| >= margin(max(|x|, |y|)); none when x and y are the same value
     (the comparison of a value with itself is exact)."""
     import torch
@@ -181,16 +204,16 @@ class Where(Broadcasting):
     arity: ClassVar[int] = 3
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((DType.bool, d, d), (d,)) for d in ordered(NO_BOOL)]  # ORT: no bool Where
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(self._shape(ins).shape, ins[1].dtype)]
 
-    def torch(self, c, x, y):
+    def torch(self, c: Tensor, x: Tensor, y: Tensor) -> Tensor:
         import torch
 
         return torch.where(c, x, y)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Where", ins, outs)

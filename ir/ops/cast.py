@@ -6,12 +6,19 @@ alarms. Int -> float, widening/narrowing within a kind, and int/bool -> bool or 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from ir.core.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
-from ir.core.op import Op
+from ir.core.dtypes import FLOAT_DTYPES, INT_DTYPES, DType
+from ir.core.op import Op, Signature
 from ir.core.types import TensorType
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 #: dtype -> the dtypes a cast converts it to (also what an in-place copy may convert)
 CASTS: dict[DType, frozenset[DType]] = {
@@ -28,25 +35,25 @@ class Cast(Op):
     to: DType
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((src,), (dst,)) for src, dsts in CASTS.items() for dst in sorted(dsts, key=lambda d: d.value)
                 if dst != src]
 
-    def result_dtypes(self, in_dtypes):
+    def result_dtypes(self, in_dtypes: tuple[DType, ...]) -> tuple[DType, ...] | None:
         if len(in_dtypes) == 1 and self.to in CASTS[in_dtypes[0]] and self.to != in_dtypes[0]:
             return (self.to,)
         return None
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         options = sorted(CASTS[first.dtype] - {first.dtype}, key=lambda d: d.value)
         return cls(to=ctx.rng.choice(options))
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(ins[0].shape, self.to)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.to(self.to.torch)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Cast", ins, outs, to=self.to.onnx)

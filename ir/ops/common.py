@@ -14,11 +14,20 @@ value with itself is the one exact case: the same tensor, not an equal one.)
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from ir.core.dtypes import DType, FLOAT_DTYPES, INT_DTYPES
+from ir.core.dtypes import FLOAT_DTYPES, INT_DTYPES, DType
 from ir.core.op import Op, Signature
+from ir.core.types import TensorType
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 F32_64 = frozenset({DType.float32, DType.float64})
 F16_32 = frozenset({DType.float16, DType.float32})
@@ -30,6 +39,17 @@ F32_64_INTS = F32_64 | INT_DTYPES
 NUMERIC = FLOAT_DTYPES | INT_DTYPES
 BOOL = frozenset({DType.bool})
 ALL = frozenset(DType)
+
+
+class FunctionalEmitter(Protocol):
+    """What an in-place or view op emits its functional form through (`functional`,
+    `scatter`): `ir.analysis.inplace.Emitter`, a layer above."""
+
+    def type(self, name: str) -> TensorType:
+        """The type of a value."""
+
+    def emit(self, op: Op, args: Sequence[str], hint: str) -> str:
+        """A one-result pure op over `args`; returns its result's name."""
 
 #: (absolute, relative) distance to a discontinuity under which a float input is unsafe
 MARGINS: dict[str, tuple[float, float]] = {
@@ -48,7 +68,7 @@ def same_dtype(dtypes: Iterable[DType], n_inputs: int = 1, result: DType | None 
     return [((d,) * n_inputs, (result or d,)) for d in ordered(dtypes)]
 
 
-def const_like(b, value: float, like: str) -> str:
+def const_like(b: OnnxBuilder, value: float, like: str) -> str:
     """An ONNX value holding scalar `value` in the element type of ONNX value `like` (a float64
     constant through CastLike, so one graph serves every dtype)."""
     import numpy as np
@@ -65,55 +85,55 @@ class AxisOp(Op):
     axis: int
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (1, 2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(axis=ctx.rng.randrange(first.rank))
 
-    def axis_ok(self, x) -> bool:
+    def axis_ok(self, x: TensorType) -> bool:
         return 0 <= self.axis < x.rank
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [self.axis_ok(ins[0])]
 
 
 # ---- domain measures ------------------------------------------------------------------------
 
 
-def as_float(x):
+def as_float(x: Tensor) -> Tensor:
     """`x` as a float tensor fit for measuring (float16 and ints widened to float32)."""
     import torch
 
     return x if x.dtype in (torch.float32, torch.float64) else x.to(torch.float32)
 
 
-def is_float(x) -> bool:
+def is_float(x: Tensor) -> bool:
     return x.dtype.is_floating_point
 
 
-def margin(dtype, magnitude):
+def margin(dtype: torch.dtype, magnitude: float | Tensor) -> float | Tensor:
     """The unsafe distance around a discontinuity for values of `dtype` of size `magnitude`."""
     absolute, relative = MARGINS.get(str(dtype).removeprefix("torch."), MARGINS["float32"])
     return absolute + relative * magnitude
 
 
-def at_least(x, lo: float):
+def at_least(x: Tensor, lo: float | Tensor) -> Tensor:
     """Violation of x >= lo."""
     import torch
 
     return torch.relu(lo - as_float(x))
 
 
-def at_most(x, hi: float):
+def at_most(x: Tensor, hi: float) -> Tensor:
     """Violation of x <= hi."""
     import torch
 
     return torch.relu(as_float(x) - hi)
 
 
-def no_wraparound(log2_bound, dtype):
+def no_wraparound(log2_bound: Tensor, dtype: torch.dtype) -> Tensor:
     """Violation of: every partial result of an integer op that multiplies or sums products
     (reduce_prod, matmul, linear) stays exact, given `log2_bound` (float64), the log2 of a bound
     on the magnitude of every partial result in any evaluation order. `ir.numerics.domain` checks only
@@ -127,7 +147,7 @@ def no_wraparound(log2_bound, dtype):
     return torch.relu(log2_bound - float(torch.iinfo(dtype).bits - 2))
 
 
-def apart(d, magnitude, dtype):
+def apart(d: Tensor, magnitude: float | Tensor, dtype: torch.dtype) -> Tensor:
     """Violation of |d| >= margin: `d` is the distance of values of `dtype` and size
     `magnitude` to a discontinuity."""
     import torch
@@ -136,7 +156,7 @@ def apart(d, magnitude, dtype):
     return torch.relu(margin(dtype, size) - as_float(d).abs())
 
 
-def away_from_integers(x, offset: float = 0.0):
+def away_from_integers(x: Tensor, offset: float = 0.0) -> Tensor:
     """Violation of: x - offset is not within the margin of an integer (floor, ceil; round with
     offset 0.5)."""
     import torch
@@ -145,10 +165,10 @@ def away_from_integers(x, offset: float = 0.0):
     return apart(xf - torch.round(xf).detach(), xf + offset, x.dtype)
 
 
-def float_only(fn):
+def float_only(fn: Callable[..., list[Tensor]]) -> Callable[..., list[Tensor]]:
     """Decorator for `domain`: integer and bool inputs are exact, so they have no domain."""
 
-    def domain(self, *xs):
+    def domain(self: Op, *xs: Tensor) -> list[Tensor]:
         if not any(is_float(x) for x in xs):
             return []
         return fn(self, *xs)
@@ -158,7 +178,7 @@ def float_only(fn):
     return domain
 
 
-def distinct_sorted(x, dim: int, count: int | None = None, largest: bool = True):
+def distinct_sorted(x: Tensor, dim: int, count: int | None = None, largest: bool = True) -> Tensor | None:
     """Violation of: the `count` largest (or smallest) values along `dim` and the next one differ
     pairwise by the margin (all values when `count` is None). Ties in argmax/topk are broken
     differently by different implementations, and near-ties flip with rounding."""
@@ -175,5 +195,5 @@ def distinct_sorted(x, dim: int, count: int | None = None, largest: bool = True)
     return apart(hi - lo, torch.maximum(hi.abs(), lo.abs()), x.dtype)
 
 
-def nonempty(measures: Sequence) -> list:
+def nonempty(measures: Sequence[Tensor | None]) -> list[Tensor]:
     return [m for m in measures if m is not None]

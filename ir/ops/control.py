@@ -13,24 +13,33 @@ higher-order op traced as a whole); ONNX `If`, whose bodies capture the operands
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar, NoReturn, Protocol, Sequence, TypeGuard
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeGuard, TypeVar
 
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
-from ir.core.op import Op
+from ir.core.op import BuildBlock, Op, RunBlock, Signature
 from ir.core.types import TensorType
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+
+
+_T = TypeVar("_T")
 
 
 def _types(ts: Sequence[TensorType]) -> str:
     return "(" + ", ".join(str(t) for t in ts) + ")"
 
 
-def _single(out: list):
+def _single(out: list) -> Any:
     return out[0] if len(out) == 1 else out
 
 
-def _hop(call):
+def _hop(call: Callable[[], Any]) -> Any:
     """Run a torch higher-order-op call. Called eagerly (not under Dynamo), torch compiles the
     op with Dynamo, whose automatic dynamic shapes make every call after one with other shapes
     symbolic; then a `torch.cond` whose branches differ symbolically (`c` vs `c[0:8]`) yields
@@ -46,7 +55,7 @@ def _hop(call):
         return call()
 
 
-def _fresh(ts) -> tuple:
+def _fresh(ts: Sequence[Tensor]) -> tuple[Tensor, ...]:
     """Copies with contiguous strides: what torch's higher-order ops need at their boundaries
     (no aliasing between operands or of outputs to inputs; carried metadata, strides included,
     equal between the inputs and the body's outputs)."""
@@ -74,7 +83,7 @@ class Relation(Protocol):
 KeepOutputs = Callable[[Graph, Sequence[int]], Graph]
 
 
-def is_control(op: Op) -> TypeGuard["ControlFlow"]:
+def is_control(op: Op) -> TypeGuard[ControlFlow]:
     """Whether `op` follows the control-flow protocol (holds bodies)."""
     return isinstance(op, ControlFlow)
 
@@ -176,19 +185,19 @@ class If(ControlFlow):
     may_skip_bodies: ClassVar[bool] = True
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return []  # any operand dtypes after a bool predicate; see result_dtypes
 
-    def result_dtypes(self, in_dtypes):
+    def result_dtypes(self, in_dtypes: tuple[DType, ...]) -> tuple[DType, ...] | None:
         return () if in_dtypes and in_dtypes[0] is DType.bool else None
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [ins[0].rank == 0]
 
-    def infer_inst(self, ins, blocks):
+    def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[TensorType]:
         return blocks[0].output_types() if blocks else []
 
-    def check_blocks(self, ins, blocks):
+    def check_blocks(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> str | None:
         if len(blocks) != 2:
             return f"expects 2 bodies (then, else), got {len(blocks)}"
         operands = list(ins[1:])
@@ -201,21 +210,22 @@ class If(ControlFlow):
                     f"{_types(blocks[1].output_types())}: they must match")
         return None
 
-    def body_inputs(self, ins, n_blocks):
+    def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:
         return [list(ins[1:]) for _ in range(n_blocks)]
 
-    def passed_operand(self, block, i):
+    def passed_operand(self, block: int, i: int) -> int | None:
         return 1 + i
 
-    def operand_inputs(self, pos):
+    def operand_inputs(self, pos: int) -> list[tuple[int, int]]:
         return [(0, pos - 1), (1, pos - 1)] if pos >= 1 else []
 
-    def relate(self, ins, body_outs, rel):
+    def relate(self, ins: Sequence[TensorType], body_outs: Sequence[Sequence[TensorType]],
+               rel: Relation) -> list[TensorType]:
         a, b = body_outs
         rel.same(a, b)
         return list(a)
 
-    def prune(self, inst, used, keep_outputs):
+    def prune(self, inst: Inst, used: set[int], keep_outputs: KeepOutputs) -> Inst:
         keep = sorted(used)
         bodies = [keep_outputs(b, keep) for b in inst.blocks]
         operands = [k for k in range(len(inst.args) - 1)
@@ -224,7 +234,8 @@ class If(ControlFlow):
         args = (inst.args[0], *(inst.args[k + 1] for k in operands))
         return Inst(inst.op, args, tuple(inst.results[k] for k in keep), tuple(bodies))
 
-    def add_operands(self, inst, block, inner, outer, fresh):
+    def add_operands(self, inst: Inst, block: int, inner: Sequence[Value], outer: Sequence[str],
+                     fresh: Callable[[str], str]) -> Inst:
         # the other body gets inputs of its own, unused
         blocks = list(inst.blocks)
         for j, b in enumerate(blocks):
@@ -232,20 +243,21 @@ class If(ControlFlow):
             blocks[j] = replace(b, inputs=b.inputs + extra)
         return replace(inst, args=inst.args + tuple(outer), blocks=tuple(blocks))
 
-    def unexplored(self, args):
+    def unexplored(self, args: Sequence[Any]) -> list[tuple[int, list, str]]:
         taken = 0 if bool(args[0]) else 1
         return [(k, list(args[1:]), "not taken") for k in (0, 1) if k != taken]
 
-    def torch_call(self, args, blocks, run_block, dialect="python"):
+    def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
+                   dialect: str = "python") -> Any:
         pred, *operands = args
         then_g, else_g = blocks
         if dialect == "hop":
             import torch
 
-            def branch(body):
+            def branch(body: Graph) -> Callable[..., tuple[Tensor, ...]]:
                 # torch.cond forbids returning an alias of an operand and wants both branches'
                 # outputs to agree in strides too: return fresh contiguous tensors
-                def fn(*xs):
+                def fn(*xs: Tensor) -> tuple[Tensor, ...]:
                     return tuple(t.clone(memory_format=torch.contiguous_format)
                                  for t in run_block(body, list(xs)))
                 return fn
@@ -255,7 +267,8 @@ class If(ControlFlow):
             return _single(list(_hop(lambda: torch.cond(pred, branch(then_g), branch(else_g), fresh))))
         return _single(run_block(then_g if bool(pred) else else_g, operands))
 
-    def onnx_call(self, b, ins, outs, blocks, build_block):
+    def onnx_call(self, b: OnnxBuilder, ins: list[str], outs: list[str], blocks: Sequence[Graph],
+                  build_block: BuildBlock) -> None:
         pred, *operands = ins
         b.node("If", [pred], outs, then_branch=build_block(blocks[0], bind=operands),
                else_branch=build_block(blocks[1], bind=operands))
@@ -281,19 +294,19 @@ class Loop(ControlFlow):
     may_skip_bodies: ClassVar[bool] = True
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return []
 
-    def result_dtypes(self, in_dtypes):
+    def result_dtypes(self, in_dtypes: tuple[DType, ...]) -> tuple[DType, ...] | None:
         return () if in_dtypes and in_dtypes[0] is DType.int64 else None
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [ins[0].rank == 0]
 
-    def infer_inst(self, ins, blocks):
+    def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[TensorType]:
         return list(ins[1:])
 
-    def check_blocks(self, ins, blocks):
+    def check_blocks(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> str | None:
         if len(blocks) != 1:
             return f"expects 1 body, got {len(blocks)}"
         (body,) = blocks
@@ -305,26 +318,27 @@ class Loop(ControlFlow):
             return f"body returns {_types(body.output_types())} but carries {_types(ins[1:])}"
         return None
 
-    def body_inputs(self, ins, n_blocks):
+    def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:
         return [[TensorType((), DType.int64), *ins[1:]]]
 
-    def passed_operand(self, block, i):
+    def passed_operand(self, block: int, i: int) -> int | None:
         return i if i >= 1 else None  # input 0 is the trip counter
 
-    def operand_inputs(self, pos):
+    def operand_inputs(self, pos: int) -> list[tuple[int, int]]:
         return [(0, pos)] if pos >= 1 else []
 
-    def carried_output(self, i):
+    def carried_output(self, i: int) -> int | None:
         return i - 1 if i >= 1 else None
 
-    def passthrough_operand(self, result):
+    def passthrough_operand(self, result: int) -> int | None:
         return result + 1
 
-    def relate(self, ins, body_outs, rel):
+    def relate(self, ins: Sequence[TensorType], body_outs: Sequence[Sequence[TensorType]],
+               rel: Relation) -> list[TensorType]:
         rel.same(body_outs[0], list(ins[1:]))
         return list(ins[1:])
 
-    def prune(self, inst, used, keep_outputs):
+    def prune(self, inst: Inst, used: set[int], keep_outputs: KeepOutputs) -> Inst:
         (body,) = inst.blocks
         n = len(inst.results)
         keep = set(used)
@@ -340,36 +354,38 @@ class Loop(ControlFlow):
         args = (inst.args[0], *(inst.args[j + 1] for j in order))
         return Inst(inst.op, args, tuple(inst.results[j] for j in order), (pruned,))
 
-    def add_operands(self, inst, block, inner, outer, fresh):
+    def add_operands(self, inst: Inst, block: int, inner: Sequence[Value], outer: Sequence[str],
+                     fresh: Callable[[str], str]) -> Inst:
         b = inst.blocks[0]
         body = replace(b, inputs=b.inputs + tuple(inner),
                        outputs=b.outputs + tuple(v.name for v in inner))
         results = inst.results + tuple(Value(fresh("v"), v.type) for v in inner)
         return replace(inst, args=inst.args + tuple(outer), results=results, blocks=(body,))
 
-    def unexplored(self, args):
+    def unexplored(self, args: Sequence[Any]) -> list[tuple[int, list, str]]:
         import torch
 
         if int(args[0]) != 0:
             return []
         return [(0, [torch.zeros((), dtype=torch.int64), *args[1:]], "not run")]
 
-    def domain(self, trip, *carried):
+    def domain(self, trip: Tensor, *carried: Tensor) -> list[Tensor]:
         import torch
 
         t = trip.to(torch.float32)
         return [torch.relu(-t) + torch.relu(t - MAX_TRIPS)]
 
-    def torch_call(self, args, blocks, run_block, dialect="python"):
+    def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
+                   dialect: str = "python") -> Any:
         import torch
 
         trip, *carried = args
         (body,) = blocks
         if dialect == "hop":
-            def cond_fn(i, n, *vs):
+            def cond_fn(i: Tensor, n: Tensor, *vs: Tensor) -> Tensor:
                 return i < n
 
-            def body_fn(i, n, *vs):
+            def body_fn(i: Tensor, n: Tensor, *vs: Tensor) -> tuple[Tensor, ...]:
                 outs = run_block(body, [i, *vs])
                 return (i + 1, n.clone(), *(t.clone(memory_format=torch.contiguous_format) for t in outs))
 
@@ -383,7 +399,8 @@ class Loop(ControlFlow):
             carried = run_block(body, [torch.tensor(i, dtype=torch.int64), *carried])
         return _single(list(carried))
 
-    def onnx_call(self, b, ins, outs, blocks, build_block):
+    def onnx_call(self, b: OnnxBuilder, ins: list[str], outs: list[str], blocks: Sequence[Graph],
+                  build_block: BuildBlock) -> None:
         from onnx import TensorProto, helper
 
         trip, *carried = ins
@@ -422,13 +439,13 @@ class Scan(ControlFlow):
     reverse: bool = False
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return []  # any dtypes; see result_dtypes
 
-    def result_dtypes(self, in_dtypes):
+    def result_dtypes(self, in_dtypes: tuple[DType, ...]) -> tuple[DType, ...] | None:
         return ()
 
-    def _split(self, ins):
+    def _split(self, ins: Sequence[_T]) -> tuple[list[_T], list[_T]]:
         return list(ins[:self.num_carries]), list(ins[self.num_carries:])
 
     def operand_problem(self, ins: Sequence[TensorType]) -> str | None:
@@ -448,7 +465,7 @@ class Scan(ControlFlow):
                     f"they must match")
         return None
 
-    def check_blocks(self, ins, blocks):
+    def check_blocks(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> str | None:
         problem = self.operand_problem(ins)
         if problem:
             return problem
@@ -467,20 +484,21 @@ class Scan(ControlFlow):
                     f"{_types(carries)} first")
         return None
 
-    def body_inputs(self, ins, n_blocks):
+    def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:
         carries, xs = self._split(ins)
         return [[*carries, *(TensorType(tuple(t.shape[1:]), t.dtype) for t in xs)]]
 
-    def passed_operand(self, block, i):
+    def passed_operand(self, block: int, i: int) -> int | None:
         return i if i < self.num_carries else None  # then the slices x_t
 
-    def operand_inputs(self, pos):
+    def operand_inputs(self, pos: int) -> list[tuple[int, int]]:
         return [(0, pos)] if pos < self.num_carries else []
 
-    def carried_output(self, i):
+    def carried_output(self, i: int) -> int | None:
         return i if i < self.num_carries else None
 
-    def relate(self, ins, body_outs, rel):
+    def relate(self, ins: Sequence[TensorType], body_outs: Sequence[Sequence[TensorType]],
+               rel: Relation) -> list[TensorType]:
         carries, xs = self._split(ins)
         if any(t.rank == 0 for t in xs):
             rel.fail("scanned operand of rank 0")
@@ -491,10 +509,10 @@ class Scan(ControlFlow):
             rel.eq(t.shape[0], length)
         return [*carries, *(TensorType((length, *t.shape), t.dtype) for t in outs[self.num_carries:])]
 
-    def sequence_length(self, ins):
+    def sequence_length(self, ins: Sequence[TensorType]) -> Any:
         return self._split(ins)[1][0].shape[0]
 
-    def prune(self, inst, used, keep_outputs):
+    def prune(self, inst: Inst, used: set[int], keep_outputs: KeepOutputs) -> Inst:
         (body,) = inst.blocks
         nc = self.num_carries
         n_xs = len(inst.args) - nc
@@ -519,7 +537,8 @@ class Scan(ControlFlow):
         op = replace(self, num_carries=len(cs)) if len(cs) != nc else self
         return Inst(op, args, results, (pruned,))
 
-    def add_operands(self, inst, block, inner, outer, fresh):
+    def add_operands(self, inst: Inst, block: int, inner: Sequence[Value], outer: Sequence[str],
+                     fresh: Callable[[str], str]) -> Inst:
         nc = self.num_carries
         b = inst.blocks[0]
         body = replace(b, inputs=b.inputs[:nc] + tuple(inner) + b.inputs[nc:],
@@ -529,7 +548,7 @@ class Scan(ControlFlow):
         return Inst(replace(self, num_carries=nc + len(inner)),
                     inst.args[:nc] + tuple(outer) + inst.args[nc:], results, (body,))
 
-    def infer_inst(self, ins, blocks):
+    def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[TensorType]:
         if not blocks or self.operand_problem(ins):
             return []
         carries, xs = self._split(ins)
@@ -537,7 +556,8 @@ class Scan(ControlFlow):
         ys = blocks[0].output_types()[len(carries):]
         return [*carries, *(TensorType((length, *t.shape), t.dtype) for t in ys)]
 
-    def torch_call(self, args, blocks, run_block, dialect="python"):
+    def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
+                   dialect: str = "python") -> Any:
         import torch
 
         carries, xs = self._split(args)
@@ -546,7 +566,8 @@ class Scan(ControlFlow):
         if dialect == "hop":
             from torch._higher_order_ops.scan import scan
 
-            def combine(carry, x):
+            def combine(carry: Sequence[Tensor], x: Sequence[Tensor]
+                        ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
                 outs = run_block(body, [*carry, *x])
                 return _fresh(outs[:n]), _fresh(outs[n:])
 
@@ -566,10 +587,11 @@ class Scan(ControlFlow):
         ys = [torch.stack([step[k] for step in steps]) for k in range(n_ys)]
         return _single([*carries, *ys])
 
-    def onnx_call(self, b, ins, outs, blocks, build_block):
+    def onnx_call(self, b: OnnxBuilder, ins: list[str], outs: list[str], blocks: Sequence[Graph],
+                  build_block: BuildBlock) -> None:
         carries, xs = self._split(ins)
         n_ys = len(outs) - len(carries)
-        attrs = {"num_scan_inputs": len(xs)}
+        attrs: dict[str, int | list[int]] = {"num_scan_inputs": len(xs)}
         if self.reverse:
             attrs["scan_input_directions"] = [1] * len(xs)
             if n_ys:

@@ -6,22 +6,29 @@ so divisibility holds by construction and the solver only ties C = groups * (C /
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.op import Op, Slot
-from ir.ops.common import F16_32, same_dtype
-from ir.core.shapes import eq, floordiv
+from ir.core.op import Op, Signature, Slot
+from ir.core.shapes import Dim, eq, floordiv
 from ir.core.types import TensorType
+from ir.ops.common import F16_32, same_dtype
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 
-def window_out(size, kernel, stride, pad, dilation=1):
+def window_out(size: Dim, kernel: Dim, stride: Dim, pad: Dim, dilation: Dim = 1) -> Dim:
     """Output length of a sliding window (floor mode)."""
     return floordiv(size + 2 * pad - dilation * (kernel - 1) - 1, stride) + 1
 
 
-def transposed_out(size, kernel, stride, pad, dilation=1):
+def transposed_out(size: Dim, kernel: Dim, stride: Dim, pad: Dim, dilation: Dim = 1) -> Dim:
     """Output length of a transposed convolution (no output padding)."""
     return (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + 1
 
@@ -40,19 +47,19 @@ class ConvBase(Op):
     groups: int
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(cls.dtypes, 2)
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (cls.spatial + 2,)
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         return [Slot((cls.spatial + 2,), param=True)]
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         r, n = ctx.rng, cls.spatial
         return cls(
             stride=tuple(r.randint(1, 2) for _ in range(n)),
@@ -79,11 +86,12 @@ class ConvBase(Op):
 class Conv(ConvBase):
     """y = conv(x[N, C, *S], w[O, C/groups, *K]), O divisible by groups."""
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         kernel = tuple(ctx.dim(self.spatial + 2) for _ in range(self.spatial))
         return TensorType((self.groups * ctx.dim(self.spatial + 2), ctx.dim(self.spatial + 2)) + kernel, dtype)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         x, w = ins
         if x.rank != self.spatial + 2 or w.rank != self.spatial + 2:
             return [False]
@@ -93,18 +101,18 @@ class Conv(ConvBase):
                                    self.dilation[i]) >= 1)
         return cons
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         x, w = ins
         out = tuple(window_out(x.shape[2 + i], w.shape[2 + i], self.stride[i], self.padding[i], self.dilation[i])
                     for i in range(self.spatial))
         return [TensorType((x.shape[0], w.shape[0]) + out, x.dtype)]
 
-    def torch(self, x, w):
+    def torch(self, x: Tensor, w: Tensor) -> Tensor:
         import torch.nn.functional as F
 
         return (F.conv1d, F.conv2d, F.conv3d)[self.spatial - 1](x, w, **self._torch_kw())
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Conv", ins, outs, **self._onnx_attrs())
 
 
@@ -128,11 +136,12 @@ class ConvTranspose2d(ConvBase):
     name: ClassVar[str] = "conv_transpose2d"
     spatial: ClassVar[int] = 2
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         kernel = tuple(ctx.dim(4) for _ in range(self.spatial))
         return TensorType((first.shape[1], ctx.dim(4)) + kernel, dtype)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         x, w = ins
         if x.rank != 4 or w.rank != 4:
             return [False]
@@ -141,16 +150,16 @@ class ConvTranspose2d(ConvBase):
             cons.append(2 * self.padding[i] <= self.dilation[i] * (w.shape[2 + i] - 1))
         return cons
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         x, w = ins
         out = tuple(transposed_out(x.shape[2 + i], w.shape[2 + i], self.stride[i], self.padding[i],
                                    self.dilation[i]) for i in range(self.spatial))
         return [TensorType((x.shape[0], self.groups * w.shape[1]) + out, x.dtype)]
 
-    def torch(self, x, w):
+    def torch(self, x: Tensor, w: Tensor) -> Tensor:
         import torch.nn.functional as F
 
         return F.conv_transpose2d(x, w, **self._torch_kw())
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("ConvTranspose", ins, outs, **self._onnx_attrs())

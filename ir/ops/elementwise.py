@@ -17,15 +17,35 @@ serves every float dtype.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Signature
+from ir.core.types import TensorType
 from ir.ops.common import (
-    BOOL, F16_32, FLOATS, INTS, NUMERIC, apart, as_float, at_least, at_most,
-    away_from_integers, const_like, is_float, margin, same_dtype,
+    BOOL,
+    F16_32,
+    FLOATS,
+    INTS,
+    NUMERIC,
+    apart,
+    as_float,
+    at_least,
+    at_most,
+    away_from_integers,
+    const_like,
+    is_float,
+    margin,
+    same_dtype,
 )
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 
 @dataclass(frozen=True)
@@ -47,18 +67,19 @@ class Unary(Op):
         return same_dtype(cls.dtypes)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(**{k: ctx.rng.choice(v) for k, v in cls.choices.items()})
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
-    def domain(self, x):
-        if self.safe is None or not is_float(x):
+    def domain(self, x: Tensor) -> list[Tensor]:
+        safe = type(self).safe
+        if safe is None or not is_float(x):
             return []
-        return [type(self).safe(x)]
+        return [safe(x)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch
         import torch.nn.functional as F
 
@@ -66,12 +87,12 @@ class Unary(Op):
         fn = getattr(F if module == "F" else torch, name)
         return fn(x, *self.attrs().values())
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node(self.onnx_name, ins, outs, **self.attrs())
 
 
-def _unary(name: str, torch_name: str, onnx_name: str, dtypes=FLOATS, safe: Callable | None = None,
-           doc: str = "", family: str = "unary") -> type[Unary]:
+def _unary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType] = FLOATS,
+           safe: Callable | None = None, doc: str = "", family: str = "unary") -> type[Unary]:
     cls = type(
         "".join(p.capitalize() for p in name.split("_")),
         (Unary,),
@@ -87,23 +108,23 @@ def _unary(name: str, torch_name: str, onnx_name: str, dtypes=FLOATS, safe: Call
 T = "transcendental"
 
 
-def _positive(x):
+def _positive(x: Tensor) -> Tensor:
     """Violation of x >= margin (log: undefined at and below 0, steep near it)."""
     return at_least(x, margin(x.dtype, 0.0))
 
 
-def _nonzero(x):
+def _nonzero(x: Tensor) -> Tensor:
     return apart(x, 0.0, x.dtype)
 
 
-def _small_argument(x):
+def _small_argument(x: Tensor) -> Tensor:
     """Periodic functions: |x| <= 64. The result's error is the argument's absolute rounding
     error, which grows with |x| (an exp() upstream easily makes it thousands: float32 spacing
     there is ~1e-3, far beyond any tolerance of the result)."""
     return at_most(as_float(x).abs(), 64.0)
 
 
-def _off_poles(x):
+def _off_poles(x: Tensor) -> Tensor:
     """Violation of |cos x| >= 0.3 (|tan| <= 3.2 and its slope <= 11, away from the poles),
     and of a small argument (see `_small_argument`)."""
     import torch
@@ -167,7 +188,7 @@ class Hardsigmoid(Unary):
     torch_name: ClassVar[str] = "F.hardsigmoid"
     dtypes: ClassVar[frozenset[DType]] = F16_32  # ONNX float attributes are float32: no f64
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("HardSigmoid", ins, outs, alpha=1.0 / 6.0, beta=0.5)
 
 
@@ -181,7 +202,7 @@ class Gelu(Unary):
     torch_name: ClassVar[str] = "F.gelu"
     dtypes: ClassVar[frozenset[DType]] = F16_32
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         (x,) = ins
         t, e, one_plus, h = (b.fresh("gelu") for _ in range(4))
         b.node("Mul", [x, const_like(b, 1.0 / math.sqrt(2.0), x)], [t])
@@ -229,24 +250,24 @@ class Clip(Unary):
     hi: float
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Clip:
         if first.dtype.is_int:
             lo, hi = ctx.rng.choice((-3.0, -1.0, 0.0)), ctx.rng.choice((0.0, 1.0, 2.0, 3.0))
         else:
             lo, hi = ctx.rng.choice((-2.25, -0.75, -0.25)), ctx.rng.choice((0.25, 0.75, 1.75))
         return cls(lo=lo, hi=hi)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         integral = self.lo == int(self.lo) and self.hi == int(self.hi)
         return [self.lo <= self.hi, integral or not ins[0].dtype.is_int]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch
 
         if x.dtype.is_floating_point:
             return torch.clamp(x, self.lo, self.hi)
         return torch.clamp(x, int(self.lo), int(self.hi))
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         (x,) = ins
         b.node("Clip", [x, const_like(b, self.lo, x), const_like(b, self.hi, x)], outs)

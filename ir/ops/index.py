@@ -8,13 +8,20 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.op import Op
-from ir.ops.common import ALL, FLOATS, AxisOp, distinct_sorted, float_only, nonempty, same_dtype
+from ir.core.op import Op, Signature
 from ir.core.types import TensorType
+from ir.ops.common import ALL, FLOATS, AxisOp, distinct_sorted, float_only, nonempty, same_dtype
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 
 @dataclass(frozen=True)
@@ -26,30 +33,30 @@ class Gather(AxisOp):
     indices: tuple[int, ...]
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         n = ctx.rng.randint(1, 4)
         return cls(axis=ctx.rng.randrange(first.rank), indices=tuple(ctx.sym("ix") for _ in range(n)))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]):
             return [False]
         size = ins[0].shape[self.axis]
         return [c for i in self.indices for c in (i >= 0, i < size)]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         return [TensorType(s[: self.axis] + (len(self.indices),) + s[self.axis + 1:], ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch
 
         return x.index_select(self.axis, torch.tensor(self.indices, dtype=torch.int64))
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Gather", [ins[0], b.const_i64(list(self.indices))], outs, axis=self.axis)
 
 
@@ -64,34 +71,34 @@ class TopK(AxisOp):
     largest: bool
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((d,), (d, DType.int64)) for d in sorted(FLOATS, key=lambda d: d.value)]
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(axis=ctx.rng.randrange(first.rank), k=ctx.sym("k"), largest=ctx.rng.random() < 0.7)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]):
             return [False]
         return [self.k >= 1, self.k <= ins[0].shape[self.axis]]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s, d = ins[0].shape, ins[0].dtype
         shape = s[: self.axis] + (self.k,) + s[self.axis + 1:]
         return [TensorType(shape, d), TensorType(shape, DType.int64)]
 
     @float_only
-    def domain(self, x):
+    def domain(self, x: Tensor) -> list[Tensor]:
         return nonempty([distinct_sorted(x, self.axis, self.k, self.largest)])
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> tuple[Tensor, Tensor]:
         import torch
 
         values, indices = torch.topk(x, self.k, dim=self.axis, largest=self.largest, sorted=True)
         return values, indices
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("TopK", [ins[0], b.const_i64([self.k])], outs, axis=self.axis, largest=int(self.largest),
                sorted=1)
 
@@ -105,29 +112,29 @@ class Trilu(Op):
     k: int
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL)
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(k=ctx.rng.randint(-2, 2))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [ins[0].rank >= 2]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch
 
         return (torch.triu if self.upper else torch.tril)(x, self.k)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Trilu", [ins[0], b.const_i64(self.k)], outs, upper=int(self.upper))
 
 

@@ -29,22 +29,29 @@ graph. Their numerical validity is likewise judged on the functionalized graph.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ir.core.dtypes import DType
-from ir.core.op import Effect, Op, OpError
+from ir.core.op import Effect, Op, OpError, Signature, Slot
+from ir.core.shapes import And, Cond, Dim, Or, eq
+from ir.core.types import TensorType
 from ir.ops.binary import Add, Div, Mul, Sub, broadcast_operand, broadcast_requires, broadcast_shape
-from ir.ops.cast import CASTS
-from ir.ops.cast import Cast
-from ir.ops.common import ALL, NUMERIC, const_like, ordered, same_dtype
+from ir.ops.cast import CASTS, Cast
+from ir.ops.common import ALL, NUMERIC, FunctionalEmitter, const_like, ordered, same_dtype
 from ir.ops.elementwise import Clip, Relu, Sigmoid
 from ir.ops.shape import Expand
 from ir.ops.views import ViewOp, ViewSelect, ViewSlice
-from ir.core.shapes import And, Or, eq
-from ir.core.types import TensorType
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 WRITES = Effect(writes=0)
 
@@ -53,7 +60,7 @@ def _shape(t: TensorType) -> str:
     return "[" + ",".join(str(d) for d in t.shape) + "]"
 
 
-def _meta(t: TensorType):
+def _meta(t: TensorType) -> Tensor:
     import torch
 
     return torch.empty(tuple(t.shape), dtype=t.dtype.torch, device="meta")
@@ -78,7 +85,7 @@ def cast_problem(result: DType, dest: DType) -> str | None:
     return None
 
 
-def _dtype_of(t) -> DType:
+def _dtype_of(t: torch.dtype) -> DType:
     return next(d for d in DType if d.torch == t)
 
 
@@ -99,7 +106,7 @@ class InPlace(Op):
     #: between a read operand and the written memory is rejected
     elementwise: ClassVar[bool] = True
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
     def written_region(self, dest: TensorType) -> list[ViewOp]:
@@ -107,18 +114,18 @@ class InPlace(Op):
         all of it."""
         return []
 
-    def functional(self, f, region: str, args: list[str], hint: str) -> str:
+    def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         """Emit pure ops (through `f`, an `ir.analysis.inplace.Emitter`) computing the new contents of
         the written region from its current contents (`region`) and the current values of the
         operands (`args`, the destination first); returns their name."""
         raise NotImplementedError
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         raise OpError(f"{self.name} writes in place: ONNX is built from the functionalized graph "
                       "(ir.analysis.inplace.functionalize)")
 
 
-def _fit(f, src: str, dest: TensorType, hint: str) -> str:
+def _fit(f: FunctionalEmitter, src: str, dest: TensorType, hint: str) -> str:
     """`src` cast to `dest`'s dtype and broadcast to its shape (copy_ semantics)."""
     t = f.type(src)
     if t.dtype != dest.dtype:
@@ -140,19 +147,20 @@ class BinaryInPlace(InPlace):
     true_division: ClassVar[bool] = False
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((d, e), (d,)) for d in ordered(NUMERIC) for e in ordered(ALL)]
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank + 1)), param=None)]
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         return broadcast_operand(first, dtype, ctx)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return broadcast_requires(ins[0], ins[1])
 
     def common(self, dest: TensorType, src: TensorType) -> DType:
@@ -163,13 +171,13 @@ class BinaryInPlace(InPlace):
             d = torch.get_default_dtype()
         return _dtype_of(d)
 
-    def problem(self, ins):
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
         dest, src = ins
         if self.no_bool and DType.bool in (dest.dtype, src.dtype):
             return f"{self.name} of a bool operand: torch refuses subtraction with bool"
         return broadcast_into(dest, src) or cast_problem(self.common(dest, src), dest.dtype)
 
-    def functional(self, f, region, args, hint):
+    def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         dest, src = f.type(region), f.type(args[1])
         common = self.common(dest, src)
         a = region if dest.dtype == common else f.emit(Cast(to=common), [region], hint)
@@ -177,7 +185,7 @@ class BinaryInPlace(InPlace):
         out = f.emit(self.pure(), [a, b], hint)
         return out if common == dest.dtype else f.emit(Cast(to=dest.dtype), [out], hint)
 
-    def torch(self, x, y):
+    def torch(self, x: Tensor, y: Tensor) -> Tensor:
         getattr(x, self.name)(y)
         return x
 
@@ -217,21 +225,21 @@ class UnaryInPlace(InPlace):
     float_result: ClassVar[bool] = False
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(NUMERIC)
 
     def pure_op(self) -> Op:
         return self.pure()
 
-    def problem(self, ins):
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
         if self.float_result and not ins[0].dtype.is_float:
             return cast_problem(DType.float32, ins[0].dtype)
         return None
 
-    def functional(self, f, region, args, hint):
+    def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         return f.emit(self.pure_op(), [region], hint)
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         getattr(x, self.name)()
         return x
 
@@ -260,25 +268,25 @@ class ClampInPlace(UnaryInPlace):
     hi: float
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         clip = Clip.sample(ctx, first)  # the same bounds (see Clip: off integers and halves)
         return cls(lo=clip.lo, hi=clip.hi)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [self.lo <= self.hi]
 
     def _integral(self) -> bool:
         return self.lo == int(self.lo) and self.hi == int(self.hi)
 
-    def problem(self, ins):
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
         if ins[0].dtype.is_int and not self._integral():
             return cast_problem(DType.float32, ins[0].dtype)
         return None
 
-    def pure_op(self):
+    def pure_op(self) -> Op:
         return Clip(lo=self.lo, hi=self.hi)
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         if not x.dtype.is_floating_point and self._integral():
             return x.clamp_(int(self.lo), int(self.hi))
         return x.clamp_(self.lo, self.hi)
@@ -295,28 +303,29 @@ class CopyInPlace(InPlace):
     arity: ClassVar[int] = 2
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((d, e), (d,)) for d in ordered(ALL) for e in ordered(ALL) if castable(e, d)]
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank + 1)), param=None)]
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         return broadcast_operand(first, dtype, ctx)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return broadcast_requires(ins[0], ins[1])
 
-    def problem(self, ins):
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
         return broadcast_into(ins[0], ins[1], "source")
 
-    def functional(self, f, region, args, hint):
+    def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         return _fit(f, args[1], f.type(region), hint)
 
-    def torch(self, x, y):
+    def torch(self, x: Tensor, y: Tensor) -> Tensor:
         return x.copy_(y)
 
 
@@ -328,21 +337,21 @@ class FillInPlace(InPlace):
     value: float
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(value=_sample_value(ctx, first.dtype))
 
-    def functional(self, f, region, args, hint):
+    def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         return f.emit(Fill(value=self.value), [region], hint)
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.fill_(self.value)
 
 
-def _sample_value(ctx, dtype: DType) -> float:
+def _sample_value(ctx: SampleContext, dtype: DType) -> float:
     if dtype is DType.bool:
         return float(ctx.rng.randint(0, 1))
     if dtype.is_int:
@@ -359,39 +368,40 @@ class MaskedFillInPlace(InPlace):
     value: float
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((d, DType.bool), (d,)) for d in ordered(ALL)]
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank + 1)), param=False)]
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(value=_sample_value(ctx, first.dtype))
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         return broadcast_operand(first, dtype, ctx)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return broadcast_requires(ins[0], ins[1])
 
-    def problem(self, ins):
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
         return broadcast_into(ins[0], ins[1], "mask")
 
-    def functional(self, f, region, args, hint):
+    def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         return f.emit(MaskedFill(value=self.value), [region, args[1]], hint)
 
-    def torch(self, x, mask):
+    def torch(self, x: Tensor, mask: Tensor) -> Tensor:
         return x.masked_fill_(mask, self.value)
 
 
 # ---- indexed writes ---------------------------------------------------------------------------
 
 
-def _ne(a, b):
+def _ne(a: Dim, b: Dim) -> Cond:
     return a != b  # a Python bool for ints, a z3 term for symbols
 
 
@@ -406,21 +416,21 @@ class IndexPutBase(Op):
     accumulate: bool
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL, 2)
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank)), param=None)]
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (1, 2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         depth = ctx.rng.randint(1, min(2, first.rank))
         n = ctx.rng.randint(1, 4)
         accumulate = ctx.rng.random() < 0.5 and first.dtype is not DType.bool
@@ -434,29 +444,32 @@ class IndexPutBase(Op):
     def values_type(self, x: TensorType) -> TensorType:
         return TensorType((len(self.indices) // self.depth, *x.shape[self.depth:]), x.dtype)
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         return broadcast_operand(self.values_type(first), dtype, ctx)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         x = ins[0]
         if not 1 <= self.depth <= x.rank or not self.indices or len(self.indices) % self.depth:
             return [False]
-        cons = [c for p in self.points() for i, d in zip(p, x.shape) for c in (i >= 0, i < d)]
+        # zip strict=False: a point indexes the first `depth` dims only
+        cons = [c for p in self.points() for i, d in zip(p, x.shape, strict=False) for c in (i >= 0, i < d)]
         cons += broadcast_requires(self.values_type(x), ins[1])
         if not self.accumulate:  # distinct points (the generator solves for them)
             pts = self.points()
-            cons += [Or(*(_ne(a, b) for a, b in zip(p, q)))
+            cons += [Or(*(_ne(a, b) for a, b in zip(p, q, strict=True)))
                      for k, p in enumerate(pts) for q in pts[k + 1:]]
         else:
             cons.append(x.dtype is not DType.bool)
         return cons
 
-    def problem(self, ins):
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
         x, v = ins
         if not 1 <= self.depth <= x.rank or not self.indices or len(self.indices) % self.depth:
             return None  # `requires` reports it
         for p in self.points():
-            if any(not 0 <= i < d for i, d in zip(p, x.shape)):
+            # zip strict=False: a point indexes the first `depth` dims only
+            if any(not 0 <= i < d for i, d in zip(p, x.shape, strict=False)):
                 return f"index {list(p)} is out of range for the destination's shape {_shape(x)}"
         if self.accumulate and x.dtype is DType.bool:
             return "accumulate into a bool destination is not supported"
@@ -473,7 +486,7 @@ class IndexPutBase(Op):
                 seen.add(p)
         return None
 
-    def _torch_indices(self):
+    def _torch_indices(self) -> tuple[Tensor, ...]:
         import torch
 
         pts = self.points()
@@ -485,11 +498,11 @@ class IndexPutInPlace(IndexPutBase, InPlace):
     name: ClassVar[str] = "index_put_"
     elementwise: ClassVar[bool] = False
 
-    def functional(self, f, region, args, hint):
+    def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         return f.emit(IndexPut(depth=self.depth, indices=self.indices, accumulate=self.accumulate),
                       [region, args[1]], hint)
 
-    def torch(self, x, v):
+    def torch(self, x: Tensor, v: Tensor) -> Tensor:
         return x.index_put_(self._torch_indices(), v, accumulate=self.accumulate)
 
 
@@ -505,25 +518,25 @@ class SetItem(InPlace):
     steps: tuple[int, ...]
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((d, e), (d,)) for d in ordered(ALL) for e in ordered(ALL) if castable(e, d)]
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (1, 2, 3, 4)
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         from ir.core.op import Slot
 
         return [Slot(tuple(range(first.rank + 1)), param=None)]
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         m = ctx.rng.randint(1, first.rank)
         steps = tuple(ctx.rng.choice((0, 1, 1, 2)) for _ in range(m))
         starts = tuple(ctx.sym("st") for _ in range(m))
-        ends = tuple(s + 1 if k == 0 else ctx.sym("en") for s, k in zip(starts, steps))
+        ends = tuple(s + 1 if k == 0 else ctx.sym("en") for s, k in zip(starts, steps, strict=True))
         return cls(starts=starts, ends=ends, steps=steps)
 
     def _ok(self, x: TensorType) -> bool:
@@ -531,12 +544,13 @@ class SetItem(InPlace):
         return 1 <= m <= x.rank and len(self.ends) == m and len(self.steps) == m and \
             all(isinstance(s, int) and s >= 0 for s in self.steps)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         x = ins[0]
         if not self._ok(x):
             return [False]
-        cons = []
-        for a, b, s, d in zip(self.starts, self.ends, self.steps, x.shape):
+        cons: list = []
+        # zip strict=False: the slices cover the first len(starts) dims only
+        for a, b, s, d in zip(self.starts, self.ends, self.steps, x.shape, strict=False):
             cons += [a >= 0, a < b, b <= d] if s else [a >= 0, a < d, eq(b, a + 1)]
         return cons
 
@@ -553,24 +567,25 @@ class SetItem(InPlace):
             t = v.infer([t])[0]
         return t
 
-    def written_region(self, dest):
+    def written_region(self, dest: TensorType) -> list[ViewOp]:
         return self.region_views()
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         return broadcast_operand(self.region_type(first), dtype, ctx)
 
-    def problem(self, ins):
+    def problem(self, ins: Sequence[TensorType]) -> str | None:
         x, y = ins
         if not self._ok(x) or not all(c is True for c in self.requires(ins)):
             return None  # `requires` reports it
         return broadcast_into(self.region_type(x), y, "source", "indexed region")
 
-    def functional(self, f, region, args, hint):
+    def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         return _fit(f, args[1], f.type(region), hint)
 
-    def torch(self, x, y):
+    def torch(self, x: Tensor, y: Tensor) -> Tensor:
         x[tuple(a if s == 0 else slice(a, b, s)
-                for a, b, s in zip(self.starts, self.ends, self.steps))] = y
+                for a, b, s in zip(self.starts, self.ends, self.steps, strict=True))] = y
         return x
 
 
@@ -587,18 +602,18 @@ class Fill(Op):
     value: float
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL)
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch
 
         return torch.full_like(x, self.value)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         shape = b.fresh("shape")
         b.node("Shape", ins, [shape])
         b.node("Expand", [const_like(b, self.value, ins[0]), shape], outs)
@@ -615,22 +630,23 @@ class MaskedFill(Op):
     value: float
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((d, DType.bool), (d,)) for d in ordered(ALL)]
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         x, m = ins
         cons = broadcast_requires(x, m)
-        return cons + [And(*(eq(a, b) for a, b in zip(broadcast_shape(x, m), x.shape))),
+        # zip strict=False: ranks may differ: the rank constraint after it is then False
+        return cons + [And(*(eq(a, b) for a, b in zip(broadcast_shape(x, m), x.shape, strict=False))),
                        len(broadcast_shape(x, m)) == x.rank]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
-    def torch(self, x, mask):
+    def torch(self, x: Tensor, mask: Tensor) -> Tensor:
         return x.masked_fill(mask, self.value)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         x, mask = ins
         if b.types[x].dtype is DType.bool:  # ORT has no bool Where: mask | x, or ~mask & x
             if self.value:
@@ -651,13 +667,13 @@ class IndexPut(IndexPutBase):
     family: ClassVar[str] = "index"
     generic: ClassVar[bool] = False
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
-    def torch(self, x, v):
+    def torch(self, x: Tensor, v: Tensor) -> Tensor:
         return x.index_put(self._torch_indices(), v, accumulate=self.accumulate)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         x, v = ins
         want = self.values_type(TensorType(tuple(b.shape_of(x)), DType.float32))
         upd = v

@@ -6,19 +6,26 @@ the margin, but not exactly one element) amplifies rounding noise, so it is reje
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.op import Op, Slot
-from ir.ops.common import F32, FLOATS, as_float, at_least, is_float, margin, same_dtype
-from ir.core.shapes import Or, eq
+from ir.core.op import Op, Signature, Slot
+from ir.core.shapes import Dim, Or, eq
 from ir.core.types import TensorType
+from ir.ops.common import F32, FLOATS, as_float, at_least, is_float, margin, same_dtype
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 EPS = 1e-5
 
 
-def spread(x, dims: tuple[int, ...]) -> list:
+def spread(x: Tensor, dims: tuple[int, ...]) -> list[Tensor]:
     """Violation of: the variance of x over `dims` is at least margin**2 (groups of one element
     are exact: x - mean(x) = 0)."""
     import math
@@ -37,25 +44,26 @@ class Norm(Op):
     dtypes: ClassVar[frozenset[DType]] = FLOATS
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(cls.dtypes, n_inputs)
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         return [Slot((1, 2), param=True) for _ in range(n_inputs - 1)]
 
     def param_shape(self, first: TensorType) -> tuple:
         return (first.shape[1],)
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         return TensorType(self.param_shape(first), dtype)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         shape = self.param_shape(ins[0])
         return [all(p.rank == len(shape) for p in ins[1:])] + [
             eq(p.shape[i], shape[i]) for p in ins[1:] for i in range(len(shape)) if p.rank == len(shape)]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
 
@@ -68,15 +76,15 @@ class BatchNorm(Norm):
     arity: ClassVar[int] = 5
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (2, 3, 4)
 
-    def domain(self, x, scale, bias, mean, var):
+    def domain(self, x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor) -> list[Tensor]:
         if not is_float(var):
             return []
         return [at_least(var, margin(var.dtype, 0.0))]
 
-    def torch(self, x, scale, bias, mean, var):
+    def torch(self, x: Tensor, scale: Tensor, bias: Tensor, mean: Tensor, var: Tensor) -> Tensor:
         """Written out rather than F.batch_norm, which is not differentiable in the running
         statistics (the input search differentiates the whole graph)."""
         import torch
@@ -85,7 +93,7 @@ class BatchNorm(Norm):
         inv = torch.rsqrt(var + EPS).reshape(shape)
         return (x - mean.reshape(shape)) * inv * scale.reshape(shape) + bias.reshape(shape)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("BatchNormalization", ins, outs, epsilon=EPS)
 
 
@@ -98,28 +106,28 @@ class LayerNorm(Norm):
     dims: int
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (1, 2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(dims=ctx.rng.randint(1, min(2, first.rank)))
 
-    def param_shape(self, first):
+    def param_shape(self, first: TensorType) -> tuple[Dim, ...]:
         return first.shape[first.rank - self.dims:]
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [1 <= self.dims <= ins[0].rank] + super().requires(ins)
 
-    def domain(self, x, scale, bias):
+    def domain(self, x: Tensor, scale: Tensor, bias: Tensor) -> list[Tensor]:
         return spread(x, tuple(range(x.dim() - self.dims, x.dim())))
 
-    def torch(self, x, scale, bias):
+    def torch(self, x: Tensor, scale: Tensor, bias: Tensor) -> Tensor:
         import torch.nn.functional as F
 
         return F.layer_norm(x, tuple(x.shape[x.dim() - self.dims:]), scale, bias, eps=EPS)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("LayerNormalization", ins, outs, axis=-self.dims, epsilon=EPS)
 
 
@@ -131,21 +139,21 @@ class InstanceNorm(Norm):
     arity: ClassVar[int] = 3
     dtypes: ClassVar[frozenset[DType]] = F32  # ORT: no double kernel
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         # torch's instance_norm rejects a single spatial element
         return super().requires(ins) + [Or(*[d >= 2 for d in ins[0].shape[2:]])]
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (3, 4)
 
-    def domain(self, x, scale, bias):
+    def domain(self, x: Tensor, scale: Tensor, bias: Tensor) -> list[Tensor]:
         return spread(x, tuple(range(2, x.dim())))
 
-    def torch(self, x, scale, bias):
+    def torch(self, x: Tensor, scale: Tensor, bias: Tensor) -> Tensor:
         import torch.nn.functional as F
 
         return F.instance_norm(x, weight=scale, bias=bias, eps=EPS)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("InstanceNormalization", ins, outs, epsilon=EPS)

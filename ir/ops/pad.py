@@ -6,14 +6,21 @@ replicate only on the trailing 1-2 dims of rank n+1 or n+2 inputs, and reflect n
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.op import Op
-from ir.ops.common import ALL, NUMERIC, const_like, same_dtype
-from ir.core.shapes import Or
+from ir.core.op import Op, Signature
+from ir.core.shapes import Dim, Or
 from ir.core.types import TensorType
+from ir.ops.common import ALL, NUMERIC, const_like, same_dtype
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 MAX_PAD = 3
 
@@ -27,11 +34,11 @@ class Pad(Op):
     pads: tuple[int, ...]
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(cls.dtypes)
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (2, 3, 4)
 
     @classmethod
@@ -40,15 +47,15 @@ class Pad(Op):
         return range(max(1, rank - 2), min(2, rank - 1) + 1)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         n = ctx.rng.choice(cls.padded_dims(first.rank))
         return cls(pads=tuple(ctx.sym("pad") for _ in range(2 * n)))
 
-    def limit(self, size):
+    def limit(self, size: Dim) -> Dim:
         """The largest pad on a dim of this size."""
         return MAX_PAD
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         x = ins[0]
         n = len(self.pads) // 2
         if len(self.pads) % 2 or n not in self.padded_dims(x.rank):
@@ -57,7 +64,7 @@ class Pad(Op):
         cons = [c for i, p in enumerate(self.pads) for c in (p >= 0, p <= MAX_PAD, p <= self.limit(sizes[i // 2]))]
         return cons + [Or(*[p > 0 for p in self.pads])]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         x = ins[0]
         n = len(self.pads) // 2
         lead = x.shape[: x.rank - n]
@@ -68,22 +75,22 @@ class Pad(Op):
         pairs = [self.pads[i:i + 2] for i in range(0, len(self.pads), 2)]
         return [p for pair in reversed(pairs) for p in pair]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch.nn.functional as F
 
         return F.pad(x, self.torch_pads(), mode=self.mode)
 
-    def onnx_inputs(self, b, x: str) -> list[str]:
+    def onnx_inputs(self, b: OnnxBuilder, x: str) -> list[str]:
         """data, pads (begins then ends), constant value, axes (the last n, as negative axes:
         Pad-18's axes input spares knowing the rank)."""
         n = len(self.pads) // 2
         pads = b.const_i64(list(self.pads[0::2]) + list(self.pads[1::2]))
         return [x, pads, self.onnx_value(b, x), b.const_i64(list(range(-n, 0)))]
 
-    def onnx_value(self, b, x: str) -> str:
+    def onnx_value(self, b: OnnxBuilder, x: str) -> str:
         return ""
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Pad", self.onnx_inputs(b, ins[0]), outs, mode=self.onnx_mode)
 
 
@@ -95,7 +102,7 @@ class PadReflect(Pad):
     mode: ClassVar[str] = "reflect"
     onnx_mode: ClassVar[str] = "reflect"
 
-    def limit(self, size):
+    def limit(self, size: Dim) -> Dim:
         return size - 1
 
 
@@ -120,15 +127,15 @@ class PadConstant(Pad):
     pads: tuple[int, ...]
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (1, 2, 3, 4)
 
     @classmethod
-    def padded_dims(cls, rank):
+    def padded_dims(cls, rank: int) -> range:
         return range(1, min(2, rank) + 1)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         n = ctx.rng.choice(cls.padded_dims(first.rank))
         if first.dtype is DType.bool:
             value = ctx.rng.choice((0.0, 1.0))
@@ -137,16 +144,16 @@ class PadConstant(Pad):
             value = ctx.rng.choice((0.0, 0.25, -0.75) if first.dtype.is_float else (0.0, 1.0, -1.0, 2.0))
         return cls(value=value, pads=tuple(ctx.sym("pad") for _ in range(2 * n)))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if ins[0].dtype is DType.bool:
             return super().requires(ins) + [self.value in (0.0, 1.0)]
         return super().requires(ins) + [ins[0].dtype.is_float or self.value == int(self.value)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch.nn.functional as F
 
         value = self.value if x.dtype.is_floating_point else int(self.value)  # bool: 0 or 1
         return F.pad(x, self.torch_pads(), mode="constant", value=value)
 
-    def onnx_value(self, b, x):
+    def onnx_value(self, b: OnnxBuilder, x: str) -> str:
         return const_like(b, self.value, x)

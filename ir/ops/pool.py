@@ -6,14 +6,21 @@ most half the window, as torch requires.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.op import Op
+from ir.core.op import Op, Signature
+from ir.core.types import TensorType
 from ir.ops.common import F16_32, FLOATS, same_dtype
 from ir.ops.conv import window_out
-from ir.core.types import TensorType
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 
 @dataclass(frozen=True)
@@ -26,15 +33,15 @@ class Pool(Op):
     padding: tuple[int, ...]
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(cls.dtypes)
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (cls.spatial + 2,)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         n = cls.spatial
         return cls(
             kernel=tuple(ctx.sym("k") for _ in range(n)),
@@ -42,7 +49,7 @@ class Pool(Op):
             padding=tuple(ctx.sym("pad") for _ in range(n)),
         )
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         x = ins[0]
         if x.rank != self.spatial + 2:
             return [False]
@@ -53,7 +60,7 @@ class Pool(Op):
                      window_out(x.shape[2 + i], k, self.stride[i], p) >= 1]
         return cons
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         x = ins[0]
         out = tuple(window_out(x.shape[2 + i], self.kernel[i], self.stride[i], self.padding[i])
                     for i in range(self.spatial))
@@ -67,24 +74,24 @@ class Pool(Op):
 class MaxPool(Pool):
     dtypes: ClassVar[frozenset[DType]] = FLOATS
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch.nn.functional as F
 
         return (F.max_pool1d, F.max_pool2d, F.max_pool3d)[self.spatial - 1](x, self.kernel, self.stride, self.padding)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("MaxPool", ins, outs, **self._onnx_attrs())
 
 
 @dataclass(frozen=True)
 class AvgPool(Pool):
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch.nn.functional as F
 
         return (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)[self.spatial - 1](x, self.kernel, self.stride, self.padding,
                                                       count_include_pad=True)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("AveragePool", ins, outs, count_include_pad=1, **self._onnx_attrs())
 
 

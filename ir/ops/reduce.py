@@ -9,15 +9,30 @@ and the cumulative sum.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.ops.common import (
-    AxisOp, FLOATS, NUMERIC, distinct_sorted, float_only, is_float, no_wraparound,
-    nonempty, same_dtype,
-)
+from ir.core.op import Op, Signature
 from ir.core.types import TensorType
+from ir.ops.common import (
+    FLOATS,
+    NUMERIC,
+    AxisOp,
+    distinct_sorted,
+    float_only,
+    is_float,
+    no_wraparound,
+    nonempty,
+    same_dtype,
+)
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 
 @dataclass(frozen=True)
@@ -28,10 +43,10 @@ class AlongAxis(AxisOp):
     dtypes: ClassVar[frozenset[DType]] = NUMERIC
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(cls.dtypes)
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
 
@@ -41,18 +56,18 @@ class Reduce(AlongAxis):
     keepdim: bool
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(axis=ctx.rng.randrange(first.rank), keepdim=ctx.rng.random() < 0.5)
 
     def result_dtype(self, x: TensorType) -> DType:
         return x.dtype
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         out = s[: self.axis] + ((1,) if self.keepdim else ()) + s[self.axis + 1 :]
         return [TensorType(out, self.result_dtype(ins[0]))]
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node(self.onnx_name, [ins[0], b.const_i64([self.axis])], outs, keepdims=int(self.keepdim))
 
 
@@ -61,7 +76,7 @@ class ReduceSum(Reduce):
     name: ClassVar[str] = "reduce_sum"
     onnx_name: ClassVar[str] = "ReduceSum"
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.sum(dim=self.axis, keepdim=self.keepdim, dtype=x.dtype)
 
 
@@ -71,7 +86,7 @@ class ReduceMean(Reduce):
     onnx_name: ClassVar[str] = "ReduceMean"
     dtypes: ClassVar[frozenset[DType]] = FLOATS
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.mean(dim=self.axis, keepdim=self.keepdim)
 
 
@@ -80,7 +95,7 @@ class ReduceProd(Reduce):
     name: ClassVar[str] = "reduce_prod"
     onnx_name: ClassVar[str] = "ReduceProd"
 
-    def domain(self, x):
+    def domain(self, x: Tensor) -> list[Tensor]:
         """Integers: the product does not wrap around (`no_wraparound`): without a 0 along the
         axis every partial product is at most the product in magnitude; with one the product
         is exactly 0 (log2 |0| = -inf), whatever wrapped or saturated before it. Floats: none
@@ -91,7 +106,7 @@ class ReduceProd(Reduce):
             return []
         return [no_wraparound(torch.log2(x.to(torch.float64).abs()).sum(dim=self.axis), x.dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.prod(dim=self.axis, keepdim=self.keepdim, dtype=x.dtype)
 
 
@@ -102,7 +117,7 @@ class ReduceMax(Reduce):
     name: ClassVar[str] = "reduce_max"
     onnx_name: ClassVar[str] = "ReduceMax"
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.amax(dim=self.axis, keepdim=self.keepdim)
 
 
@@ -111,7 +126,7 @@ class ReduceMin(Reduce):
     name: ClassVar[str] = "reduce_min"
     onnx_name: ClassVar[str] = "ReduceMin"
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.amin(dim=self.axis, keepdim=self.keepdim)
 
 
@@ -122,23 +137,23 @@ class ArgReduce(Reduce):
     largest: ClassVar[bool]
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(cls.dtypes, 1, DType.int64)
 
-    def result_dtype(self, x):
+    def result_dtype(self, x: TensorType) -> DType:
         return DType.int64
 
     @float_only
-    def domain(self, x):
+    def domain(self, x: Tensor) -> list[Tensor]:
         return nonempty([distinct_sorted(x, self.axis, 1, self.largest)])
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch
 
         fn = torch.argmax if self.largest else torch.argmin
         return fn(x, dim=self.axis, keepdim=self.keepdim)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node(self.onnx_name, ins, outs, axis=self.axis, keepdims=int(self.keepdim), select_last_index=0)
 
 
@@ -162,8 +177,8 @@ class CumSum(AlongAxis):
 
     name: ClassVar[str] = "cumsum"
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.cumsum(dim=self.axis, dtype=x.dtype)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("CumSum", [ins[0], b.const_i64(self.axis)], outs, exclusive=0, reverse=0)

@@ -32,14 +32,21 @@ X's dims, so their shapes hold by construction. The generator's per-dim caps bou
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.op import Op, Slot
-from ir.ops.common import F16_32, ordered
+from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import eq
 from ir.core.types import TensorType
+from ir.ops.common import F16_32, ordered
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 DIRECTIONS = ("forward", "reverse", "bidirectional")
 MAX_HIDDEN = 16
@@ -51,6 +58,8 @@ class Recurrent(Op):
 
     family: ClassVar[str] = "rnn"
     dtypes: ClassVar[frozenset[DType]] = F16_32
+    #: Y, then the final states (each subclass sets it)
+    num_results: ClassVar[int]
     #: gate blocks per direction in W, R and each half of B
     gates: ClassVar[int]
     #: torch's gate order as indices of ONNX's blocks
@@ -70,28 +79,29 @@ class Recurrent(Op):
         return self.num_results - 1
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return [((d,) * n_inputs, (d,) * cls.num_results) for d in ordered(cls.dtypes)]
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (3,)
 
     @classmethod
-    def slots(cls, n_inputs, first):
+    def slots(cls, n_inputs: int, first: TensorType) -> Sequence[Slot]:
         weights = [Slot((3,), param=True), Slot((3,), param=True), Slot((2,), param=True)]
         return weights + [Slot((3,)) for _ in range(n_inputs - 4)]
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(**cls._sample_common(ctx))
 
     @staticmethod
-    def _sample_common(ctx) -> dict:
+    def _sample_common(ctx: SampleContext) -> dict:
         return dict(hidden=ctx.sym("hidden"),
                     direction=ctx.rng.choice(("forward", "forward", "reverse", "bidirectional")))
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         nd, rows = self.num_directions, self.gates * self.hidden
         if index == 1:
             return TensorType((nd, rows, first.shape[2]), dtype)
@@ -106,19 +116,20 @@ class Recurrent(Op):
         state = (nd, x.shape[1], h)
         return [(nd, rows, x.shape[2]), (nd, rows, h), (nd, 2 * rows)] + [state] * self.num_states
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         x, *rest = ins
         if (self.direction not in DIRECTIONS or x.rank != 3
                 or not 4 <= len(ins) <= 4 + self.num_states):
             return [False]
         cons = [self.hidden >= 1, self.hidden <= MAX_HIDDEN]
-        for t, shape in zip(rest, self._expected(x)):
+        # zip strict=False: the initial states are optional: `rest` may stop before the states
+        for t, shape in zip(rest, self._expected(x), strict=False):
             if t.rank != len(shape):
                 return [False]
-            cons += [eq(a, b) for a, b in zip(t.shape, shape)]
+            cons += [eq(a, b) for a, b in zip(t.shape, shape, strict=True)]
         return cons
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         x = ins[0]
         seq, batch = x.shape[0], x.shape[1]
         nd, d = self.num_directions, x.dtype
@@ -126,21 +137,21 @@ class Recurrent(Op):
         return [TensorType((seq, batch, nd * self.hidden), d)] + [state] * self.num_states
 
     # ---- torch -------------------------------------------------------------------------------
-    def _torch_params(self, w, r, b) -> list:
+    def _torch_params(self, w: Tensor, r: Tensor, b: Tensor) -> list[Tensor]:
         """[w_ih, w_hh, b_ih, b_hh] per direction (forward first), rows in torch's gate order."""
         rows = self.gates * self.hidden
         order = list(self.torch_order)
 
-        def reorder(t):  # [nd, gates*H, ...] -> the same with the gate blocks permuted
+        def reorder(t: Tensor) -> Tensor:  # [nd, gates*H, ...] -> the same with the gate blocks permuted
             return t.unflatten(1, (self.gates, self.hidden))[:, order].flatten(1, 2)
 
         parts = [reorder(w), reorder(r), reorder(b[:, :rows]), reorder(b[:, rows:])]
         return [p[d] for d in range(self.num_directions) for p in parts]
 
-    def _torch_kernel(self):
+    def _torch_kernel(self) -> Callable[..., tuple[Tensor, ...]]:
         raise NotImplementedError
 
-    def torch(self, x, w, r, b, *states):
+    def torch(self, x: Tensor, w: Tensor, r: Tensor, b: Tensor, *states: Tensor) -> tuple[Tensor, ...]:
         import torch
 
         nd, batch = self.num_directions, x.shape[1]
@@ -161,7 +172,7 @@ class Recurrent(Op):
     def _onnx_attrs(self) -> dict:
         return {}
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         x, w, r, bias, *states = ins
         node_ins = [x, w, r, bias, ""] + states  # "": no sequence_lens
         y4 = b.fresh("y")
@@ -186,7 +197,7 @@ class Lstm(Recurrent):
     torch_order: ClassVar[tuple[int, ...]] = (0, 2, 3, 1)  # (i, f, g=c, o)
     onnx_type: ClassVar[str] = "LSTM"
 
-    def _torch_kernel(self):
+    def _torch_kernel(self) -> Callable[..., tuple[Tensor, ...]]:
         import torch
 
         return torch.lstm
@@ -203,12 +214,12 @@ class Gru(Recurrent):
     torch_order: ClassVar[tuple[int, ...]] = (1, 0, 2)  # (r, z, n=h)
     onnx_type: ClassVar[str] = "GRU"
 
-    def _torch_kernel(self):
+    def _torch_kernel(self) -> Callable[..., tuple[Tensor, ...]]:
         import torch
 
         return torch.gru
 
-    def _onnx_attrs(self):
+    def _onnx_attrs(self) -> dict:
         return {"linear_before_reset": 1}
 
 
@@ -226,20 +237,20 @@ class Rnn(Recurrent):
     nonlinearity: str
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(**cls._sample_common(ctx), nonlinearity=ctx.rng.choice(("tanh", "relu")))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if self.nonlinearity not in ("tanh", "relu"):
             return [False]
         return super().requires(ins)
 
-    def _torch_kernel(self):
+    def _torch_kernel(self) -> Callable[..., tuple[Tensor, ...]]:
         import torch
 
         return torch.rnn_tanh if self.nonlinearity == "tanh" else torch.rnn_relu
 
-    def _onnx_attrs(self):
+    def _onnx_attrs(self) -> dict:
         return {"activations": [self.nonlinearity.capitalize()] * self.num_directions}
 
 

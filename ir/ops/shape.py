@@ -4,13 +4,21 @@ and have no numerical domain.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from ir.core.op import Op
-from ir.ops.common import ALL, AxisOp, same_dtype
+from ir.core.dtypes import DType
+from ir.core.op import Op, Signature
 from ir.core.shapes import And, Or, eq, floordiv, product
 from ir.core.types import TensorType
+from ir.ops.common import ALL, AxisOp, same_dtype
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 
 @dataclass(frozen=True)
@@ -20,7 +28,7 @@ class Movement(Op):
     family: ClassVar[str] = "shape"
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL, n_inputs)
 
 
@@ -31,10 +39,10 @@ class ToShape(Movement):
     onnx_name: ClassVar[str]
     shape: tuple[int, ...]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(tuple(self.shape), ins[0].dtype)]
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node(self.onnx_name, [ins[0], b.const_i64(list(self.shape))], outs)
 
 
@@ -46,13 +54,13 @@ class Reshape(ToShape):
     onnx_name: ClassVar[str] = "Reshape"
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(shape=tuple(ctx.sym("rs") for _ in range(ctx.rng.randint(1, 4))))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [d >= 1 for d in self.shape] + [eq(product(self.shape), product(ins[0].shape))]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.reshape(self.shape)
 
 
@@ -64,22 +72,22 @@ class Flatten(Movement):
     axis: int
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(axis=ctx.rng.randint(0, first.rank))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [0 <= self.axis <= ins[0].rank]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         return [TensorType((product(s[: self.axis]), product(s[self.axis:])), ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import math
 
         return x.reshape(math.prod(x.shape[: self.axis]), math.prod(x.shape[self.axis:]))
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Flatten", ins, outs, axis=self.axis)
 
 
@@ -89,19 +97,19 @@ class Squeeze(Movement, AxisOp):
 
     name: ClassVar[str] = "squeeze"
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]):
             return [False]
         return [eq(ins[0].shape[self.axis], 1)]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         return [TensorType(s[: self.axis] + s[self.axis + 1:], ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.squeeze(self.axis)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Squeeze", [ins[0], b.const_i64([self.axis])], outs)
 
 
@@ -113,24 +121,24 @@ class Unsqueeze(Movement):
     axis: int
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (0, 1, 2, 3)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(axis=ctx.rng.randint(0, first.rank))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [0 <= self.axis <= ins[0].rank]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         return [TensorType(s[: self.axis] + (1,) + s[self.axis:], ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.unsqueeze(self.axis)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Unsqueeze", [ins[0], b.const_i64([self.axis])], outs)
 
 
@@ -142,26 +150,28 @@ class Expand(ToShape):
     onnx_name: ClassVar[str] = "Expand"
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (0, 1, 2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         extra = ctx.rng.randint(0, 1) if first.rank < 4 else 0
         return cls(shape=tuple(ctx.sym("ex") for _ in range(first.rank + extra)))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         s = ins[0].shape
         if len(self.shape) < len(s):
             return [False]
         cons = [d >= 1 for d in self.shape]
-        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s))]
+        # zip strict=False: broadcast: trailing dims paired, ranks may differ
+        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]
         # something must actually grow, else expand is a no-op
-        grows = [And(eq(d, 1), t > 1) for t, d in zip(reversed(self.shape), reversed(s))]
+        # zip strict=False: broadcast: trailing dims paired, ranks may differ
+        grows = [And(eq(d, 1), t > 1) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]
         cons.append(Or(len(self.shape) > len(s), *grows))
         return cons
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.expand(self.shape)
 
 
@@ -171,26 +181,26 @@ class Transpose(Movement):
     perm: tuple[int, ...]
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         perm = list(range(first.rank))
         while perm == sorted(perm):
             ctx.rng.shuffle(perm)
         return cls(perm=tuple(perm))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [sorted(self.perm) == list(range(ins[0].rank))]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(tuple(ins[0].shape[p] for p in self.perm), ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.permute(self.perm)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Transpose", ins, outs, perm=list(self.perm))
 
 
@@ -202,23 +212,23 @@ class Tile(Movement):
     repeats: tuple[int, ...]
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (1, 2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(repeats=tuple(ctx.rng.choice((1, 1, 2, 3)) for _ in range(first.rank)))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         return [len(self.repeats) == ins[0].rank, all(r >= 1 for r in self.repeats)]
 
-    def infer(self, ins):
-        return [TensorType(tuple(d * r for d, r in zip(ins[0].shape, self.repeats)), ins[0].dtype)]
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
+        return [TensorType(tuple(d * r for d, r in zip(ins[0].shape, self.repeats, strict=True)), ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.repeat(self.repeats)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Tile", [ins[0], b.const_i64(list(self.repeats))], outs)
 
 
@@ -227,29 +237,30 @@ class Concat(Movement, AxisOp):
     name: ClassVar[str] = "concat"
     arity: ClassVar[tuple[int, int]] = (2, 3)
 
-    def operand_type(self, index, first, dtype, ctx):
+    def operand_type(self, index: int, first: TensorType, dtype: DType,
+                     ctx: SampleContext) -> TensorType | None:
         dims = list(first.shape)
         dims[self.axis] = ctx.dim(first.rank)
         return TensorType(tuple(dims), dtype)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         first = ins[0]
         if not self.axis_ok(first) or any(t.rank != first.rank for t in ins):
             return [False]
         return [eq(t.shape[i], first.shape[i]) for t in ins[1:] for i in range(first.rank) if i != self.axis]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         first = ins[0]
         total = sum((t.shape[self.axis] for t in ins[1:]), first.shape[self.axis])
         shape = first.shape[: self.axis] + (total,) + first.shape[self.axis + 1 :]
         return [TensorType(shape, first.dtype)]
 
-    def torch(self, *xs):
+    def torch(self, *xs: Tensor) -> Tensor:
         import torch
 
         return torch.cat(xs, dim=self.axis)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Concat", ins, outs, axis=self.axis)
 
 
@@ -263,27 +274,27 @@ class Slice(Movement, AxisOp):
     step: int
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         r = ctx.rng
         return cls(axis=r.randrange(first.rank), start=ctx.sym("start"), end=ctx.sym("end"),
                    step=r.choice((1, 1, 2)))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]):
             return [False]
         size = ins[0].shape[self.axis]
         return [self.start >= 0, self.start < self.end, self.end <= size, self.step >= 1]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         n = floordiv(self.end - self.start - 1, self.step) + 1
         return [TensorType(s[: self.axis] + (n,) + s[self.axis + 1 :], ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         index = (slice(None),) * self.axis + (slice(self.start, self.end, self.step),)
         return x[index]
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         args = [b.const_i64([v]) for v in (self.start, self.end, self.axis, self.step)]
         b.node("Slice", [ins[0], *args], outs)
 
@@ -293,25 +304,27 @@ class Split(Movement, AxisOp):
     """Split along `axis` into `len(sizes)` parts of the given (>= 1) sizes, bound in place as
     several results. One op per part count (`num_results` is a class constant)."""
 
+    #: the part count (each subclass sets it)
+    num_results: ClassVar[int]
     sizes: tuple[int, ...]
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(axis=ctx.rng.randrange(first.rank), sizes=tuple(ctx.sym("sp") for _ in range(cls.num_results)))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]) or len(self.sizes) != self.num_results:
             return [False]
         return [s >= 1 for s in self.sizes] + [eq(sum(self.sizes[1:], self.sizes[0]), ins[0].shape[self.axis])]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         return [TensorType(s[: self.axis] + (n,) + s[self.axis + 1:], ins[0].dtype) for n in self.sizes]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> tuple[Tensor, ...]:
         return tuple(x.split(list(self.sizes), dim=self.axis))
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Split", [ins[0], b.const_i64(list(self.sizes))], outs, axis=self.axis)
 
 

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
 from ir.ops.common import FLOATS
 from ir.ops.reduce import AlongAxis
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
 
 
 @dataclass(frozen=True)
@@ -16,12 +21,12 @@ class Softmax(AlongAxis):
     dtypes: ClassVar[frozenset[DType]] = FLOATS
     onnx_name: ClassVar[str] = "Softmax"
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch
 
         return torch.softmax(x, dim=self.axis)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node(self.onnx_name, ins, outs, axis=self.axis)
 
 
@@ -30,7 +35,7 @@ class LogSoftmax(Softmax):
     name: ClassVar[str] = "log_softmax"
     onnx_name: ClassVar[str] = "LogSoftmax"
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         import torch
 
         return torch.log_softmax(x, dim=self.axis)

@@ -25,32 +25,39 @@ torch's own view semantics, never a re-implementation of them.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from ir.core.op import Effect, Op
-from ir.ops.common import ALL, AxisOp, same_dtype
-from ir.ops.shape import Expand, Reshape, Slice, Transpose
-from ir.core.shapes import Or, eq, floordiv
+from ir.core.op import Effect, Op, Signature
+from ir.core.shapes import Dim, Or, eq, floordiv
 from ir.core.types import TensorType
+from ir.ops.common import ALL, AxisOp, FunctionalEmitter, same_dtype
+from ir.ops.shape import Expand, Reshape, Slice, Transpose
+
+if TYPE_CHECKING:
+    from torch import SymInt, Tensor
+
+    from ir.core.onnx_builder import OnnxBuilder
+    from ir.core.sampling import SampleContext
 
 VIEW = Effect(view_of=0)
 
 
-def strided_positions(shape, strides, offset: int) -> np.ndarray:
+def strided_positions(shape: Sequence[int], strides: Sequence[int], offset: int | SymInt) -> np.ndarray:
     """Flat indices into a storage of each element of a strided tensor (int64, of `shape`)."""
     idx = np.full(tuple(shape), offset, dtype=np.int64)
-    for k, (n, s) in enumerate(zip(shape, strides)):
+    for k, (n, s) in enumerate(zip(shape, strides, strict=True)):
         idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(
             [-1 if j == k else 1 for j in range(len(shape))])
     return idx
 
 
 @lru_cache(maxsize=4096)
-def _positions_cached(op: "ViewOp", shape: tuple[int, ...]) -> np.ndarray:
+def _positions_cached(op: ViewOp, shape: tuple[int, ...]) -> np.ndarray:
     import torch
 
     view = op.torch(torch.empty(shape, device="meta"))
@@ -59,20 +66,21 @@ def _positions_cached(op: "ViewOp", shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def positions(op: "ViewOp", shape) -> np.ndarray:
+def positions(op: ViewOp, shape: Iterable[Dim]) -> np.ndarray:
     """For each element of `op`'s view of a contiguous tensor of `shape`, its flat row-major
     index in that tensor (torch's view semantics, read off a meta tensor)."""
     return _positions_cached(op, tuple(int(d) for d in shape))
 
 
-def onnx_flat_gather(b, x: str, pos: np.ndarray, out: str) -> None:
+def onnx_flat_gather(b: OnnxBuilder, x: str, pos: np.ndarray, out: str) -> None:
     """out = x.flatten()[pos] (a constant-index Gather: any view, read)."""
     flat = b.fresh("flat")
     b.node("Reshape", [x, b.const_i64([-1])], [flat])
     b.node("Gather", [flat, b.const(np.ascontiguousarray(pos, dtype=np.int64))], [out], axis=0)
 
 
-def onnx_flat_scatter(b, base: str, src: str, pos: np.ndarray, base_shape, out: str) -> None:
+def onnx_flat_scatter(b: OnnxBuilder, base: str, src: str, pos: np.ndarray, base_shape: Iterable[Dim],
+                      out: str) -> None:
     """out = base with base.flatten()[pos] = src (positions distinct)."""
     flat, upd, res = b.fresh("flat"), b.fresh("upd"), b.fresh("sc")
     b.node("Reshape", [base, b.const_i64([-1])], [flat])
@@ -92,10 +100,10 @@ class ViewOp(Op):
     generic: ClassVar[bool] = False
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL, n_inputs)
 
-    def scatter(self, f, base: str, src: str, hint: str) -> str:
+    def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         """Emit pure ops (through `f`, an `ir.analysis.inplace.Emitter`) computing `base` with this
         view's elements replaced by `src`; returns the new base's name."""
         raise NotImplementedError
@@ -106,7 +114,7 @@ class ViewOp(Op):
         default, a pure movement op where one exists, None when the view is `x` itself."""
         return self
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         onnx_flat_gather(b, ins[0], positions(self, b.shape_of(ins[0])), outs[0])
 
 
@@ -119,14 +127,14 @@ class ViewSlice(ViewOp, Slice):
 
     name: ClassVar[str] = "view_slice"
 
-    def scatter(self, f, base, src, hint):
+    def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         return f.emit(SliceScatter(axis=self.axis, start=self.start, end=self.end, step=self.step),
                       [base, src], hint)
 
-    def pure_read(self, x):
+    def pure_read(self, x: TensorType) -> Op | None:
         return Slice(axis=self.axis, start=self.start, end=self.end, step=self.step)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         Slice.onnx(self, b, ins, outs)
 
 
@@ -138,25 +146,25 @@ class ViewSelect(ViewOp, AxisOp):
     index: int
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(axis=ctx.rng.randrange(first.rank), index=ctx.sym("sel"))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]):
             return [False]
         return [self.index >= 0, self.index < ins[0].shape[self.axis]]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         return [TensorType(s[: self.axis] + s[self.axis + 1:], ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.select(self.axis, self.index)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Gather", [ins[0], b.const(np.asarray(self.index, dtype=np.int64))], outs, axis=self.axis)
 
-    def scatter(self, f, base, src, hint):
+    def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         return f.emit(SelectScatter(axis=self.axis, index=self.index), [base, src], hint)
 
 
@@ -166,16 +174,16 @@ class ViewReshape(ViewOp, Reshape):
 
     name: ClassVar[str] = "view_reshape"
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.view(self.shape)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         Reshape.onnx(self, b, ins, outs)
 
-    def scatter(self, f, base, src, hint):
+    def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         return f.emit(Reshape(shape=tuple(f.type(base).shape)), [src], hint)
 
-    def pure_read(self, x):
+    def pure_read(self, x: TensorType) -> Op | None:
         return None if tuple(self.shape) == tuple(x.shape) else Reshape(shape=self.shape)
 
 
@@ -185,25 +193,25 @@ class ViewPermute(ViewOp, Transpose):
 
     name: ClassVar[str] = "view_permute"
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         Transpose.onnx(self, b, ins, outs)
 
-    def scatter(self, f, base, src, hint):
+    def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         inverse = [0] * len(self.perm)
         for i, p in enumerate(self.perm):
             inverse[p] = i
         return f.emit(Transpose(perm=tuple(inverse)), [src], hint)
 
-    def pure_read(self, x):
+    def pure_read(self, x: TensorType) -> Op | None:
         return None if list(self.perm) == sorted(self.perm) else Transpose(perm=self.perm)
 
 
-def _diag_len(s1, s2, offset: int):
+def _diag_len(s1: Dim, s2: Dim, offset: int) -> Dim:
     """Length of the diagonal `offset` of an (s1, s2) matrix (may be <= 0: no diagonal)."""
     return _min(s1, s2 - offset) if offset >= 0 else _min(s1 + offset, s2)
 
 
-def _min(a, b):
+def _min(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return min(a, b)
     import z3
@@ -222,34 +230,34 @@ class ViewDiagonal(ViewOp):
     dim2: int
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         d1, d2 = ctx.rng.sample(range(first.rank), 2)
         return cls(offset=ctx.rng.choice((0, 0, 1, -1, 2)), dim1=d1, dim2=d2)
 
     def _dims_ok(self, t: TensorType) -> bool:
         return 0 <= self.dim1 < t.rank and 0 <= self.dim2 < t.rank and self.dim1 != self.dim2
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if not self._dims_ok(ins[0]):
             return [False]
         s = ins[0].shape
         return [_diag_len(s[self.dim1], s[self.dim2], self.offset) >= 1]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         if not self._dims_ok(ins[0]):
             return [ins[0]]
         rest = tuple(d for k, d in enumerate(s) if k not in (self.dim1, self.dim2))
         return [TensorType(rest + (_diag_len(s[self.dim1], s[self.dim2], self.offset),), ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.diagonal(self.offset, self.dim1, self.dim2)
 
-    def scatter(self, f, base, src, hint):
+    def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         return f.emit(DiagonalScatter(offset=self.offset, dim1=self.dim1, dim2=self.dim2),
                       [base, src], hint)
 
@@ -264,36 +272,37 @@ class ViewExpand(ViewOp):
     shape: tuple[int, ...]
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (0, 1, 2, 3, 4)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         extra = ctx.rng.randint(0, 1) if first.rank < 4 else 0
         return cls(shape=tuple(ctx.sym("ex") for _ in range(first.rank + extra)))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         s = ins[0].shape
         if len(self.shape) < len(s):
             return [False]
         cons = [d >= 1 for d in self.shape]
-        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s))]
+        # zip strict=False: broadcast: trailing dims paired, ranks may differ
+        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]
         return cons
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(tuple(self.shape), ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.expand(self.shape)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Expand", [ins[0], b.const_i64(list(self.shape))], outs)
 
-    def scatter(self, f, base, src, hint):
+    def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         # reached only for expands that repeat nothing (the analysis rejects the others)
         return f.emit(Reshape(shape=tuple(f.type(base).shape)), [src], hint)
 
-    def pure_read(self, x):
+    def pure_read(self, x: TensorType) -> Op | None:
         if tuple(self.shape) == tuple(x.shape):
             return None
         return Expand(shape=self.shape)
@@ -311,30 +320,30 @@ class ViewUnfold(ViewOp):
     step: int
 
     @classmethod
-    def first_ranks(cls):
+    def first_ranks(cls) -> tuple[int, ...]:
         return (1, 2, 3)
 
     @classmethod
-    def sample(cls, ctx, first):
+    def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(dim=ctx.rng.randrange(first.rank), size=ctx.sym("win"),
                    step=ctx.rng.choice((1, 2, 2, 3)))
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         if not 0 <= self.dim < ins[0].rank:
             return [False]
         return [self.size >= 1, self.size <= ins[0].shape[self.dim], self.step >= 1]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         s = ins[0].shape
         if not 0 <= self.dim < ins[0].rank:
             return [ins[0]]
         n = floordiv(s[self.dim] - self.size, self.step) + 1
         return [TensorType(s[: self.dim] + (n,) + s[self.dim + 1:] + (self.size,), ins[0].dtype)]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.unfold(self.dim, self.size, self.step)
 
-    def scatter(self, f, base, src, hint):
+    def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         return f.emit(UnfoldScatter(dim=self.dim, size=self.size, step=self.step), [base, src], hint)
 
 
@@ -351,29 +360,30 @@ class Scatter(Op):
     generic: ClassVar[bool] = False
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL, n_inputs)
 
     def view(self) -> ViewOp:
         raise NotImplementedError
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         base, src = ins
         cons = list(self.view().requires([base]))
         if not all(c is True for c in cons):
             return cons
         want = self.view().infer([base])[0]
-        return [src.rank == want.rank] + [eq(a, b) for a, b in zip(src.shape, want.shape)]
+        # zip strict=False: ranks may differ: the first constraint is then False
+        return [src.rank == want.rank] + [eq(a, b) for a, b in zip(src.shape, want.shape, strict=False)]
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
-    def torch(self, base, src):
+    def torch(self, base: Tensor, src: Tensor) -> Tensor:
         out = base.clone()
         self.view().torch(out).copy_(src)
         return out
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         shape = b.shape_of(ins[0])
         onnx_flat_scatter(b, ins[0], ins[1], positions(self.view(), shape), shape, outs[0])
 
@@ -386,15 +396,15 @@ class SliceScatter(Scatter):
     end: int
     step: int
 
-    def view(self):
+    def view(self) -> ViewOp:
         return ViewSlice(axis=self.axis, start=self.start, end=self.end, step=self.step)
 
-    def torch(self, base, src):
+    def torch(self, base: Tensor, src: Tensor) -> Tensor:
         import torch
 
         return torch.slice_scatter(base, src, self.axis, self.start, self.end, self.step)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         base, src = ins
         src_shape = list(b.shape_of(src))
         along = self.start + self.step * np.arange(src_shape[self.axis], dtype=np.int64)
@@ -409,15 +419,15 @@ class SelectScatter(Scatter):
     axis: int
     index: int
 
-    def view(self):
+    def view(self) -> ViewOp:
         return ViewSelect(axis=self.axis, index=self.index)
 
-    def torch(self, base, src):
+    def torch(self, base: Tensor, src: Tensor) -> Tensor:
         import torch
 
         return torch.select_scatter(base, src, self.axis, self.index)
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         base, src = ins
         shape = list(b.shape_of(base))
         shape[self.axis] = 1
@@ -434,10 +444,10 @@ class DiagonalScatter(Scatter):
     dim1: int
     dim2: int
 
-    def view(self):
+    def view(self) -> ViewOp:
         return ViewDiagonal(offset=self.offset, dim1=self.dim1, dim2=self.dim2)
 
-    def torch(self, base, src):
+    def torch(self, base: Tensor, src: Tensor) -> Tensor:
         import torch
 
         return torch.diagonal_scatter(base, src, self.offset, self.dim1, self.dim2)
@@ -453,10 +463,10 @@ class UnfoldScatter(Scatter):
     size: int
     step: int
 
-    def view(self):
+    def view(self) -> ViewOp:
         return ViewUnfold(dim=self.dim, size=self.size, step=self.step)
 
-    def requires(self, ins):
+    def requires(self, ins: Sequence[TensorType]) -> list:
         length = ins[0].shape[self.dim] if 0 <= self.dim < ins[0].rank else 0
         return super().requires(ins) + [Or(self.step >= self.size, length - self.size < self.step)]
 
@@ -470,15 +480,15 @@ class Clone(Op):
     generic: ClassVar[bool] = False
 
     @classmethod
-    def signatures(cls, n_inputs):
+    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL, n_inputs)
 
-    def infer(self, ins):
+    def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
 
-    def torch(self, x):
+    def torch(self, x: Tensor) -> Tensor:
         return x.clone()
 
-    def onnx(self, b, ins, outs):
+    def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("Identity", ins, outs)
 

@@ -40,8 +40,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, NoReturn, Sequence
+from typing import Any, NoReturn, cast
 
 import numpy as np
 
@@ -49,13 +50,13 @@ from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.names import Names
 from ir.core.op import Op, lookup_op
-from ir.ops.control import ControlFlow, reads
 from ir.core.paths import Path, scopes
 from ir.core.rewrite import remove_insts, replace_uses
-from ir.core.shapes import holds, is_symbolic
+from ir.core.shapes import Cond, Dim, holds, is_symbolic
 from ir.core.text import canonical_text
 from ir.core.types import TensorType
 from ir.core.verify import verify
+from ir.ops.control import ControlFlow, Scan, reads
 
 #: the predicate: does this graph, on these values (every input and param), still fail the
 #: same way?
@@ -182,7 +183,7 @@ class _Typer:
         self.attr_vars: list[tuple[Any, int]] = []
         self._ids = itertools.count()
 
-    def require(self, cs) -> None:
+    def require(self, cs: Iterable[Cond]) -> None:
         for c in cs:
             if isinstance(c, bool) or not is_symbolic(c):
                 if not bool(c):
@@ -219,8 +220,8 @@ class _Typer:
 
     def graph(self, g: Graph, in_types: Sequence[TensorType]) -> Graph:
         n = len(g.inputs)
-        inputs = tuple(Value(v.name, t) for v, t in zip(g.inputs, in_types[:n]))
-        params = tuple(Value(v.name, t) for v, t in zip(g.params, in_types[n:]))
+        inputs = tuple(Value(v.name, t) for v, t in zip(g.inputs, in_types[:n], strict=True))
+        params = tuple(Value(v.name, t) for v, t in zip(g.params, in_types[n:], strict=True))
         scope = {v.name: v.type for v in (*inputs, *params)}
         insts = []
         for inst in g.insts:
@@ -230,7 +231,7 @@ class _Typer:
                 raise _Fail(f"{op.name} refuses the dtypes")
             if inst.blocks:
                 bodies = [self.graph(b, ts) for b, ts in
-                          zip(inst.blocks, body_input_types(op, ins, inst.blocks))]
+                          zip(inst.blocks, body_input_types(op, ins, inst.blocks), strict=True)]
                 outs = self.control(op, ins, bodies)
             else:
                 bodies = []
@@ -239,7 +240,7 @@ class _Typer:
                     op = self._last_op
             if len(outs) != len(inst.results):
                 raise _Fail("result count changed")
-            results = tuple(Value(r.name, t) for r, t in zip(inst.results, outs))
+            results = tuple(Value(r.name, t) for r, t in zip(inst.results, outs, strict=True))
             insts.append(Inst(op, inst.args, results, tuple(bodies)))
             scope.update((r.name, r.type) for r in results)
         return Graph(g.name, inputs, tuple(insts), g.outputs, params)
@@ -291,13 +292,13 @@ class _Typer:
     def same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
         self._same(a, b)
 
-    def eq(self, a, b) -> None:
+    def eq(self, a: Dim, b: Dim) -> None:
         self._eq(a, b)
 
     def fail(self, why: str) -> NoReturn:
         raise _Fail(why)
 
-    def _eq(self, a, b) -> None:
+    def _eq(self, a: Dim, b: Dim) -> None:
         if is_symbolic(a) or is_symbolic(b):
             self.cons.append(a == b)
         elif a != b:
@@ -306,10 +307,10 @@ class _Typer:
     def _same(self, a: Sequence[TensorType], b: Sequence[TensorType]) -> None:
         if len(a) != len(b):
             raise _Fail("signature length differs")
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             if x.dtype != y.dtype or x.rank != y.rank:
                 raise _Fail("signature types differ")
-            for p, q in zip(x.shape, y.shape):
+            for p, q in zip(x.shape, y.shape, strict=True):
                 self._eq(p, q)
 
 
@@ -324,7 +325,7 @@ def retype(g: Graph, types: dict[str, TensorType], op_map: Callable[[Op], Op] | 
         return None
 
 
-def _concretize_graph(g: Graph, model) -> Graph:
+def _concretize_graph(g: Graph, model: Any) -> Graph:
     def val(v: Value) -> Value:
         return Value(v.name, v.type.concretize(model))
 
@@ -336,7 +337,8 @@ def _concretize_graph(g: Graph, model) -> Graph:
                  tuple(val(v) for v in g.params))
 
 
-def _solve(cons: list, dims: dict, attr_vars: list, mode: str, target, timeout_ms: int):
+def _solve(cons: list, dims: dict, attr_vars: list, mode: str, target: tuple[str, int] | None,
+           timeout_ms: int) -> Any:
     """A z3 model for `solve_shapes`, or None. z3's Optimize gives up on the nonlinear
     constraints shapes bring (a reshape's element count), so this minimizes by iterating a
     plain solver: `min` tightens the sum of the dims until it cannot; `one`/`half` first try
@@ -476,7 +478,7 @@ def _new_leaf(g: Graph, names: Names, t: TensorType, from_params: bool) -> tuple
     return replace(g, inputs=g.inputs + (v,)), name
 
 
-def pass_drop_outputs(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_drop_outputs(r: Reducer, g: Graph) -> Iterator[Candidate]:
     if len(g.outputs) < 2:
         return
     for k, o in enumerate(g.outputs):
@@ -486,7 +488,7 @@ def pass_drop_outputs(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                         f"drop output {k}")
 
 
-def pass_cut_to_input(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_cut_to_input(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """Replace a top-level value by a new input holding its current value, largest cone first."""
     env = r.env()
     params = {p.name for p in g.params}
@@ -547,7 +549,7 @@ def _type_of(block: Graph, name: str) -> TensorType | None:
     return block.types().get(name)
 
 
-def pass_delete_block(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_delete_block(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """Delete runs of top-level instructions, halving the run length (ddmin-like)."""
     n = len(g.insts)
     k = n // 2
@@ -559,7 +561,7 @@ def pass_delete_block(r: "Reducer", g: Graph) -> Iterator[Candidate]:
         k //= 2
 
 
-def pass_delete_inst(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_delete_inst(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """Delete one instruction (any level, last first) and reconnect its uses."""
     env = r.env()
     for path, block in scopes(g):
@@ -581,36 +583,37 @@ def _inline(block: Graph, i: int, body: Graph, bind: dict[str, str]) -> Graph:
 
     inner = [replace(x, args=tuple(ren(a) for a in x.args)) for x in body.insts]
     out = block.with_insts(block.insts[:i] + tuple(inner) + block.insts[i + 1:])
-    for res, o in zip(inst.results, body.outputs):
+    for res, o in zip(inst.results, body.outputs, strict=True):
         out = replace_uses(out, res.name, ren(o), start=i + len(inner))
     return out
 
 
-def pass_inline_if(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_inline_if(r: Reducer, g: Graph) -> Iterator[Candidate]:
     for path, block in scopes(g):
         for i, inst in enumerate(block.insts):
             if inst.op.name != "if":
                 continue
             for b, which in ((0, "then"), (1, "else")):
                 body = inst.blocks[b]
-                bind = {v.name: a for v, a in zip(body.inputs, inst.args[1:])}
+                bind = {v.name: a for v, a in zip(body.inputs, inst.args[1:], strict=True)}
                 h = path.replace_at(g, _inline(block, i, body, bind))
                 yield Candidate(dce(h), f"inline the {which} branch of %{inst.results[0].name}")
 
 
-def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_unwrap_loop(r: Reducer, g: Graph) -> Iterator[Candidate]:
     for path, block in scopes(g):
         for i, inst in enumerate(block.insts):
             if inst.op.name != "loop":
                 continue
             # zero trips: the results are the carried operands
-            carried = dict(zip(inst.result_names, inst.args[1:]))
-            h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])
+            carried = dict(zip(inst.result_names, inst.args[1:], strict=True))
+            h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])  # noqa: B023 (called at once)
+            assert h is not None  # every result reconnected: no output goes
             yield Candidate(dce(path.replace_at(g, h)),
                             f"loop %{inst.results[0].name} -> zero trips")
             # once: the body inlined, the counter a new input holding 0 (top level only)
             (body,) = inst.blocks
-            bind = {v.name: a for v, a in zip(body.inputs[1:], inst.args[1:])}
+            bind = {v.name: a for v, a in zip(body.inputs[1:], inst.args[1:], strict=True)}
             counter = body.inputs[0]
             values = {}
             gg = g
@@ -625,10 +628,11 @@ def pass_unwrap_loop(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                             f"loop %{inst.results[0].name} -> its body once", values)
 
 
-def pass_unwrap_scan(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_unwrap_scan(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """A scan of length 1: its body once, on the squeezed slices; ys unsqueezed."""
     try:
-        squeeze, unsqueeze = lookup_op("squeeze"), lookup_op("unsqueeze")
+        squeeze: Callable[..., Op] = lookup_op("squeeze")
+        unsqueeze: Callable[..., Op] = lookup_op("unsqueeze")
     except Exception:
         return
     for path, block in scopes(g):
@@ -636,25 +640,25 @@ def pass_unwrap_scan(r: "Reducer", g: Graph) -> Iterator[Candidate]:
             if inst.op.name != "scan":
                 continue
             types = block.types()
-            nc = inst.op.num_carries
+            nc = cast(Scan, inst.op).num_carries
             xs = inst.args[nc:]
             if any(types[x].rank == 0 or types[x].shape[0] != 1 for x in xs):
                 continue
             (body,) = inst.blocks
             names = Names.of(g)
             pre = []
-            bind = {v.name: a for v, a in zip(body.inputs[:nc], inst.args[:nc])}
-            for v, x in zip(body.inputs[nc:], xs):
+            bind = {v.name: a for v, a in zip(body.inputs[:nc], inst.args[:nc], strict=True)}
+            for v, x in zip(body.inputs[nc:], xs, strict=True):
                 t = names.fresh("s")
                 pre.append(Inst(squeeze(axis=0), (x,), (Value(t, v.type),)))
                 bind[v.name] = t
             inner = [replace(x, args=tuple(bind.get(a, a) for a in x.args)) for x in body.insts]
             post = []
             ren = {}
-            for res, o in zip(inst.results[nc:], body.outputs[nc:]):
+            for res, o in zip(inst.results[nc:], body.outputs[nc:], strict=True):
                 post.append(Inst(unsqueeze(axis=0), (bind.get(o, o),), (Value(names.fresh("s"), res.type),)))
                 ren[res.name] = post[-1].results[0].name
-            for res, o in zip(inst.results[:nc], body.outputs[:nc]):
+            for res, o in zip(inst.results[:nc], body.outputs[:nc], strict=True):
                 ren[res.name] = bind.get(o, o)
             new = block.with_insts(block.insts[:i] + tuple(pre + inner + post) + block.insts[i + 1:])
             for old, nw in ren.items():
@@ -666,7 +670,7 @@ def pass_unwrap_scan(r: "Reducer", g: Graph) -> Iterator[Candidate]:
 def _resized(old: np.ndarray, t: TensorType) -> np.ndarray | None:
     """`old` cut (or cast) to type `t` when it can be: same rank, no dim larger."""
     shape = tuple(int(d) for d in t.shape)
-    if old.ndim == len(shape) and all(n <= o for n, o in zip(shape, old.shape)):
+    if old.ndim == len(shape) and all(n <= o for n, o in zip(shape, old.shape, strict=True)):
         cut = old[tuple(slice(0, n) for n in shape)]
     elif old.size == _numel(t):
         cut = old
@@ -676,7 +680,7 @@ def _resized(old: np.ndarray, t: TensorType) -> np.ndarray | None:
     return np.array(cut, dtype=t.dtype.numpy, order="C", copy=True).reshape(shape)
 
 
-def pass_shrink_shapes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_shrink_shapes(r: Reducer, g: Graph) -> Iterator[Candidate]:
     h = solve_shapes(g, "min")
     if h is not None:
         yield Candidate(h, "shapes re-solved to their minimum")
@@ -692,7 +696,7 @@ def pass_shrink_shapes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
                     yield Candidate(h, f"dim {k} of %{v.name} ({d}) -> {mode}")
 
 
-def pass_shrink_ranks(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_shrink_ranks(r: Reducer, g: Graph) -> Iterator[Candidate]:
     for v in (*g.inputs, *g.params):
         for k, d in enumerate(v.type.shape):
             if d != 1:
@@ -718,7 +722,7 @@ def _map_dtype_attrs(op: Op) -> Op:
     return dataclasses.replace(op, **changes) if changes else op
 
 
-def pass_simplify_dtypes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_simplify_dtypes(r: Reducer, g: Graph) -> Iterator[Candidate]:
     decls = [v for v in (*g.inputs, *g.params) if _simpler(v.type.dtype) is not v.type.dtype]
     has_attrs = any(_map_dtype_attrs(inst.op) is not inst.op for inst, _ in g.walk())
     if decls or has_attrs:
@@ -734,12 +738,15 @@ def pass_simplify_dtypes(r: "Reducer", g: Graph) -> Iterator[Candidate]:
         mapped = _map_dtype_attrs(inst.op)
         if mapped is inst.op:
             continue
-        h = retype(g, {}, lambda op, target=inst.op, new=mapped: new if op is target else op)
+        def op_map(op: Op, target: Op = inst.op, new: Op = mapped) -> Op:
+            return new if op is target else op
+
+        h = retype(g, {}, op_map)
         if h is not None:
             yield Candidate(h, f"{inst.op.name} %{inst.results[0].name}: dtype attribute simplified")
 
 
-def pass_params_to_inputs(r: "Reducer", g: Graph) -> Iterator[Candidate]:
+def pass_params_to_inputs(r: Reducer, g: Graph) -> Iterator[Candidate]:
     """Params (weights) become graph inputs with the same values: all, then one at a time."""
     if not g.params:
         return
@@ -833,7 +840,7 @@ class _Budget(Exception):
 
 class Reducer:
     def __init__(self, graph: Graph, values: dict[str, np.ndarray], predicate: Predicate,
-                 cfg: ReduceConfig = ReduceConfig(), log: Callable[[str], None] | None = None):
+                 cfg: ReduceConfig = ReduceConfig(), log: Callable[[str], None] | None = None):  # noqa: B008 (read, never written)
         self.graph = graph
         self.values = dict(values)
         self.predicate = predicate
@@ -972,7 +979,7 @@ class Reducer:
 
 
 def reduce_graph(graph: Graph, values: dict[str, np.ndarray], predicate: Predicate,
-                 cfg: ReduceConfig = ReduceConfig(),
+                 cfg: ReduceConfig = ReduceConfig(),  # noqa: B008 (read, never written)
                  log: Callable[[str], None] | None = None) -> ReduceResult:
     """Reduce `graph` (on `values`, every input and param) while `predicate` holds; see the
     module doc. The predicate is assumed to hold on the original (not re-checked here)."""

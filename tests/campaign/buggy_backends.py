@@ -42,7 +42,7 @@ def evaluate(g: Graph, env: dict, wrong_op: str | None = None) -> dict:
     env = dict(env)
 
     def run_block(body: Graph, args) -> list:
-        vals = evaluate(body, {v.name: t for v, t in zip(body.inputs, args)}, wrong_op)
+        vals = evaluate(body, {v.name: t for v, t in zip(body.inputs, args, strict=True)}, wrong_op)
         return [vals[o] for o in body.outputs]
 
     for inst in g.insts:
@@ -50,7 +50,7 @@ def evaluate(g: Graph, env: dict, wrong_op: str | None = None) -> dict:
         res = (res,) if len(inst.results) == 1 else tuple(res)
         if inst.op.name == wrong_op:
             res = tuple(_perturb(t) for t in res)
-        for r, t in zip(inst.results, res):
+        for r, t in zip(inst.results, res, strict=True):
             env[r.name] = t
     return env
 

@@ -7,8 +7,16 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
-from campaign.config import (BackendOptions, Budget, CampaignConfig, Config, ConfigError,
-                             parse_budget, to_config, validate)
+from campaign.config import (
+    BackendOptions,
+    Budget,
+    CampaignConfig,
+    Config,
+    ConfigError,
+    parse_budget,
+    to_config,
+    validate,
+)
 from ir.gen.builder import GenConfig
 from mutators import MutationConfig
 

@@ -19,7 +19,7 @@ import ray.cloudpickle
 
 from campaign.config import BackendOptions, CampaignConfig, Config, GenerationOptions, RayConfig
 from campaign.driver import CampaignError, Stages, run_campaign
-from campaign.ids import sampled, index_of
+from campaign.ids import index_of, sampled
 from campaign.row import ResultRow
 from campaign.storage import read_results
 from campaign.verdict import Verdict
@@ -110,7 +110,7 @@ class FakeGenerator:
     def generate(self, items):
         t0 = time.monotonic()
         out = []
-        for tid, seed, backends, *rest in items:
+        for tid, seed, _backends, *rest in items:
             i = index_of(tid)
             misbehave(self.cfg.actions.get(("gen", i), ""))
             time.sleep(self.cfg.gen_delay)
@@ -221,7 +221,9 @@ def _token_auth_on() -> str | None:
     ~/.ray/auth_token if there is none yet (what `ray.init()` of a local cluster does); return
     the RAY_AUTH_MODE it replaced."""
     from ray._private.authentication.authentication_token_setup import (
-        _enable_token_auth, generate_and_save_token)
+        _enable_token_auth,
+        generate_and_save_token,
+    )
     from ray._raylet import AuthenticationTokenLoader
 
     old = os.environ.get("RAY_AUTH_MODE")
@@ -450,8 +452,9 @@ def test_more_cpus_than_the_cluster_has_fail_fast(cluster, tmp_path):
 
 
 def test_joining_a_cluster_needs_its_token_and_says_so(cluster, monkeypatch, tmp_path):
-    import campaign.driver as d
     from ray._raylet import AuthenticationTokenLoader
+
+    import campaign.driver as d
 
     loader = AuthenticationTokenLoader.instance()
     # the driver is connected already: `_join` must refuse before it tries to connect

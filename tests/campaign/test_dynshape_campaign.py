@@ -16,9 +16,9 @@ from campaign.schema import COLUMNS
 from campaign.testcase import TestCase
 from campaign.verdict import Stage
 from campaign.worker import FuzzWorker, WorkerConfig
-from ir.materialize.dynshape import DynShape
-from ir.gen.builder import GenConfig
 from ir.core.text import parse
+from ir.gen.builder import GenConfig
+from ir.materialize.dynshape import DynShape
 from mutators import MutationConfig
 
 GEN = GenConfig(p_dynshape=1.0, nodes=6)

@@ -19,10 +19,10 @@ from campaign.reference import run_reference
 from campaign.sandbox import SandboxConfig
 from campaign.verdict import Stage
 from campaign.worker import FuzzWorker, Prepared, WorkerConfig
-from ir.gen.builder import GenConfig
 from ir.core.rewrite import rename_prefixed
 from ir.core.text import parse, print_graph
 from ir.core.verify import verify
+from ir.gen.builder import GenConfig
 from mutators import MutationConfig
 
 #: columns that differ between an alone and a merged run of the same test (time, process, the
@@ -94,7 +94,7 @@ def test_the_union_verifies_round_trips_and_splits_back_into_each_parts_referenc
     names = [v.name for v in g.all_values()]
     assert len(names) == len(set(names))  # unique across every nesting level
     assert g.max_depth() >= 1  # part 2's if/loop bodies came along
-    for j, (p, part) in enumerate(zip(preps, m.parts)):
+    for j, (p, part) in enumerate(zip(preps, m.parts, strict=True)):
         assert part.prefix == f"p{j}_"
         own = rename_prefixed(p.tc.graph, part.prefix)
         # every piece of the part, in part order, at its place
@@ -120,10 +120,10 @@ def test_the_union_verifies_round_trips_and_splits_back_into_each_parts_referenc
     ref = run_reference(Materialized(m.tc))
     assert ref.problem is None and len(ref.outputs) == 2 * 5
     split = m.split(BackendResult(outputs=ref.outputs, compile_ms=7.0, compiles=[1, 0]))
-    for p, r in zip(preps, split):
+    for p, r in zip(preps, split, strict=True):
         assert len(r.outputs) == len(p.ref.outputs)
         assert all(a.dtype == b.dtype and np.array_equal(a, b)
-                   for a, b in zip(r.outputs, p.ref.outputs))
+                   for a, b in zip(r.outputs, p.ref.outputs, strict=True))
         assert r.compile_ms == 7.0
     assert [r.compiles for r in split] == [[1], [1], [1, 0]]
     # a module that produced no outputs splits into nothing
@@ -139,7 +139,7 @@ def test_plan_groups_balanced_by_key_and_leaves_singletons_alone(cases):
     assert plan([p, None, p], 4) == [[0, 2]]
     # different dialects never share a module; a lone one runs alone
     qs = [unpack_case(cases[0]) for _ in range(5)]
-    dialect = {id(q): d for q, d in zip(qs, ["hop", "python", "hop", "hop", "hop"])}
+    dialect = {id(q): d for q, d in zip(qs, ["hop", "python", "hop", "hop", "hop"], strict=True)}
     assert plan(qs, 4, key=lambda q: dialect[id(q)]) == [[0, 2, 3, 4]]
     with pytest.raises(MergeError):
         merge([p])
@@ -181,8 +181,8 @@ def test_three_tests_merged_on_ort_give_the_alone_rows(cases):
     assert [r["verdict"] for r in merged] == [r["verdict"] for r in alone] == ["pass"] * 3
     assert [r["merged"] for r in merged] == [3, 3, 3]
     assert [r["merged"] for r in alone] == [None, None, None]
-    assert all(not _diff(a, b) for a, b in zip(alone, merged)), \
-        [_diff(a, b) for a, b in zip(alone, merged)]
+    assert all(not _diff(a, b) for a, b in zip(alone, merged, strict=True)), \
+        [_diff(a, b) for a, b in zip(alone, merged, strict=True)]
     assert len({r["compile_ms"] for r in merged}) == 1 and merged[0]["compile_ms"] > 0
     assert [r["n_compiles"] for r in merged] == [1, 1, 1]
     assert all(not r.findings for r in reports)
@@ -292,6 +292,6 @@ def test_two_tests_merged_on_inductor_give_the_alone_rows(cases):
     assert calls == ["t1+t2"]
     assert [r["verdict"] for r in alone] == ["pass", "pass"]
     assert [r["merged"] for r in merged] == [2, 2]
-    assert all(not _diff(a, b) for a, b in zip(alone, merged)), \
-        [_diff(a, b) for a, b in zip(alone, merged)]
+    assert all(not _diff(a, b) for a, b in zip(alone, merged, strict=True)), \
+        [_diff(a, b) for a, b in zip(alone, merged, strict=True)]
     assert merged[0]["compile_ms"] == merged[1]["compile_ms"] > 0

@@ -50,7 +50,7 @@ def test_the_fields_are_the_schema_columns_in_order_with_their_types_and_nullabi
     hints = typing.get_type_hints(ResultRow)
     for f in RESULT_SCHEMA:
         t = _python_type(f.type)
-        assert hints[f.name] == (typing.Optional[t] if f.nullable else t), f.name
+        assert hints[f.name] == ((t | None) if f.nullable else t), f.name
 
 
 def test_a_row_leaves_as_every_column_but_the_downstream_ones_and_the_sink_stores_it(tmp_path):

@@ -16,8 +16,14 @@ import pytest
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult, make_backend
-from campaign.sandbox import (Job, JobMaterialized, Sandbox, SandboxConfig, crash_summary,
-                              sweep_stale_work_dirs)
+from campaign.sandbox import (
+    Job,
+    JobMaterialized,
+    Sandbox,
+    SandboxConfig,
+    crash_summary,
+    sweep_stale_work_dirs,
+)
 from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
 from ir.core.text import parse

@@ -8,8 +8,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from campaign.schema import RESULT_SCHEMA
-from campaign.storage import (ExistingRun, ResultSink, RowError, existing_run, read_results,
-                              read_sweep, sweep_files)
+from campaign.storage import (
+    ExistingRun,
+    ResultSink,
+    RowError,
+    existing_run,
+    read_results,
+    read_sweep,
+    sweep_files,
+)
 
 
 def _rows(make_row, n: int) -> list[dict]:

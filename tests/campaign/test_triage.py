@@ -17,8 +17,7 @@ from campaign.sandbox import SandboxConfig
 from campaign.storage import ResultSink
 from campaign.testcase import TestCase, npz_bytes
 from campaign.triage import TriageConfig
-from campaign.triage.buckets import (BUGS_SCHEMA, BucketKey, crash_key, mismatch_key,
-                                     op_pattern, pattern_ops)
+from campaign.triage.buckets import BUGS_SCHEMA, crash_key, mismatch_key, op_pattern, pattern_ops
 from campaign.triage.reduction import BackendRunner, load_finding, reduce_finding
 from campaign.triage.repro import check_repro, write_bug_folder
 from campaign.triage.run import triage

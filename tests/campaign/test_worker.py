@@ -107,7 +107,7 @@ def test_the_reference_takes_the_outputs_the_input_set_search_computed_unchanged
         again = run_reference(Materialized(replace(tc, ref_outputs=None)))
         assert again.problem is None and len(again.outputs) == len(tc.ref_outputs)
         assert len(tc.ref_outputs) == tc.n_sets * len(tc.graph.outputs)
-        for a, b in zip(tc.ref_outputs, again.outputs):
+        for a, b in zip(tc.ref_outputs, again.outputs, strict=True):
             assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
         sets.append(tc.n_sets)
     assert max(sets) >= 3 and min(sets) == 1
@@ -134,3 +134,20 @@ def test_a_test_made_for_a_backend_holds_none_of_the_ops_it_lacks():
     assert with_loops >= 4  # the restriction had work to do
     assert gen.without({"loop", "if", "lstm"}) == GenConfig(
         p_if=0.0, p_loop=0.0, p_scan=0.3, max_depth=2, ops_exclude=["lstm"])
+
+
+def test_npz_archives_keep_values_named_like_savez_parameters():
+    """A seed may name a value `%file` or `%allow_pickle`: `np.savez(buf, **arrays)` took those
+    for its own parameters (a TypeError, or a value silently dropped)."""
+    import io
+
+    import numpy as np
+
+    from campaign.testcase import npz_bytes
+
+    arrays = {"file": np.arange(3, dtype=np.float32), "allow_pickle": np.zeros((), np.int64),
+              "x0": np.ones((2, 2), np.bool_)}
+    with np.load(io.BytesIO(npz_bytes(arrays)), allow_pickle=False) as z:
+        assert sorted(z.files) == sorted(arrays)
+        for name, a in arrays.items():
+            assert z[name].dtype == a.dtype and np.array_equal(z[name], a)

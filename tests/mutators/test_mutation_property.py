@@ -8,13 +8,12 @@ import random
 import numpy as np
 import pytest
 import torch
+from mutator_graphs import donor, seeds
 
 from ir import GenConfig, parse, print_graph, verify
 from ir.numerics.domain import evaluate_checked
 from ir.numerics.input_search import make_valid
 from mutators import MutationConfig, MutationEngine
-
-from mutator_graphs import donor, seeds
 
 
 def chains(n: int, start: int = 0):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 
 from ir import GenConfig, parse, verify
-from ir.core.types import TensorType
 from ir.core.dtypes import DType
 from ir.core.paths import Path
-from mutators.scope import builder, put, scopes, region, copy_graph
+from ir.core.types import TensorType
+from mutators.scope import builder, copy_graph, put, region, scopes
 
 NESTED = """
 graph main(%x: f32[2,3], %n: i64[], %t: f32[], %w: param f32[3,3]) {
@@ -62,6 +62,7 @@ def test_needs_are_threaded_through_if_loop_and_scan_to_new_graph_inputs_and_par
   return %o2
 }}""").insts
         from dataclasses import replace
+
         from ir.core.graph import Inst
         insts = [Inst(mul[0].op, (last, need_in.name), (replace(mul[0].results[0], name=b.fresh_name("v")),)),]
         insts.append(Inst(mul[1].op, (insts[0].results[0].name, need_w.name),

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 from campaign.pipeline import Evaluator, Generator
+from campaign.verdict import verdict_signature
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import GenConfig, generate, verify
 from mutators import MutationConfig
-from campaign.verdict import verdict_signature
 from mutators.source import MutationSource
 
 

@@ -7,12 +7,11 @@ import random
 from collections import Counter
 
 import pytest
+from mutator_graphs import donor, graphs
 
 from ir import GenConfig, parse, print_graph, verify
 from ir.numerics.coverage import COMPARISONS
 from mutators import MUTATORS
-
-from mutator_graphs import donor, graphs
 
 #: mutator -> least share of proposals that apply (not declined) on the test graphs
 MIN_APPLIED = {"insert_op": 0.5, "replace_op": 0.4, "mutate_attrs": 0.2, "mutate_shape": 0.15,
@@ -151,7 +150,7 @@ def test_duplicate_region_computes_something_twice():
 
 def test_splice_grafts_ops_of_another_seed():
     n = 0
-    for g, mu in _mutants("splice", 120):
+    for _g, mu in _mutants("splice", 120):
         if mu is None:
             continue
         assert mu.params["donor"].startswith("corpus/") and mu.params["ops"]

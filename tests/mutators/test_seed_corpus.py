@@ -3,14 +3,13 @@ on the reference without repair and pass onnxruntime."""
 from __future__ import annotations
 
 import pytest
+from mutator_graphs import seeds
 
 from campaign.testcase import TestCase
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import parse, print_graph, verify
 from ir.numerics.input_search import make_valid
 from mutators.source import ROOT, load_seeds, seeds_dir
-
-from mutator_graphs import seeds
 
 MODELS = {"cnn_block": {"conv2d", "batch_norm", "maxpool2d", "softmax"},
           "mlp": {"linear", "gelu", "layer_norm"},

@@ -4,10 +4,10 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from mutator_graphs import seeds
+
 from ir import generate
 from mutators.pool import Outcome, SeedPool, features
-
-from mutator_graphs import seeds
 
 
 def _pool() -> SeedPool:

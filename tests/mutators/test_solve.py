@@ -4,10 +4,10 @@ from __future__ import annotations
 import random
 
 from ir.core.dtypes import DType
-from ir.gen.builder import GenConfig, SymbolicGraphBuilder
 from ir.core.graph import Value
 from ir.core.op import OP_REGISTRY
 from ir.core.types import TensorType
+from ir.gen.builder import GenConfig, SymbolicGraphBuilder
 from mutators.solve import solve
 
 

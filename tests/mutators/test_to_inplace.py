@@ -10,10 +10,10 @@ from ir import GenConfig, parse, verify
 
 pytest.importorskip("ir.ops.inplace")  # the in-place and view ops (docs/inplace.md)
 
+from mutator_graphs import graphs  # noqa: E402
+
 from ir.analysis.inplace import counts  # noqa: E402
 from mutators import MUTATORS, MutationConfig  # noqa: E402
-
-from mutator_graphs import graphs  # noqa: E402
 
 
 def test_in_place_mutants_verify_and_write():

@@ -30,7 +30,7 @@ def reference_outputs(m: Materialized, perturb_op: str | None = None) -> list[np
         for inst in g.insts:
             res = inst.op.torch(*(env[a] for a in inst.args))
             res = (res,) if len(inst.results) == 1 else res
-            for r, t in zip(inst.results, res):
+            for r, t in zip(inst.results, res, strict=True):
                 env[r.name] = t + 1 if inst.op.name == perturb_op else t
     return [env[o].numpy() for o in g.outputs]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from backend_cases import IF_GRAPH, case, elu_f64_model, loop_model, onnx_case
 
 from campaign.backends import make_backend
 from campaign.oracle import judge
@@ -12,8 +13,6 @@ from campaign.reference import run_reference
 from campaign.sandbox import Sandbox, SandboxConfig
 from campaign.verdict import Stage, Verdict
 from ir.analysis.precision import output_precisions, output_tolerances
-
-from backend_cases import IF_GRAPH, case, elu_f64_model, loop_model, onnx_case
 
 
 def _agrees(m, result) -> bool:

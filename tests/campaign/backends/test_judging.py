@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from backend_cases import case
 
 from campaign.oracle import judge, judge_sets, judge_with_truth
 from campaign.reference import run_reference, run_shadow, widen_graph
 from campaign.verdict import Verdict
-from ir.core.dtypes import DType
 from ir.analysis.precision import Tolerance
-
-from backend_cases import case
+from ir.core.dtypes import DType
 
 F32 = Tolerance(1e-3, 1e-4)
 

@@ -9,19 +9,18 @@ import numpy as np
 import pytest
 import torch
 
+from campaign.artifacts import Materialized
 from campaign.backends import make_backend
 from campaign.oracle import compare
 from campaign.testcase import TestCase
-from campaign.artifacts import Materialized
 from ir import GenConfig, generate, parse, print_graph, verify
 from ir.analysis import inplace
-from ir.numerics.domain import evaluate_checked
-from ir.numerics.input_search import make_valid
-from ir.core.op import OP_REGISTRY
 from ir.analysis.precision import output_tolerances
+from ir.core.verify import VerifyError
 from ir.materialize.to_onnx import to_onnx
 from ir.materialize.to_torch import GraphModule, evaluate_torch
-from ir.core.verify import VerifyError
+from ir.numerics.domain import evaluate_checked
+from ir.numerics.input_search import make_valid
 
 torch.set_num_threads(1)
 
@@ -93,9 +92,9 @@ def test_example_matches_handwritten_torch_and_its_functional_form():
     env = _env(g)
     expected = [t.numpy() for t in _torch_example(env["x0"].clone(), env["y1"].clone())]
     got = _outputs_inplace(g, env)
-    for e, a in zip(expected, got):
+    for e, a in zip(expected, got, strict=True):
         np.testing.assert_array_equal(a, e)
-    for e, a in zip(expected, _outputs_functional(g, env)):
+    for e, a in zip(expected, _outputs_functional(g, env), strict=True):
         np.testing.assert_allclose(a, e, rtol=1e-6)
 
 

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ir import GenConfig, generate, parse, verify
-from ir.gen.builder import SymbolicGraphBuilder
 from ir.core.names import Names
 from ir.core.rewrite import rename_canonically
 from ir.core.text import print_graph
+from ir.gen.builder import SymbolicGraphBuilder
 
 NESTED = """graph main(%x0: f32[2], %x1: i64[]) {
   %v2 = loop(%x1, %x0) : f32[2] {

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from ir import GenConfig, generate, parse, verify
 from ir.core.graph import Inst
-from ir.ops.control import ControlFlow, If, Loop, Scan, is_control
 from ir.core.paths import Path, Site, control_sites, scopes
 from ir.core.types import TensorType
 from ir.core.verify import VerifyError
+from ir.ops.control import ControlFlow, If, Loop, Scan, is_control
 
 NESTED = """graph g(%p: b8[], %x: f32[3], %n: i64[], %xs: f32[4,3]) {
   %a = if(%p, %x, %xs) : f32[3] {

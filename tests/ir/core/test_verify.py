@@ -91,9 +91,9 @@ graph main(%x0: f32[2]) {
 
 
 def test_no_outputs():
+    from ir.core.dtypes import DType
     from ir.core.graph import Graph, Value
     from ir.core.types import TensorType
-    from ir.core.dtypes import DType
 
     g = Graph("main", (Value("x", TensorType((2,), DType.float32)),), (), ())
     with pytest.raises(VerifyError) as info:

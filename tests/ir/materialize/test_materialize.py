@@ -9,8 +9,8 @@ from campaign.oracle import compare
 from campaign.reference import run_reference
 from campaign.testcase import TestCase, random_values
 from ir import generate
-from ir.numerics.input_search import make_valid
 from ir.analysis.precision import output_precisions
+from ir.numerics.input_search import make_valid
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_torch_and_ort_agree_on_generated_graphs(backends):
             continue
         g = test.graph
         m = Materialized(TestCase(str(seed), seed, g, test.search.values))
-        m.onnx_model  # the full ONNX checker passes
+        m.onnx_model  # noqa: B018 the full ONNX checker passes
         ref = run_reference(m)
         assert ref.problem is None, (seed, ref.problem)  # the search and the reference agree
         valid += 1
@@ -53,6 +53,6 @@ def test_torch_module_matches_interpreter():
     out = mod(*torch_inputs(g, values))
     ref = run_reference(Materialized(TestCase("t", 7, g, values)))
     assert len(out) == len(g.outputs)
-    for a, b in zip(out, ref.outputs):
+    for a, b in zip(out, ref.outputs, strict=True):
         np.testing.assert_array_equal(a.numpy(), b)
     assert isinstance(out[0], torch.Tensor)

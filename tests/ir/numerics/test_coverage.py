@@ -7,14 +7,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
-
 import pytest
+import torch
 
 from ir import GenConfig, generate, parse, print_graph, verify
 from ir.numerics.coverage import (
-    INVALID, KEPT, NO_THRESHOLD, NOT_TRIED, TRIES_INVALID_ELSEWHERE, UNREACHED_BRANCH,
-    UNREACHED_LOOP, UNREACHED_OUTER, Attempt, Coverage, cover, explain, sites, trace_run,
+    INVALID,
+    KEPT,
+    NO_THRESHOLD,
+    NOT_TRIED,
+    TRIES_INVALID_ELSEWHERE,
+    UNREACHED_BRANCH,
+    UNREACHED_LOOP,
+    UNREACHED_OUTER,
+    Attempt,
+    Coverage,
+    cover,
+    explain,
+    sites,
+    trace_run,
 )
 from ir.numerics.domain import evaluate_checked
 from ir.numerics.input_search import make_valid

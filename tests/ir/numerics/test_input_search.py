@@ -4,9 +4,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ir import parse, verify
+from ir import parse, print_graph, verify
 from ir.numerics.domain import evaluate_checked, result_problem
-from ir import print_graph
 from ir.numerics.input_search import SearchConfig, drop_instruction, search_inputs
 
 #: topk over sign(exp(x)): six ones always tie, and sign has no gradient

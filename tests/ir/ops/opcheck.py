@@ -13,9 +13,9 @@ from campaign.oracle import compare
 from campaign.reference import run_reference
 from campaign.testcase import TestCase, random_values
 from ir import GenConfig, Graph, generate
-from ir.gen.builder import GenerationError
-from ir.core.op import OP_REGISTRY
 from ir.analysis.precision import output_precisions
+from ir.core.op import OP_REGISTRY
+from ir.gen.builder import GenerationError
 
 ALL_DTYPES = ["f16", "f32", "f64", "i32", "i64", "b8"]
 
@@ -58,7 +58,7 @@ def _evaluate(g: Graph, env: dict[str, torch.Tensor]) -> tuple[dict[str, torch.T
         if violation.item() > 0:
             break
         res = inst.op.torch(*args)
-        for r, t in zip(inst.results, res if len(inst.results) > 1 else (res,)):
+        for r, t in zip(inst.results, res if len(inst.results) > 1 else (res,), strict=True):
             env[r.name] = t
     return env, violation
 
@@ -97,7 +97,7 @@ def check_against(g: Graph, seed: int, backend) -> Outcome:
     """Search inputs into the domain; when valid, torch eager and `backend` must agree."""
     values, in_domain = search(g, random_values(g, seed))
     m = Materialized(TestCase(str(seed), seed, g, values))
-    m.onnx_model  # the full ONNX checker passes
+    m.onnx_model  # noqa: B018 the full ONNX checker passes
     ref = run_reference(m)
     if not in_domain or ref.problem:
         return Outcome(False)

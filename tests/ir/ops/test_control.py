@@ -16,11 +16,11 @@ from campaign.backends import make_backend
 from campaign.oracle import compare
 from campaign.testcase import TestCase
 from ir import GenConfig, VerifyError, generate, parse, print_graph, verify
-from ir.numerics.domain import evaluate_checked
-from ir.numerics.input_search import make_valid
 from ir.analysis.precision import output_tolerances
 from ir.materialize.to_onnx import to_onnx
 from ir.materialize.to_torch import GraphModule, torch_inputs
+from ir.numerics.domain import evaluate_checked
+from ir.numerics.input_search import make_valid
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -198,7 +198,7 @@ def _run_all(g, values):
 def _agree(expected, actual, tols) -> bool:
     return all(a.shape == np.asarray(b).shape and
                np.allclose(np.asarray(b, dtype=np.float64), a.astype(np.float64), t.rtol, t.atol)
-               for a, b, t in zip(expected, actual, tols))
+               for a, b, t in zip(expected, actual, tols, strict=True))
 
 
 @pytest.mark.parametrize("trip", [0, 1, 3])

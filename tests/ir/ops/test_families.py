@@ -7,10 +7,10 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opcheck import ALL_DTYPES, LIBRARY_OPS
 
 from ir import GenConfig, generate, parse, print_graph, verify
 from ir.core.op import OP_REGISTRY
-from opcheck import ALL_DTYPES, LIBRARY_OPS
 
 FAMILIES: dict[str, list[str]] = defaultdict(list)
 for _name in LIBRARY_OPS:

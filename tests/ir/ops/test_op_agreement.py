@@ -3,11 +3,11 @@ torch eager agrees with ONNX Runtime (optimizations off) on inputs searched into
 from __future__ import annotations
 
 import pytest
+from opcheck import LIBRARY_OPS, check_against, op_graphs
 
 from campaign.backends import make_backend
 from ir import parse, print_graph, verify
 from ir.core.op import OP_REGISTRY
-from opcheck import LIBRARY_OPS, check_against, op_graphs
 
 GRAPHS_PER_OP = 4
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from opcheck import check_against, op_graphs
 
 from campaign.artifacts import Materialized
 from campaign.backends import make_backend
@@ -16,10 +17,9 @@ from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
 from ir import parse, print_graph, verify
 from ir.analysis.precision import output_precisions, output_tolerances
+from ir.core.verify import VerifyError
 from ir.materialize.to_torch import run_graph_torch
 from ir.numerics.values import random_values
-from ir.core.verify import VerifyError
-from opcheck import check_against, op_graphs
 
 RNN_OPS = ("lstm", "gru", "rnn")
 
@@ -87,7 +87,7 @@ def test_verifier_ties_weights_and_states_to_hidden_and_directions():
 
 def _to_onnx_rows(t: torch.Tensor, name: str) -> torch.Tensor:
     """A torch weight/bias (gate blocks along dim 0 in torch's order) in ONNX's gate order."""
-    blocks = dict(zip(TORCH_GATES[name], t.split(HIDDEN)))
+    blocks = dict(zip(TORCH_GATES[name], t.split(HIDDEN), strict=True))
     return torch.cat([blocks[g] for g in ONNX_GATES[name]])
 
 
@@ -160,7 +160,7 @@ def test_torch_and_onnx_match_torch_nn_modules(name, direction, nonlinearity, st
     assert not ort.failed, ort.error_msg
     for got in (ours, ort.outputs):
         assert len(got) == len(expected)
-        for e, a in zip(expected, got):
+        for e, a in zip(expected, got, strict=True):
             assert a.shape == e.shape and a.dtype == np.float32
             np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
 

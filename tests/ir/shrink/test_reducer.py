@@ -3,18 +3,16 @@ and the property that reduction never grows a graph and keeps the predicate true
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ir
-from ir.numerics.input_search import make_valid
-from ir.shrink.reducer import (PASSES, ReduceConfig, Size, dce, reduce_graph, retype, size_of,
-                       solve_shapes)
-from ir.materialize.to_torch import run_graph_torch
-from ir.core.types import TensorType
 from ir.core.dtypes import DType
+from ir.core.types import TensorType
+from ir.materialize.to_torch import run_graph_torch
+from ir.numerics.input_search import make_valid
+from ir.shrink.reducer import PASSES, ReduceConfig, Size, dce, reduce_graph, retype, size_of, solve_shapes
 
 GRAPH = """graph main(%x0: f32[2,3,4], %x1: f32[4,5], %x20: f32[], %w2: param f32[2,3,5]) {
   %v3 = matmul(%x0, %x1) : f32[2,3,5]
@@ -84,20 +82,20 @@ def _wrong_on(op: str):
             env = dict(env)
             for inst in graph.insts:
                 def run_block(body, args):
-                    vals = run(body, {v.name: t for v, t in zip(body.inputs, args)})
+                    vals = run(body, {v.name: t for v, t in zip(body.inputs, args, strict=True)})
                     return [vals[o] for o in body.outputs]
                 res = inst.op.torch_call([env[a] for a in inst.args], inst.blocks, run_block)
                 res = (res,) if len(inst.results) == 1 else tuple(res)
                 if inst.op.name == op:
                     res = tuple(t * 1.5 + 1 for t in res)
-                for r, t in zip(inst.results, res):
+                for r, t in zip(inst.results, res, strict=True):
                     env[r.name] = t
             return env
 
         with torch.no_grad():
             env = run(perturbed(g), env)
         got = [env[o].numpy() for o in g.outputs]
-        return any(a.shape != b.shape or not np.allclose(a, b) for a, b in zip(got, want))
+        return any(a.shape != b.shape or not np.allclose(a, b) for a, b in zip(got, want, strict=True))
 
     return predicate
 
@@ -197,7 +195,7 @@ def test_steps_strictly_decrease_and_nothing_is_tried_twice():
 
     res = reduce_graph(g, values, pred)
     sizes = [res.original] + [s.size for s in res.steps]
-    assert all(b < a for a, b in zip(sizes, sizes[1:]))
+    assert all(b < a for a, b in zip(sizes, sizes[1:], strict=False))  # strict=False: neighbours: one shorter
     assert len(calls) == len(set(calls))
     assert res.tests == len(calls)
     assert set(_ops(res.graph)) == {"add", "relu"}
