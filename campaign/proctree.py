@@ -115,9 +115,9 @@ def _kill(pid: int, sig: int = signal.SIGKILL) -> bool:
         return False
 
 
-def kill_descendants(root: int, rounds: int = 200) -> int:
+def kill_descendants(root: int, rounds: int = 200) -> set[int]:
     """SIGKILL every living descendant of `root` (a subreaper: orphans of the killed come back
-    to it) until none is left; returns how many were killed."""
+    to it) until none is left; returns the pids killed."""
     killed: set[int] = set()
     for _ in range(rounds):
         victims = [p for p in descendants(root) if alive(p)]
@@ -127,25 +127,25 @@ def kill_descendants(root: int, rounds: int = 200) -> int:
             if _kill(p):
                 killed.add(p)
         time.sleep(0.002)
-    return len(killed)
+    return killed
 
 
-def kill_tree(root: int, mark: str | None = None) -> int:
+def kill_tree(root: int, mark: str | None = None) -> set[int]:
     """Stop `root`, kill its descendants and the processes carrying `mark` (none: `root`'s own
-    mark is not known), and return how many were killed. `root` itself is left stopped: the
-    caller kills and reaps it (its zombie children go to init with it)."""
+    mark is not known), and return the pids killed. `root` itself is left stopped: the caller
+    kills and reaps it (its zombie children go to init with it). A pid is returned once
+    though it may be found again, by the mark or by a later call: a killed process looks
+    alive until it is reaped, which under load takes a while."""
     _kill(root, signal.SIGSTOP)
-    n = kill_descendants(root)
+    killed = kill_descendants(root)
     if mark:
-        killed: set[int] = set()  # a killed process looks alive until it is reaped
         for _ in range(20):
             victims = [p for p in marked(mark) if p != root]
             if not victims:
                 break
             killed |= {p for p in victims if _kill(p)}
             time.sleep(0.005)
-        n += len(killed)
-    return n
+    return killed
 
 
 def sweep(prefix: str = "", owner_dead_only: bool = True) -> int:

@@ -329,7 +329,7 @@ class _Health:
         """Record (and repair what can be) the damage of the test just run into `result`;
         True: the process must be replaced."""
         damage, unusable = result.damage, result.unusable
-        leaked = proctree.kill_descendants(os.getpid())
+        leaked = len(proctree.kill_descendants(os.getpid()))
         _reap_children()
         result.leaked_procs = leaked
         if leaked:
@@ -501,17 +501,17 @@ def _signal_name(signum: int) -> str:
 
 # ---- the parent --------------------------------------------------------------------------------
 
-def _kill_group(pid: int, mark: str | None = None) -> int:
+def _kill_group(pid: int, mark: str | None = None) -> set[int]:
     """Kill sandbox process `pid` with everything it started: its descendants (it is their
-    subreaper), what carries its mark (escaped after it died), its process group. Returns how
-    many processes other than `pid` were killed."""
-    n = proctree.kill_tree(pid, mark)
+    subreaper), what carries its mark (escaped after it died), its process group. Returns the
+    other processes killed (their pids)."""
+    killed = proctree.kill_tree(pid, mark)
     for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
             kill()
         except (ProcessLookupError, PermissionError, OSError):
             pass
-    return n
+    return killed
 
 
 class Sandbox:
@@ -531,8 +531,10 @@ class Sandbox:
         self._mark: str | None = None
         #: the job the current process ran last (blamed if the next one finds it unusable)
         self._last_job: Job | None = None
-        #: processes killed with the current process (`_kill`), for the row of its test
-        self._killed_with = 0
+        #: processes killed with the current process (`_kill`), for the row of its test: a set,
+        #: as a death kills its group twice (before and while reaping) and may find the same
+        #: not-yet-reaped process both times
+        self._killed_with: set[int] = set()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -613,7 +615,7 @@ class Sandbox:
     def _reap(self) -> None:
         if self._proc is not None:
             # its descendants, process group and marked escapees may outlive it
-            self._killed_with += _kill_group(self._proc.pid, self._mark)
+            self._killed_with |= _kill_group(self._proc.pid, self._mark)
             self._proc.join(5.0)
             self._proc = None
         if self._finalizer is not None:
@@ -697,8 +699,8 @@ class Sandbox:
         """One evaluation within `limit` seconds: (result, seconds from sending the job)."""
         result, took = self._attempt_once(job, limit)
         if result.leaked_procs is None:  # killed with its process (death, timeout)
-            result.leaked_procs = self._killed_with
-        self._killed_with = 0
+            result.leaked_procs = len(self._killed_with)
+        self._killed_with = set()
         return result, took
 
     def _attempt_once(self, job: Job, limit: float) -> tuple[BackendResult, float]:
@@ -752,7 +754,7 @@ class Sandbox:
     def _died(self) -> BackendResult:
         stage = self._current_stage()
         # before reaping: leftover compiler children die too
-        self._killed_with += _kill_group(self._proc.pid, self._mark)
+        self._killed_with |= _kill_group(self._proc.pid, self._mark)
         self._proc.join(5.0)
         code = self._proc.exitcode
         tail = self._output_tail()

@@ -81,5 +81,5 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     with zipfile.ZipFile(buf, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for name, a in arrays.items():
             with zf.open(name + ".npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=True)
+                np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
     return buf.getvalue()
