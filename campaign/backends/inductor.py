@@ -31,6 +31,7 @@ shape is seen.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,8 @@ INDUCTOR_UNSUPPORTED = (
                      Stage.COMPILE, r"Unsupported|UserError", None),
 )
 
-_warmed = False
+#: the configurations (cpp_wrapper or not) this process has compiled once already
+_warmed: set[bool] = set()
 
 
 def _torch_input_sets(m: Materialized, device: str) -> list[list]:
@@ -62,16 +64,18 @@ def _copies(args: list) -> list:
 
 class CompileCounter:
     """A torch.compile backend that counts the FX graphs it compiles with Inductor (each
-    compile and recompile of each graph-broken piece)."""
+    compile and recompile of each graph-broken piece), under `config_patches` (options of
+    `torch._inductor.config` for these compiles only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, config_patches: dict[str, Any] | None = None) -> None:
         self.n = 0
+        self.config_patches = dict(config_patches or {})
 
     def __call__(self, gm, example_inputs):
         from torch._inductor.compile_fx import compile_fx
 
         self.n += 1
-        return compile_fx(gm, example_inputs)
+        return compile_fx(gm, example_inputs, config_patches=self.config_patches)
 
 
 def _outputs_numpy(out) -> list[np.ndarray]:
@@ -86,7 +90,7 @@ class InductorBackend(Backend):
     UNSUPPORTED = INDUCTOR_UNSUPPORTED
 
     def __init__(self, device: str = "cpu", fullgraph: bool = True, dynamic: bool = False,
-                 dialect: str = "hop", unbacked: bool = False):
+                 dialect: str = "hop", unbacked: bool = False, cpp_wrapper: bool = False):
         if device not in ("cpu", "cuda"):
             raise ValueError(f"inductor: device must be cpu or cuda, got {device!r}")
         if dialect not in ("hop", "python", "mixed"):
@@ -99,6 +103,12 @@ class InductorBackend(Backend):
         #: dynamic-shape tests: mark their symbolic dims unbacked (no 0/1 specialization, no
         #: guards on them) instead of dynamic
         self.unbacked = bool(unbacked)
+        #: the C++ wrapper (`torch._inductor.config.cpp_wrapper`): the host code that calls
+        #: the kernels, control flow included, is generated as C++ and built with them into
+        #: one library, instead of Python calling one library per kernel. Another code
+        #: generator (the one AOTInductor uses), and on CPU one g++ run per graph instead of one
+        #: per kernel (each about 0.7 s here, most of a compile)
+        self.cpp_wrapper = bool(cpp_wrapper)
 
     @property
     def version(self) -> str:
@@ -109,8 +119,7 @@ class InductorBackend(Backend):
     def prepare(self) -> None:
         """Import Dynamo/Inductor and compile a trivial function once (no test code), so that
         processes forked from here skip the 12-17 s first-compile cost."""
-        global _warmed
-        if _warmed:
+        if self.cpp_wrapper in _warmed:
             return
         import torch
         import torch._dynamo
@@ -119,11 +128,16 @@ class InductorBackend(Backend):
 
         icfg.compile_threads = 1  # no compile worker pool: it would not survive a fork
         if self.target == "cpu":
-            f = torch.compile(lambda x: torch.relu(x) * 2 + 1, backend="inductor", fullgraph=True)
+            # the C++ wrapper builds its own precompiled header on its first compile
+            f = torch.compile(lambda x: torch.relu(x) * 2 + 1, fullgraph=True,
+                              backend=CompileCounter(self._config_patches()))
             with torch.no_grad():
                 f(torch.ones(4))
             torch._dynamo.reset()
-        _warmed = True
+        _warmed.add(self.cpp_wrapper)
+
+    def _config_patches(self) -> dict[str, Any]:
+        return {"cpp_wrapper": True} if self.cpp_wrapper else {}
 
     def child_init(self, work_dir: str) -> None:
         import torch._inductor.config as icfg
@@ -160,7 +174,7 @@ class InductorBackend(Backend):
         fullgraph = self.fullgraph and not (self.dialect == "mixed" and dialect == "python")
 
         dyn = m.tc.dynshape  # dynamic shapes: one module, its symbolic dims marked dynamic
-        counter = CompileCounter()
+        counter = CompileCounter(self._config_patches())
 
         def build():
             from ir.materialize.dynshape import torch_module

@@ -57,7 +57,7 @@ def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
         return "tvm", {"target": b.tvm_target, "opt_level": b.opt_level, "pipeline": b.pipeline}
     if isinstance(b, InductorBackend):
         return "inductor", {"device": b.target, "fullgraph": b.fullgraph, "dynamic": b.dynamic,
-                            "dialect": b.dialect}
+                            "dialect": b.dialect, "cpp_wrapper": b.cpp_wrapper}
     if isinstance(b, OnnxExportBackend):
         return "onnx_export", {"optimize": b.optimize, "opt_level": b.opt_level,
                                "device": b.target, "dialect": b.dialect}
@@ -277,8 +277,9 @@ def main():
     torch.set_num_threads(1)
     icfg.compile_threads = 1
     icfg.fx_graph_cache = False
+    icfg.cpp_wrapper = {cpp_wrapper}
     print(f"torch {{torch.__version__}}: torch.compile(backend='inductor', fullgraph={fullgraph}, "
-          f"dynamic={dynamic}) on {device}", flush=True)
+          f"dynamic={dynamic}), cpp_wrapper={cpp_wrapper}, on {device}", flush=True)
     sets = input_sets()
     stage("import")
     try:

@@ -488,10 +488,13 @@ CONTROL = """graph main(%x0: f32[3,4], %x1: i64[], %x3: f32[]) {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", ["inductor", "inductor?dialect=python&fullgraph=false",
-                                  "onnx_export", "tvm"])
+                                  "inductor?cpp_wrapper=true", "onnx_export", "tvm"])
 def test_each_backend_kind_gets_a_repro_that_judges_its_outputs(tmp_path, spec):
     text = SMALL if spec == "tvm" else CONTROL  # TVM 0.27 has no ONNX Loop
     dest = _bug_folder(tmp_path / "a", 0.0, spec, text)
+    if spec.startswith("inductor"):  # the backend's options, replayed
+        wrapper = "cpp_wrapper=true" in spec
+        assert f"icfg.cpp_wrapper = {wrapper}" in (dest / "repro.py").read_text()
     outcome, out = check_repro(dest, "mismatch", "Mismatch", timeout_s=600)
     assert outcome == "not reproduced", out
     dest = _bug_folder(tmp_path / "b", 1.0, spec, text)

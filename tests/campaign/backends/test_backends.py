@@ -94,6 +94,26 @@ def test_inductor_in_a_sandbox():
     assert "data-dependent" in r.error_msg
 
 
+def test_inductor_cpp_wrapper_builds_the_graph_with_its_control_flow_into_one_library(
+        tmp_path, monkeypatch):
+    """`cpp_wrapper=true`: the host code (torch.cond's branches included) is C++, built with
+    the kernels into one library; without it Python calls one library per kernel."""
+    import torch._inductor.config as icfg
+
+    libraries = {}
+    for spec in ("inductor?cpp_wrapper=true", "inductor"):
+        cache = tmp_path / spec.replace("?", "_").replace("=", "_")
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))
+        with icfg.patch(fx_graph_cache=False):  # compiled here, into `cache`
+            for m in (case(), case(IF_GRAPH, 2)):
+                assert _agrees(m, make_backend(spec).evaluate(m))
+        entry = [p for p in cache.rglob("*.cpp") if "inductor_entry_impl" in p.read_text()]
+        libraries[spec] = (len(list(cache.rglob("*.so"))), len(entry))
+    assert libraries["inductor?cpp_wrapper=true"] == (2, 2)  # one per graph, with the wrapper
+    n_libs, n_entry = libraries["inductor"]
+    assert n_entry == 0 and n_libs > 2
+
+
 @pytest.mark.parametrize("spec", ["ort_cuda", "tvm_cuda", "inductor_cuda",
                                   "onnx_export?device=cuda"])
 def test_cuda_targets_skip_without_gpu(spec):

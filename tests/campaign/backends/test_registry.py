@@ -30,6 +30,8 @@ def test_presets_are_registered():
     ("inductor", InductorBackend, {"fullgraph": True, "dynamic": False, "target": "cpu"}),
     ("inductor?dynamic=true&fullgraph=false", InductorBackend,
      {"fullgraph": False, "dynamic": True}),
+    ("inductor", InductorBackend, {"cpp_wrapper": False}),
+    ("inductor?cpp_wrapper=true", InductorBackend, {"cpp_wrapper": True}),
 ])
 def test_options(spec, cls, attrs):
     b = make_backend(spec)
