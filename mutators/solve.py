@@ -7,7 +7,7 @@ replaces, with its weights rebuilt to fit new attributes or shapes. `solve` take
 the op's attributes are sampled (numeric ones as z3 symbols) or given, new placeholders take
 the op's `operand_type` when it has one, constraints are the op's `requires`, the element bound
 on every new type and optional result types, and every symbol is fixed from the rng
-(`SymbolicGraphBuilder._fix`: deterministic, no choice left to z3).
+(deterministic, no choice left to z3): both end in `SymbolicGraphBuilder.complete`.
 """
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from ir.core.dtypes import DType
 from ir.core.graph import Inst, Value
 from ir.core.op import Op
-from ir.core.shapes import eq
 from ir.core.types import TensorType
-from ir.gen.builder import SymbolicGraphBuilder, signature_key
+from ir.gen.builder import SymbolicGraphBuilder
 
 #: a new graph input (or need) for this operand
 NEW = "new"
@@ -53,50 +52,7 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
         v = Value(f"?{len(new)}", t)
         new.append((v, spec == NEW_PARAM))
         vals.append(v)
-    in_types = [v.type for v in vals]
-    out_dtypes = op.result_dtypes(tuple(t.dtype for t in in_types))
-    if out_dtypes is None or any(d not in b._dtypes for d in out_dtypes):
-        return None
-    if b._deny and signature_key(op.name, [t.dtype for t in in_types], out_dtypes) in b._deny:
-        return None
-    outs = op.infer(in_types)
-    cons = list(op.requires(in_types))
-    for t in [*outs, *(v.type for v, _ in new)]:
-        cons += b.bounds(t)
-    if targets is not None:
-        if len(targets) != len(outs):
-            return None
-        for got, want in zip(outs, targets, strict=True):
-            if want is None:
-                continue
-            if got.rank != want.rank or got.dtype != want.dtype:
-                return None
-            cons += [eq(x, y) for x, y in zip(got.shape, want.shape, strict=True)]
-    if any(c is False for c in cons):
-        return None
-    symbols = b._symbols(b.ctx.dims[n_dims:], b.ctx.symbols[n_syms:])
-    if symbols:
-        model = b._fix([c for c in cons if not isinstance(c, bool)], symbols)
-        if model is None:
-            return None
-        op = op.concretize(model)
-        outs = [t.concretize(model) for t in outs]
-        new = [(Value(v.name, v.type.concretize(model)), p) for v, p in new]
-    elif any(not isinstance(c, bool) and not _holds(c) for c in cons):
-        return None
-    renamed = {}
-    for v, is_param in new:
-        renamed[v.name] = b.add_input(v.type, is_param).name
-    arg_names = tuple(renamed.get(v.name, v.name) for v in vals)
-    if names is None:
-        names = [b.fresh_name("v") for _ in outs]
-    return Inst(op, arg_names, tuple(Value(n, t) for n, t in zip(names, outs, strict=True)))
-
-
-def _holds(c) -> bool:
-    from ir.core.shapes import holds
-
-    return holds(c)
+    return b.complete(op, vals, new, (n_dims, n_syms), targets, names)
 
 
 def signatures_to(op_cls: type[Op], first: DType, out: Sequence[DType], arity: int | None = None,

@@ -33,7 +33,7 @@ from ir.core.graph import Graph, Inst, Value
 from ir.core.names import Names
 from ir.core.op import OP_REGISTRY, Op
 from ir.core.sampling import SampleContext
-from ir.core.shapes import eq, is_symbolic
+from ir.core.shapes import eq, holds, is_symbolic
 from ir.core.types import TensorType
 
 
@@ -222,6 +222,21 @@ class SymbolicGraphBuilder:
             v = Value(f"?{len(new_inputs)}", t)
             new_inputs.append((v, is_param))
             args.append(v)
+        return self.complete(op, args, new_inputs, (n_dims, n_syms),
+                             None if target is None else [target])
+
+    def complete(self, op: Op, args: Sequence[Value], new_inputs: Sequence[tuple[Value, bool]],
+                 marks: tuple[int, int], targets: Sequence[TensorType | None] | None = None,
+                 names: Sequence[str] | None = None) -> Inst | None:
+        """The instruction `op(*args)` once its operands are chosen, or None when it cannot
+        be: the result dtypes must be enabled and the signature not denied; the constraints
+        are the op's `requires`, the element bound on every new type and the `targets` (result
+        types; None entries free); every symbol created since `marks` (the lengths of
+        `ctx.dims` and `ctx.symbols` before the op was sampled) is fixed from the rng
+        (`_fix`), and a constraint over no new symbol must hold. The new placeholders in
+        `args` (`new_inputs`: each with whether it is a param) then become graph inputs or
+        params; the results take `names` (default: fresh). `try_op` and the mutators' `solve`
+        both end here."""
         in_types = [a.type for a in args]
         out_dtypes = op.result_dtypes(tuple(t.dtype for t in in_types))
         if out_dtypes is None or any(d not in self._dtypes for d in out_dtypes):
@@ -232,12 +247,18 @@ class SymbolicGraphBuilder:
         cons = list(op.requires(in_types))
         for t in [*outs, *(v.type for v, _ in new_inputs)]:
             cons += self.bounds(t)
-        if target is not None:
-            if len(outs) != 1 or outs[0].rank != target.rank or outs[0].dtype != target.dtype:
+        if targets is not None:
+            if len(targets) != len(outs):
                 return None
-            cons += [eq(a, b) for a, b in zip(outs[0].shape, target.shape, strict=True)]
+            for got, want in zip(outs, targets, strict=True):
+                if want is None:
+                    continue
+                if got.rank != want.rank or got.dtype != want.dtype:
+                    return None
+                cons += [eq(a, b) for a, b in zip(got.shape, want.shape, strict=True)]
         if any(c is False for c in cons):
             return None
+        n_dims, n_syms = marks
         symbols = self._symbols(self.ctx.dims[n_dims:], self.ctx.symbols[n_syms:])
         if symbols:
             model = self._fix([c for c in cons if not isinstance(c, bool)], symbols)
@@ -246,13 +267,16 @@ class SymbolicGraphBuilder:
             op = op.concretize(model)
             outs = [t.concretize(model) for t in outs]
             new_inputs = [(Value(v.name, v.type.concretize(model)), p) for v, p in new_inputs]
+        elif any(not isinstance(c, bool) and not holds(c) for c in cons):
+            return None
         renamed = {}
         for v, is_param in new_inputs:
             real = self.add_input(v.type, is_param)
             renamed[v.name] = real.name
         arg_names = tuple(renamed.get(a.name, a.name) for a in args)
-        results = tuple(Value(self.fresh_name("v"), t) for t in outs)
-        return Inst(op, arg_names, results)
+        if names is None:
+            names = [self.fresh_name("v") for _ in outs]
+        return Inst(op, arg_names, tuple(Value(n, t) for n, t in zip(names, outs, strict=True)))
 
     # ---- solving -----------------------------------------------------------------------------
     def _symbols(self, dims: Iterable[tuple[z3.ArithRef, int]], syms: Iterable[z3.ArithRef]
