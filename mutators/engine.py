@@ -20,7 +20,7 @@ from ir.core.graph import Graph
 from ir.core.verify import VerifyError, verify
 from ir.gen.builder import GenConfig
 from ir.numerics.coverage import unsteerable_ifs
-from ir.ops.control import is_control
+from ir.ops.control import holds_choice
 from mutators.base import MUTATORS, Mutator
 
 log = logging.getLogger(__name__)
@@ -138,8 +138,7 @@ class MutationEngine:
             stats["invalid"] += 1
             log.debug("mutator %s made an ill-formed graph: %s", mutator.name, e.summary)
             return None
-        if any(is_control(i.op) and i.op.chooses_body for i, _ in g.walk()) \
-                and len(unsteerable_ifs(g)) > self._unsteerable(out.graph):
+        if holds_choice(g) and len(unsteerable_ifs(g)) > self._unsteerable(out.graph):
             # an if whose predicate is no longer a comparison with a graph-input threshold
             # (e.g. `gt` replaced by `eq`, an op inserted on the threshold or on the predicate,
             # the comparison wrapped into a body): `ir.numerics.coverage.cover` could not take both

@@ -21,7 +21,7 @@ from ir.core.paths import Site
 from ir.core.rewrite import remove_insts, remove_unused
 from ir.numerics.domain import ControlTrace, Violation, any_positive, evaluate_checked
 from ir.numerics.values import ValueRanges, as_tensors, random_values
-from ir.ops.control import is_control
+from ir.ops.control import holds_choice, is_control
 
 
 @dataclass(frozen=True)
@@ -207,8 +207,7 @@ def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
         return drop_nested(body, path) if len(path) >= 3 else None
     index = path[0]
     inst = body.insts[index]
-    if inst.op.effect.writes is not None or any(is_control(i.op) and i.op.chooses_body
-                                                 for b in inst.blocks for i, _ in b.walk()):
+    if inst.op.effect.writes is not None or any(holds_choice(b) for b in inst.blocks):
         return None
     types = body.types()
     earlier = [v.name for v in (*body.inputs, *body.params)]

@@ -88,6 +88,11 @@ def is_control(op: Op) -> TypeGuard[ControlFlow]:
     return isinstance(op, ControlFlow)
 
 
+def holds_choice(g: Graph) -> bool:
+    """Whether an instruction of `g`, at any depth, chooses which body runs (an `if`)."""
+    return any(is_control(inst.op) and inst.op.chooses_body for inst, _ in g.walk())
+
+
 def reads(body: Graph) -> set[str]:
     """The names `body` reads: its instructions' operands and its outputs."""
     used = set(body.outputs)
