@@ -6,12 +6,15 @@ other, on the code *before* (a git worktree of `--before`, default: the parent o
 added campaign/scheduler.py) and on this checkout. Per backend it prints:
   - tests evaluated, of them `unsupported`, and tests not sent to it (not applicable, held back
     for a known bug, skipped while busy, cut off at the deadline);
-  - seconds in its sandbox (compile + run of its rows: wall time, inflated by contention) and,
-    after, the scheduler's core-seconds and share;
-  - median compile time, and the ratio against that backend's compile time *alone on an idle
-    machine*, measured in the same run of this script (`--idle-tests` tests per backend,
-    generated with the preset's generator config, evaluated in one sandbox, first compile of
-    the process left out);
+  - seconds in its sandbox (compile + run of its rows: wall time, inflated by contention), the
+    CPU-seconds its rows measured (`cpu_ms`, where the code has it: sandbox s / cpu s is the
+    inflation), and, after, the scheduler's core-seconds and share;
+  - median compile time of the tests it compiled alone, and the ratio against that backend's
+    compile time *alone on an idle machine*, measured in the same run of this script
+    (`--idle-tests` tests per backend, generated with the preset's generator config,
+    evaluated in one sandbox, first compile of the process left out); for a backend that
+    merges tests (`merge` k), also the median compile of its merged modules (their mean size)
+    against a merged module of k tests compiled alone in the same run;
   - ops compiled per sandbox-second (instructions of the tests it compiled);
   - distinct finding buckets after the triage (compiler-bug buckets of bugs.parquet), and the
     distinct error signatures of its findings before triage;
@@ -77,17 +80,23 @@ def run_campaign(tree: Path, preset: str, minutes: float, out: Path, triage: boo
             "rc": proc.returncode}
 
 
-def idle_compile_ms(preset: str, backends: list[str], n: int) -> dict[str, float | None]:
-    """Median compile time of each backend alone on the machine, on tests of the preset."""
+def idle_compile_ms(preset: str, backends: list[str], n: int) -> dict[str, dict[str, float | None]]:
+    """Per backend, its median compile time alone on the machine, on tests of the preset:
+    `single`, a test compiled alone (in its sandbox, as `FuzzWorker.run` does), and for a
+    backend the preset merges (`merge` k > 1) `merged`, a module of k tests of one dialect
+    (`campaign.merge`, in-process: the campaign's merged compiles are compared with it)."""
     from hydra import compose, initialize_config_dir
 
+    from campaign.artifacts import Materialized
+    from campaign.backends import make_backend
     from campaign.config import to_config
+    from campaign.merge import merge, unmergeable
     from campaign.sandbox import SandboxConfig
-    from campaign.worker import FuzzWorker, WorkerConfig
+    from campaign.worker import FuzzWorker, Prepared, WorkerConfig
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = to_config(compose("config", overrides=[f"campaign={preset}"]))
-    out: dict[str, float | None] = {}
+    out: dict[str, dict[str, float | None]] = {}
     for b in backends:
         w = FuzzWorker(WorkerConfig(generator=cfg.generator, backends=[b],
                                     mutation=cfg.mutation, limits=SandboxConfig(timeout_s=120)))
@@ -101,7 +110,35 @@ def idle_compile_ms(preset: str, backends: list[str], n: int) -> dict[str, float
                     break
         finally:
             w.close()
-        out[b] = statistics.median(times[1:]) if len(times) > 1 else None
+        out[b] = {"single": statistics.median(times[1:]) if len(times) > 1 else None,
+                  "merged": None}
+        k = cfg.campaign.options(b).merge if b in cfg.campaign.backends else 1
+        if k < 2:
+            continue
+        backend = make_backend(b)
+        backend.prepare()
+        gen = FuzzWorker(WorkerConfig(generator=cfg.generator, backends=["eager"],
+                                      mutation=cfg.mutation))
+        by_key: dict[object, list[Prepared]] = {}
+        merged_ms: list[float] = []
+        try:
+            for seed in range(2000, 2000 + 20 * k * n):
+                if len(merged_ms) >= n:
+                    break
+                p = gen.make_prepared(f"idle-m{seed}", seed)
+                if not isinstance(p, Prepared) or unmergeable(p) is not None:
+                    continue
+                group = by_key.setdefault(backend.dialect_of(seed), [])
+                group.append(p)
+                if len(group) == k:
+                    result = backend.evaluate(Materialized(merge(group).tc))
+                    backend.reset()
+                    group.clear()
+                    if result.compile_ms is not None and not result.failed:
+                        merged_ms.append(result.compile_ms)
+        finally:
+            gen.close()
+        out[b]["merged"] = statistics.median(merged_ms) if merged_ms else None
     return out
 
 
@@ -109,8 +146,10 @@ def figures(out: Path) -> dict:
     """Per backend figures of one campaign output dir (module doc)."""
     import pyarrow.dataset as pads
 
-    rows = pads.dataset(out / "results", format="parquet").to_table(columns=[
-        "backend", "verdict", "compile_ms", "run_ms", "n_insts", "error_sig"]).to_pylist()
+    data = pads.dataset(out / "results", format="parquet")
+    wanted = ["backend", "verdict", "compile_ms", "run_ms", "n_insts", "error_sig", "merged",
+              "worker"]  # the code before may have no `merged` column
+    rows = data.to_table(columns=[c for c in wanted if c in data.schema.names]).to_pylist()
     summary = json.loads((out / "summary.json").read_text())
     bugs: Counter[str] = Counter()
     if (out / "bugs.parquet").is_file():
@@ -123,7 +162,14 @@ def figures(out: Path) -> dict:
     for b, s in summary["backends"].items():
         mine = [r for r in rows if r["backend"] == b]
         compiled = [r for r in mine if r["compile_ms"] is not None and r["verdict"] != "unsupported"]
-        sandbox_s = sum((r["compile_ms"] or 0) + (r["run_ms"] or 0) for r in mine) / 1e3
+        alone = [r for r in compiled if not r.get("merged")]
+        # a merged module's compile is on each of its parts' rows: once per module
+        modules = {(r["worker"], r["compile_ms"], r["run_ms"]): r for r in compiled
+                   if r.get("merged")}
+        sandbox_s = (sum((r["compile_ms"] or 0) + (r["run_ms"] or 0) for r in mine
+                         if not r.get("merged"))
+                     + sum((r["compile_ms"] or 0) + (r["run_ms"] or 0)
+                           for r in modules.values())) / 1e3
         sigs = {r["error_sig"] for r in mine if r["verdict"] in ("crash", "signal", "timeout",
                                                                   "mismatch")}
         per[b] = {
@@ -132,8 +178,12 @@ def figures(out: Path) -> dict:
             "held_known": sum((s.get("held_known") or {}).values()),
             "skipped_busy": s.get("skipped_busy", 0), "cut_off": s.get("cut_off", 0),
             "sandbox_s": sandbox_s, "core_s": s.get("core_s"), "share": s.get("share"),
-            "compile_ms": (statistics.median(r["compile_ms"] for r in compiled)
-                           if compiled else None),
+            "cpu_s": s.get("cpu_s"),
+            "compile_ms": (statistics.median(r["compile_ms"] for r in alone)
+                           if alone else None),
+            "merged_ms": (statistics.median(r["compile_ms"] for r in modules.values())
+                          if modules else None),
+            "modules": len(modules), "merged_tests": sum(r["merged"] for r in modules.values()),
             "ops_per_s": (sum(r["n_insts"] or 0 for r in compiled) / sandbox_s
                           if sandbox_s else None),
             "bug_buckets": bugs.get(b, 0), "finding_sigs": len(sigs)}
@@ -153,18 +203,25 @@ def print_preset(preset: str, minutes: float, idle: dict, runs: dict[str, dict])
               + (f", CPU {r['cpu_s']:.0f} s" if r.get("cpu_s") else ""))
     backends = sorted({b for r in runs.values() for b in r["fig"]["per"]})
     head = ["backend", "run", "tests", "unsupp", "n/a", "known", "busy", "cut", "sandbox s",
-            "core s", "share", "compile ms", "x idle", "ops/s", "bugs", "sigs"]
+            "cpu s", "core s", "share", "compile ms", "x idle", "merged ms (k)", "x idle", "ops/s",
+            "bugs", "sigs"]
     lines = [head]
     for b in backends:
         for label, r in runs.items():
             p = r["fig"]["per"].get(b)
             if p is None:
                 continue
-            ratio = (p["compile_ms"] / idle[b] if p["compile_ms"] and idle.get(b) else None)
+            alone = (idle.get(b) or {}).get("single")
+            merged = (idle.get(b) or {}).get("merged")
+            ratio = p["compile_ms"] / alone if p["compile_ms"] and alone else None
+            mratio = p.get("merged_ms") / merged if p.get("merged_ms") and merged else None
+            k = (f" ({p['merged_tests'] / p['modules']:.1f})" if p.get("modules") else "")
             lines.append([b, label, str(p["tests"]), str(p["unsupported"]),
                           str(p["not_applicable"]), str(p["held_known"]), str(p["skipped_busy"]),
-                          str(p["cut_off"]), _f(p["sandbox_s"]), _f(p["core_s"]),
+                          str(p["cut_off"]), _f(p["sandbox_s"]), _f(p.get("cpu_s")),
+                          _f(p["core_s"]),
                           _f(p["share"], "{:.0%}"), _f(p["compile_ms"]), _f(ratio, "{:.2f}"),
+                          _f(p.get("merged_ms")) + k, _f(mratio, "{:.2f}"),
                           _f(p["ops_per_s"], "{:.1f}"), str(p["bug_buckets"]),
                           str(p["finding_sigs"])])
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
@@ -172,7 +229,9 @@ def print_preset(preset: str, minutes: float, idle: dict, runs: dict[str, dict])
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in
                         enumerate(zip(row, widths, strict=True))))
     print("idle compile ms (alone, same run): " + ", ".join(
-        f"{b} {_f(v)}" for b, v in sorted(idle.items())))
+        f"{b} {_f(v['single'])}" + (f" (a merged module: {_f(v['merged'])})"
+                                    if v.get("merged") else "")
+        for b, v in sorted(idle.items())))
     for b in backends:
         a, z = (runs.get("before", {}).get("fig", {}).get("per", {}).get(b),
                 runs.get("after", {}).get("fig", {}).get("per", {}).get(b))

@@ -52,7 +52,7 @@ import os
 import socket
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,7 +159,9 @@ class Summary:
     spill_file: str | None = None
     #: findings whose folder could not be written (a full disk); their rows have no finding_dir
     finding_write_errors: int = 0
-    #: per backend: target, actors, rate, evaluated tests, tests it skipped while busy, calls
+    #: per backend: target, actors, rate, evaluated tests, tests it skipped while busy, calls,
+    #: its scheduler share and core-seconds (wall time of its calls), its CPU-seconds (`cpu_s`:
+    #: the rows' measured `cpu_ms`)
     backends: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: tests that reached no backend (every backend they were sampled for was busy)
     skipped_tests: int = 0
@@ -221,6 +223,9 @@ class Summary:
             parts += [f"{b} {s.get('core_s', 0):.0f} s ({s.get('share', 0):.0%})"
                       for b, s in sorted(self.backends.items())]
             lines.append(f"core-seconds on {self.cores} cores (share): " + ", ".join(parts))
+        if any(s.get("cpu_s") for s in self.backends.values()):
+            lines.append("CPU-seconds of the compilers' own work (rows' cpu_ms): " + ", ".join(
+                f"{b} {s.get('cpu_s') or 0:.0f} s" for b, s in sorted(self.backends.items())))
         lines += [
             f"results:  {self.results_dir} ({self.rows} rows)",
             f"findings: {self.findings_dir} ({self.findings} findings, "
@@ -301,6 +306,23 @@ def backend_lacks(cfg: Config) -> dict[str, frozenset[str]]:
     if not cfg.campaign.route:
         return {}
     return {b: frozenset(make_backend(b).LACKS) for b in cfg.campaign.backends}
+
+
+def backend_merge_keys(cfg: Config) -> dict[str, Callable[[int], Hashable]]:
+    """backend spec -> what its merged tests must share, from a test's seed: the control-flow
+    dialect its evaluator compiles the test in (`Backend.dialect_of`; `campaign.merge.plan`
+    merges only tests of one dialect). Only for backends that merge tests and choose a dialect
+    per test (`dialect=mixed`): their calls take queued tests of one key, so a call of k tests
+    is one merged module, not one per dialect."""
+    from campaign.backends import make_backend
+
+    keys: dict[str, Callable[[int], Hashable]] = {}
+    for b in cfg.campaign.backends:
+        if cfg.campaign.options(b).merge > 1:
+            backend = make_backend(b)
+            if backend.dialect == "mixed":
+                keys[b] = backend.dialect_of
+    return keys
 
 
 def campaign_cores(cfg: Config, started_local: bool) -> int:
@@ -605,6 +627,9 @@ class _Pool:
         self.per_item_s: float | None = None  #: moving average of an item's time in a call
         #: tests its evaluator compiles as one module (`BackendOptions.merge`; 1 for generation)
         self.merge = camp.c.options(stage).merge if stage != GEN else 1
+        #: for a merging backend that compiles each test in a dialect of its own: the dialect
+        #: of a test's seed (`backend_merge_keys`); a call's queued tests share it
+        self.merge_key: Callable[[int], Hashable] | None = None
         self.done = 0  #: items that came back
         self.skipped_busy = 0  #: tests not given to this backend because its queue was full
         self.calls = 0  #: actor calls sent (tests per call: `done / calls`)
@@ -702,7 +727,7 @@ class _Pool:
         if self.stage == GEN or self.retry or not self.queue:
             return 0.0
         n, size, want = 0, 0, self.batch()
-        for it in self.queue:
+        for it in self._batchable(self.queue):
             n += 1
             size += len(it.test.case) if it.test.case is not None else 0
             if n >= want or size >= MAX_CALL_BYTES:
@@ -725,14 +750,40 @@ class _Pool:
         store, at a cost)."""
         out: list[_Item] = []
         size = 0
-        for q in (self.retry, self.queue):
-            while q and len(out) < n:
-                case = q[0].test.case
-                if out and case is not None and size + len(case) > MAX_CALL_BYTES:
-                    return out
-                size += len(case) if case is not None else 0
-                out.append(q.popleft())
-        return out
+        while self.retry and len(out) < n:
+            case = self.retry[0].test.case
+            if out and case is not None and size + len(case) > MAX_CALL_BYTES:
+                return out
+            size += len(case) if case is not None else 0
+            out.append(self.retry.popleft())
+        taken: list[_Item] = []
+        for it in self._batchable(self.queue):
+            if len(out) + len(taken) >= n:
+                break
+            case = it.test.case
+            if (out or taken) and case is not None and size + len(case) > MAX_CALL_BYTES:
+                break
+            size += len(case) if case is not None else 0
+            taken.append(it)
+        if self.merge_key is None or len(taken) == len(self.queue):
+            for _ in taken:  # the oldest ones
+                self.queue.popleft()
+        else:
+            ids = set(map(id, taken))
+            self.queue = deque(it for it in self.queue if id(it) not in ids)
+        return out + taken
+
+    def _batchable(self, queue: deque[_Item]) -> Iterator[_Item]:
+        """The queued items a call may take together, oldest first: all of them, or for a
+        pool with a `merge_key` those that share the oldest one's key."""
+        if self.merge_key is None or not queue:
+            yield from queue
+            return
+        key = self.merge_key
+        head = key(queue[0].test.seed)
+        for it in queue:
+            if key(it.test.seed) == head:
+                yield it
 
     def _send(self, slot: _Slot, items: list[_Item]) -> _Call:
         payload: list[Any]
@@ -779,7 +830,8 @@ class _Campaign:
 
     def __init__(self, cfg: Config, budget: Budget, out_dir: Path, stages: Stages,
                  needs: dict[str, tuple[int, dict[str, float]]], targets: dict[str, str],
-                 cores: int = 0, lacks: dict[str, frozenset[str]] | None = None) -> None:
+                 cores: int = 0, lacks: dict[str, frozenset[str]] | None = None,
+                 merge_keys: dict[str, Callable[[int], Hashable]] | None = None) -> None:
         self.cfg = cfg
         self.c = cfg.campaign
         self.budget = budget
@@ -804,6 +856,8 @@ class _Campaign:
         self.tests_done = 0
         self.skipped_tests = 0
         self.verdicts: dict[str, Counter[str]] = {}
+        #: per backend: CPU-seconds its rows measured (`cpu_ms`: the compiler's own work)
+        self.cpu_s: Counter[str] = Counter()
         self.deaths = self.timeouts = self.errors = self.requeued = 0
         self.consecutive_failures = 0
         self.t_start = time.monotonic()
@@ -833,6 +887,7 @@ class _Campaign:
                 return cls.remote(scfg, b, name)
 
             self.evals[b] = _Pool(self, b, n, res, make, "evaluate")
+            self.evals[b].merge_key = (merge_keys or {}).get(b)
         self.pools = [self.gen, *self.evals.values()]
         #: the core scheduler (campaign/scheduler.py); None: no limit (`campaign.cores=0`)
         self.scheduler: CoreScheduler | None = None
@@ -1002,6 +1057,8 @@ class _Campaign:
     def _add_row(self, test: _Test, row: dict[str, Any]) -> None:
         self.sink.add(row)
         self.verdicts.setdefault(row["backend"], Counter())[row["verdict"]] += 1
+        if row.get("cpu_ms") is not None:  # a merged module's CPU is on each of its k parts
+            self.cpu_s[row["backend"]] += row["cpu_ms"] / 1e3 / (row.get("merged") or 1)
         test.rows += 1
 
     def _finish(self, test: _Test) -> None:
@@ -1464,6 +1521,7 @@ class _Campaign:
                           "calls": p.calls,
                           "share": sched.get(b, {}).get("share"),
                           "core_s": sched.get(b, {}).get("core_s"),
+                          "cpu_s": round(self.cpu_s[b], 3),
                           "not_applicable": dict(self.not_applicable[b]),
                           "made_for": self.made_for[b],
                           "held_known": dict(self.held_known[b]),
@@ -1574,7 +1632,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
         check_resources(conf, needs)
         camp = _Campaign(conf, budget, out_dir, stages, needs, targets,
                          cores=campaign_cores(conf, started and not conf.ray.address),
-                         lacks=backend_lacks(conf))
+                         lacks=backend_lacks(conf), merge_keys=backend_merge_keys(conf))
         if plan.testing_s is not None:
             camp.deadline = t0 + plan.testing_s
         warn_if_ctrl_c_ignored(log)

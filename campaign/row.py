@@ -41,7 +41,7 @@ LIMITS = {"error_msg": MAX_MSG}
 DOWNSTREAM = ("campaign", "run_id", "finding_dir")
 #: the columns of a backend's measurements (the driver has none for a test it lost)
 MEASUREMENTS = ("mismatch_output", "mismatch_input_set", "max_abs_err", "max_rel_err",
-                "compile_ms", "run_ms")
+                "compile_ms", "run_ms", "cpu_ms")
 
 
 def utc_now() -> datetime:
@@ -99,6 +99,7 @@ class ResultRow:
     ref_ms: float | None = None
     compile_ms: float | None = None
     run_ms: float | None = None
+    cpu_ms: float | None = None
     merged: int | None = None
     n_compiles: int | None = None
     timeout_confirmed: bool | None = None

@@ -52,6 +52,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("ref_ms", pa.float64(), nullable=True),
         pa.field("compile_ms", pa.float64(), nullable=True),
         pa.field("run_ms", pa.float64(), nullable=True),
+        pa.field("cpu_ms", pa.float64(), nullable=True),
         pa.field("merged", pa.int32(), nullable=True),
         pa.field("n_compiles", pa.int32(), nullable=True),
         pa.field("timeout_confirmed", pa.bool_(), nullable=True),

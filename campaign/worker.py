@@ -371,6 +371,7 @@ class FuzzWorker:
         """The row of one backend's result on a prepared test, and its finding if not a pass."""
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,
+                                    cpu_ms=result.cpu_ms,
                                     **timeout_fields(result))
         dialect = result.dialect or backend.dialect
         if dialect:

@@ -25,6 +25,7 @@ import importlib
 import inspect
 import random
 import re
+import resource
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -55,6 +56,11 @@ class BackendResult:
     traceback: str | None = None
     compile_ms: float | None = None  #: import + compile time (ORT: session creation)
     run_ms: float | None = None
+    #: CPU time of the evaluation (user + system), of the evaluating process and of the child
+    #: processes it waited for (a compiler's g++ runs): set by `Backend.evaluate`. Beside the
+    #: wall times it says how much of them was the compiler's own work, and how much waiting
+    #: for a core (`cpu_ms` / (`compile_ms` + `run_ms`))
+    cpu_ms: float | None = None
     verdict: Verdict | None = None
     #: top frames of the failure (innermost first, `campaign.signature.python_frames`)
     frames: tuple[str, ...] = ()
@@ -99,6 +105,12 @@ class BackendResult:
     @property
     def failed(self) -> bool:
         return self.stage is not None
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of its children it has waited for."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 class StageFailed(Exception):
@@ -239,6 +251,7 @@ class Backend(abc.ABC):
     # ---- evaluation --------------------------------------------------------------------------
     def evaluate(self, m: Materialized) -> BackendResult:
         result = BackendResult()
+        cpu0 = cpu_seconds()
         reason = self._unavailable_cached()
         if reason:
             return BackendResult(verdict=Verdict.SKIPPED, error_class="Unavailable",
@@ -276,6 +289,7 @@ class Backend(abc.ABC):
                 self.reset()
             except Exception:  # a failed cleanup must not lose the result
                 pass
+            result.cpu_ms = 1e3 * (cpu_seconds() - cpu0)
         return result
 
     def _unavailable_cached(self) -> str | None:

@@ -27,7 +27,7 @@ from mutators import MutationConfig
 
 #: columns that differ between an alone and a merged run of the same test (time, process, the
 #: merged compile's figures, the column telling them apart)
-VOLATILE = {"ts", "worker", "host", "gen_ms", "ref_ms", "compile_ms", "run_ms", "merged"}
+VOLATILE = {"ts", "worker", "host", "gen_ms", "ref_ms", "compile_ms", "run_ms", "cpu_ms", "merged"}
 
 
 def _make(seeds, cfg: WorkerConfig | None = None) -> list[Prepared]:

@@ -7,7 +7,7 @@ from campaign.worker import FuzzWorker, TestReport, WorkerConfig
 from ir import GenConfig
 
 #: columns that differ between two runs of the same test (time, process)
-VOLATILE = {"ts", "worker", "host", "gen_ms", "ref_ms", "compile_ms", "run_ms"}
+VOLATILE = {"ts", "worker", "host", "gen_ms", "ref_ms", "compile_ms", "run_ms", "cpu_ms"}
 
 
 def _same(a: dict, b: dict) -> dict:
