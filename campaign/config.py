@@ -52,6 +52,10 @@ class BackendOptions:
     #: grows with the graph); each part is judged on its own, and a merged compile that fails
     #: is split back into its parts, each run alone (campaign/merge.py); 1: no merging
     merge: int = 1
+    #: the fraction of tests compiled in a configuration drawn from the backend's
+    #: configuration space (`campaign.backends.configs`, docs/configs.md; recorded in the
+    #: row's `backend_config`); 0: every test runs the spec's own configuration
+    configs: float = 0.0
 
 
 @dataclass

@@ -124,7 +124,8 @@ def default_stages(cfg: Config) -> Stages:
         generator=cfg.generator, backends=list(c.backends), mutation=cfg.mutation,
         limits=SandboxConfig(timeout_s=c.sandbox_timeout_s,
                              confirm_timeout_factor=c.confirm_timeout_factor),
-        merge={b: c.options(b).merge for b in c.backends if c.options(b).merge > 1}))
+        merge={b: c.options(b).merge for b in c.backends if c.options(b).merge > 1},
+        configs={b: c.options(b).configs for b in c.backends if c.options(b).configs > 0}))
 
 
 @dataclass
@@ -309,19 +310,21 @@ def backend_lacks(cfg: Config) -> dict[str, frozenset[str]]:
 
 
 def backend_merge_keys(cfg: Config) -> dict[str, Callable[[int], Hashable]]:
-    """backend spec -> what its merged tests must share, from a test's seed: the control-flow
-    dialect its evaluator compiles the test in (`Backend.dialect_of`; `campaign.merge.plan`
-    merges only tests of one dialect). Only for backends that merge tests and choose a dialect
-    per test (`dialect=mixed`): their calls take queued tests of one key, so a call of k tests
-    is one merged module, not one per dialect."""
+    """backend spec -> what its merged tests must share, from a test's seed
+    (`Backend.merge_key`: the control-flow dialect and the configuration its evaluator compiles
+    the test in; `campaign.merge.plan` merges only tests of one key). Only for backends that
+    merge tests and choose either per test (`dialect=mixed`, `configs` > 0): their calls take
+    queued tests of one key, so a call of k tests is one merged module, not one per key."""
     from campaign.backends import make_backend
 
     keys: dict[str, Callable[[int], Hashable]] = {}
     for b in cfg.campaign.backends:
-        if cfg.campaign.options(b).merge > 1:
+        opts = cfg.campaign.options(b)
+        if opts.merge > 1:
             backend = make_backend(b)
-            if backend.dialect == "mixed":
-                keys[b] = backend.dialect_of
+            backend.sample_configs = opts.configs
+            if backend.dialect == "mixed" or (opts.configs > 0 and backend.CONFIG_SPACE):
+                keys[b] = backend.merge_key
     return keys
 
 

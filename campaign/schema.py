@@ -53,6 +53,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("compile_ms", pa.float64(), nullable=True),
         pa.field("run_ms", pa.float64(), nullable=True),
         pa.field("cpu_ms", pa.float64(), nullable=True),
+        pa.field("backend_config", pa.string(), nullable=False),
         pa.field("merged", pa.int32(), nullable=True),
         pa.field("n_compiles", pa.int32(), nullable=True),
         pa.field("timeout_confirmed", pa.bool_(), nullable=True),

@@ -66,6 +66,9 @@ class WorkerConfig:
     known: list = field(default_factory=list)
     #: backend spec -> tests an evaluator compiles as one module (`BackendOptions.merge`)
     merge: dict[str, int] = field(default_factory=dict)
+    #: backend spec -> the fraction of tests run in a drawn configuration
+    #: (`BackendOptions.configs`; `Backend.sample_configs`)
+    configs: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -220,6 +223,8 @@ class FuzzWorker:
         self.name = name
         self.host = socket.gethostname()
         self.backends: list[Backend] = [make_backend(b) for b in cfg.backends]
+        for b in self.backends:
+            b.sample_configs = cfg.configs.get(b.name, 0.0)
         self.sandboxes: dict[str, Sandbox] = (
             {b.name: Sandbox(b, cfg.limits) for b in self.backends} if cfg.sandbox else {})
         #: the seed pool and the mutation engine (docs/mutation.md)
@@ -371,7 +376,7 @@ class FuzzWorker:
         """The row of one backend's result on a prepared test, and its finding if not a pass."""
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,
-                                    cpu_ms=result.cpu_ms,
+                                    cpu_ms=result.cpu_ms, backend_config=result.backend_config,
                                     **timeout_fields(result))
         dialect = result.dialect or backend.dialect
         if dialect:

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from campaign.artifacts import Materialized
+from campaign.backends.configs import Option, config_text, draw
 from campaign.signature import python_frames
 from campaign.verdict import Stage, Verdict
 
@@ -89,6 +90,9 @@ class BackendResult:
     unusable: list[str] = field(default_factory=list)
     #: our own code failed around the backend (not the compiler): the sandbox re-runs it once
     harness: bool = False
+    #: the configuration this run used, when it was drawn for the test (`campaign.backends.
+    #: configs`: '' is the backend's own)
+    backend_config: str = ""
     #: set by a sandbox: the earlier test (its `Job` bytes) that left the process unusable,
     #: found when this test hit a harness error there and passed a re-run in a fresh process
     blame: Any = None
@@ -214,6 +218,18 @@ class Backend(abc.ABC):
     #: holding one (no row, counted as not applicable) and, when it would idle, has tests made
     #: without them. A gap outside this set still shows as `unsupported` rows.
     LACKS: ClassVar[frozenset[str]] = frozenset()
+    #: the configurations worth fuzzing (`campaign.backends.configs`): constructor options with
+    #: their values; a test draws one by its seed when `sample_configs` > 0
+    CONFIG_SPACE: ClassVar[tuple[Option, ...]] = ()
+    #: the fraction of tests that get a configuration drawn from `CONFIG_SPACE` (0: every test
+    #: runs the spec's own; `campaign.backend_options.<b>.configs`, set by the worker)
+    sample_configs: float = 0.0
+    #: set by `make_backend`: the factory and the options it was built with (the registered
+    #: defaults and the spec's), so that `variant` builds the same backend with other options
+    _factory: BackendFactory | None = None
+    _options: dict[str, Any] = {}  # never changed in place: make_backend sets its own
+    #: the options the spec itself writes (`inductor?cpp_wrapper=true`): never drawn
+    _fixed: frozenset[str] = frozenset()
 
     # ---- hooks -------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -248,8 +264,44 @@ class Backend(abc.ABC):
             return self.dialect
         return "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
 
+    # ---- configurations ----------------------------------------------------------------------
+    def config_of(self, seed: int) -> dict[str, Any]:
+        """The configuration a test of this seed runs (`campaign.backends.configs.draw`: {}
+        is the backend's own; the same seed always gets the same one)."""
+        return draw(self.CONFIG_SPACE, self._fixed, self.name, seed, self.sample_configs)
+
+    def merge_key(self, seed: int) -> tuple[str | None, str]:
+        """What tests merged into one module must share: the dialect and the configuration
+        they are compiled in."""
+        return self.dialect_of(seed), config_text(self.config_of(seed))
+
+    def variant(self, config: dict[str, Any]) -> Backend:
+        """This backend with `config`'s options (built once per configuration, then kept)."""
+        if not config:
+            return self
+        text = config_text(config)
+        cache = self.__dict__.setdefault("_variants", {})
+        if text not in cache:
+            if self._factory is None:
+                raise ValueError(f"backend {self.name}: not built by make_backend, so it has "
+                                 "no configurations")
+            v = self._factory(**{**self._options, **config})
+            v.name, v._factory, v._fixed = self.name, self._factory, self._fixed
+            v._options = {**self._options, **config}
+            cache[text] = v
+        return cache[text]
+
     # ---- evaluation --------------------------------------------------------------------------
     def evaluate(self, m: Materialized) -> BackendResult:
+        """Evaluate `m` in the configuration its seed draws (`config_of`)."""
+        config = self.config_of(m.tc.seed) if self.sample_configs > 0 else {}
+        if not config:
+            return self._evaluate_as_configured(m)
+        result = self.variant(config)._evaluate_as_configured(m)
+        result.backend_config = config_text(config)
+        return result
+
+    def _evaluate_as_configured(self, m: Materialized) -> BackendResult:
         result = BackendResult()
         cpu0 = cpu_seconds()
         reason = self._unavailable_cached()
@@ -483,4 +535,10 @@ def make_backend(spec: str) -> Backend:
         raise ValueError(f"backend {spec!r}: the factory returned {type(backend).__name__}, "
                          "not a campaign.backends.Backend")
     backend.name = spec
+    backend._factory, backend._options = factory, dict(options)
+    backend._fixed = frozenset(parse_spec(spec)[1])
+    if backend.CONFIG_SPACE:
+        from campaign.backends.configs import check_space
+
+        check_space(backend.CONFIG_SPACE, list(inspect.signature(factory).parameters), spec)
     return backend

@@ -37,6 +37,7 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
+from campaign.backends.configs import Option
 from campaign.verdict import Stage
 
 INDUCTOR_UNSUPPORTED = (
@@ -48,6 +49,64 @@ INDUCTOR_UNSUPPORTED = (
 
 #: the configurations (cpp_wrapper or not) this process has compiled once already
 _warmed: set[bool] = set()
+
+#: constructor options that set a `torch._inductor.config` key for this backend's compiles
+#: (compile_fx config_patches); None leaves Inductor's own default
+INDUCTOR_FLAGS = {
+    "freezing": "freezing",
+    "pattern_matcher": "pattern_matcher",
+    "split_reductions": "split_reductions",
+    "aggressive_fusion": "aggressive_fusion",
+    "max_fusion_size": "max_fusion_size",
+    "layout_optimization": "layout_optimization",
+    "loop_ordering_after_fusion": "loop_ordering_after_fusion",
+    "reorder_for_locality": "reorder_for_locality",
+    "inplace_buffers": "inplace_buffers",
+    "allow_buffer_reuse": "allow_buffer_reuse",
+    "memory_planning": "memory_planning",
+    "joint_graph_constant_folding": "joint_graph_constant_folding",
+    "comprehensive_padding": "comprehensive_padding",
+    "simdlen": "cpp.simdlen",
+    "loop_tail_vec": "cpp.enable_loop_tail_vec",
+    "tiling_heuristics": "cpp.enable_tiling_heuristics",
+}
+
+#: Inductor's configuration space on CPU (docs/configs.md says why each option is there):
+#: options that change which compiler code runs, from torch/_inductor/config.py's own
+#: comments. Left out on purpose: options that change results by design (fast-math,
+#: floating-point contraction, the decomposed tanh of pytorch#148241, fallback_random) or
+#: only act on GPU (Triton, CUDA graphs), and size_asserts (it only removes checks).
+INDUCTOR_SPACE = (
+    Option("fullgraph", (True, False), "a graph break is allowed: Dynamo splits the program "
+           "and guards on the pieces (hop dialect; the python dialect always allows them)"),
+    Option("dynamic", (False, True, None), "symbolic sizes from the first compile (True) or "
+           "after a recompile (None): the SymInt paths of lowering and codegen"),
+    Option("mode", (None, "max-autotune-no-cudagraphs"), "autotuning: the C++ GEMM "
+           "templates and their epilogue fusion for mm/conv on CPU"),
+    Option("cpp_wrapper", (False, True), "the host code as C++ (AOTInductor's wrapper "
+           "codegen, control flow included) instead of Python"),
+    Option("freezing", (None, True), "weights become constants: constant folding, conv-bn "
+           "folding and the frozen-weight layout passes"),
+    Option("pattern_matcher", (None, False), "no pattern rewrites: the plain lowerings of what "
+           "the patterns would replace"),
+    Option("split_reductions", (None, False), "reductions in one kernel instead of split"),
+    Option("aggressive_fusion", (None, True), "fusion of nodes without common reads"),
+    Option("max_fusion_size", (None, 1, 8), "fusion capped: more, smaller kernels and the "
+           "buffers between them"),
+    Option("layout_optimization", (None, False), "no channels-last layout for convolutions"),
+    Option("loop_ordering_after_fusion", (None, False), "no loop reordering after fusion"),
+    Option("reorder_for_locality", (None, False), "no scheduler reordering for locality"),
+    Option("inplace_buffers", (None, False), "no reuse of an input buffer as the output"),
+    Option("allow_buffer_reuse", (None, False), "no buffer reuse across unrelated values"),
+    Option("memory_planning", (None, True), "pooled allocation of intermediate buffers"),
+    Option("joint_graph_constant_folding", (None, False), "no constant folding before "
+           "partitioning"),
+    Option("comprehensive_padding", (None, False), "no padding of strides for alignment"),
+    Option("simdlen", (None, 0, 256), "C++ kernels without vectorization (0) or with 256-bit "
+           "vectors (AVX2 codegen on an AVX-512 CPU)"),
+    Option("loop_tail_vec", (None, False), "scalar instead of masked-vector loop tails"),
+    Option("tiling_heuristics", (None, False), "no tiling-selection heuristics in C++ kernels"),
+)
 
 
 def _torch_input_sets(m: Materialized, device: str) -> list[list]:
@@ -88,9 +147,20 @@ class InductorBackend(Backend):
     """`torch.compile(module, backend="inductor")` on one device."""
 
     UNSUPPORTED = INDUCTOR_UNSUPPORTED
+    CONFIG_SPACE = INDUCTOR_SPACE
 
-    def __init__(self, device: str = "cpu", fullgraph: bool = True, dynamic: bool = False,
-                 dialect: str = "hop", unbacked: bool = False, cpp_wrapper: bool = False):
+    def __init__(self, device: str = "cpu", fullgraph: bool = True, dynamic: bool | None = False,
+                 dialect: str = "hop", unbacked: bool = False, cpp_wrapper: bool = False,
+                 mode: str | None = None, freezing: bool | None = None,
+                 pattern_matcher: bool | None = None, split_reductions: bool | None = None,
+                 aggressive_fusion: bool | None = None, max_fusion_size: int | None = None,
+                 layout_optimization: bool | None = None,
+                 loop_ordering_after_fusion: bool | None = None,
+                 reorder_for_locality: bool | None = None, inplace_buffers: bool | None = None,
+                 allow_buffer_reuse: bool | None = None, memory_planning: bool | None = None,
+                 joint_graph_constant_folding: bool | None = None,
+                 comprehensive_padding: bool | None = None, simdlen: int | None = None,
+                 loop_tail_vec: bool | None = None, tiling_heuristics: bool | None = None):
         if device not in ("cpu", "cuda"):
             raise ValueError(f"inductor: device must be cpu or cuda, got {device!r}")
         if dialect not in ("hop", "python", "mixed"):
@@ -99,7 +169,24 @@ class InductorBackend(Backend):
         self.name = "inductor"
         self.target = device
         self.fullgraph = bool(fullgraph)
-        self.dynamic = bool(dynamic)
+        #: torch.compile's `dynamic`: False static, True symbolic from the start, None after
+        #: a recompile
+        self.dynamic = None if dynamic is None else bool(dynamic)
+        if mode not in (None, "default", "max-autotune-no-cudagraphs", "max-autotune",
+                        "reduce-overhead", "lite"):
+            raise ValueError(f"inductor: unknown mode {mode!r}")
+        self.mode = None if mode == "default" else mode
+        #: `torch._inductor.config` keys set for this backend's compiles (INDUCTOR_FLAGS)
+        given = dict(freezing=freezing, pattern_matcher=pattern_matcher,
+                     split_reductions=split_reductions, aggressive_fusion=aggressive_fusion,
+                     max_fusion_size=max_fusion_size, layout_optimization=layout_optimization,
+                     loop_ordering_after_fusion=loop_ordering_after_fusion,
+                     reorder_for_locality=reorder_for_locality, inplace_buffers=inplace_buffers,
+                     allow_buffer_reuse=allow_buffer_reuse, memory_planning=memory_planning,
+                     joint_graph_constant_folding=joint_graph_constant_folding,
+                     comprehensive_padding=comprehensive_padding, simdlen=simdlen,
+                     loop_tail_vec=loop_tail_vec, tiling_heuristics=tiling_heuristics)
+        self.flags = {INDUCTOR_FLAGS[k]: v for k, v in given.items() if v is not None}
         #: dynamic-shape tests: mark their symbolic dims unbacked (no 0/1 specialization, no
         #: guards on them) instead of dynamic
         self.unbacked = bool(unbacked)
@@ -137,7 +224,15 @@ class InductorBackend(Backend):
         _warmed.add(self.cpp_wrapper)
 
     def _config_patches(self) -> dict[str, Any]:
-        return {"cpp_wrapper": True} if self.cpp_wrapper else {}
+        patches = dict(self.flags)
+        if self.cpp_wrapper:
+            patches["cpp_wrapper"] = True
+        if self.mode is not None:
+            # torch.compile takes no `mode` beside a custom backend: what the mode sets
+            from torch._inductor import list_mode_options
+
+            patches.update(list_mode_options(self.mode))
+        return patches
 
     def child_init(self, work_dir: str) -> None:
         import torch._inductor.config as icfg

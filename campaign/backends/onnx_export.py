@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
+import tempfile
 import warnings
 from typing import Any
 
@@ -23,13 +25,32 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
+from campaign.backends.configs import Option
 from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers, ort_session_options
 from campaign.verdict import Stage
+
+
+class TracedControlFlow(RuntimeError):
+    """The TorchScript exporter (`dynamo=False`) traces one path through data-dependent control
+    flow (documented): a graph with if/loop/scan is not exported that way."""
+
 
 ONNX_EXPORT_UNSUPPORTED = (
     KnownUnsupported("the torch.onnx exporter has no translation for this op", Stage.IMPORT,
                      r"DispatchError|UnsupportedOperatorError", None),
+    KnownUnsupported("the TorchScript exporter traces one path of data-dependent control flow",
+                     Stage.IMPORT, r"TracedControlFlow", None),
     *ORT_UNSUPPORTED,
+)
+
+#: the exporter's configuration space (docs/configs.md)
+ONNX_EXPORT_SPACE = (
+    Option("opset", (None, 20, 21, 23), "a newer ONNX opset than the exporter's own (18): "
+           "the onnxscript version converter and the newer ops' translations"),
+    Option("optimize", (True, False), "the model as translated, without the onnxscript "
+           "optimizer (constant folding, inlining, dead-code removal)"),
+    Option("dynamo", (True, False), "the TorchScript exporter (torch.jit tracing), for graphs "
+           "without control flow"),
 )
 
 
@@ -41,10 +62,11 @@ class OnnxExportBackend(Backend):
     """torch.onnx.export(dynamo=True), run on ONNX Runtime."""
 
     UNSUPPORTED = ONNX_EXPORT_UNSUPPORTED
+    CONFIG_SPACE = ONNX_EXPORT_SPACE
     dialect: str  # always set (the torch module's dialect)
 
     def __init__(self, optimize: bool = True, opt_level: str = "all", device: str = "cpu",
-                 dialect: str = "hop"):
+                 dialect: str = "hop", opset: int | None = None, dynamo: bool = True):
         if device not in ("cpu", "cuda"):
             raise ValueError(f"onnx_export: device must be cpu or cuda, got {device!r}")
         if dialect not in ("hop", "python"):
@@ -55,6 +77,12 @@ class OnnxExportBackend(Backend):
         self.opt_level = opt_level
         self.target = device
         ort_session_options(opt_level)  # validates opt_level early
+        if opset is not None and not 18 <= int(opset) <= 23:
+            raise ValueError(f"onnx_export: opset must be 18..23, got {opset!r}")
+        #: the exported model's opset (None: the exporter's own)
+        self.opset = None if opset is None else int(opset)
+        #: torch.export + onnxscript (True) or the TorchScript exporter (False)
+        self.dynamo = bool(dynamo)
 
     @property
     def version(self) -> str:
@@ -99,14 +127,26 @@ class OnnxExportBackend(Backend):
         def export() -> bytes:
             from ir.materialize.dynshape import export_dynamic_shapes, torch_module
 
+            if not self.dynamo and (dyn is not None or any(i.blocks for i in graph.insts)):
+                raise TracedControlFlow("dynamo=False: the TorchScript exporter would trace one "
+                                        "path of this graph's control flow (or fix its shapes)")
             module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect).eval()
             extra: dict[str, Any] = ({} if dyn is None else
                                      {"dynamic_shapes": export_dynamic_shapes(graph, dyn)})
+            if self.opset is not None:
+                extra["opset_version"] = self.opset
+            # copies: a graph may write its inputs in place (docs/inplace.md)
+            inputs = tuple(a.clone() for a in args)
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
-                # copies: a graph may write its inputs in place (docs/inplace.md)
-                program = torch.onnx.export(module, tuple(a.clone() for a in args), dynamo=True,
-                                            optimize=self.optimize,
+                if not self.dynamo:
+                    with tempfile.TemporaryDirectory() as d:
+                        path = os.path.join(d, "model.onnx")
+                        torch.onnx.export(module, inputs, path, dynamo=False, verbose=False,
+                                          **extra)
+                        with open(path, "rb") as f:
+                            return f.read()
+                program = torch.onnx.export(module, inputs, dynamo=True, optimize=self.optimize,
                                             verbose=False, report=False, **extra)
             assert program is not None  # dynamo=True returns the program
             return program.model_proto.SerializeToString()

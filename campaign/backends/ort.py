@@ -2,7 +2,9 @@
 graph optimizations all or disabled — so ORT optimized vs ORT unoptimized is an oracle too.
 
 Registered: `ort` (cpu, all), `ort_noopt` (cpu, disabled), `ort_cuda`, `ort_cuda_noopt`.
-Options: `opt_level` (`all` | `extended` | `basic` | `disabled`), `device` (`cpu` | `cuda`).
+Options: `opt_level` (`all` | `extended` | `basic` | `disabled`), `device` (`cpu` | `cuda`),
+`disabled_optimizers` (comma-separated transformer names), `execution_mode` (`sequential` |
+`parallel`), `threads` (intra-op); the configuration space `ORT_SPACE` draws them per test.
 """
 from __future__ import annotations
 
@@ -12,18 +14,44 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, input_feed_sets, register
+from campaign.backends.configs import Option
 from campaign.verdict import Stage
 
 _LEVELS = ("all", "extended", "basic", "disabled")
 
 
-def ort_session_options(opt_level: str = "all"):
-    """Session options for one test: one thread, quiet, the given optimization level."""
+#: graph transformers worth switching off one by one (`disabled_optimizers`): each hides the
+#: rewrite it does and leaves its input to the later rewrites and kernels
+ORT_OPTIMIZERS = ("ConstantFolding", "TransposeOptimizer", "CommonSubexpressionElimination",
+                  "ConstantSharing", "MatMulAddFusion", "GemmActivationFusion",
+                  "ConvActivationFusion", "ConvAddFusion", "ConvBNFusion", "ConvMulFusion",
+                  "LayerNormFusion", "SimplifiedLayerNormFusion", "GeluFusion",
+                  "ReshapeFusion", "NchwcTransformer", "MatMulScaleFusion")
+
+#: ORT's configuration space (docs/configs.md)
+ORT_SPACE = (
+    Option("opt_level", ("all", "extended", "basic", "disabled"), "each graph optimization "
+           "level: the rewrites of the levels below it, without the ones above"),
+    Option("disabled_optimizers", (None, *ORT_OPTIMIZERS, "ConstantFolding,TransposeOptimizer",
+                                   "ConvBNFusion,ConvActivationFusion,ConvAddFusion"),
+           "the optimization level without these rewrites (comma-separated)"),
+    Option("execution_mode", ("sequential", "parallel"), "the parallel executor (inter-op "
+           "scheduling of independent nodes)"),
+    Option("threads", (1, 2), "intra-op threads: the kernels' parallel paths"),
+)
+
+
+def ort_session_options(opt_level: str = "all", execution_mode: str = "sequential",
+                        threads: int = 1):
+    """Session options for one test: quiet, the given optimization level, executor and
+    intra-op threads (one inter-op thread, except the parallel executor's two)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 2 if execution_mode == "parallel" else 1
+    so.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if execution_mode == "parallel"
+                         else ort.ExecutionMode.ORT_SEQUENTIAL)
     so.graph_optimization_level = {
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -59,16 +87,28 @@ class OrtBackend(Backend):
     """ONNX Runtime on one execution provider at one optimization level."""
 
     UNSUPPORTED = ORT_UNSUPPORTED
+    CONFIG_SPACE = ORT_SPACE
 
-    def __init__(self, opt_level: str = "all", device: str = "cpu"):
+    def __init__(self, opt_level: str = "all", device: str = "cpu",
+                 disabled_optimizers: str | None = None, execution_mode: str = "sequential",
+                 threads: int = 1):
         if opt_level not in _LEVELS:
             raise ValueError(f"ort: opt_level must be one of {', '.join(_LEVELS)}, "
                              f"got {opt_level!r}")
         if device not in ("cpu", "cuda"):
             raise ValueError(f"ort: device must be cpu or cuda, got {device!r}")
+        if execution_mode not in ("sequential", "parallel"):
+            raise ValueError(f"ort: execution_mode must be sequential or parallel, got "
+                             f"{execution_mode!r}")
+        if int(threads) < 1:
+            raise ValueError(f"ort: threads must be at least 1, got {threads!r}")
         self.name = "ort"
         self.opt_level = opt_level
         self.target = device
+        #: graph transformers switched off by name (ORT's `disabled_optimizers`)
+        self.disabled_optimizers = [o for o in (disabled_optimizers or "").split(",") if o]
+        self.execution_mode = execution_mode
+        self.threads = int(threads)
 
     def prepare(self) -> None:
         import onnxruntime  # noqa: F401
@@ -85,10 +125,13 @@ class OrtBackend(Backend):
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         import onnxruntime as ort
 
+        extra = ({"disabled_optimizers": self.disabled_optimizers}
+                 if self.disabled_optimizers else {})
+        so = ort_session_options(self.opt_level, self.execution_mode, self.threads)
         sess = self.stage(
             Stage.COMPILE,
-            partial(ort.InferenceSession, m.onnx_bytes, ort_session_options(self.opt_level),
-                    providers=ort_providers(self.target)),
+            partial(ort.InferenceSession, m.onnx_bytes, so,
+                    providers=ort_providers(self.target), **extra),
             result, "compile_ms",
         )
         return self.run_sets(input_feed_sets(m), partial(sess.run, None), result)

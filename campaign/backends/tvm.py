@@ -15,6 +15,7 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, input_feed_sets, register
+from campaign.backends.configs import Option
 from campaign.verdict import Stage
 
 #: TVM 0.27's Relax ONNX importer has no converter for these: a gap, not a bug. Any other op
@@ -50,21 +51,50 @@ TVM_UNSUPPORTED = (
 TVM_LACKS = frozenset({"loop", "scan", "lstm", "gru", "rnn"})
 
 
+def _cpu_has(*flags: str) -> bool:
+    """Whether this machine's CPU has every flag (/proc/cpuinfo; False where unreadable)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            have = set(next((ln for ln in f if ln.startswith("flags")), "").split())
+    except OSError:
+        return False
+    return set(flags) <= have
+
+
+#: TVM's configuration space on CPU (docs/configs.md)
+TVM_SPACE = (
+    Option("opt_level", (3, 0, 1, 2), "the PassContext level: which Relax/TIR passes run"),
+    Option("pipeline", ("fused", "default"), "TVM's default_build pipeline (legalize and "
+           "build, no operator fusion) instead of the fused one"),
+    Option("mcpu", (None, "haswell"), "LLVM code for an AVX2 CPU (-mcpu=haswell) instead of "
+           "the generic x86-64 target: the vectorized schedules' instruction selection",
+           available=lambda: _cpu_has("avx2", "fma")),
+)
+
+
 class TvmBackend(Backend):
     """TVM Relax on one target (llvm or cuda)."""
 
     UNSUPPORTED = TVM_UNSUPPORTED
     LACKS = TVM_LACKS
+    CONFIG_SPACE = TVM_SPACE
 
-    def __init__(self, target: str = "llvm", opt_level: int = 3, pipeline: str = "fused"):
+    def __init__(self, target: str = "llvm", opt_level: int = 3, pipeline: str = "fused",
+                 mcpu: str | None = None):
         if target not in ("llvm", "cuda"):
             raise ValueError(f"tvm: target must be llvm or cuda, got {target!r}")
         if pipeline not in ("fused", "default"):
             raise ValueError(f"tvm: pipeline must be fused or default, got {pipeline!r}")
         if not 0 <= int(opt_level) <= 3:
             raise ValueError(f"tvm: opt_level must be 0..3, got {opt_level!r}")
+        if mcpu is not None and target != "llvm":
+            raise ValueError(f"tvm: mcpu is an llvm option, got target {target!r}")
+        if mcpu is not None and not str(mcpu).replace("-", "").isalnum():
+            raise ValueError(f"tvm: bad mcpu {mcpu!r}")
         self.name = "tvm"
         self.tvm_target = target
+        #: the llvm target's CPU (None: TVM's generic x86-64)
+        self.mcpu = mcpu
         self.target = "cuda" if target == "cuda" else "cpu"
         self.opt_level = int(opt_level)
         self.pipeline = pipeline
@@ -101,7 +131,8 @@ class TvmBackend(Backend):
 
         model = m.onnx_model
         mod = self.stage(Stage.IMPORT, lambda: from_onnx(model), result, "compile_ms")
-        target = tvm.target.Target(self.tvm_target)
+        target = tvm.target.Target(self.tvm_target if self.mcpu is None
+                                   else {"kind": self.tvm_target, "mcpu": self.mcpu})
 
         def build():
             pipeline = (relax.get_default_pipeline(target) if self.pipeline == "fused"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+from campaign.backends.configs import config_text
 from campaign.driver import _Item, _Pool, _Test, backend_merge_keys
 
 
@@ -72,7 +73,7 @@ def test_a_short_keyed_batch_goes_when_it_has_waited_its_time_or_nothing_more_co
     assert pool.due() <= 0
 
 
-def test_only_mixed_dialect_backends_that_merge_get_a_key():
+def test_only_merging_backends_that_choose_a_dialect_or_configuration_per_test_get_a_key():
     from campaign.config import BackendOptions, Config
 
     cfg = Config()
@@ -84,5 +85,13 @@ def test_only_mixed_dialect_backends_that_merge_get_a_key():
 
     mixed = make_backend("inductor?dialect=mixed")
     assert [keys["inductor?dialect=mixed"](s) for s in range(20)] == [
-        mixed.dialect_of(s) for s in range(20)]
-    assert {keys["inductor?dialect=mixed"](s) for s in range(20)} == {"hop", "python"}
+        (mixed.dialect_of(s), "") for s in range(20)]
+    assert {keys["inductor?dialect=mixed"](s)[0] for s in range(20)} == {"hop", "python"}
+    # a drawn configuration is part of the key: merged tests are compiled in one
+    cfg.campaign.backend_options["inductor?dialect=hop"] = BackendOptions(merge=4, configs=1.0)
+    keys = backend_merge_keys(cfg)
+    hop = make_backend("inductor?dialect=hop")
+    hop.sample_configs = 1.0
+    assert [keys["inductor?dialect=hop"](s) for s in range(20)] == [
+        ("hop", config_text(hop.config_of(s))) for s in range(20)]
+    assert len({keys["inductor?dialect=hop"](s)[1] for s in range(20)}) > 5

@@ -63,9 +63,9 @@ def test_dotted_paths_in_both_forms():
     ("campaign.backends.ort:ORT_UNSUPPORTED", "is not a class or factory"),
     ("campaign.backends.ort:ort_providers?device=cpu", "not a campaign.backends.Backend"),
     ("ort?opt_level=fast", "opt_level must be one of"),
-    ("ort?speed=1", "backend 'ort?speed=1': unknown option 'speed' (known: opt_level, device)"),
+    ("ort?speed=1", "backend 'ort?speed=1': unknown option 'speed' (known: opt_level, device, disabled_optimizers, execution_mode, threads)"),
     ("tvm?opt_levl=3", "backend 'tvm?opt_levl=3': unknown option 'opt_levl' (known: target, "
-                       "opt_level, pipeline)"),
+                       "opt_level, pipeline, mcpu)"),
     ("tvm?opt_level=9", "backend 'tvm?opt_level=9': tvm: opt_level must be 0..3, got 9"),
     ("ort?bad", "bad option 'bad'"),
     ("tvm?target=vulkan", "target must be llvm or cuda"),

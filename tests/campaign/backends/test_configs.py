@@ -1,0 +1,268 @@
+"""Compiler configurations as a fuzzing dimension (campaign/backends/configs.py): drawing, the
+text form, and every option of every backend's space reaching the compiler."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from campaign.artifacts import Materialized
+from campaign.backends import BACKENDS, Backend, BackendResult, make_backend
+from campaign.backends.base import parse_spec
+from campaign.backends.configs import (
+    Option,
+    config_text,
+    draw,
+    parse_config,
+    with_config,
+)
+from campaign.backends.inductor import INDUCTOR_FLAGS, InductorBackend
+from campaign.backends.onnx_export import OnnxExportBackend
+from campaign.backends.ort import OrtBackend
+from campaign.backends.tvm import TvmBackend
+from campaign.testcase import TestCase
+from ir import parse
+
+SPACE = (
+    Option("a", (False, True), "a flag"),
+    Option("b", (None, 1, 8), "an int"),
+    Option("c", ("x", "y", "z"), "a string"),
+)
+
+GRAPH = parse("""graph main(%x: f32[2,3]) {
+  %y = relu(%x) : f32[2,3]
+  return %y
+}""")
+
+
+class Recording(Backend):
+    """A stand-in compiler that records the options it was built with and returns its input."""
+
+    CONFIG_SPACE = SPACE
+    built: list[dict[str, Any]] = []  # noqa: RUF012 (the test reads it)
+
+    def __init__(self, a: bool = False, b: int | None = None, c: str = "x"):
+        self.name = "recording"
+        self.given = {"a": a, "b": b, "c": c}
+        Recording.built.append(self.given)
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        result.error_msg = config_text({k: v for k, v in self.given.items()
+                                        if v != {o.name: o.default for o in SPACE}[k]})
+        return [np.asarray(v) for v in m.tc.feed_sets()[0].values()]
+
+
+@pytest.fixture
+def recording():
+    BACKENDS["recording"] = Recording
+    Recording.built = []
+    yield
+    dict.__delitem__(BACKENDS, "recording")
+
+
+def _case(seed: int) -> Materialized:
+    return Materialized(TestCase(f"t{seed}", seed, GRAPH,
+                                 {"x": np.ones((2, 3), np.float32)}, [{"seed": seed}]))
+
+
+@given(seed=st.integers(0, 10**9), sample=st.floats(0.0, 1.0),
+       fixed=st.sets(st.sampled_from(["a", "b", "c"])))
+@settings(max_examples=200, deadline=None)
+def test_a_drawn_configuration_changes_only_free_options_to_other_values_and_reads_back(
+        seed, sample, fixed):
+    config = draw(SPACE, fixed, "spec", seed, sample)
+    assert config == draw(SPACE, fixed, "spec", seed, sample)
+    defaults = {o.name: o.default for o in SPACE}
+    assert not set(config) & fixed
+    assert all(v != defaults[k] for k, v in config.items())
+    assert parse_config(config_text(config)) == config
+    if sample == 0 or fixed == {"a", "b", "c"}:
+        assert config == {}
+
+
+def test_drawing_keeps_the_backends_own_configuration_for_the_rest_of_the_tests():
+    drawn = [draw(SPACE, (), "spec", s, 0.3) for s in range(2000)]
+    changed = sum(bool(c) for c in drawn) / len(drawn)
+    assert 0.25 < changed < 0.35
+    # every non-default value of every option is drawn
+    seen = {(k, v) for c in drawn for k, v in c.items()}
+    assert seen == {(o.name, v) for o in SPACE for v in o.others()}
+
+
+def test_the_text_form_is_sorted_and_a_spec_with_it_is_the_configured_backend():
+    assert config_text({"b": None, "a": True, "c": "y"}) == "a=true&b=none&c=y"
+    assert config_text({}) == ""
+    assert with_config("inductor?dialect=mixed", "cpp_wrapper=true&simdlen=0") == \
+        "inductor?cpp_wrapper=true&dialect=mixed&simdlen=0"
+    assert with_config("tvm", "opt_level=0") == "tvm?opt_level=0"
+    assert with_config("tvm?opt_level=2", "opt_level=0") == "tvm?opt_level=0"
+    assert with_config("ort", "") == "ort"
+
+
+def test_every_option_reaches_the_stand_in_compiler(recording):
+    b = make_backend("recording")
+    b.sample_configs = 1.0
+    seen: set[tuple[str, Any]] = set()
+    for seed in range(60):
+        config = b.config_of(seed)
+        r = b.evaluate(_case(seed))
+        assert r.backend_config == config_text(config)
+        assert r.error_msg == r.backend_config  # what the compiler was built with
+        seen |= set(config.items())
+    assert seen == {(o.name, v) for o in SPACE for v in o.others()}
+
+
+def test_a_spec_option_is_never_drawn_and_a_variant_is_built_once(recording):
+    b = make_backend("recording?c=z")
+    b.sample_configs = 1.0
+    configs = [b.config_of(s) for s in range(40)]
+    assert all("c" not in c for c in configs)
+    v = b.variant(configs[0])
+    assert v is b.variant(dict(configs[0])) and v.name == "recording?c=z"
+    assert v.given["c"] == "z" and v.config_of(0) == {}  # a variant draws nothing more
+
+
+def test_the_backends_own_configuration_when_configs_are_off(recording):
+    b = make_backend("recording")
+    assert b.sample_configs == 0 and all(b.config_of(s) == {} for s in range(50))
+    assert b.evaluate(_case(3)).backend_config == ""
+
+
+# ---- the real backends' spaces reach their compilers -------------------------------------------
+
+def _values(cls: type[Backend]) -> list[tuple[str, Any]]:
+    return [(o.name, v) for o in cls.CONFIG_SPACE for v in o.others()]
+
+
+@pytest.mark.parametrize("name, value", _values(InductorBackend))
+def test_each_inductor_option_reaches_torch_compile_or_inductors_config(name, value):
+    v = make_backend("inductor").variant({name: value})
+    patches = v._config_patches()
+    if name in INDUCTOR_FLAGS:
+        assert patches[INDUCTOR_FLAGS[name]] == value
+    elif name == "mode":
+        assert patches["max_autotune"] is True
+    elif name == "cpp_wrapper":
+        assert patches["cpp_wrapper"] is True
+    else:  # torch.compile's own arguments
+        assert getattr(v, name) == value
+
+
+def test_an_inductor_flag_is_applied_to_the_compile(monkeypatch):
+    """The config patch reaches `compile_fx` (the C++ kernels are then really unvectorized)."""
+    import torch._inductor.compile_fx as cfx
+
+    seen: list[dict] = []
+    real = cfx.compile_fx
+
+    def spy(gm, inputs, config_patches=None, **kw):
+        import torch._inductor.config as icfg
+
+        with icfg.patch(config_patches or {}):
+            seen.append({"simdlen": icfg.cpp.simdlen, "split": icfg.split_reductions})
+        return real(gm, inputs, config_patches=config_patches, **kw)
+
+    monkeypatch.setattr(cfx, "compile_fx", spy)
+    v = make_backend("inductor").variant({"simdlen": 0, "split_reductions": False})
+    r = v.evaluate(_case(1))
+    assert r.outputs is not None and not r.failed, r.error_msg
+    assert seen and all(s == {"simdlen": 0, "split": False} for s in seen)
+
+
+@pytest.mark.parametrize("name, value", _values(OrtBackend))
+def test_each_ort_option_reaches_the_session(monkeypatch, name, value):
+    import onnxruntime as ort
+
+    given: dict[str, Any] = {}
+
+    class Session:
+        def __init__(self, model, so, providers=None, **kw):
+            given.update(level=so.graph_optimization_level, threads=so.intra_op_num_threads,
+                         mode=so.execution_mode, **kw)
+            raise RuntimeError("recorded")
+
+    monkeypatch.setattr(ort, "InferenceSession", Session)
+    make_backend("ort").variant({name: value}).evaluate(_case(2))
+    expect = {
+        "opt_level": ("level", {"extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+                                "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                                "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}.get(value)),
+        "disabled_optimizers": ("disabled_optimizers", str(value).split(",")),
+        "execution_mode": ("mode", ort.ExecutionMode.ORT_PARALLEL),
+        "threads": ("threads", value),
+    }[name]
+    assert given[expect[0]] == expect[1]
+
+
+@pytest.mark.parametrize("name, value", _values(TvmBackend))
+def test_each_tvm_option_reaches_the_build(monkeypatch, name, value):
+    import tvm
+
+    given: dict[str, Any] = {}
+
+    def build(mod, target=None, relax_pipeline=None):
+        given.update(target=target, pipeline=relax_pipeline,
+                     level=tvm.transform.PassContext.current().opt_level)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(tvm, "compile", build)
+    make_backend("tvm").variant({name: value}).evaluate(_case(3))
+    if name == "opt_level":
+        assert given["level"] == value
+    elif name == "pipeline":
+        assert given["pipeline"] == "default"
+    else:
+        assert given["target"].attrs["mcpu"] == value
+
+
+@pytest.mark.parametrize("name, value", _values(OnnxExportBackend))
+def test_each_exporter_option_reaches_torch_onnx_export(monkeypatch, name, value):
+    import torch
+
+    given: dict[str, Any] = {}
+
+    def export(module, args, f=None, **kw):
+        given.update(kw)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(torch.onnx, "export", export)
+    make_backend("onnx_export").variant({name: value}).evaluate(_case(4))
+    key = {"opset": "opset_version"}.get(name, name)
+    assert given[key] == value
+
+
+def test_the_torchscript_exporter_refuses_control_flow_as_unsupported():
+    g = parse("""graph main(%x: f32[3], %p: b8[]) {
+  %y = if(%p, %x) : f32[3] {
+    graph then(%a: f32[3]) {
+      %b = relu(%a) : f32[3]
+      return %b
+    }
+    graph else(%c: f32[3]) {
+      %d = neg(%c) : f32[3]
+      return %d
+    }
+  }
+  return %y
+}""")
+    m = Materialized(TestCase("t", 0, g, {"x": np.ones(3, np.float32), "p": np.array(True)},
+                              [{"seed": 0}]))
+    r = make_backend("onnx_export").variant({"dynamo": False}).evaluate(m)
+    assert r.verdict is not None and r.verdict.value == "unsupported"
+    assert r.error_msg == ("the TorchScript exporter traces one path of data-dependent control "
+                           "flow: dynamo=False: the TorchScript exporter would trace one path of "
+                           "this graph's control flow (or fix its shapes)")
+
+
+def test_every_registered_space_names_constructor_options_with_distinct_values():
+    for name in ("ort", "tvm", "inductor", "onnx_export"):
+        b = make_backend(name)
+        assert b.CONFIG_SPACE
+        base, _ = parse_spec(name)
+        for o in b.CONFIG_SPACE:
+            b.variant({o.name: o.others()[0]})  # each non-default value builds
+    with pytest.raises(ValueError, match="bad mcpu"):
+        make_backend("tvm?mcpu=x;y")
