@@ -389,6 +389,7 @@ def validate(cfg: Config) -> Budget:
             (o.num_cpus >= 0, f"{key}.num_cpus: must be >= 0, got {o.num_cpus}"),
             (o.share > 0, f"{key}.share: must be > 0, got {o.share}"),
             (o.merge >= 1, f"{key}.merge: must be >= 1, got {o.merge}"),
+            (0.0 <= o.configs <= 1.0, f"{key}.configs: must be in [0, 1], got {o.configs}"),
             (o.num_gpus is None or o.num_gpus >= 0,
              f"{key}.num_gpus: must be >= 0, got {o.num_gpus}"),
         ]

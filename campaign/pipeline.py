@@ -180,7 +180,7 @@ class Evaluator:
         groups: list[list[int]] = []
         if k > 1:
             try:
-                groups = merge_plan(preps, k, key=lambda p: self.backend.merge_key(p.tc.seed))
+                groups = merge_plan(preps, k, key=lambda p: self.backend.merge_key(p.tc.seed, p.tc.graph))
             except Exception:  # our bug: every case runs alone
                 groups = []
         for group in groups:

@@ -31,11 +31,14 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from campaign.artifacts import Materialized
+
+if TYPE_CHECKING:
+    from ir.core.graph import Graph
 from campaign.backends.configs import Option, config_text, draw
 from campaign.signature import python_frames
 from campaign.verdict import Stage, Verdict
@@ -265,15 +268,16 @@ class Backend(abc.ABC):
         return "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
 
     # ---- configurations ----------------------------------------------------------------------
-    def config_of(self, seed: int) -> dict[str, Any]:
-        """The configuration a test of this seed runs (`campaign.backends.configs.draw`: {}
-        is the backend's own; the same seed always gets the same one)."""
-        return draw(self.CONFIG_SPACE, self._fixed, self.name, seed, self.sample_configs)
+    def config_of(self, seed: int, graph: Graph | None = None) -> dict[str, Any]:
+        """The configuration a test of this seed (and `graph`, when known: options that do
+        not apply to it are not drawn) runs (`campaign.backends.configs.draw`: {} is the
+        backend's own; the same test always gets the same one)."""
+        return draw(self.CONFIG_SPACE, self._fixed, self.name, seed, self.sample_configs, graph)
 
-    def merge_key(self, seed: int) -> tuple[str | None, str]:
+    def merge_key(self, seed: int, graph: Graph | None = None) -> tuple[str | None, str]:
         """What tests merged into one module must share: the dialect and the configuration
         they are compiled in."""
-        return self.dialect_of(seed), config_text(self.config_of(seed))
+        return self.dialect_of(seed), config_text(self.config_of(seed, graph))
 
     def variant(self, config: dict[str, Any]) -> Backend:
         """This backend with `config`'s options (built once per configuration, then kept)."""
@@ -294,7 +298,7 @@ class Backend(abc.ABC):
     # ---- evaluation --------------------------------------------------------------------------
     def evaluate(self, m: Materialized) -> BackendResult:
         """Evaluate `m` in the configuration its seed draws (`config_of`)."""
-        config = self.config_of(m.tc.seed) if self.sample_configs > 0 else {}
+        config = self.config_of(m.tc.seed, m.tc.graph) if self.sample_configs > 0 else {}
         if not config:
             return self._evaluate_as_configured(m)
         result = self.variant(config)._evaluate_as_configured(m)

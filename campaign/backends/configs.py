@@ -24,7 +24,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ir.core.graph import Graph
 
 #: probability that a drawn configuration changes each option (at least one is changed)
 P_OPTION = 1 / 3
@@ -42,6 +45,9 @@ class Option:
     #: whether this machine can run the option's non-default values (e.g. an llvm -mcpu the
     #: CPU has); None: always. Checked when drawing.
     available: Callable[[], bool] | None = None
+    #: whether the option's non-default values can take this test's graph (e.g. the TorchScript
+    #: exporter: no control flow); None: every graph. Checked when drawing with a graph.
+    applies: Callable[[Graph], bool] | None = None
 
     @property
     def default(self) -> Any:
@@ -85,16 +91,18 @@ def with_config(spec: str, text: str | None) -> str:
 
 
 def draw(space: Sequence[Option], fixed: Collection[str], spec: str, seed: int,
-         sample: float) -> dict[str, Any]:
+         sample: float, graph: Graph | None = None) -> dict[str, Any]:
     """The configuration a test of `seed` gets (module doc). `fixed`: the options the spec
-    sets (never drawn)."""
+    sets (never drawn); `graph`: the test's, when known (options that do not apply to it are
+    not drawn; without it, all are)."""
     if sample <= 0 or not space:
         return {}
     rng = random.Random(f"config/{spec}/{seed}")
     if rng.random() >= sample:
         return {}
     free = [o for o in space if o.name not in fixed and o.others()
-            and (o.available is None or o.available())]
+            and (o.available is None or o.available())
+            and (graph is None or o.applies is None or o.applies(graph))]
     if not free:
         return {}
     picked = [o for o in free if rng.random() < P_OPTION] or [rng.choice(free)]

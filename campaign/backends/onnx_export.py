@@ -50,7 +50,7 @@ ONNX_EXPORT_SPACE = (
     Option("optimize", (True, False), "the model as translated, without the onnxscript "
            "optimizer (constant folding, inlining, dead-code removal)"),
     Option("dynamo", (True, False), "the TorchScript exporter (torch.jit tracing), for graphs "
-           "without control flow"),
+           "without control flow", applies=lambda g: not any(i.blocks for i in g.insts)),
 )
 
 

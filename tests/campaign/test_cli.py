@@ -149,7 +149,7 @@ def test_a_backend_spec_error_names_the_spec_after_overriding_backends(tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
         "error: campaign.backends: backend 'tvm?opt_levl=3': unknown option 'opt_levl' "
-        "(known: target, opt_level, pipeline)"]
+        "(known: target, opt_level, pipeline, mcpu)"]
 
 
 def test_options_the_user_set_for_a_backend_no_longer_listed_are_a_warning(tmp_path):

@@ -148,6 +148,15 @@ def test_every_preset_composes_and_validates():
         validate(cfg)
     dynamic = to_config(_compose("campaign=cpu_dynamic"))
     assert dynamic.generator.p_if > 0 and dynamic.generator.p_loop > 0
+    configs = to_config(_compose("campaign=cpu_configs"))
+    assert all(configs.campaign.options(b).configs > 0 for b in configs.campaign.backends)
+
+
+def test_a_configs_fraction_outside_0_1_is_a_clear_error():
+    with pytest.raises(ConfigError) as ei:
+        validate(to_config(_compose("campaign=cpu_configs",
+                                    "campaign.backend_options.tvm.configs=1.5")))
+    assert str(ei.value) == "campaign.backend_options.tvm.configs: must be in [0, 1], got 1.5"
 
 
 def test_unknown_probe_backend_is_a_clear_error():
@@ -241,7 +250,7 @@ def test_overriding_backends_drops_the_presets_options_for_the_others():
     ("tvm?opt_level=9", "campaign.backends: backend 'tvm?opt_level=9': tvm: opt_level must be "
                         "0..3, got 9"),
     ("tvm?opt_levl=3", "campaign.backends: backend 'tvm?opt_levl=3': unknown option 'opt_levl' "
-                       "(known: target, opt_level, pipeline)"),
+                       "(known: target, opt_level, pipeline, mcpu)"),
     ("nosuchmod.x:Y", "campaign.backends: backend 'nosuchmod.x:Y': cannot import module "
                       "'nosuchmod.x': No module named 'nosuchmod'"),
 ])

@@ -266,3 +266,24 @@ def test_every_registered_space_names_constructor_options_with_distinct_values()
             b.variant({o.name: o.others()[0]})  # each non-default value builds
     with pytest.raises(ValueError, match="bad mcpu"):
         make_backend("tvm?mcpu=x;y")
+
+
+def test_an_option_that_cannot_take_the_graph_is_not_drawn_for_it():
+    """The TorchScript exporter traces one path of control flow: never drawn for an `if`."""
+    flow = parse("""graph main(%x: f32[3], %p: b8[]) {
+  %y = if(%p, %x) : f32[3] {
+    graph then(%a: f32[3]) {
+      %b = relu(%a) : f32[3]
+      return %b
+    }
+    graph else(%c: f32[3]) {
+      %d = neg(%c) : f32[3]
+      return %d
+    }
+  }
+  return %y
+}""")
+    b = make_backend("onnx_export")
+    b.sample_configs = 1.0
+    assert not any("dynamo" in b.config_of(s, flow) for s in range(200))
+    assert any(b.config_of(s, GRAPH).get("dynamo") is False for s in range(200))
