@@ -154,7 +154,8 @@ def damage_fields(row: ResultRow, result: BackendResult) -> dict[str, Any]:
 
 
 #: the row columns a finding's info.json repeats
-FINDING_COLUMNS = ("test_id", "seed", "backend", "target", "verdict", "stage", "error_class",
+FINDING_COLUMNS = ("test_id", "seed", "backend", "backend_config", "dialect", "target",
+                   "verdict", "stage", "error_class",
                    "error_sig", "error_msg", "max_abs_err", "max_rel_err", "mismatch_output",
                    "mismatch_input_set", "n_compiles", "dyn_finding", "timeout_confirmed",
                    "timeout_limit_s", "confirm_limit_s", "confirm_s")
