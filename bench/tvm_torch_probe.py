@@ -2,7 +2,7 @@
 failures, and optionally a differential check against a second backend on the same tests.
 
     python bench/tvm_torch_probe.py                       # 100 cpu_dynamic tests on tvm_torch
-    python bench/tvm_torch_probe.py --static --n 200      # no control flow, vs ort_noopt
+    python bench/tvm_torch_probe.py --static --n 200      # generated, no control flow, vs ort_noopt
     python bench/tvm_torch_probe.py --save /tmp/probe     # graph + traceback per non-pass
 
 Tests are made as a campaign of the preset makes them (`FuzzWorker.make_prepared`, the Hydra
@@ -46,8 +46,8 @@ class Outcome:
 
 
 def worker_config(preset: str, backends: list[str], static: bool, sandbox: bool) -> Any:
-    """The WorkerConfig of `preset`'s generator and mutation settings (`--static`: no control
-    flow) for `backends`."""
+    """The WorkerConfig of `preset`'s generator and mutation settings for `backends`
+    (`--static`: no control flow, and no mutants)."""
     from hydra import compose, initialize_config_dir
 
     from campaign.config import to_config
@@ -56,10 +56,11 @@ def worker_config(preset: str, backends: list[str], static: bool, sandbox: bool)
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = to_config(compose("config", overrides=[f"campaign={preset}"]))
-    gen = cfg.generator
-    if static:
+    gen, mutation = cfg.generator, cfg.mutation
+    if static:  # generated graphs only: the seed pool's mutants hold control flow
         gen = dataclasses.replace(gen, p_if=0.0, p_loop=0.0, p_scan=0.0)
-    return WorkerConfig(generator=gen, backends=backends, mutation=cfg.mutation,
+        mutation = dataclasses.replace(mutation, rate=0.0)
+    return WorkerConfig(generator=gen, backends=backends, mutation=mutation,
                         sandbox=sandbox, limits=SandboxConfig(timeout_s=120))
 
 
@@ -75,7 +76,7 @@ def probe(a: argparse.Namespace) -> None:
     disagree: list[tuple[int, str]] = []
     t0 = time.perf_counter()
     try:
-        for seed in range(a.first, a.first + a.n):
+        for seed in a.seeds or range(a.first, a.first + a.n):
             prep = w.make_prepared(f"probe-{seed}", seed)
             if isinstance(prep, TestReport):
                 invalid_tests += 1
@@ -114,9 +115,9 @@ def probe(a: argparse.Namespace) -> None:
 
 def report(a: argparse.Namespace, outcomes: dict[str, list[Outcome]], invalid_tests: int,
            disagree: list[tuple[int, str]], elapsed: float) -> None:
-    print(f"\n{a.preset}{' (static: p_if=p_loop=p_scan=0)' if a.static else ''}, seeds "
-          f"{a.first}..{a.first + a.n - 1}: {elapsed:.0f} s; {invalid_tests} tests invalid "
-          "before any backend (no rows)")
+    seeds = (f"seeds {a.seeds}" if a.seeds else f"seeds {a.first}..{a.first + a.n - 1}")
+    print(f"\n{a.preset}{' (static: p_if=p_loop=p_scan=0, no mutants)' if a.static else ''}, "
+          f"{seeds}: {elapsed:.0f} s; {invalid_tests} tests invalid before any backend (no rows)")
     for name, outs in outcomes.items():
         routed = [o for o in outs if o.lacked]
         taken = [o for o in outs if not o.lacked]
@@ -162,6 +163,8 @@ def main() -> None:
     p.add_argument("--static", action="store_true", help="no if/loop/scan")
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--first", type=int, default=0)
+    p.add_argument("--seeds", type=int, nargs="*", default=None,
+                   help="these seeds instead of --first/--n")
     p.add_argument("--sandbox", action="store_true", help="evaluate in sandbox processes")
     p.add_argument("--save", default=None, help="a folder for each non-pass's graph and error")
     p.add_argument("--progress", action="store_true")

@@ -30,6 +30,12 @@ TVM_MISSING_CONVERTERS = ("Loop", "Scan", "SequenceConstruct", "SequenceAt", "Se
                           "LSTM", "GRU", "RNN")
 _MISSING = "|".join(TVM_MISSING_CONVERTERS)
 
+#: an explicit dtype check in TOPI's layer_norm (float64 is refused by design), whatever the
+#: frontend
+TVM_LAYER_NORM_DTYPES = KnownUnsupported(
+    "TVM's layer_norm supports only float32 and float16", Stage.COMPILE, r"InternalError",
+    r"layer_norm: only support float32 and float16")
+
 TVM_UNSUPPORTED = (
     KnownUnsupported(
         "TVM's Relax ONNX importer does not support this operator", Stage.IMPORT,
@@ -45,9 +51,7 @@ TVM_UNSUPPORTED = (
     # sizes are computed from a symbolic dim (dynamic-shape tests, docs/dynshape.md)
     KnownUnsupported("TVM's Relax ONNX importer takes a computed shape only in a few ops",
                      Stage.IMPORT, r"ValueError", r"cannot handle ShapeExpr inputs"),
-    # an explicit dtype check in TOPI's layer_norm (float64 is refused by design)
-    KnownUnsupported("TVM's layer_norm supports only float32 and float16", Stage.COMPILE,
-                     r"InternalError", r"layer_norm: only support float32 and float16"),
+    TVM_LAYER_NORM_DTYPES,
 )
 
 

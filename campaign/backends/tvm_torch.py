@@ -22,6 +22,7 @@ Registered: `tvm_torch` (llvm), `tvm_torch_cuda`. Options as `tvm`'s: `target`, 
 """
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any, ClassVar
 
@@ -29,36 +30,46 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import BackendResult, KnownUnsupported, register
-from campaign.backends.tvm import RelaxBackend
+from campaign.backends.tvm import TVM_LAYER_NORM_DTYPES, RelaxBackend
 from campaign.verdict import Stage
 
-#: the torch higher-order ops TVM 0.27's torch frontend has no converter for (its `convert_map`
-#: has `cond` only): `torch.while_loop` (GraphIR `loop`) and `scan` (GraphIR `scan`)
-TVM_TORCH_MISSING_HOPS = ("while_loop", "scan")
-_HOPS = "|".join(TVM_TORCH_MISSING_HOPS)
+#: the ops of exported programs that TVM 0.27's torch frontend has no converter for (not in its
+#: `ExportedProgramImporter.create_convert_map`), each met in a probe and checked there by hand,
+#: with the GraphIR op whose torch form it is. The higher-order ops: only `cond` is converted.
+#: The reductions over one axis: `amax`/`amin`/`prod.dim_int` are core ATen ops, which
+#: `run_decompositions` keeps, and the frontend converts only `max.dim`, `min.dim`, `prod.default`
+TVM_TORCH_MISSING_CONVERTERS: dict[str, str] = {
+    "while_loop": "loop",  # torch.while_loop
+    "scan": "scan",  # torch._higher_order_ops.scan
+    "amax.default": "reduce_max",  # x.amax(dim)
+    "amin.default": "reduce_min",  # x.amin(dim)
+    "prod.dim_int": "reduce_prod",  # x.prod(dim)
+}
+_MISSING = "|".join(re.escape(name) for name in TVM_TORCH_MISSING_CONVERTERS)
 
 #: TVM 0.27's torch frontend (`from_exported_program`): the known gaps, each seen in a probe
-#: (bench/tvm_torch_probe.py, 100 cpu_dynamic tests) and checked by hand in its source. Each
-#: regex names the missing piece, so a new gap stays a crash and is seen.
+#: (bench/tvm_torch_probe.py) and checked by hand. Each regex names the missing pieces, so a new
+#: gap stays a crash and is seen.
 TVM_TORCH_UNSUPPORTED = (
     # the importer checks the top-level graph's call targets up front
-    # (`_check_unsupported_func_type`: an assert listing every name it has no converter for)
+    # (`_check_unsupported_func_type`: an assert listing every name it has no converter for);
+    # every name listed must be a known one
     KnownUnsupported(
-        "TVM's torch frontend has no converter for this higher-order op", Stage.IMPORT,
-        r"AssertionError",
-        rf"^Unsupported function types \[(?:'(?:{_HOPS})', )*'(?:{_HOPS})'\]$"),
+        "TVM's torch frontend has no converter for this op", Stage.IMPORT, r"AssertionError",
+        rf"^Unsupported function types \[(?:'(?:{_MISSING})', )*'(?:{_MISSING})'\]$"),
     # the same gap inside a torch.cond branch: the branches are converted without that check,
     # and the converter lookup (`self.convert_map[func_name]`) raises
     KnownUnsupported(
-        "TVM's torch frontend has no converter for this higher-order op (inside a cond branch)",
-        Stage.IMPORT, r"KeyError", rf"^'(?:{_HOPS})'$"),
+        "TVM's torch frontend has no converter for this op (inside a cond branch)",
+        Stage.IMPORT, r"KeyError", rf"^'(?:{_MISSING})'$"),
+    TVM_LAYER_NORM_DTYPES,
 )
 
-#: GraphIR ops this frontend cannot take in any form (their torch forms are the higher-order
-#: ops above): their tests are not sent to it (capability routing, `Backend.LACKS`). `if`
-#: (torch.cond -> Relax If) and the recurrent cells (lstm/gru/rnn, converted and unrolled) it
-#: takes.
-TVM_TORCH_LACKS = frozenset({"loop", "scan"})
+#: GraphIR ops this frontend cannot take in any form (their torch forms are the ops above, for
+#: every attribute and dtype): their tests are not sent to it (capability routing,
+#: `Backend.LACKS`). `if` (torch.cond -> Relax If) and the recurrent cells (lstm/gru/rnn,
+#: converted and unrolled) it takes.
+TVM_TORCH_LACKS = frozenset(TVM_TORCH_MISSING_CONVERTERS.values())
 
 
 class ExportedInputsMismatch(RuntimeError):
