@@ -37,7 +37,7 @@ from campaign.verdict import Stage
 #: `ExportedProgramImporter.create_convert_map`), each met in a probe and checked there by hand,
 #: with the GraphIR op whose torch form it is. The higher-order ops: only `cond` is converted.
 #: The reductions over one axis: `amax`/`amin`/`prod.dim_int` are core ATen ops, which
-#: `run_decompositions` keeps, and the frontend converts only `max.dim`, `min.dim`, `prod.default`
+#: `run_decompositions` keeps, and the frontend converts only `max.dim` and `prod.default`
 TVM_TORCH_MISSING_CONVERTERS: dict[str, str] = {
     "while_loop": "loop",  # torch.while_loop
     "scan": "scan",  # torch._higher_order_ops.scan

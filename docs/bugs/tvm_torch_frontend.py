@@ -10,10 +10,10 @@ here against torch eager.
    `F.interpolate` makes it for its indices) becomes a Relax `clip` with lower bound -inf,
    which cannot be legalized for an integer: `tvm.compile` fails with
    "Cannot convert infinity to BigInt".
-3. The `matmul` / `mm` / `addmm` converters pass `out_dtype="float32"` whatever the operands:
-   an int64 (or float64) matmul silently returns float32, and an int64 `F.linear` (addmm) fails
-   to import ("Binary operators must have the same datatype": the int64 bias plus the float32
-   product).
+3. The `matmul` / `mm` / `bmm` / `addmm` converters pass `out_dtype="float32"` whatever the
+   operands: an int64 (or float64) matmul silently returns float32, and an int64 `F.linear`
+   (addmm) fails to import ("Binary operators must have the same datatype": the int64 bias plus
+   the float32 product).
 
     python docs/bugs/tvm_torch_frontend.py
 """
@@ -69,5 +69,6 @@ a = torch.arange(6, dtype=torch.int64).reshape(2, 3)
 b = torch.arange(12, dtype=torch.int64).reshape(3, 4)
 case("3. matmul int64", torch.matmul, a, b)
 case("   matmul float64", torch.matmul, a.double(), b.double())
+case("   bmm int32", torch.bmm, a[None].int(), b[None].int())
 case("   linear int64 (addmm)", torch.nn.functional.linear, a, b.T.contiguous(),
      torch.ones(4, dtype=torch.int64))
