@@ -2,7 +2,7 @@
 paths to users' own backends). Importing this package registers every built-in backend; the
 heavy libraries (tvm, torch._dynamo, the ONNX exporter) are imported only when a backend of
 theirs is prepared or evaluates."""
-from campaign.backends import eager, inductor, onnx_export, ort, tvm  # noqa: F401  (register)
+from campaign.backends import eager, inductor, onnx_export, ort, tvm, tvm_torch  # noqa: F401  (register)
 from campaign.backends.base import (
                                     BACKENDS,
                                     Backend,

@@ -5,11 +5,17 @@ default `keep_params_in_input=False`, so the compiler sees real weights to fold;
 inputs are fed at run time, positionally in ONNX input order); compile = `tvm.compile` with a
 Relax pipeline under `PassContext(opt_level)`; run = build the VM, copy the inputs, call `main`.
 
+`RelaxBackend` is the compile and run every TVM backend shares: `tvm` here imports the ONNX
+model, `tvm_torch` (`campaign.backends.tvm_torch`) the `torch.export` of the torch module.
+
 Registered: `tvm` (llvm), `tvm_cuda`. Options: `target` (`llvm` | `cuda`), `opt_level` (0-3,
 default 3), `pipeline`: `fused` (default: `relax.get_default_pipeline(target)`, which fuses
 operators) or `default` (TVM's `default_build` pipeline: legalize and build, no fusion).
 """
 from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,6 +30,12 @@ TVM_MISSING_CONVERTERS = ("Loop", "Scan", "SequenceConstruct", "SequenceAt", "Se
                           "SequenceEmpty", "ConcatFromSequence", "SplitToSequence",
                           "LSTM", "GRU", "RNN")
 _MISSING = "|".join(TVM_MISSING_CONVERTERS)
+
+#: an explicit dtype check in TOPI's layer_norm (float64 is refused by design), whatever the
+#: frontend
+TVM_LAYER_NORM_DTYPES = KnownUnsupported(
+    "TVM's layer_norm supports only float32 and float16", Stage.COMPILE, r"InternalError",
+    r"layer_norm: only support float32 and float16")
 
 TVM_UNSUPPORTED = (
     KnownUnsupported(
@@ -40,9 +52,7 @@ TVM_UNSUPPORTED = (
     # sizes are computed from a symbolic dim (dynamic-shape tests, docs/dynshape.md)
     KnownUnsupported("TVM's Relax ONNX importer takes a computed shape only in a few ops",
                      Stage.IMPORT, r"ValueError", r"cannot handle ShapeExpr inputs"),
-    # an explicit dtype check in TOPI's layer_norm (float64 is refused by design)
-    KnownUnsupported("TVM's layer_norm supports only float32 and float16", Stage.COMPILE,
-                     r"InternalError", r"layer_norm: only support float32 and float16"),
+    TVM_LAYER_NORM_DTYPES,
 )
 
 
@@ -72,26 +82,35 @@ TVM_SPACE = (
 )
 
 
-class TvmBackend(Backend):
-    """TVM Relax on one target (llvm or cuda)."""
+class RelaxBackend(Backend):
+    """TVM Relax on one target (llvm or cuda), whatever the frontend: a subclass imports a test
+    into a Relax `IRModule` (`_import`, stage import), and this class compiles it with a Relax
+    pipeline under `PassContext(opt_level)` (stage compile) and runs `main` on the Relax VM once
+    per input set (stage run). Every TVM backend compiles and runs this one way, so a
+    difference between two of them is their frontends'.
 
-    UNSUPPORTED = TVM_UNSUPPORTED
-    LACKS = TVM_LACKS
+    Options (the same for every subclass): `target` (`llvm` | `cuda`), `opt_level` (0-3),
+    `pipeline` (`fused`: `relax.get_default_pipeline(target)`; `default`: `default_build`),
+    `mcpu` (the llvm target's CPU); the configuration space `TVM_SPACE` draws them per test.
+    """
+
+    #: the name option errors start with (`tvm: opt_level must be 0..3, got 9`)
+    kind: ClassVar[str] = "tvm"
     CONFIG_SPACE = TVM_SPACE
 
     def __init__(self, target: str = "llvm", opt_level: int = 3, pipeline: str = "fused",
                  mcpu: str | None = None):
         if target not in ("llvm", "cuda"):
-            raise ValueError(f"tvm: target must be llvm or cuda, got {target!r}")
+            raise ValueError(f"{self.kind}: target must be llvm or cuda, got {target!r}")
         if pipeline not in ("fused", "default"):
-            raise ValueError(f"tvm: pipeline must be fused or default, got {pipeline!r}")
+            raise ValueError(f"{self.kind}: pipeline must be fused or default, got {pipeline!r}")
         if not 0 <= int(opt_level) <= 3:
-            raise ValueError(f"tvm: opt_level must be 0..3, got {opt_level!r}")
+            raise ValueError(f"{self.kind}: opt_level must be 0..3, got {opt_level!r}")
         if mcpu is not None and target != "llvm":
-            raise ValueError(f"tvm: mcpu is an llvm option, got target {target!r}")
+            raise ValueError(f"{self.kind}: mcpu is an llvm option, got target {target!r}")
         if mcpu is not None and not str(mcpu).replace("-", "").isalnum():
-            raise ValueError(f"tvm: bad mcpu {mcpu!r}")
-        self.name = "tvm"
+            raise ValueError(f"{self.kind}: bad mcpu {mcpu!r}")
+        self.name = self.kind
         self.tvm_target = target
         #: the llvm target's CPU (None: TVM's generic x86-64)
         self.mcpu = mcpu
@@ -102,7 +121,6 @@ class TvmBackend(Backend):
     def prepare(self) -> None:
         import tvm  # noqa: F401
         from tvm import relax  # noqa: F401
-        from tvm.relax.frontend import onnx  # noqa: F401
 
     @property
     def version(self) -> str:
@@ -119,22 +137,31 @@ class TvmBackend(Backend):
             return "tvm target cuda needs a CUDA GPU, and none is visible here"
         return None
 
-    def _device(self):
+    def _device(self) -> Any:
         import tvm
 
         return tvm.cuda(0) if self.is_gpu else tvm.cpu(0)
 
+    @abc.abstractmethod
+    def _import(self, m: Materialized, result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
+        """The test as a Relax `IRModule` whose `main` takes the graph inputs positionally,
+        and per input set those inputs in that order; wraps its work in `stage(IMPORT)`."""
+
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        mod, sets = self._import(m, result)
+        return self.compile_and_run(mod, sets, result)
+
+    def compile_and_run(self, mod: Any, sets: list[list[np.ndarray]],
+                        result: BackendResult) -> list[np.ndarray]:
+        """Compile `mod` (stage compile), build the VM and call `main` on each input set
+        (stage run); the outputs of every set, in order, as one flat list."""
         import tvm
         from tvm import relax
-        from tvm.relax.frontend.onnx import from_onnx
 
-        model = m.onnx_model
-        mod = self.stage(Stage.IMPORT, lambda: from_onnx(model), result, "compile_ms")
         target = tvm.target.Target(self.tvm_target if self.mcpu is None
                                    else {"kind": self.tvm_target, "mcpu": self.mcpu})
 
-        def build():
+        def build() -> Any:
             pipeline = (relax.get_default_pipeline(target) if self.pipeline == "fused"
                         else "default")
             with tvm.transform.PassContext(opt_level=self.opt_level):
@@ -144,14 +171,32 @@ class TvmBackend(Backend):
         dev = self._device()
         vm = self.stage(Stage.RUN, lambda: relax.VirtualMachine(ex, dev), result, "run_ms")
 
-        def run(feeds):
-            args = [tvm.runtime.tensor(np.asarray(x), dev) for x in feeds.values()]
+        def run(feeds: list[np.ndarray]) -> list[np.ndarray]:
+            args = [tvm.runtime.tensor(np.asarray(x), dev) for x in feeds]
             return _to_numpy(vm["main"](*args))
 
-        return self.run_sets(input_feed_sets(m), run, result)
+        return self.run_sets(sets, run, result)
 
 
-def _to_numpy(out) -> list[np.ndarray]:
+class TvmBackend(RelaxBackend):
+    """TVM Relax through its ONNX importer."""
+
+    UNSUPPORTED = TVM_UNSUPPORTED
+    LACKS = TVM_LACKS
+
+    def prepare(self) -> None:
+        super().prepare()
+        from tvm.relax.frontend import onnx  # noqa: F401
+
+    def _import(self, m: Materialized, result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
+        from tvm.relax.frontend.onnx import from_onnx
+
+        model = m.onnx_model
+        mod = self.stage(Stage.IMPORT, lambda: from_onnx(model), result, "compile_ms")
+        return mod, [list(feeds.values()) for feeds in input_feed_sets(m)]
+
+
+def _to_numpy(out: Any) -> list[np.ndarray]:
     """The VM's result (a tensor, or a tuple/Array of them) as numpy arrays, in order."""
     if hasattr(out, "numpy"):
         return [out.numpy()]

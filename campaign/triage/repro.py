@@ -8,7 +8,8 @@
     `truth.npz` (the float64 shadow, for mismatches), `actual.npz` (what the backend gave);
   - `info.json` (bucket key, the failing row, the reduction's log);
   - `repro.py`: imports only numpy and the backend's own library (onnxruntime; tvm (+ onnx to
-    read the model); torch for Inductor; torch + onnxruntime for the torch.onnx exporter) and
+    read the model); torch for Inductor; torch + onnxruntime for the torch.onnx exporter; torch
+    + tvm for TVM's torch frontend) and
     prints the failure. Torch backends get the graph as plain torch code
     (`campaign.triage.torchgen`); ONNX backends load `model.onnx`.
 
@@ -40,12 +41,14 @@ REPRO_OK = "reproduced"
 
 
 def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
-    """(kind, options) of a backend spec: kind is ort, tvm, inductor, onnx_export or other."""
+    """(kind, options) of a backend spec: kind is ort, tvm, tvm_torch, inductor, onnx_export
+    or other."""
     from campaign.backends import make_backend
     from campaign.backends.inductor import InductorBackend
     from campaign.backends.onnx_export import OnnxExportBackend
     from campaign.backends.ort import OrtBackend
     from campaign.backends.tvm import TvmBackend
+    from campaign.backends.tvm_torch import TvmTorchBackend
 
     try:
         b = make_backend(spec)
@@ -55,6 +58,9 @@ def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
         return "ort", {"opt_level": b.opt_level, "device": b.target}
     if isinstance(b, TvmBackend):
         return "tvm", {"target": b.tvm_target, "opt_level": b.opt_level, "pipeline": b.pipeline}
+    if isinstance(b, TvmTorchBackend):
+        return "tvm_torch", {"target": b.tvm_target, "opt_level": b.opt_level,
+                             "pipeline": b.pipeline, "dialect": b.dialect}
     if isinstance(b, InductorBackend):
         return "inductor", {"device": b.target, "fullgraph": b.fullgraph, "dynamic": b.dynamic,
                             "dialect": b.dialect, "cpp_wrapper": b.cpp_wrapper}
@@ -233,22 +239,16 @@ def main():
     finish(outs)
 '''
 
-_TVM = '''
-import onnx
+#: compile and run of a Relax module, as `campaign.backends.tvm.RelaxBackend` does: shared by the
+#: repros of every TVM backend (each imports its own way)
+_TVM_RUN = '''
 import tvm
 from tvm import relax
-from tvm.relax.frontend.onnx import from_onnx
 
 
-def main():
-    print(f"tvm {{tvm.__version__}}, target {target!r}, opt_level {opt_level}, pipeline {pipeline!r}",
-          flush=True)
-    sets = input_sets()
-    stage("import")
-    try:
-        mod = from_onnx(onnx.load(os.path.join(HERE, "model.onnx")))
-    except Exception as e:
-        failed(e)
+def compile_and_run(mod, sets):
+    """Compile `mod` (stage compile), run its main on every input set (stage run); the
+    outputs of every set, in order."""
     stage("compile")
     try:
         target = tvm.target.Target({target!r})
@@ -267,7 +267,49 @@ def main():
             outs += [out.numpy()] if hasattr(out, "numpy") else [o.numpy() for o in out]
     except Exception as e:
         failed(e)
-    finish(outs)
+    return outs
+'''
+
+_TVM = '''
+import onnx
+from tvm.relax.frontend.onnx import from_onnx
+
+
+def main():
+    print(f"tvm {{tvm.__version__}}, target {target!r}, opt_level {opt_level}, pipeline {pipeline!r}",
+          flush=True)
+    sets = input_sets()
+    stage("import")
+    try:
+        mod = from_onnx(onnx.load(os.path.join(HERE, "model.onnx")))
+    except Exception as e:
+        failed(e)
+    finish(compile_and_run(mod, sets))
+'''
+
+_TVM_TORCH = '''
+from tvm.relax.frontend.torch import from_exported_program
+
+
+def main():
+    import warnings
+
+    torch.set_num_threads(1)
+    print(f"torch {{torch.__version__}} torch.export.export, tvm {{tvm.__version__}} "
+          f"from_exported_program, target {target!r}, opt_level {opt_level}, "
+          f"pipeline {pipeline!r}", flush=True)
+    sets = input_sets()
+    stage("import")
+    try:
+        model = Model({{n: np.array(sets[0][n], copy=True) for n in PARAMS}}).eval()
+        args = tuple(torch.from_numpy(np.array(sets[0][n], copy=True)) for n in INPUTS)
+        program = torch.export.export(model, args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mod = from_exported_program(program)
+    except Exception as e:
+        failed(e)
+    finish(compile_and_run(mod, sets))
 '''
 
 _INDUCTOR = '''
@@ -385,8 +427,8 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
     if kind == "ort":
         body = _ORT.format(**opts)
     elif kind == "tvm":
-        body = _TVM.format(**opts)
-    elif kind in ("inductor", "onnx_export"):
+        body = _TVM_RUN.format(**opts) + _TVM.format(**opts)
+    elif kind in ("inductor", "onnx_export", "tvm_torch"):
         dialect = opts["dialect"]
         if dialect == "mixed":
             import random
@@ -397,8 +439,12 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
             fullgraph = False
         src = torch_source(graph, dialect)
         src = "\n".join(line for line in src.splitlines() if line != "import torch")
-        template = _INDUCTOR if kind == "inductor" else _ONNX_EXPORT
-        body = "\nimport torch\n" + src + "\n" + template.format(**{**opts, "fullgraph": fullgraph})
+        body = "\nimport torch\n" + src + "\n"
+        if kind == "tvm_torch":
+            body += _TVM_RUN.format(**opts) + _TVM_TORCH.format(**opts)
+        else:
+            template = _INDUCTOR if kind == "inductor" else _ONNX_EXPORT
+            body += template.format(**{**opts, "fullgraph": fullgraph})
     else:
         raise ValueError(f"no standalone reproducer for backend kind {kind!r}")
     return f'"""{header}"""\n' + prelude + body + _MAIN

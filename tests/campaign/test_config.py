@@ -168,7 +168,7 @@ def test_unknown_probe_backend_is_a_clear_error():
 
 def test_gpu_preset_puts_each_cuda_backend_on_its_own_gpu_share():
     cfg = to_config(_compose("campaign=gpu_tvm"))
-    assert cfg.campaign.backends == ["tvm_cuda", "ort_cuda", "inductor_cuda"]
+    assert cfg.campaign.backends == ["tvm_cuda", "tvm_torch_cuda", "ort_cuda", "inductor_cuda"]
     assert all(cfg.campaign.options(b).num_gpus == 0.25 and cfg.campaign.actors_of(b) == 1
                for b in cfg.campaign.backends)
 

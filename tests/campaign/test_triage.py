@@ -486,15 +486,41 @@ CONTROL = """graph main(%x0: f32[3,4], %x1: i64[], %x3: f32[]) {
 }"""
 
 
+#: CONTROL without the loop: TVM 0.27's torch frontend converts torch.cond, not while_loop
+IF_ONLY = """graph main(%x0: f32[3,4], %x3: f32[], %w1: param f32[4,2]) {
+  %v4 = reduce_sum[axis=0, keepdim=false](%x0) : f32[4]
+  %v5 = reduce_sum[axis=0, keepdim=false](%v4) : f32[]
+  %v6 = gt(%v5, %x3) : b8[]
+  %v7 = if(%v6, %x0) : f32[3,4] {
+    graph then(%t0: f32[3,4]) {
+      %t1 = tanh(%t0) : f32[3,4]
+      return %t1
+    }
+    graph else(%e0: f32[3,4]) {
+      %e1 = sigmoid(%e0) : f32[3,4]
+      return %e1
+    }
+  }
+  %v8 = matmul(%v7, %w1) : f32[3,2]
+  return %v8
+}"""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", ["inductor", "inductor?dialect=python&fullgraph=false",
-                                  "inductor?cpp_wrapper=true", "onnx_export", "tvm"])
+                                  "inductor?cpp_wrapper=true", "onnx_export", "tvm",
+                                  "tvm_torch?opt_level=2"])
 def test_each_backend_kind_gets_a_repro_that_judges_its_outputs(tmp_path, spec):
-    text = SMALL if spec == "tvm" else CONTROL  # TVM 0.27 has no ONNX Loop
+    # TVM 0.27 has no ONNX Loop, nor a converter for torch's while_loop
+    text = SMALL if spec == "tvm" else IF_ONLY if spec.startswith("tvm_torch") else CONTROL
     dest = _bug_folder(tmp_path / "a", 0.0, spec, text)
     if spec.startswith("inductor"):  # the backend's options, replayed
         wrapper = "cpp_wrapper=true" in spec
         assert f"icfg.cpp_wrapper = {wrapper}" in (dest / "repro.py").read_text()
+    if spec.startswith("tvm_torch"):  # exported, imported by the torch frontend, opt_level 2
+        src = (dest / "repro.py").read_text()
+        assert "torch.export.export(model, args)" in src and "from_exported_program(" in src
+        assert "torch.cond(" in src and "PassContext(opt_level=2)" in src
     outcome, out = check_repro(dest, "mismatch", "Mismatch", timeout_s=600)
     assert outcome == "not reproduced", out
     dest = _bug_folder(tmp_path / "b", 1.0, spec, text)
@@ -524,6 +550,29 @@ def test_real_tvm_bug_is_reduced_and_its_repro_reproduces(tmp_path):
     assert b.reduced_insts == 1 and b.repro_status == "reproduced"
     g = ir.parse((out / b.artifact_path / "graph.gir").read_text())
     assert _ops(g) == ["eq"] and g.inputs[0].type.dtype.short == "b8"
+
+
+@pytest.mark.slow
+def test_real_tvm_torch_bug_is_reduced_and_its_repro_reproduces(tmp_path):
+    """TVM 0.27's torch frontend turns `clamp(int tensor, max=k)`, which the decomposition of a
+    linear resize makes for its indices, into a clip with lower bound -inf that cannot be
+    legalized for an integer: a compile crash found by dynsmith, reduced to the resize, and
+    replayed by a repro.py that exports the torch code and imports it with the frontend."""
+    text = """graph main(%x0: f32[2,3,5], %x1: f32[2,3,10]) {
+      %v2 = tanh(%x0) : f32[2,3,5]
+      %v3 = resize_linear[scales=[2]](%v2) : f32[2,3,10]
+      %v4 = add(%v3, %x1) : f32[2,3,10]
+      %v5 = sigmoid(%v4) : f32[2,3,10]
+      return %v5
+    }"""
+    out = campaign_dir(tmp_path / "run", ["tvm_torch"], [_case(text=text)])
+    report = triage(out, TriageConfig(max_tests=100), log=lambda s: None)
+    (b,) = [b for b in report.buckets if b.key.kind == "bug"]
+    assert b.key.verdict == "crash" and b.key.stage == "compile"
+    assert b.reduced_insts == 1 and b.repro_status == "reproduced"
+    g = ir.parse((out / b.artifact_path / "graph.gir").read_text())
+    assert _ops(g) == ["resize_linear"]
+    assert "from_exported_program(" in (out / b.artifact_path / "repro.py").read_text()
 
 
 @pytest.mark.slow

@@ -114,7 +114,7 @@ def test_inductor_cpp_wrapper_builds_the_graph_with_its_control_flow_into_one_li
     assert n_entry == 0 and n_libs > 2
 
 
-@pytest.mark.parametrize("spec", ["ort_cuda", "tvm_cuda", "inductor_cuda",
+@pytest.mark.parametrize("spec", ["ort_cuda", "tvm_cuda", "tvm_torch_cuda", "inductor_cuda",
                                   "onnx_export?device=cuda"])
 def test_cuda_targets_skip_without_gpu(spec):
     graph_case = case()

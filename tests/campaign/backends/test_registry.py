@@ -12,8 +12,8 @@ from campaign.verdict import Stage
 
 
 def test_presets_are_registered():
-    for name in ("ort", "ort_noopt", "ort_cuda", "tvm", "tvm_cuda", "inductor", "inductor_cuda",
-                 "onnx_export", "eager", "eager_f64"):
+    for name in ("ort", "ort_noopt", "ort_cuda", "tvm", "tvm_cuda", "tvm_torch", "tvm_torch_cuda",
+                 "inductor", "inductor_cuda", "onnx_export", "eager", "eager_f64"):
         assert name in BACKENDS
         assert make_backend(name).name == name
 
