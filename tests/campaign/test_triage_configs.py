@@ -302,3 +302,33 @@ def test_an_inductor_repro_with_simdlen_0_runs(tmp_path):
     dest = _bug_folder(tmp_path / "a", 0.0, "inductor?simdlen=0")
     outcome, out = check_repro(dest, "mismatch", "Mismatch", timeout_s=600)
     assert outcome == "not reproduced" and "patches: {'cpp.simdlen': 0}" in out, out
+
+
+@pytest.mark.slow
+def test_a_real_tvm_bug_found_in_a_configuration_reduces_to_the_options_it_needs(tmp_path):
+    """TVM 0.27 cannot build `Equal` on bool tensors (test_triage.py) at any opt level, pipeline
+    or -mcpu: found in a drawn configuration, the configuration reduces away entirely, and the
+    repro.py (no option set) reproduces it."""
+    text = """graph main(%x0: f32[2,3], %x1: f32[2,3], %x2: f32[2,3]) {
+      %v3 = tanh(%x0) : f32[2,3]
+      %v4 = gt(%v3, %x1) : b8[2,3]
+      %v5 = lt(%x1, %x2) : b8[2,3]
+      %v6 = eq(%v4, %v5) : b8[2,3]
+      %v7 = cast[to=f32](%v6) : f32[2,3]
+      %v8 = add(%v7, %v3) : f32[2,3]
+      return %v8
+    }"""
+    b = make_backend("tvm")
+    b.sample_configs = 1.0
+    seed = next(s for s in range(1000) if len(b.config_of(s)) >= 2)
+    out = campaign_dir(tmp_path / "run", ["tvm"], [_case(text=text, seed=seed)],
+                       configs={"tvm": 1.0})
+    (row,) = pq.read_table(out / "results").to_pylist()
+    assert row["verdict"] == "crash" and len(parse_config(row["backend_config"])) >= 2
+    report = triage(out, TriageConfig(max_tests=100), log=lambda s: None)
+    (bug,) = [x for x in report.buckets if x.key.kind == "bug"]
+    assert bug.key.config == "" and bug.reduced_insts == 1
+    assert bug.repro_status == "reproduced"
+    info = json.loads((out / bug.artifact_path / "info.json").read_text())
+    assert info["original_config"] == row["backend_config"] and info["spec"] == "tvm"
+    assert info["reduction"]["steps"][0]["pass"] == "drop_options"
