@@ -158,7 +158,7 @@ FINDING_COLUMNS = ("test_id", "seed", "backend", "backend_config", "dialect", "t
                    "verdict", "stage", "error_class",
                    "error_sig", "error_msg", "max_abs_err", "max_rel_err", "mismatch_output",
                    "mismatch_input_set", "n_compiles", "dyn_finding", "timeout_confirmed",
-                   "timeout_limit_s", "confirm_limit_s", "confirm_s")
+                   "timeout_limit_s", "confirm_limit_s", "confirm_s", "backend_config")
 
 
 def make_finding(m: Materialized, row: ResultRow, ref: ReferenceResult | None,

@@ -56,6 +56,8 @@ BUG_COLUMNS: dict[str, tuple[str, ...]] = {
     "artifact": ("artifact_path", "artifact_dir", "bucket_dir", "path", "dir", "finding_dir"),
     "repro": ("repro", "repro_path", "repro_py"),
     "backend": ("backend",),
+    #: the bucket's (reduced) compiler configuration, '' the backend spec's own
+    "config": ("backend_config",),
     "target": ("target",),
     "verdict": ("verdict",),
     "stage": ("stage",),
@@ -561,7 +563,8 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
                                               CAST(signature AS VARCHAR)), ''),
                              'row ' || CAST(row_number() OVER () AS VARCHAR)) AS key
           FROM bugs)
-        SELECT key AS bucket, any_value(backend) AS backend, any_value(target) AS target,
+        SELECT key AS bucket, any_value(backend) AS backend,
+          any_value(CAST(config AS VARCHAR)) AS config, any_value(target) AS target,
           any_value(verdict) AS verdict, any_value(stage) AS stage,
           any_value(CAST(signature AS VARCHAR)) AS signature, sum(count) AS count,
           count(DISTINCT run) AS n_runs, left(CAST(min(first_seen) AS VARCHAR), 19) AS first_seen,

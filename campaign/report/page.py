@@ -224,7 +224,10 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
         if derived and b.get("first_run"):
             first += f"<br><span class=note>{E(b['first_run'])} +{_fmt_dur(b['first_el'])}</span>"
         count = b.get("count")
-        row = (f"<td>{E(backend)}</td><td><span class=\"v-{E(verdict)}\">{E(verdict)}</span></td>"
+        # the (reduced) compiler configuration the bucket's failure needs, when not the spec's
+        config = (f"<br><span class=note>{E(b['config'])}</span>" if b.get("config") else "")
+        row = (f"<td>{E(backend)}{config}</td>"
+               f"<td><span class=\"v-{E(verdict)}\">{E(verdict)}</span></td>"
                f"<td>{E(b.get('stage') or '')}</td><td class=sig>{E(sig)}</td>"
                f"<td class=num>{'' if count is None else f'{int(count):,}'}</td>")
         if derived:

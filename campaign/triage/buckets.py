@@ -7,12 +7,19 @@ A *bucket* is one presumed bug. Its key:
   - mismatches: (backend, target, "mismatch", the *op pattern* of the reduced graph): its
     canonical text without shapes or attributes, dtypes kept (the reducer already simplified
     every dtype the failure does not need), e.g.
-    `graph(%x0: f32) { %v1 = atan(%x0) : f32; return %v1 }`.
-The bucket id (a folder name) is `<backend>-<verdict>-<10 hex of SHA-1 over the key>`.
+    `graph(%x0: f32) { %v1 = atan(%x0) : f32; return %v1 }`;
+  - both end with the compiler *configuration* (`campaign.backends.configs`, the row's
+    `backend_config`): for a reduced bucket the reduced one (the options the failure needs),
+    else the one the finding ran. Two findings whose configurations reduce to the same options
+    share a bucket; a row that was not reduced joins the reduced bucket whose options it
+    holds (`config_covers`).
+The bucket id (a folder name) is `<backend>-<verdict>-<10 hex of SHA-1 over the key>`; a key
+with the backend's own configuration ('') hashes as it did before configurations existed.
 
 The `bugs` table (`<out>/bugs.parquet`, schema `BUGS_SCHEMA`) has one row per bucket: its key,
 first seen, count of result rows, example test ids, the artifact folder (relative to the output
-dir), sizes before and after reduction, `repro` (the repro.py path) and `repro_status` (how it
+dir), its configuration (`backend_config`, the reduced one for a reduced bucket), sizes before
+and after reduction, `repro` (the repro.py path) and `repro_status` (how it
 fared when run fresh: reproduced, not reproduced, different failure, error, none).
 """
 from __future__ import annotations
@@ -21,7 +28,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,16 +47,31 @@ KIND = {"crash": "bug", "signal": "bug", "timeout": "bug", "mismatch": "bug",
 
 @dataclass(frozen=True)
 class BucketKey:
+    """One bucket's key (module doc). `config` is canonical configuration text
+    (`campaign.backends.configs.config_text`), '' for the backend spec's own."""
+
     backend: str
     target: str
     verdict: str
     stage: str | None = None
     error_sig: str | None = None
     pattern: str | None = None
+    config: str = ""
+
+    def fields(self) -> list[Any]:
+        """The key as a JSON list: six fields, a seventh (the configuration) when it is not
+        the backend's own (so keys of '' keep the ids they had before configurations)."""
+        out = [self.backend, self.target, self.verdict, self.stage, self.error_sig,
+               self.pattern]
+        return out + [self.config] if self.config else out
 
     def text(self) -> str:
-        return json.dumps([self.backend, self.target, self.verdict, self.stage, self.error_sig,
-                           self.pattern])
+        return json.dumps(self.fields())
+
+    def base(self) -> BucketKey:
+        """This key with the backend's own configuration: what findings of one failure in
+        several configurations share."""
+        return replace(self, config="")
 
     @property
     def id(self) -> str:
@@ -66,9 +88,21 @@ def _safe(s: str) -> str:
 
 
 def crash_key(row: dict[str, Any]) -> BucketKey:
-    """The key of a non-mismatch finding row (crash, signal, timeout, invalid, unsupported)."""
+    """The key of a non-mismatch finding row (crash, signal, timeout, invalid, unsupported),
+    in the configuration it ran (`backend_config`)."""
     return BucketKey(row["backend"], row.get("target") or "", row["verdict"], row.get("stage"),
-                     bucket_signature(row["verdict"], row.get("error_sig")))
+                     bucket_signature(row["verdict"], row.get("error_sig")),
+                     config=row.get("backend_config") or "")
+
+
+def config_covers(reduced: str, config: str) -> bool:
+    """Whether configuration `config` sets every option of the (reduced) configuration
+    `reduced` to the same value: a failure that needs only `reduced` can be `config`'s. The
+    backend's own configuration ('') is covered by every one."""
+    if not reduced:
+        return True
+    have = set(filter(None, config.split("&")))
+    return all(part in have for part in reduced.split("&"))
 
 
 def bucket_signature(verdict: str, error_sig: str | None) -> str:
@@ -123,8 +157,9 @@ def pattern_ops(pattern: str) -> set[str]:
     return set(re.findall(r"= ([A-Za-z_][A-Za-z0-9_]*)\(", pattern))
 
 
-def mismatch_key(backend: str, target: str, reduced: Graph) -> BucketKey:
-    return BucketKey(backend, target, "mismatch", "compare", None, op_pattern(reduced))
+def mismatch_key(backend: str, target: str, reduced: Graph, config: str = "") -> BucketKey:
+    """The key of a mismatch reduced to `reduced` in configuration `config`."""
+    return BucketKey(backend, target, "mismatch", "compare", None, op_pattern(reduced), config)
 
 
 #: the pattern of mismatches no reduction explains (not reduced: over the cap or the budget)
@@ -169,7 +204,8 @@ class Bucket:
         k = self.key
         return {
             "bucket": k.id, "backend": k.backend, "target": k.target, "verdict": k.verdict,
-            "stage": k.stage, "error_sig": k.error_sig, "pattern": k.pattern, "kind": k.kind,
+            "stage": k.stage, "error_sig": k.error_sig, "pattern": k.pattern,
+            "backend_config": k.config, "kind": k.kind,
             "new": self.new, "first_seen": self.first_seen, "count": self.count,
             "example_test_ids": self.examples(), "artifact_path": self.artifact_path,
             "original_insts": self.original_insts, "reduced_insts": self.reduced_insts,
@@ -182,7 +218,8 @@ class Bucket:
 BUGS_SCHEMA = pa.schema([
     ("bucket", pa.string()), ("backend", pa.string()), ("target", pa.string()),
     ("verdict", pa.string()), ("stage", pa.string()), ("error_sig", pa.string()),
-    ("pattern", pa.string()), ("kind", pa.string()), ("new", pa.bool_()),
+    ("pattern", pa.string()), ("backend_config", pa.string()), ("kind", pa.string()),
+    ("new", pa.bool_()),
     ("first_seen", pa.timestamp("ms", tz="UTC")), ("count", pa.int64()),
     ("example_test_ids", pa.list_(pa.string())), ("artifact_path", pa.string()),
     ("original_insts", pa.int32()), ("reduced_insts", pa.int32()),
@@ -213,11 +250,23 @@ def read_bugs_table(path: Path) -> pa.Table:
 
 def known_bucket_ids(paths: list[str]) -> set[str]:
     """Bucket ids of earlier bugs tables (a file, or an output dir holding `bugs.parquet`)."""
-    ids: set[str] = set()
+    return {r["bucket"] for r in _known_rows(paths)}
+
+
+def known_bucket_keys(paths: list[str]) -> list[BucketKey]:
+    """The keys of earlier bugs tables' buckets (tables from before configurations: the
+    backend's own configuration)."""
+    return [BucketKey(r["backend"], r["target"] or "", r["verdict"], r["stage"],
+                      r["error_sig"], r["pattern"], r.get("backend_config") or "")
+            for r in _known_rows(paths)]
+
+
+def _known_rows(paths: list[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
             path = path / BUGS_FILE
         if path.is_file():
-            ids.update(read_bugs_table(path).column("bucket").to_pylist())
-    return ids
+            rows += read_bugs_table(path).to_pylist()
+    return rows

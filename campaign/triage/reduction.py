@@ -1,5 +1,13 @@
-"""Reducing one finding: load its folder, confirm it still fails, reduce it with
-`ir.shrink.reducer` under the predicate "same bucket", and keep what the last failing run produced.
+"""Reducing one finding: load its folder, confirm it still fails, reduce its graph with
+`ir.shrink.reducer` and its compiler configuration with `ir.shrink.options` under the predicate
+"same bucket", and keep what the last failing run produced.
+
+The finding is re-run in the configuration it ran in (its `backend_config`: the backend spec
+`with_config(backend, backend_config)`, which never draws another). The configuration is
+reduced first on the finding's graph (options back to their defaults while the failure stays),
+then the graph under the options left, then the options again on the reduced graph; should that
+drop one more, the graph again, and so on until neither changes (or the budget is spent). The
+graph reducer's and the option reducer's steps go in one log (`Reduction.summary["steps"]`).
 
 The predicate re-evaluates each candidate exactly as the campaign judges a test: a
 `FuzzWorker` configured with the one backend runs `run_case` (reference, the backend in its
@@ -39,7 +47,20 @@ class FindingCase:
 
     @property
     def backend(self) -> str:
+        """The backend spec the campaign ran (without the drawn configuration)."""
         return self.info["backend"]
+
+    @property
+    def config(self) -> str:
+        """The configuration the finding ran in (`campaign.backends.configs.config_text`)."""
+        return str(self.info.get("backend_config") or "")
+
+    @property
+    def spec(self) -> str:
+        """The backend spec of the very compiler that failed."""
+        from campaign.backends.configs import with_config
+
+        return with_config(self.backend, self.config)
 
     @property
     def seed(self) -> int:
@@ -115,7 +136,13 @@ MIN_LIMIT_S = 2.0
 
 class BackendRunner:
     """Evaluates test cases on one backend as the campaign does (`FuzzWorker.run_case`, the
-    backend in a sandbox process). Reused across reductions; `close()` stops the sandbox.
+    backend in a sandbox process). Reused across reductions; `close()` stops the sandboxes.
+
+    `spec` is the backend as the campaign names it; each evaluation names the configuration to
+    run it in (`config`, '' for the spec's own), and gets a worker of its own for the spec
+    `with_config(spec, config)`, which runs exactly that configuration (its options are
+    written in the spec, so none is drawn). `drop(config)` stops one configuration's sandbox
+    (the option reducer drops the ones it rejected).
 
     One attempt per evaluation, at `timeout_s` (no confirming re-run, unlike the campaign's
     sandboxes): the triage runs alone after the campaign, and re-runs a timeout finding at the
@@ -123,37 +150,64 @@ class BackendRunner:
 
     def __init__(self, spec: str, timeout_s: float = 60.0, sandbox: bool = True,
                  confirm_timeout_factor: float = 0.0):
-        from campaign.sandbox import SandboxConfig
-        from campaign.worker import FuzzWorker, WorkerConfig
-
         self.spec = spec
         self.timeout_s = timeout_s
-        limits = SandboxConfig(timeout_s=timeout_s, confirm_timeout_factor=confirm_timeout_factor)
-        self.worker = FuzzWorker(WorkerConfig(backends=[spec], sandbox=sandbox, limits=limits),
-                                 name="triage")
+        self.sandbox = sandbox
+        self.confirm_timeout_factor = confirm_timeout_factor
+        #: configuration text -> the worker running it
+        self.workers: dict[str, Any] = {}
         self.calls = 0
         #: monotonic time no evaluation may run past (a campaign's wall-clock budget): each
         #: one's limit is cut to the time left, at least `MIN_LIMIT_S`; None: no deadline
         self.deadline: float | None = None
+        self.worker_for("")  # a bad spec fails here, as it always did
+
+    def worker_for(self, config: str) -> Any:
+        """The `FuzzWorker` of configuration `config` (made on first use)."""
+        if config not in self.workers:
+            from campaign.backends.configs import with_config
+            from campaign.sandbox import SandboxConfig
+            from campaign.worker import FuzzWorker, WorkerConfig
+
+            limits = SandboxConfig(timeout_s=self.timeout_s,
+                                   confirm_timeout_factor=self.confirm_timeout_factor)
+            self.workers[config] = FuzzWorker(
+                WorkerConfig(backends=[with_config(self.spec, config)], sandbox=self.sandbox,
+                             limits=limits), name="triage")
+        return self.workers[config]
+
+    @property
+    def worker(self) -> Any:
+        """The worker of the spec's own configuration."""
+        return self.worker_for("")
 
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
-            extra_sets: Sequence[dict[str, np.ndarray]] = ()) -> tuple[dict[str, Any], Any, Any]:
-        """(row, finding or None, test case) of one evaluation."""
+            extra_sets: Sequence[dict[str, np.ndarray]] = (), config: str = ""
+            ) -> tuple[dict[str, Any], Any, Any]:
+        """(row, finding or None, test case) of one evaluation in configuration `config`."""
         from campaign.testcase import TestCase
 
+        worker = self.worker_for(config)
         self.calls += 1
         tc = TestCase(test_id, seed, graph, dict(values), [{"seed": seed}], list(extra_sets))
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
-            for sb in self.worker.sandboxes.values():
+            for sb in worker.sandboxes.values():
                 sb.cfg.timeout_s = min(self.timeout_s, max(MIN_LIMIT_S, left))
-        report = self.worker.run_case(tc)
+        report = worker.run_case(tc)
         row = report.rows[0]
         finding = report.findings[0] if report.findings else None
         return row, finding, tc
 
+    def drop(self, config: str) -> None:
+        """Stop configuration `config`'s worker (the spec's own is kept)."""
+        if config and config in self.workers:
+            self.workers.pop(config).close()
+
     def close(self) -> None:
-        self.worker.close()
+        for w in self.workers.values():
+            w.close()
+        self.workers.clear()
 
 
 def _sets_for(g: Graph, extra_sets: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
@@ -168,8 +222,13 @@ def _sets_for(g: Graph, extra_sets: list[dict[str, np.ndarray]]) -> list[dict[st
 
 @dataclass
 class Reduction:
+    """A finding's reduction (or its re-run, or its absence): the graph, values and
+    configuration that represent it. Unless `status` is "reduced" (or "cached"), `graph` is
+    the finding's own and `config` None."""
+
     case: FindingCase
-    #: "reduced", "not reproducible" (the original no longer fails the same way), "error"
+    #: "reduced", "not reproducible" (the original no longer fails the same way), "error",
+    #: "confirmed" (re-run, not reduced), "not reduced", "cached" (an earlier triage's)
     status: str
     graph: Graph
     values: dict[str, np.ndarray]
@@ -180,6 +239,20 @@ class Reduction:
     tc: Any = None
     summary: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    #: the reduced configuration (config text); None: the finding's own (`case.config`)
+    config: str | None = None
+
+    @property
+    def backend_config(self) -> str:
+        """The configuration this reduction's graph fails in."""
+        return self.case.config if self.config is None else self.config
+
+    @property
+    def spec(self) -> str:
+        """The backend spec of the compiler this reduction's graph fails on."""
+        from campaign.backends.configs import with_config
+
+        return with_config(self.case.backend, self.backend_config)
 
     @property
     def original_insts(self) -> int:
@@ -193,13 +266,13 @@ class Reduction:
 def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 300,
                    max_seconds: float = 300.0, log: Callable[[str], None] | None = None
                    ) -> Reduction:
-    """Confirm, then reduce one finding on `runner`'s backend (see the module doc)."""
-    from ir.shrink.reducer import ReduceConfig, reduce_graph
-
+    """Confirm, then reduce one finding (graph and configuration) on `runner`'s backend (see
+    the module doc). `max_tests` and `max_seconds` bound both reducers together."""
     log = log or (lambda s: None)
     expect = dict(case.info)
+    config = case.config
     row, finding, tc = runner.run(case.test_id, case.seed, case.graph, case.values,
-                                  case.extra_sets)
+                                  case.extra_sets, config=config)
     if not same_failure(expect, row):
         return Reduction(case, "not reproducible", case.graph, case.values, case.extra_sets,
                          row, note=f"re-run gave {row.get('verdict')}: {row.get('error_sig')}")
@@ -213,32 +286,136 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     for k in order:
         if deadline is not None and time.monotonic() >= deadline:
             break
-        r, f, t = runner.run(case.test_id, case.seed, case.graph, sets[k], [])
+        r, f, t = runner.run(case.test_id, case.seed, case.graph, sets[k], [], config=config)
         if same_failure(expect, r):
             values, extra = sets[k], []
             best = {"row": r, "finding": f, "tc": t}
             break
-    counter = [0]
-
-    def predicate(g: Graph, vals: dict[str, np.ndarray]) -> bool:
-        counter[0] += 1
-        r, f, t = runner.run(f"{case.test_id}-r{counter[0]}", case.seed, g, vals,
-                             _sets_for(g, extra))
-        ok = same_failure(expect, r)
-        if ok:
-            best.update(row=r, finding=f, tc=t)
-        return ok
-
     if deadline is not None:
         max_seconds = min(max_seconds, deadline - time.monotonic())
         if max_seconds <= 0:  # confirmed, but no time is left to reduce it
             files = finding.files if finding is not None else {}
             return Reduction(case, "confirmed", case.graph, case.values, list(case.extra_sets),
                              row, files, tc, note="no time left to reduce it")
-    res = reduce_graph(case.graph, values, predicate,
-                       ReduceConfig(max_tests=max_tests, max_seconds=max_seconds,
-                                    seed=case.seed), log=log)
-    t = best["tc"]
-    files = best["finding"].files if best["finding"] is not None else {}
-    return Reduction(case, "reduced", res.graph, res.values, list(t.extra_inputs), best["row"],
-                     files, t, res.summary())
+    red = _Reducing(case, runner, expect, best, extra, max_tests, max_seconds, log)
+    graph, values = red.run(case.graph, values, config)
+    t = red.best["tc"]
+    files = red.best["finding"].files if red.best["finding"] is not None else {}
+    return Reduction(case, "reduced", graph, values, list(t.extra_inputs), red.best["row"],
+                     files, t, red.summary(case.graph, graph), config=red.config)
+
+
+class _Reducing:
+    """The alternation of the option reducer and the graph reducer on one confirmed finding
+    (module doc), within one budget of candidate tests and seconds; `best` holds the last
+    failing evaluation (row, finding, test case)."""
+
+    def __init__(self, case: FindingCase, runner: BackendRunner, expect: dict[str, Any],
+                 best: dict[str, Any], extra: list[dict[str, np.ndarray]], max_tests: int,
+                 max_seconds: float, log: Callable[[str], None]):
+        self.case, self.runner, self.expect, self.best = case, runner, expect, best
+        self.extra = extra
+        self.max_tests, self.max_seconds = max_tests, max_seconds
+        self.log = log
+        self.t0 = time.monotonic()
+        self.tests = 0  #: candidates evaluated, both reducers
+        self.config = case.config
+        #: the log: graph steps and option steps, in the order they were accepted
+        self.steps: list[dict[str, Any]] = []
+        self.graph_runs: list[dict[str, Any]] = []
+        self.option_runs: list[dict[str, Any]] = []
+        self.stopped = "fixed point"
+
+    def left(self) -> tuple[int, float]:
+        return self.max_tests - self.tests, self.max_seconds - (time.monotonic() - self.t0)
+
+    def evaluate(self, g: Graph, vals: dict[str, np.ndarray], config: str) -> bool:
+        """Does `g` on `vals` in `config` fail the same way? (keeps the evaluation if so)"""
+        r, f, t = self.runner.run(f"{self.case.test_id}-r{self.runner.calls + 1}",
+                                  self.case.seed, g, vals, _sets_for(g, self.extra),
+                                  config=config)
+        ok = same_failure(self.expect, r)
+        if ok:
+            self.best.update(row=r, finding=f, tc=t)
+        return ok
+
+    def options(self, g: Graph, vals: dict[str, np.ndarray]) -> bool:
+        """Reduce the configuration on (g, vals); True if it dropped any option."""
+        from campaign.backends.configs import config_text, parse_config
+        from ir.shrink.options import reduce_options
+
+        tests, seconds = self.left()
+        if not self.config or tests <= 0 or seconds <= 0:
+            return False
+
+        def predicate(opts: dict[str, Any]) -> bool:
+            text = config_text(opts)
+            ok = self.evaluate(g, vals, text)
+            if not ok:
+                self.runner.drop(text)  # a rejected configuration's sandbox is not needed again
+            return ok
+
+        res = reduce_options(parse_config(self.config), predicate, tests, seconds, self.log)
+        self.tests += res.tests
+        self.config = config_text(res.options)
+        for other in list(self.runner.workers):  # only the current one runs again
+            if other != self.config:
+                self.runner.drop(other)
+        self.option_runs.append(res.summary())
+        self.steps += [{"pass": s.pass_name, "desc": s.desc(), "config": config_text(
+            {k: v for k, v in res.original.items() if k in s.left})} for s in res.steps]
+        if res.stopped != "fixed point":
+            self.stopped = res.stopped
+        return bool(res.steps)
+
+    def graph(self, g: Graph, vals: dict[str, np.ndarray]
+              ) -> tuple[Graph, dict[str, np.ndarray], bool]:
+        """Reduce the graph in the current configuration; (graph, values, changed)."""
+        from ir.shrink.reducer import ReduceConfig, reduce_graph
+
+        tests, seconds = self.left()
+        if tests <= 0 or seconds <= 0:
+            self.stopped = "max_tests" if tests <= 0 else "max_seconds"
+            return g, vals, False
+        config = self.config
+        res = reduce_graph(g, vals, lambda cand, v: self.evaluate(cand, v, config),
+                           ReduceConfig(max_tests=tests, max_seconds=seconds,
+                                        seed=self.case.seed), log=self.log)
+        self.tests += res.tests
+        summary = res.summary()
+        self.graph_runs.append(summary)
+        self.steps += summary["steps"]
+        if res.stopped != "fixed point":
+            self.stopped = res.stopped
+        return res.graph, res.values, bool(res.steps)
+
+    def run(self, g: Graph, vals: dict[str, np.ndarray], config: str
+            ) -> tuple[Graph, dict[str, np.ndarray]]:
+        """Options, graph, options, ... until a round changes nothing (module doc)."""
+        self.options(g, vals)
+        while True:
+            g, vals, _ = self.graph(g, vals)
+            if self.stopped != "fixed point" or not self.options(g, vals):
+                return g, vals
+
+    def summary(self, original: Graph, reduced: Graph) -> dict[str, Any]:
+        """The reduction's log: the graph reducer's summary fields (its last run's, tests and
+        seconds over both reducers), the steps of both, and `config` (original, reduced, the
+        option reducer's tests)."""
+        from ir.shrink.reducer import size_of
+
+        a, b = size_of(original), size_of(reduced)
+        passes: dict[str, dict[str, int]] = {}
+        for run in self.graph_runs:
+            for name, st in run["passes"].items():
+                acc = passes.setdefault(name, dict.fromkeys(st, 0))
+                for k, v in st.items():
+                    acc[k] += v
+        return {
+            "original_insts": a.insts, "reduced_insts": b.insts,
+            "original_elements": a.elements, "reduced_elements": b.elements,
+            "tests": self.tests, "seconds": round(time.monotonic() - self.t0, 2),
+            "stopped": self.stopped, "steps": self.steps, "passes": passes,
+            "config": {"original": self.case.config, "reduced": self.config,
+                       "tests": sum(r["tests"] for r in self.option_runs)},
+        }

@@ -55,18 +55,23 @@ def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
     except Exception:
         return "other", {}
     if isinstance(b, OrtBackend):
-        return "ort", {"opt_level": b.opt_level, "device": b.target}
+        return "ort", {"opt_level": b.opt_level, "device": b.target,
+                       "disabled_optimizers": list(b.disabled_optimizers),
+                       "execution_mode": b.execution_mode, "threads": b.threads}
     if isinstance(b, TvmBackend):
-        return "tvm", {"target": b.tvm_target, "opt_level": b.opt_level, "pipeline": b.pipeline}
+        return "tvm", {"target": b.tvm_target, "opt_level": b.opt_level, "pipeline": b.pipeline,
+                       "mcpu": b.mcpu}
     if isinstance(b, TvmTorchBackend):
         return "tvm_torch", {"target": b.tvm_target, "opt_level": b.opt_level,
-                             "pipeline": b.pipeline, "dialect": b.dialect}
+                             "pipeline": b.pipeline, "mcpu": b.mcpu, "dialect": b.dialect}
     if isinstance(b, InductorBackend):
         return "inductor", {"device": b.target, "fullgraph": b.fullgraph, "dynamic": b.dynamic,
-                            "dialect": b.dialect, "cpp_wrapper": b.cpp_wrapper}
+                            "dialect": b.dialect, "cpp_wrapper": b.cpp_wrapper,
+                            "mode": b.mode, "flags": dict(b.flags)}
     if isinstance(b, OnnxExportBackend):
         return "onnx_export", {"optimize": b.optimize, "opt_level": b.opt_level,
-                               "device": b.target, "dialect": b.dialect}
+                               "device": b.target, "dialect": b.dialect, "opset": b.opset,
+                               "dynamo": b.dynamo}
     return "other", {}
 
 
@@ -208,9 +213,9 @@ import onnxruntime as ort
 
 def session(model, opt_level, device):
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
+    so.intra_op_num_threads = {threads}
+    so.inter_op_num_threads = {inter_op_threads}
+{execution_mode_line}    so.log_severity_level = 3
     so.graph_optimization_level = {{
         "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -218,11 +223,12 @@ def session(model, opt_level, device):
         "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     }}[opt_level]
     providers = ["CUDAExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
-    return ort.InferenceSession(model, so, providers=providers)
+    return ort.InferenceSession(model, so, providers=providers{session_kwargs})
 
 
 def main():
-    print(f"onnxruntime {{ort.__version__}}, graph optimizations {opt_level!r}", flush=True)
+    print(f"onnxruntime {{ort.__version__}}, graph optimizations {opt_level!r}{config_note}",
+          flush=True)
     sets = input_sets()
     stage("compile")
     try:
@@ -245,13 +251,16 @@ _TVM_RUN = '''
 import tvm
 from tvm import relax
 
+#: the target: its name, or the llvm target of one CPU (`mcpu`)
+TARGET = {target_spec!r}
+
 
 def compile_and_run(mod, sets):
     """Compile `mod` (stage compile), run its main on every input set (stage run); the
     outputs of every set, in order."""
     stage("compile")
     try:
-        target = tvm.target.Target({target!r})
+        target = tvm.target.Target(TARGET)
         pipeline = relax.get_default_pipeline(target) if {pipeline!r} == "fused" else "default"
         with tvm.transform.PassContext(opt_level={opt_level}):
             ex = tvm.compile(mod, target=target, relax_pipeline=pipeline)
@@ -276,8 +285,8 @@ from tvm.relax.frontend.onnx import from_onnx
 
 
 def main():
-    print(f"tvm {{tvm.__version__}}, target {target!r}, opt_level {opt_level}, pipeline {pipeline!r}",
-          flush=True)
+    print(f"tvm {{tvm.__version__}}, target {{TARGET!r}}, opt_level {opt_level}, "
+          f"pipeline {pipeline!r}", flush=True)
     sets = input_sets()
     stage("import")
     try:
@@ -296,7 +305,7 @@ def main():
 
     torch.set_num_threads(1)
     print(f"torch {{torch.__version__}} torch.export.export, tvm {{tvm.__version__}} "
-          f"from_exported_program, target {target!r}, opt_level {opt_level}, "
+          f"from_exported_program, target {{TARGET!r}}, opt_level {opt_level}, "
           f"pipeline {pipeline!r}", flush=True)
     sets = input_sets()
     stage("import")
@@ -320,14 +329,14 @@ def main():
     icfg.compile_threads = 1
     icfg.fx_graph_cache = False
     icfg.cpp_wrapper = {cpp_wrapper}
-    print(f"torch {{torch.__version__}}: torch.compile(backend='inductor', fullgraph={fullgraph}, "
+{config_block}    print(f"torch {{torch.__version__}}: torch.compile(backend='inductor', fullgraph={fullgraph}, "
           f"dynamic={dynamic}), cpp_wrapper={cpp_wrapper}, on {device}", flush=True)
     sets = input_sets()
     stage("import")
     try:
         params = {{n: np.array(sets[0][n], copy=True) for n in PARAMS}}
         model = Model(params).to({device!r}).eval()
-        compiled = torch.compile(model, backend="inductor", fullgraph={fullgraph}, dynamic={dynamic})
+        compiled = torch.compile(model, backend={backend_expr}, fullgraph={fullgraph}, dynamic={dynamic})
         args = [[torch.from_numpy(np.array(s[n], copy=True)).to({device!r}) for n in INPUTS]
                 for s in sets]
     except Exception as e:
@@ -361,7 +370,7 @@ def main():
 
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     torch.set_num_threads(1)
-    print(f"torch {{torch.__version__}} torch.onnx.export(dynamo=True, optimize={optimize}), "
+    print(f"torch {{torch.__version__}} torch.onnx.export({export_note}), "
           f"onnxruntime {{ort.__version__}} ({opt_level!r})", flush=True)
     sets = input_sets()
     args = [tuple(torch.from_numpy(np.array(s[n], copy=True)) for n in INPUTS) for s in sets]
@@ -370,9 +379,7 @@ def main():
         model = Model({{n: np.array(sets[0][n], copy=True) for n in PARAMS}}).eval()
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(model, args[0], dynamo=True, optimize={optimize},
-                                        verbose=False, report=False)
-        model_bytes = program.model_proto.SerializeToString()
+{export_block}
     except Exception as e:
         failed(e)
     stage("compile")
@@ -425,8 +432,9 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
                               params=_pyrepr([p.name for p in graph.params]),
                               grace=WATCHDOG_GRACE_S)
     if kind == "ort":
-        body = _ORT.format(**opts)
+        body = _ORT.format(**{**opts, **_ort_config(opts)})
     elif kind == "tvm":
+        opts = {**opts, **_tvm_config(opts)}
         body = _TVM_RUN.format(**opts) + _TVM.format(**opts)
     elif kind in ("inductor", "onnx_export", "tvm_torch"):
         dialect = opts["dialect"]
@@ -441,10 +449,12 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
         src = "\n".join(line for line in src.splitlines() if line != "import torch")
         body = "\nimport torch\n" + src + "\n"
         if kind == "tvm_torch":
+            opts = {**opts, **_tvm_config(opts)}
             body += _TVM_RUN.format(**opts) + _TVM_TORCH.format(**opts)
         else:
-            template = _INDUCTOR if kind == "inductor" else _ONNX_EXPORT
-            body += template.format(**{**opts, "fullgraph": fullgraph})
+            template, config = ((_INDUCTOR, _inductor_config(opts)) if kind == "inductor" else
+                                (_ONNX_EXPORT, _export_config(opts)))
+            body += template.format(**{**opts, "fullgraph": fullgraph, **config})
     else:
         raise ValueError(f"no standalone reproducer for backend kind {kind!r}")
     return f'"""{header}"""\n' + prelude + body + _MAIN
@@ -452,6 +462,84 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
 
 def _pyrepr(v: Any) -> str:
     return repr(v)
+
+
+# ---- the configuration's options, as code: a default option writes nothing -----------------
+
+def _ort_config(opts: dict[str, Any]) -> dict[str, str]:
+    """The `_ORT` fields of ORT's options (`OrtBackend`, `ort_session_options`): intra-op
+    threads, the parallel executor (two inter-op threads), disabled optimizers."""
+    parallel = opts.get("execution_mode") == "parallel"
+    off = list(opts.get("disabled_optimizers") or [])
+    threads = int(opts.get("threads") or 1)
+    note = "".join([f", disabled_optimizers {off}" if off else "",
+                    ", the parallel executor" if parallel else "",
+                    f", {threads} intra-op threads" if threads != 1 else ""])
+    return {"threads": str(threads), "inter_op_threads": "2" if parallel else "1",
+            "execution_mode_line": ("    so.execution_mode = ort.ExecutionMode.ORT_PARALLEL\n"
+                                    if parallel else ""),
+            "session_kwargs": f", disabled_optimizers={off!r}" if off else "",
+            "config_note": note}
+
+
+def _tvm_config(opts: dict[str, Any]) -> dict[str, Any]:
+    """The `_TVM` target: the target's name, or with `mcpu` the llvm target of that CPU."""
+    mcpu = opts.get("mcpu")
+    return {"target_spec": opts["target"] if mcpu is None else
+            {"kind": opts["target"], "mcpu": mcpu}}
+
+
+_INDUCTOR_PATCHES = """    # the failing configuration's torch._inductor.config options, for these compiles only, as
+    # the fuzzer set them: compile_fx(config_patches=...){mode_note}
+    from torch._inductor.compile_fx import compile_fx
+
+    patches = {flags!r}
+{mode_line}
+    def inductor_with_config(gm, example_inputs):
+        return compile_fx(gm, example_inputs, config_patches=patches)
+
+    print(f"torch._inductor.config patches: {{patches}}", flush=True)
+"""
+
+
+def _inductor_config(opts: dict[str, Any]) -> dict[str, str]:
+    """The `_INDUCTOR` fields of Inductor's options: `torch._inductor.config` flags and `mode`
+    (what `list_mode_options` sets: torch.compile takes no mode beside a backend function) as
+    compile_fx's `config_patches`, as `InductorBackend._config_patches` does."""
+    flags, mode = dict(opts.get("flags") or {}), opts.get("mode")
+    if not flags and mode is None:
+        return {"config_block": "", "backend_expr": '"inductor"'}
+    mode_line = ("    from torch._inductor import list_mode_options\n\n"
+                 f"    patches.update(list_mode_options({mode!r}))\n" if mode is not None else "")
+    block = _INDUCTOR_PATCHES.format(
+        flags=flags, mode_line=mode_line,
+        mode_note=f",\n    # with what mode={mode!r} sets" if mode is not None else "")
+    return {"config_block": block, "backend_expr": "inductor_with_config"}
+
+
+def _export_config(opts: dict[str, Any]) -> dict[str, str]:
+    """The `_ONNX_EXPORT` export call: `dynamo=True` (with `optimize`) or the TorchScript
+    exporter (`dynamo=False`, to a file), each with `opset_version` when one is set."""
+    opset = opts.get("opset")
+    opset_kw = f", opset_version={opset}" if opset is not None else ""
+    if opts.get("dynamo", True):
+        block = ("            program = torch.onnx.export(model, args[0], dynamo=True, "
+                 f"optimize={opts['optimize']},\n"
+                 f"                                        verbose=False, report=False{opset_kw})\n"
+                 "        model_bytes = program.model_proto.SerializeToString()")
+        note = f"dynamo=True, optimize={opts['optimize']}"
+    else:
+        block = ("            import tempfile\n\n"
+                 "            with tempfile.TemporaryDirectory() as d:\n"
+                 "                path = os.path.join(d, 'model.onnx')\n"
+                 "                torch.onnx.export(model, args[0], path, dynamo=False, "
+                 f"verbose=False{opset_kw})\n"
+                 "                with open(path, 'rb') as f:\n"
+                 "                    model_bytes = f.read()")
+        note = "dynamo=False"
+    if opset is not None:
+        note += f", opset_version={opset}"
+    return {"export_block": block, "export_note": note}
 
 
 def _tolerances(graph) -> list[tuple[float, float]]:
@@ -535,6 +623,7 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                                              "max_rel_err", "dialect", "timeout_confirmed",
                                              "timeout_limit_s", "confirm_limit_s",
                                              "confirm_s")},
+            "spec": spec, "original_config": red.case.config,
             "finding": str(red.case.folder), "test_id": red.case.test_id, "seed": seed,
             "status": red.status, "note": red.note, "reduction": red.summary,
             "original_insts": red.original_insts, "reduced_insts": red.reduced_insts}

@@ -12,17 +12,28 @@ Layout: `<out>/bugs.parquet` (`campaign.triage.buckets.BUGS_SCHEMA`), `<out>/bug
 its bucket, so a second triage of the same output reuses the reductions.
 
 Order of work: mismatch folders first (up to `reduce_mismatches` per backend, oldest first:
-their bucket is only known once reduced), then the first `reduce_first` folders of each new
-crash/signal bucket, within the total `budget`. Mismatch rows that were not reduced join the
-reduced bucket of the same backend whose pattern's ops all occur in the row's ops (the most
-specific such pattern), else the backend's `unreduced` bucket.
+their bucket is only known once reduced), then `reduce_first` folders of each new
+crash/signal failure, within the total `budget`. A reduction also reduces the finding's
+compiler configuration (`campaign.triage.reduction`), and the bucket keys on the reduced one
+(`campaign.triage.buckets`).
+
+A *failure* here is (backend, target, verdict, stage, signature) in any configuration. Of its
+rows, the first reduced is the oldest; each further one (up to `reduce_first`) is the oldest
+that no reduced configuration so far explains (whose options it does not hold), else the next
+oldest. Then every row joins the bucket of its own reduction, else that of the most specific
+reduced (or known) configuration its own holds (`config_covers`), else a bucket of its
+configuration as drawn. Mismatch rows that were not reduced join the reduced bucket of the same
+backend whose pattern's ops all occur in the row's ops (the most specific such pattern) and
+whose configuration the row's holds, else the backend's `unreduced` bucket of the row's
+configuration. Without configurations (every `backend_config` '') this is: one bucket per
+failure, its first `reduce_first` folders reduced.
 """
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,8 +43,10 @@ from campaign.triage.buckets import (
     UNREDUCED,
     Bucket,
     BucketKey,
+    config_covers,
     crash_key,
     known_bucket_ids,
+    known_bucket_keys,
     mismatch_key,
     pattern_ops,
     write_bugs_table,
@@ -71,6 +84,8 @@ class TriageReport:
             size = (f"{b.original_insts}->{b.reduced_insts} insts"
                     if b.reduced_insts is not None else "not reduced")
             what = b.key.error_sig or b.key.pattern or ""
+            if b.key.config:
+                what = f"[{b.key.config}] {what}"
             lines.append(f"  {b.key.id:<34} {b.count:>5}x  {size:<16} repro: {b.repro_status or '-':<17}"
                          f" {what[:90]}")
         return "\n".join(lines)
@@ -83,7 +98,7 @@ def _rows_from_results(out_dir: Path) -> list[dict[str, Any]]:
 
     table = read_results(out_dir)
     cols = ["test_id", "backend", "target", "verdict", "stage", "error_sig", "ts", "finding_dir",
-            "ops", "seed"]
+            "ops", "seed", "backend_config"]
     rows = table.select([c for c in cols if c in table.column_names]).to_pylist()
     return [r for r in rows if r["verdict"] not in NOT_FINDINGS]
 
@@ -111,7 +126,8 @@ def _rows_from_folders(findings: Path, root: Path) -> list[dict[str, Any]]:
                      "target": info.get("target") or "", "verdict": verdict,
                      "stage": info.get("stage"), "error_sig": info.get("error_sig"),
                      "ts": None, "finding_dir": folder.relative_to(root).as_posix(),
-                     "ops": ops, "seed": info.get("seed")})
+                     "ops": ops, "seed": info.get("seed"),
+                     "backend_config": info.get("backend_config") or ""})
     return rows
 
 
@@ -133,6 +149,9 @@ class _Triage:
         self.bugs_dir = out_dir / BUGS_DIR
         self.buckets: dict[BucketKey, Bucket] = {}
         self.known = known_bucket_ids(list(cfg.known))
+        #: the known buckets' keys: a row whose configuration holds a known bucket's (reduced)
+        #: options is that bucket's
+        self.known_keys = known_bucket_keys(list(cfg.known))
         self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
         #: a hard deadline (a campaign's wall-clock budget): every step, re-runs and repro
@@ -220,7 +239,7 @@ class _Triage:
             return None
         self.tick(f"reducing {case.backend} {case.verdict}")
         self.log(f"triage: reducing {finding_dir} ({case.graph.num_insts()} insts) on "
-                 f"{case.backend}")
+                 f"{case.spec}")
         t0 = time.monotonic()
         try:
             # under a hard deadline one slow reduction (the exporter's: seconds a candidate)
@@ -236,8 +255,10 @@ class _Triage:
                             note=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         red.summary["total_seconds"] = round(time.monotonic() - t0, 2)  # confirmation included
         self.reductions += 1
-        self.log(f"triage:   {red.status}: {red.original_insts} -> {red.reduced_insts} insts "
-                 f"in {time.monotonic() - t0:.1f} s")
+        configured = (f", configuration {case.config!r} -> {red.backend_config!r}"
+                      if case.config else "")
+        self.log(f"triage:   {red.status}: {red.original_insts} -> {red.reduced_insts} insts"
+                 f"{configured} in {time.monotonic() - t0:.1f} s")
         return red
 
     def offer(self, key: BucketKey, red) -> None:
@@ -260,32 +281,66 @@ class _Triage:
     def run(self, rows: list[dict[str, Any]]) -> None:
         rows = sorted(rows, key=lambda r: (r.get("ts") is None, r.get("ts") or 0, r["test_id"]))
         reducible = set(self.cfg.reduce_verdicts)
+        failures: dict[BucketKey, list[dict[str, Any]]] = {}
         for row in rows:
             if row["verdict"] != "mismatch":
-                self.bucket(crash_key(row)).add(row.get("ts"), row["test_id"],
-                                                row.get("finding_dir"))
+                failures.setdefault(crash_key(row).base(), []).append(row)
         self.mismatches([r for r in rows if r["verdict"] == "mismatch"], "mismatch" in reducible)
-        for key, b in list(self.buckets.items()):
-            dirs = [d for _, _, d in sorted(b.members, key=lambda m: (m[0] is None, m[0] or 0))
-                    if d]
-            if key.kind != "bug":  # ours or a known gap: the first finding folder says enough
-                b.artifact_path = dirs[0] if dirs else None
+        for base, members in failures.items():
+            if base.kind != "bug":  # ours or a known gap: the first finding folder says enough
+                for row in members:
+                    self.bucket(crash_key(row)).add(row.get("ts"), row["test_id"],
+                                                    row.get("finding_dir"))
                 continue
-            if key.verdict == "mismatch":
+            self.failure(base, members, base.verdict in reducible)
+
+    def explained(self, row: dict[str, Any], keys: list[BucketKey]) -> BucketKey | None:
+        """The most specific of `keys` whose configuration the row's holds, or None."""
+        config = row.get("backend_config") or ""
+        fits = [k for k in keys if config_covers(k.config, config)]
+        return max(fits, key=lambda k: (k.config.count("&") + bool(k.config), k.config),
+                   default=None)
+
+    def failure(self, base: BucketKey, rows: list[dict[str, Any]], reducible: bool) -> None:
+        """Reduce and bucket the rows of one crash-like failure (`base`: its key in the
+        backend's own configuration; the module doc says how)."""
+        known = [k for k in self.known_keys if k.base() == base]
+        reduced: list[BucketKey] = []
+        chosen: dict[str, BucketKey] = {}  # reduced finding folder -> its bucket
+        pending = [r for r in rows if r.get("finding_dir")
+                   and self.explained(r, known) is None and crash_key(r).id not in self.known]
+        for _ in range(max(self.cfg.reduce_first, 1) if reducible else 0):
+            pick = next((r for r in pending if self.explained(r, reduced) is None),
+                        pending[0] if pending else None)
+            if pick is None:
+                break
+            pending.remove(pick)
+            d = pick["finding_dir"]
+            red = self.cached(d) or self.reduce(d)
+            if red is None:
                 continue
-            if not b.new or key.verdict not in reducible:
-                dirs = dirs[:1]  # no reduction: the first folder, as it is
-                for d in dirs:
-                    self.unreduced(key, d)
-                continue
-            for d in dirs[:max(self.cfg.reduce_first, 1)]:
-                red = self.cached(d) or self.reduce(d)
-                if red is None:
-                    self.unreduced(key, d)
-                    continue
+            if red.status in ("reduced", "cached"):
+                key = replace(base, config=red.backend_config)
+                reduced.append(key)
                 if red.status == "reduced":
                     self.index_entry(d, key, red)
-                self.offer(key, red)
+            else:
+                key = crash_key(pick)
+            chosen[d] = key
+            self.offer(key, red)
+        keys: list[BucketKey] = []
+        for row in rows:
+            d = row.get("finding_dir")
+            key = (chosen.get(d) if d else None) or self.explained(row, reduced + known) \
+                or crash_key(row)
+            self.bucket(key).add(row.get("ts"), row["test_id"], d)
+            keys.append(key)
+        for key in dict.fromkeys(keys):  # a bucket no reduction represents: its first finding
+            b = self.buckets[key]
+            dirs = [d for _, _, d in sorted(b.members, key=lambda m: (m[0] is None, m[0] or 0))
+                    if d]
+            if dirs and key not in self.best:
+                self.unreduced(key, dirs[0])
 
     def cached(self, finding_dir: str):
         """A reduction done by an earlier triage of this output, rebuilt from its bug folder."""
@@ -301,7 +356,8 @@ class _Triage:
         case = load_finding(self.out / finding_dir)
         if case is None:
             return None
-        red = Reduction(case, "cached", load(folder / "graph.gir"), {}, [])
+        red = Reduction(case, "cached", load(folder / "graph.gir"), {}, [],
+                        config=BucketKey(*entry["key"]).config)
         red.summary = {"tests": entry.get("tests"), "seconds": entry.get("seconds")}
         return red
 
@@ -322,7 +378,8 @@ class _Triage:
             self.tick(f"re-running {case.backend} {case.verdict}")
             try:
                 row, finding, tc = self.runner(case.backend, self.limit(case.info)).run(
-                    case.test_id, case.seed, case.graph, case.values, case.extra_sets)
+                    case.test_id, case.seed, case.graph, case.values, case.extra_sets,
+                    config=case.config)
             except Exception as e:
                 red.note = f"re-run failed: {type(e).__name__}: {e}"
             else:
@@ -358,7 +415,7 @@ class _Triage:
             assert d  # `red` is the reduction of finding `d`
             per_backend[row["backend"]] = n + 1
             target = row.get("target") or ""
-            key = mismatch_key(row["backend"], target, red.graph)
+            key = mismatch_key(row["backend"], target, red.graph, red.backend_config)
             b = self.bucket(key)
             b.add(row.get("ts"), row["test_id"], d)
             if red.status != "reduced":
@@ -368,15 +425,18 @@ class _Triage:
             self.offer(key, red)
         for row in rest:
             ops = set(row.get("ops") or [])
+            config = row.get("backend_config") or ""
             fits = [k for k in self.buckets if k.verdict == "mismatch" and k.backend == row["backend"]
-                    and k.pattern not in (None, UNREDUCED) and pattern_ops(k.pattern) <= ops]
+                    and k.pattern not in (None, UNREDUCED) and pattern_ops(k.pattern) <= ops
+                    and config_covers(k.config, config)]
             if fits:
                 # (their patterns are set: `fits` keeps reduced ones only)
                 key = max(fits, key=lambda k: (len(pattern_ops(cast(str, k.pattern))),
-                                               -len(cast(str, k.pattern))))
+                                               -len(cast(str, k.pattern)),
+                                               k.config.count("&") + bool(k.config)))
             else:
                 key = BucketKey(row["backend"], row.get("target") or "", "mismatch", "compare",
-                                None, UNREDUCED)
+                                None, UNREDUCED, config)
             self.bucket(key).add(row.get("ts"), row["test_id"], row.get("finding_dir"))
             if row.get("finding_dir") and key.pattern == UNREDUCED:
                 self.unreduced(key, row["finding_dir"])
@@ -409,16 +469,18 @@ class _Triage:
                 if (dest / "repro.py").is_file():
                     b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
                 continue
-            fields = json.loads(key.text())
-            key_fields = dict(zip(("backend", "target", "verdict", "stage", "error_sig",
-                                   "pattern"), fields, strict=True))
+            key_fields = {"backend": key.backend, "target": key.target, "verdict": key.verdict,
+                          "stage": key.stage, "error_sig": key.error_sig,
+                          "pattern": key.pattern, "backend_config": key.config}
             # a timeout's repro.py reproduces when there is still no result after the limit
             # the campaign confirmed it at, plus a fresh process's cold start
             wait = ({"timeout_s": self.limit({**red.case.info, "verdict": "timeout"}),
                      "cold_start_s": self.cfg.repro_cold_start_s}
                     if key.verdict == "timeout" else {})
             try:
-                written = write_bug_folder(dest, key.backend, key.id, key_fields, red,
+                # the compiler the representative failed on: the reduced configuration (or,
+                # not reduced, the one it ran)
+                written = write_bug_folder(dest, red.spec, key.id, key_fields, red,
                                            red.case.seed, **wait)
             except Exception as e:
                 b.note = f"writing the bug folder failed: {type(e).__name__}: {e}"[:500]
@@ -517,10 +579,10 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Path | None,
         row: dict[str, Any] = {
             "test_id": case.test_id, "backend": case.backend,
             "target": case.info.get("target") or "", "verdict": case.verdict,
-            "stage": case.info.get("stage"), "error_sig": case.info.get("error_sig")}
-        if case.verdict == "mismatch":
-            key = (mismatch_key(case.backend, row["target"], red.graph)
-                   if red.status == "reduced" else crash_key(row))
+            "stage": case.info.get("stage"), "error_sig": case.info.get("error_sig"),
+            "backend_config": red.backend_config}
+        if case.verdict == "mismatch" and red.status == "reduced":
+            key = mismatch_key(case.backend, row["target"], red.graph, red.backend_config)
         else:
             key = crash_key(row)
         t.bucket(key).add(None, case.test_id, str(folder))

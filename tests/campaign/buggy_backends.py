@@ -13,6 +13,10 @@ PYTHONPATH for the injected-bug campaign, see docs/triage.md). Not product code.
 - `SlowOnce(seconds, marks)`: the first attempt at each test id compiles for `seconds`, later
   ones (the sandbox's confirming re-run) at once: a compile slow only under load. `marks` is
   a directory remembering the test ids seen (the attempts run in different processes).
+- `BuggyWithOption(op, wrong, vectorize, unroll, fuse)`: a compiler with a configuration space
+  (`CONFIG_SPACE`: `vectorize`, `unroll`, `fuse`) whose bug needs one option value: with
+  `vectorize=true`, a graph holding op `op` crashes at compile (`wrong`: its results are wrong
+  instead, a mismatch); `unroll` and `fuse` change nothing.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult
+from campaign.backends.configs import Option
 from campaign.verdict import Stage
 from ir.core.graph import Graph
 
@@ -152,3 +157,32 @@ class SlowOnce(Backend):
 
         self.stage(Stage.COMPILE, compile_, result, "compile_ms")
         return self.stage(Stage.RUN, lambda: outputs(m), result, "run_ms")
+
+
+class OptionError(RuntimeError):
+    pass
+
+
+class BuggyWithOption(Backend):
+    CONFIG_SPACE = (
+        Option("vectorize", (False, True), "the option the injected bug needs"),
+        Option("unroll", (1, 2, 4), "changes nothing"),
+        Option("fuse", (True, False), "changes nothing"),
+    )
+
+    def __init__(self, op: str = "tanh", wrong: bool = False, vectorize: bool = False,
+                 unroll: int = 1, fuse: bool = True):
+        self.name = "BuggyWithOption"
+        self.op, self.wrong = op, bool(wrong)
+        self.vectorize, self.unroll, self.fuse = bool(vectorize), int(unroll), bool(fuse)
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        hit = self.vectorize and any(inst.op.name == self.op for inst, _ in m.tc.graph.walk())
+
+        def compile_():
+            if hit and not self.wrong:
+                raise OptionError(f"vectorized {self.op} at 0x7f3a2b10")
+
+        self.stage(Stage.COMPILE, compile_, result, "compile_ms")
+        return self.stage(Stage.RUN, lambda: outputs(m, self.op if hit else None), result,
+                          "run_ms")

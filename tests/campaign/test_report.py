@@ -244,6 +244,24 @@ def test_bugs_tables_of_several_runs_merge_per_bucket(tmp_path):
     assert data.buckets == []  # every run has a bugs table: nothing derived
 
 
+def test_a_bug_buckets_configuration_shows_beside_its_backend(tmp_path):
+    """The triage keys a bucket on its reduced compiler configuration (bugs-table column
+    `backend_config`): the page shows it under the backend; tables without it still load."""
+    d = tmp_path / "c" / "t0"
+    write_run(d, campaign="c", n_tests=200, backends=("ort",), seed=3, bugs_table=True,
+              n_signatures=2)
+    t = pq.read_table(d / "bugs.parquet")
+    configs = ["disabled_optimizers=ConstantFolding&threads=2"] + [""] * (t.num_rows - 1)
+    pq.write_table(t.append_column("backend_config", pa.array(configs, pa.string())),
+                   d / "bugs.parquet")
+    res = build_report([tmp_path / "c"], tmp_path / "report.html", op_registry=False)
+    assert sorted(x["config"] for x in res.data.bugs) == sorted(configs)
+    html = (tmp_path / "report.html").read_text()
+    assert ("<br><span class=note>disabled_optimizers=ConstantFolding&amp;threads=2</span></td>"
+            in html)
+    assert html.count("<span class=note>disabled_optimizers") == 1
+
+
 def _cores_rows(html: str, run_idx: int) -> list[list[str]]:
     """The cells of a run's "Where the cores went" table, tags stripped (title attributes kept
     out), one list per stage."""

@@ -63,12 +63,14 @@ def _case(test_id: str = "run-000000", seed: int = 0, text: str = GRAPH) -> Test
 
 
 def campaign_dir(root: Path, specs: list[str], cases: list[TestCase],
-                 limits: SandboxConfig | None = None) -> Path:
-    """A campaign's output (results/ and findings/) made without Ray."""
+                 limits: SandboxConfig | None = None,
+                 configs: dict[str, float] | None = None) -> Path:
+    """A campaign's output (results/ and findings/) made without Ray; `configs`: backend ->
+    the fraction of tests run in a drawn configuration."""
     store = FindingStore(root, 5)
     sink = ResultSink(root, "run", "triage-test", flush_rows=1000)
     limits = limits or SandboxConfig(timeout_s=30)
-    with FuzzWorker(WorkerConfig(backends=specs, limits=limits)) as w:
+    with FuzzWorker(WorkerConfig(backends=specs, limits=limits, configs=configs or {})) as w:
         for tc in cases:
             rep = w.run_case(tc)
             dirs = {}
