@@ -117,6 +117,9 @@ def idle_compile_ms(preset: str, backends: list[str], n: int) -> dict[str, dict[
             continue
         backend = make_backend(b)
         backend.prepare()
+        # a fresh kernel cache, as a campaign's sandbox process has (compiled kernels of
+        # earlier runs on disk would skip their C++ compiles)
+        backend.child_init(tempfile.mkdtemp(prefix="dynsmith-idle-"))
         gen = FuzzWorker(WorkerConfig(generator=cfg.generator, backends=["eager"],
                                       mutation=cfg.mutation))
         by_key: dict[object, list[Prepared]] = {}
