@@ -37,6 +37,21 @@ GRAPH = parse("""graph main(%x: f32[2,3]) {
   return %y
 }""")
 
+#: a graph with control flow
+IF_GRAPH = parse("""graph main(%x: f32[3], %p: b8[]) {
+  %y = if(%p, %x) : f32[3] {
+    graph then(%a: f32[3]) {
+      %b = relu(%a) : f32[3]
+      return %b
+    }
+    graph else(%c: f32[3]) {
+      %d = neg(%c) : f32[3]
+      return %d
+    }
+  }
+  return %y
+}""")
+
 
 class Recording(Backend):
     """A stand-in compiler that records the options it was built with and returns its input."""
@@ -235,19 +250,7 @@ def test_each_exporter_option_reaches_torch_onnx_export(monkeypatch, name, value
 
 
 def test_the_torchscript_exporter_refuses_control_flow_as_unsupported():
-    g = parse("""graph main(%x: f32[3], %p: b8[]) {
-  %y = if(%p, %x) : f32[3] {
-    graph then(%a: f32[3]) {
-      %b = relu(%a) : f32[3]
-      return %b
-    }
-    graph else(%c: f32[3]) {
-      %d = neg(%c) : f32[3]
-      return %d
-    }
-  }
-  return %y
-}""")
+    g = IF_GRAPH
     m = Materialized(TestCase("t", 0, g, {"x": np.ones(3, np.float32), "p": np.array(True)},
                               [{"seed": 0}]))
     r = make_backend("onnx_export").variant({"dynamo": False}).evaluate(m)
@@ -270,20 +273,17 @@ def test_every_registered_space_names_constructor_options_with_distinct_values()
 
 def test_an_option_that_cannot_take_the_graph_is_not_drawn_for_it():
     """The TorchScript exporter traces one path of control flow: never drawn for an `if`."""
-    flow = parse("""graph main(%x: f32[3], %p: b8[]) {
-  %y = if(%p, %x) : f32[3] {
-    graph then(%a: f32[3]) {
-      %b = relu(%a) : f32[3]
-      return %b
-    }
-    graph else(%c: f32[3]) {
-      %d = neg(%c) : f32[3]
-      return %d
-    }
-  }
-  return %y
-}""")
+    flow = IF_GRAPH
     b = make_backend("onnx_export")
     b.sample_configs = 1.0
     assert not any("dynamo" in b.config_of(s, flow) for s in range(200))
     assert any(b.config_of(s, GRAPH).get("dynamo") is False for s in range(200))
+
+
+def test_docs_configs_lists_every_option_of_every_space():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "configs.md").read_text()
+    for name in ("ort", "tvm", "inductor", "onnx_export"):
+        for o in make_backend(name).CONFIG_SPACE:
+            assert f"| `{o.name}` |" in doc, (name, o.name)
