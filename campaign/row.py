@@ -100,7 +100,7 @@ class ResultRow:
     compile_ms: float | None = None
     run_ms: float | None = None
     cpu_ms: float | None = None
-    backend_config: str = ""
+    backend_config: str | None = ""
     merged: int | None = None
     n_compiles: int | None = None
     timeout_confirmed: bool | None = None
