@@ -43,7 +43,27 @@ def worker_for(preset: str):  # noqa: ANN201 (a FuzzWorker)
                                    mutation=cfg.mutation, sandbox=False))
 
 
-def run(preset: str, n: int, first: int, table: Counter, problems: list) -> None:
+def features(g) -> set[str]:  # noqa: ANN001 (a Graph)
+    """What of the graph the new forms change: a loop counter some body reads, a 0-d param,
+    any param, an in-place write."""
+    from ir.analysis.inplace import has_writes
+    from ir.ops.control import reads
+
+    out = set()
+    if any(inst.op.name == "loop" and inst.blocks[0].inputs[0].name in reads(inst.blocks[0])
+           for inst, _ in g.walk()):
+        out.add("counter read")
+    if any(p.type.rank == 0 for p in g.params):
+        out.add("0-d param")
+    if g.params:
+        out.add("params")
+    if has_writes(g):
+        out.add("writes")
+    return out
+
+
+def run(preset: str, n: int, first: int, table: Counter, problems: list,
+        graphs: Counter) -> None:
     from campaign.backends import make_backend
     from campaign.backends.forms import FORM_SPACE
     from campaign.worker import Prepared
@@ -58,6 +78,9 @@ def run(preset: str, n: int, first: int, table: Counter, problems: list) -> None
             invalid += 1
             continue
         g = prep.m.tc.graph
+        graphs[(preset, "valid tests")] += 1
+        for f in features(g):
+            graphs[(preset, f)] += 1
         for dialect in ("hop", "python"):
             for opt, value in FORMS:
                 spec = f"eager?dialect={dialect}" + (f"&{opt}={value}" if opt else "")
@@ -83,9 +106,11 @@ def main() -> None:
     torch.set_num_threads(1)
     table: Counter = Counter()
     problems: list = []
-    run("cpu_dynamic", a.tests, a.first, table, problems)
+    graphs: Counter = Counter()
+    run("cpu_dynamic", a.tests, a.first, table, problems, graphs)
     if a.inplace_tests:
-        run("cpu_inplace", a.inplace_tests, a.first, table, problems)
+        run("cpu_inplace", a.inplace_tests, a.first, table, problems, graphs)
+    print("\ngraphs: " + ", ".join(f"{p} {f}: {k}" for (p, f), k in sorted(graphs.items())))
     print("\npreset       dialect form      graph    verdict        tests")
     for (preset, dialect, form, changed, verdict), k in sorted(table.items()):
         print(f"{preset:12} {dialect:7} {form:9} {changed or '-':8} {verdict:14} {k}")
