@@ -162,6 +162,8 @@ def test_each_inductor_option_reaches_torch_compile_or_inductors_config(name, va
         assert patches["max_autotune"] is True
     elif name == "cpp_wrapper":
         assert patches["cpp_wrapper"] is True
+    elif name in ("scalars", "params", "inplace"):  # the program's form (the module builder)
+        assert getattr(v.form, name) == value
     else:  # torch.compile's own arguments
         assert getattr(v, name) == value
 
@@ -240,11 +242,14 @@ def test_each_exporter_option_reaches_torch_onnx_export(monkeypatch, name, value
     given: dict[str, Any] = {}
 
     def export(module, args, f=None, **kw):
-        given.update(kw)
+        given.update(kw, module=module)
         raise RuntimeError("recorded")
 
     monkeypatch.setattr(torch.onnx, "export", export)
     make_backend("onnx_export").variant({name: value}).evaluate(_case(4))
+    if name in ("scalars", "params", "inplace"):  # the form of the module exported
+        assert getattr(given["module"].form, name) == value
+        return
     key = {"opset": "opset_version"}.get(name, name)
     assert given[key] == value
 
