@@ -7,6 +7,10 @@
   outputs cast back to their graph dtype. A mismatch against the float32 reference means the
   test is numerically ill-conditioned at the tolerance used (the reference itself is off from
   the near-exact result): a measure of false-positive risk, never a compiler bug.
+- `eager?dialect=hop&scalars=number` (any of `dialect`, `scalars`, `params`, `inplace`): the
+  test's torch module in that control-flow dialect and form (`ir.materialize.form`), built as
+  the torch backends build it and run eagerly: each form must compute the reference's outputs
+  (bench/dialects.py), so a mismatch there is ours, or torch eager's.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, register
+from campaign.backends.forms import form_option
 from campaign.reference import run_shadow, torch_env
 from campaign.verdict import Stage
 
@@ -26,9 +31,19 @@ class EagerBackend(Backend):
     #: the worker must not judge this backend's mismatches with the shadow: it *is* the shadow
     shadow_judged: ClassVar[bool] = False
 
-    def __init__(self, float64: bool = False):
+    def __init__(self, float64: bool = False, dialect: str | None = None,
+                 scalars: str = "tensor", params: str = "buffer", inplace: str = "written"):
         self.name = "eager"
         self.float64 = bool(float64)
+        self.form = form_option("eager", scalars, params, inplace)
+        if dialect not in (None, "hop", "python"):
+            raise ValueError(f"eager: dialect must be hop or python, got {dialect!r}")
+        if self.form.changes() and dialect is None:
+            dialect = "python"
+        if dialect is not None and self.float64:
+            raise ValueError("eager: float64 runs the reference's interpreter, not a module")
+        #: the torch module's dialect (None: the reference's interpreter, no module)
+        self.dialect = dialect
 
     @property
     def version(self) -> str:
@@ -45,6 +60,8 @@ class EagerBackend(Backend):
         from ir.materialize.to_torch import evaluate_torch
 
         g = self.stage(Stage.IMPORT, lambda: m.tc.graph)
+        if self.dialect is not None:
+            return self._module(m, result)
         if self.float64:
             outs = self.stage(Stage.RUN, lambda: run_shadow(m), result, "run_ms")
             types = g.output_types()
@@ -59,6 +76,27 @@ class EagerBackend(Backend):
             return [values[o].numpy() for o in gk.outputs]
 
         return self.run_sets(list(enumerate(m.tc.value_sets())), run, result)
+
+
+    def _module(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        """The test's torch module in this dialect and form, run eagerly on every set."""
+        import torch
+
+        from ir.materialize.dynshape import torch_module
+
+        dialect = self.dialect
+        assert dialect is not None
+        result.dialect = self.form.label(dialect)
+        module = self.stage(Stage.IMPORT, lambda: torch_module(
+            m.tc.graph, m.tc.dynshape, m.tc.params(), dialect=dialect, form=self.form).eval())
+
+        def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+            # fresh copies: a graph may write its inputs in place (docs/inplace.md)
+            xs = [torch.from_numpy(np.array(x, order="C", copy=True)) for x in feeds.values()]
+            with torch.no_grad():
+                return [o.numpy() for o in module(*xs)]
+
+        return self.run_sets(m.tc.feed_sets(), run, result)
 
 
 register("eager", EagerBackend)

@@ -20,7 +20,8 @@ once, so a forked sandbox process starts warm and its first real compile costs ~
 Registered: `inductor` (cpu), `inductor_cuda`, `inductor_dynamic` (cpu, dynamic shapes).
 Options: `device` (`cpu` | `cuda`), `fullgraph` (default true: a graph break is an error),
 `dynamic` (default false; true: symbolic shapes), `dialect` (`hop` | `python` | `mixed`),
-`unbacked` (dynamic-shape tests: `mark_unbacked` instead of `mark_dynamic`).
+`unbacked` (dynamic-shape tests: `mark_unbacked` instead of `mark_dynamic`), the program's form
+`scalars`, `params`, `inplace` (campaign/backends/forms.py; the row's `dialect` is its label).
 
 Dynamic-shape tests (docs/dynshape.md): the module computes its shape arguments from its
 inputs' sizes (`ir.materialize.dynshape.DynGraphModule`), `torch.compile(dynamic=None)` with every symbolic
@@ -38,6 +39,7 @@ import numpy as np
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
 from campaign.backends.configs import Option
+from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.verdict import Stage
 
 INDUCTOR_UNSUPPORTED = (
@@ -106,6 +108,7 @@ INDUCTOR_SPACE = (
            "vectors (AVX2 codegen on an AVX-512 CPU)"),
     Option("loop_tail_vec", (None, False), "scalar instead of masked-vector loop tails"),
     Option("tiling_heuristics", (None, False), "no tiling-selection heuristics in C++ kernels"),
+    *FORM_SPACE,
 )
 
 
@@ -160,12 +163,15 @@ class InductorBackend(Backend):
                  allow_buffer_reuse: bool | None = None, memory_planning: bool | None = None,
                  joint_graph_constant_folding: bool | None = None,
                  comprehensive_padding: bool | None = None, simdlen: int | None = None,
-                 loop_tail_vec: bool | None = None, tiling_heuristics: bool | None = None):
+                 loop_tail_vec: bool | None = None, tiling_heuristics: bool | None = None,
+                 scalars: str = "tensor", params: str = "buffer", inplace: str = "written"):
         if device not in ("cpu", "cuda"):
             raise ValueError(f"inductor: device must be cpu or cuda, got {device!r}")
         if dialect not in ("hop", "python", "mixed"):
             raise ValueError(f"inductor: dialect must be hop, python or mixed, got {dialect!r}")
         self.dialect = dialect
+        #: how the torch program is written (`ir.materialize.form`, campaign/backends/forms.py)
+        self.form = form_option("inductor", scalars, params, inplace)
         self.name = "inductor"
         self.target = device
         self.fullgraph = bool(fullgraph)
@@ -265,7 +271,7 @@ class InductorBackend(Backend):
 
         dialect = self.dialect_of(m.tc.seed)
         assert dialect is not None  # a torch backend always has one
-        result.dialect = dialect
+        result.dialect = self.form.label(dialect)
         fullgraph = self.fullgraph and not (self.dialect == "mixed" and dialect == "python")
 
         dyn = m.tc.dynshape  # dynamic shapes: one module, its symbolic dims marked dynamic
@@ -274,7 +280,8 @@ class InductorBackend(Backend):
         def build():
             from ir.materialize.dynshape import torch_module
 
-            module = torch_module(m.tc.graph, dyn, m.tc.params(), dialect=dialect)
+            module = torch_module(m.tc.graph, dyn, m.tc.params(), dialect=dialect,
+                                  form=self.form)
             module = module.to(self.target).eval()
             return torch.compile(module, backend=counter, fullgraph=fullgraph,
                                  dynamic=None if dyn is not None else self.dynamic)

@@ -26,6 +26,7 @@ import numpy as np
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
 from campaign.backends.configs import Option
+from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers, ort_session_options
 from campaign.verdict import Stage
 
@@ -51,6 +52,7 @@ ONNX_EXPORT_SPACE = (
            "optimizer (constant folding, inlining, dead-code removal)"),
     Option("dynamo", (True, False), "the TorchScript exporter (torch.jit tracing), for graphs "
            "without control flow", applies=lambda g: not any(i.blocks for i in g.insts)),
+    *FORM_SPACE,
 )
 
 
@@ -66,12 +68,15 @@ class OnnxExportBackend(Backend):
     dialect: str  # always set (the torch module's dialect)
 
     def __init__(self, optimize: bool = True, opt_level: str = "all", device: str = "cpu",
-                 dialect: str = "hop", opset: int | None = None, dynamo: bool = True):
+                 dialect: str = "hop", opset: int | None = None, dynamo: bool = True,
+                 scalars: str = "tensor", params: str = "buffer", inplace: str = "written"):
         if device not in ("cpu", "cuda"):
             raise ValueError(f"onnx_export: device must be cpu or cuda, got {device!r}")
         if dialect not in ("hop", "python"):
             raise ValueError(f"onnx_export: dialect must be hop or python, got {dialect!r}")
         self.dialect = dialect
+        #: how the torch program is written (`ir.materialize.form`, campaign/backends/forms.py)
+        self.form = form_option("onnx_export", scalars, params, inplace)
         self.name = "onnx_export"
         self.optimize = bool(optimize)
         self.opt_level = opt_level
@@ -118,6 +123,7 @@ class OnnxExportBackend(Backend):
         import torch
 
         graph = m.tc.graph
+        result.dialect = self.form.label(self.dialect)
         sets = [tuple(torch.from_numpy(np.asarray(x)) for x in feeds.values())
                 for feeds in m.tc.feed_sets()]
         args = sets[0]  # the example inputs of the export
@@ -130,7 +136,8 @@ class OnnxExportBackend(Backend):
             if not self.dynamo and (dyn is not None or any(i.blocks for i in graph.insts)):
                 raise TracedControlFlow("dynamo=False: the TorchScript exporter would trace one "
                                         "path of this graph's control flow (or fix its shapes)")
-            module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect).eval()
+            module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect,
+                                  form=self.form).eval()
             extra: dict[str, Any] = ({} if dyn is None else
                                      {"dynamic_shapes": export_dynamic_shapes(graph, dyn)})
             if self.opset is not None:

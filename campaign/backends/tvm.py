@@ -96,7 +96,7 @@ class RelaxBackend(Backend):
 
     #: the name option errors start with (`tvm: opt_level must be 0..3, got 9`)
     kind: ClassVar[str] = "tvm"
-    CONFIG_SPACE = TVM_SPACE
+    CONFIG_SPACE: ClassVar[tuple[Option, ...]] = TVM_SPACE
 
     def __init__(self, target: str = "llvm", opt_level: int = 3, pipeline: str = "fused",
                  mcpu: str | None = None):

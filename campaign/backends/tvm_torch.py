@@ -18,7 +18,8 @@ A dynamic-shape test (docs/dynshape.md) is exported once with a `torch.export.Di
 (`export_dynamic_shapes`, as the exporter backend does), so one compiled module runs every set.
 
 Registered: `tvm_torch` (llvm), `tvm_torch_cuda`. Options as `tvm`'s: `target`, `opt_level`,
-`pipeline`.
+`pipeline`, `mcpu`, and the program's form `scalars`, `params`, `inplace`
+(campaign/backends/forms.py; the row's `dialect` is its label).
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import BackendResult, KnownUnsupported, register
-from campaign.backends.tvm import TVM_LAYER_NORM_DTYPES, RelaxBackend
+from campaign.backends.configs import Option
+from campaign.backends.forms import FORM_SPACE, form_option
+from campaign.backends.tvm import TVM_LAYER_NORM_DTYPES, TVM_SPACE, RelaxBackend
 from campaign.verdict import Stage
 
 #: the ops of exported programs that TVM 0.27's torch frontend has no converter for (not in its
@@ -83,6 +86,14 @@ class TvmTorchBackend(RelaxBackend):
     dialect: str = "hop"
     UNSUPPORTED = TVM_TORCH_UNSUPPORTED
     LACKS = TVM_TORCH_LACKS
+    CONFIG_SPACE: ClassVar[tuple[Option, ...]] = (*TVM_SPACE, *FORM_SPACE)
+
+    def __init__(self, target: str = "llvm", opt_level: int = 3, pipeline: str = "fused",
+                 mcpu: str | None = None, scalars: str = "tensor", params: str = "buffer",
+                 inplace: str = "written"):
+        super().__init__(target=target, opt_level=opt_level, pipeline=pipeline, mcpu=mcpu)
+        #: how the torch program is written (`ir.materialize.form`, campaign/backends/forms.py)
+        self.form = form_option(self.kind, scalars, params, inplace)
 
     def prepare(self) -> None:
         super().prepare()
@@ -100,12 +111,14 @@ class TvmTorchBackend(RelaxBackend):
 
         graph = m.tc.graph
         dyn = m.tc.dynshape
+        result.dialect = self.form.label(self.dialect)
         sets = [[np.asarray(x) for x in feeds.values()] for feeds in m.tc.feed_sets()]
 
         def export() -> Any:
             from ir.materialize.dynshape import export_dynamic_shapes, torch_module
 
-            module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect).eval()
+            module = torch_module(graph, dyn, m.tc.params(), dialect=self.dialect,
+                                  form=self.form).eval()
             # copies: a graph may write its inputs in place (docs/inplace.md)
             args = tuple(torch.from_numpy(np.array(x, copy=True)) for x in sets[0])
             extra: dict[str, Any] = ({} if dyn is None else

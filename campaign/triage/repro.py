@@ -63,15 +63,16 @@ def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
                        "mcpu": b.mcpu}
     if isinstance(b, TvmTorchBackend):
         return "tvm_torch", {"target": b.tvm_target, "opt_level": b.opt_level,
-                             "pipeline": b.pipeline, "mcpu": b.mcpu, "dialect": b.dialect}
+                             "pipeline": b.pipeline, "mcpu": b.mcpu, "dialect": b.dialect,
+                             "form": b.form}
     if isinstance(b, InductorBackend):
         return "inductor", {"device": b.target, "fullgraph": b.fullgraph, "dynamic": b.dynamic,
                             "dialect": b.dialect, "cpp_wrapper": b.cpp_wrapper,
-                            "mode": b.mode, "flags": dict(b.flags)}
+                            "mode": b.mode, "flags": dict(b.flags), "form": b.form}
     if isinstance(b, OnnxExportBackend):
         return "onnx_export", {"optimize": b.optimize, "opt_level": b.opt_level,
                                "device": b.target, "dialect": b.dialect, "opset": b.opset,
-                               "dynamo": b.dynamo}
+                               "dynamo": b.dynamo, "form": b.form}
     return "other", {}
 
 
@@ -426,6 +427,7 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
                  tolerances: list[tuple[float, float]], header: str, seed: int = 0) -> str:
     """The text of `repro.py` for a backend kind (see `backend_kind`)."""
     from campaign.triage.torchgen import torch_source
+    from ir.materialize.form import DEFAULT_FORM
 
     prelude = _PRELUDE.format(expect=_pyrepr(expect), tolerances=_pyrepr(tolerances),
                               inputs=_pyrepr([v.name for v in graph.inputs]),
@@ -445,7 +447,7 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
         fullgraph = opts.get("fullgraph", True)
         if kind == "inductor" and opts["dialect"] == "mixed" and dialect == "python":
             fullgraph = False
-        src = torch_source(graph, dialect)
+        src = torch_source(graph, dialect, opts.get("form", DEFAULT_FORM))
         src = "\n".join(line for line in src.splitlines() if line != "import torch")
         body = "\nimport torch\n" + src + "\n"
         if kind == "tvm_torch":

@@ -15,7 +15,14 @@ Control flow is emitted the way `ir/ops/control.py` runs it, per dialect:
     higher-order op, with nested functions for the bodies and the same copies at the
     boundaries as the interpreter (`.clone(memory_format=torch.contiguous_format)`).
 
-`torch_source(graph, dialect)` returns the module's source; `check_source` runs it against
+The program's form (`ir.materialize.form.TorchForm`) is emitted as the torch module writes it:
+`scalars=number` binds the loop counter as a Python int (`for i in range(...)`, an int carried
+by `torch.while_loop`) and 0-d params as Python numbers, each number passed as a scalar where
+the op takes one (`Op.number_operand`) and as `torch.scalar_tensor(..., dtype=...)` elsewhere;
+`params=parameter` registers `nn.Parameter`s; `inplace=functional` prints the graph's
+`pure_form`.
+
+`torch_source(graph, dialect, form)` returns the module's source; `check_source` runs it against
 the interpreter (`ir.materialize.to_torch`) so a reproducer is only written from code that computes the
 same thing.
 """
@@ -31,6 +38,7 @@ import numpy as np
 from ir.core.graph import Graph, Inst
 from ir.core.op import Op
 from ir.core.types import TensorType
+from ir.materialize.form import DEFAULT_FORM, TorchForm
 from ir.ops.control import If, Loop, Scan
 
 
@@ -111,11 +119,28 @@ def _example(t: TensorType):
 
 
 class _Emitter:
-    def __init__(self) -> None:
+    def __init__(self, form: TorchForm = DEFAULT_FORM) -> None:
         self.lines: list[str] = []
         self.tmp = 0
         self.uses_fresh = False
         self.uses_scan = False
+        self.form = form
+        #: the Python names that hold numbers (the `number` scalars form), not tensors
+        self.numbers: set[str] = set()
+
+    def tensor(self, expr: str, t: TensorType) -> str:
+        """`expr` as a tensor of type `t`: itself, or a number wrapped as a 0-d tensor."""
+        if expr not in self.numbers:
+            return expr
+        return f"torch.scalar_tensor({expr}, dtype={t.dtype.torch})"
+
+    def operands(self, inst: Inst, exprs: list[str], types: list[TensorType]) -> list[str]:
+        """The operand expressions of `inst` as the number form passes them
+        (`ir.core.interpreter.number_args`): a number stays one only at the op's
+        `number_operand` position after a tensor operand 0."""
+        keep = inst.op.number_operand
+        return [e if (k == keep and exprs[0] not in self.numbers) else self.tensor(e, t)
+                for k, (e, t) in enumerate(zip(exprs, types, strict=True))]
 
     def fresh(self, prefix: str = "t") -> str:
         self.tmp += 1
@@ -279,7 +304,7 @@ def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[st
     expressions."""
     types = g.types()
     for inst in g.insts:
-        args = [env[a] for a in inst.args]
+        args = em.operands(inst, [env[a] for a in inst.args], [types[a] for a in inst.args])
         if inst.blocks:
             outs = _emit_control(inst, args, [types[a] for a in inst.args], em, indent, dialect,
                                  keep)
@@ -289,7 +314,7 @@ def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[st
             name = py_name(r.name)
             em.lines.append(f"{indent}{name} = {expr}")
             env[r.name] = name
-    return [env[o] for o in g.outputs]
+    return [em.tensor(env[o], types[o]) for o in g.outputs]
 
 
 def _bind(body: Graph, exprs: list[str], em: _Emitter, indent: str) -> dict[str, str]:
@@ -346,7 +371,10 @@ def _emit_loop(inst: Inst, args: list[str], types, em: _Emitter, indent: str, di
         em.lines.append(f"{indent}{_tuple(res)} = {_tuple(carried)}")
         i = em.fresh("i")
         em.lines.append(f"{indent}for {i} in range(int({trip})):")
-        env = _bind(body, [f"torch.tensor({i}, dtype=torch.int64)", *res], em, ind2)
+        counter = i if em.form.numbers else f"torch.tensor({i}, dtype=torch.int64)"
+        env = _bind(body, [counter, *res], em, ind2)
+        if em.form.numbers:
+            em.numbers.add(env[body.inputs[0].name])
         outs = _graph_lines(body, em, ind2, dialect, env, keep)
         em.lines.append(f"{ind2}{_tuple(res)} = {_tuple(outs)}")
         return res
@@ -358,6 +386,8 @@ def _emit_loop(inst: Inst, args: list[str], types, em: _Emitter, indent: str, di
     params = [py_name(v.name) for v in body.inputs[1:]]
     em.lines.append(f"{indent}def {body_fn}(i, n, {', '.join(params)}):")
     env = _bind(body, ["i"], em, ind2)
+    if em.form.numbers:
+        em.numbers.add(env[body.inputs[0].name])
     env.update({v.name: py_name(v.name) for v in body.inputs[1:]})
     outs = _graph_lines(body, em, ind2, dialect, env, keep)
     cl = [f"{o}.clone(memory_format=torch.contiguous_format)" for o in outs]
@@ -365,7 +395,8 @@ def _emit_loop(inst: Inst, args: list[str], types, em: _Emitter, indent: str, di
     em.uses_fresh = True
     out = em.fresh("final")
     em.lines.append(f"{indent}{out} = torch.while_loop({cond_fn}, {body_fn}, "
-                    f"(torch.zeros((), dtype=torch.int64), {trip}.clone(), "
+                    f"({'0' if em.form.numbers else 'torch.zeros((), dtype=torch.int64)'}, "
+                    f"{trip}.clone(), "
                     f"*_fresh({_tuple(carried)})))")
     return [f"{out}[{k + 2}]" for k in range(n)]
 
@@ -425,17 +456,28 @@ def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str,
     return emit(inst, args, types, em, indent, dialect, keep, [em.fresh("r") for _ in inst.results])
 
 
-def torch_source(g: Graph, dialect: str = "python") -> str:
-    """Python source defining `Model(params)`: an `nn.Module` whose buffers are the params
-    (`p_<name>`, like `ir.materialize.to_torch.GraphModule`) and whose forward takes the graph inputs in
-    order and returns the tuple of the outputs. Raises CodegenError."""
+def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FORM) -> str:
+    """Python source defining `Model(params)`: an `nn.Module` whose buffers (or parameters, or
+    numbers: `form`) are the params (`p_<name>`, like `ir.materialize.to_torch.GraphModule`) and
+    whose forward takes the graph inputs in order and returns the tuple of the outputs, in
+    control-flow `dialect` and `form` (module doc). Raises CodegenError."""
+    from ir.analysis.inplace import has_effects, pure_form, torch_plan
+
+    if form.inplace == "functional":
+        g = pure_form(g)
     keep: list = []  # keeps recorded tensors alive: their ids name them
-    em = _Emitter()
+    em = _Emitter(form)
     env = {v.name: py_name(v.name) for v in g.inputs}
     ind = "        "
+    # the 0-d params the number form holds as Python numbers (as `FormParams` decides)
+    fixed = torch_plan(g).fixed_inputs() if has_effects(g) else frozenset()
+    number_params = sorted(p.name for p in g.params
+                           if form.numbers and p.type.rank == 0 and p.name not in fixed)
     for p in g.params:
         em.lines.append(f"{ind}{py_name(p.name)} = self.p_{p.name}")
         env[p.name] = py_name(p.name)
+        if p.name in number_params:
+            em.numbers.add(py_name(p.name))
     outs = _graph_lines(g, em, ind, dialect, env, keep)
     em.lines.append(f"{ind}return {_tuple(outs)}")
     head = ["import torch"]
@@ -446,12 +488,22 @@ def torch_source(g: Graph, dialect: str = "python") -> str:
         head += ["", "def _fresh(ts):",
                  "    return tuple(t.clone(memory_format=torch.contiguous_format) for t in ts)", ""]
     inputs = ", ".join(py_name(v.name) for v in g.inputs)
+    if form.params == "parameter":
+        register = ["            self.register_parameter(f\"p_{name}\", torch.nn.Parameter(",
+                    "                torch.from_numpy(value), requires_grad=False))"]
+    else:
+        register = ["            self.register_buffer(f\"p_{name}\", torch.from_numpy(value))"]
+    if number_params:  # the number form's 0-d params: Python numbers
+        register = [f"            if name in {number_params!r}:",
+                    "                setattr(self, f\"p_{name}\", value.item())",
+                    "                continue", *register]
     cls = ["", "class Model(torch.nn.Module):",
-           f'    """The graph as plain torch code ({dialect} control flow)."""', "",
+           f'    """The graph as plain torch code ({form.label(dialect)}: control flow and '
+           'form)."""', "",
            "    def __init__(self, params):",
            "        super().__init__()",
            "        for name, value in params.items():",
-           "            self.register_buffer(f\"p_{name}\", torch.from_numpy(value))", "",
+           *register, "",
            f"    def forward(self{', ' if inputs else ''}{inputs}):"]
     return "\n".join(head + cls + em.lines) + "\n"
 
@@ -468,10 +520,14 @@ def check_source(src: str, g: Graph, values: dict[str, np.ndarray]) -> str | Non
         exec(compile(src, "<generated>", "exec"), ns)
         params = {p.name: np.array(values[p.name], order="C", copy=True) for p in g.params}
         model = ns["Model"](params)
-        xs = [torch.from_numpy(np.array(values[v.name], order="C", copy=True)) for v in g.inputs]
+
+        def xs() -> list:  # fresh copies per run: a graph may write its inputs in place
+            return [torch.from_numpy(np.array(values[v.name], order="C", copy=True))
+                    for v in g.inputs]
+
         with torch.no_grad():
-            got = model(*xs)
-            want = GraphModule(g, params).eval()(*xs)
+            got = model(*xs())
+            want = GraphModule(g, params).eval()(*xs())
     except Exception as e:
         return f"{type(e).__name__}: {e}"
     for k, (a, b) in enumerate(zip(got, want, strict=True)):

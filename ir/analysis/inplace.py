@@ -602,12 +602,18 @@ class TorchPlan:
         self.fixes = {key: (_fixes(lv, True), _fixes(lv, False)) for key, lv in self.levels.items()}
 
     def run(self, env: Mapping[str, object], dialect: str = "python", copy_inputs: bool = True,
-            g: Graph | None = None) -> dict:
+            g: Graph | None = None, numbers: bool = False) -> dict:
         """Every value of level `g` (default: the top graph) by name. `copy_inputs`: written
         inputs are copied first, so `env`'s tensors are never modified (False: they are
-        written, as a module mutating its arguments does)."""
+        written, as a module mutating its arguments does). `numbers`: the `number` scalars
+        form (`ir.core.interpreter.Interpreter`)."""
         g = self.graph if g is None else g
-        return _PlanInterpreter(self, dialect, copy_inputs, g).run(g, env)
+        return _PlanInterpreter(self, dialect, copy_inputs, g, numbers).run(g, env)
+
+    def fixed_inputs(self) -> frozenset[str]:
+        """The top level's inputs and params that a fix applies to as they enter (copied or
+        made contiguous): they must be tensors."""
+        return frozenset(self.levels[id(self.graph)].fix_inputs)
 
 
 def _fixes(lv: Level, copy_inputs: bool) -> Fixes:
@@ -628,8 +634,9 @@ class _PlanInterpreter(Interpreter):
     """One run of a `TorchPlan` (`ir.core.interpreter`): each level's fixes. Bodies copy the inputs
     they write whatever `copy_inputs` says (it is about the caller's tensors, the top level's)."""
 
-    def __init__(self, plan: TorchPlan, dialect: str, copy_inputs: bool, top: Graph):
-        super().__init__(dialect)
+    def __init__(self, plan: TorchPlan, dialect: str, copy_inputs: bool, top: Graph,
+                 numbers: bool = False):
+        super().__init__(dialect, numbers)
         self.plan = plan
         self.copy_inputs = copy_inputs
         self.top = top

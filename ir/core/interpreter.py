@@ -75,8 +75,13 @@ class Interpreter:
     when its op runs it. The values of a level are one dict, returned by `run`; a body gets a
     dict of its own, holding only its inputs at the start (bodies are closed)."""
 
-    def __init__(self, dialect: str = "python"):
+    def __init__(self, dialect: str = "python", numbers: bool = False):
         self.dialect = dialect
+        #: the `number` scalars form (`ir.materialize.form`): values may be Python numbers or
+        #: SymInts (the loop counter, 0-d params given as numbers); each reaches an op as a
+        #: number only where the op takes one (`Op.number_operand`), else as a 0-d tensor of
+        #: its dtype, and a body's outputs are tensors
+        self.numbers = numbers
 
     # ---- the loop --------------------------------------------------------------------------
     def run(self, g: Graph, env: Mapping[str, Any]) -> dict[str, Any]:
@@ -93,12 +98,15 @@ class Interpreter:
             values[name] = fix(values[source])
         for index, inst in enumerate(g.insts):
             args = [values[a] for a in inst.args]
+            if self.numbers:
+                args = number_args(g, inst, args)
             self.before_inst(g, index, inst, args)
             # the op is called from this frame and its bodies come back through one call
             # (run_body): a graph break in an op splits the frames Dynamo traces the same way
             # for every subclass (see the module doc)
             res = self.op_of(g, index, inst, values).torch_call(
-                args, inst.blocks, partial(self.run_body, g, index, inst), self.dialect)
+                args, inst.blocks, partial(self.run_body, g, index, inst), self.dialect,
+                numbers=self.numbers)
             self.after_call(g, index, inst, values)
             if len(inst.results) == 1:
                 res = (res,)
@@ -132,6 +140,8 @@ class Interpreter:
         """One run of `body` (a block of instruction `index` of `g`) on `args`, when the op
         asks for it: the body's outputs. Default: the body as a level of its own (`run`)."""
         values = self.run(body, {v.name: t for v, t in zip(body.inputs, args, strict=True)})
+        if self.numbers:
+            return tensor_outputs(body, values)
         return [values[o] for o in body.outputs]
 
     def after_call(self, g: Graph, index: int, inst: Inst, values: dict[str, Any]) -> None:
@@ -141,3 +151,44 @@ class Interpreter:
                   values: dict[str, Any]) -> None:
         """Called when result `r` of the instruction has been bound to `t` in `values` (its
         fix applied): a subclass may check it, or bind another value. Default: nothing."""
+
+
+# ---- the `number` scalars form ----------------------------------------------------------------
+
+def is_number(v: Any) -> bool:
+    """A Python number or a SymInt/SymFloat/SymBool (not a tensor)."""
+    import torch
+
+    return isinstance(v, (bool, int, float, torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def scalar_tensor(v: Any, dtype: Any) -> Any:
+    """A number as the 0-d tensor of GraphIR dtype `dtype` it stands for."""
+    import torch
+
+    return torch.scalar_tensor(v, dtype=dtype.torch)
+
+
+def number_args(g: Graph, inst: Inst, args: list) -> list:
+    """The operands of `inst` as its op takes them in the `number` form: a number stays one at
+    the op's `number_operand` position when operand 0 is a tensor, and becomes a 0-d tensor
+    of its GraphIR dtype everywhere else."""
+    if not any(is_number(a) for a in args):
+        return args
+    types = g.types()
+    keep = inst.op.number_operand
+    out = list(args)
+    for k, a in enumerate(args):
+        if is_number(a) and not (k == keep and not is_number(args[0])):
+            out[k] = scalar_tensor(a, types[inst.args[k]].dtype)
+    return out
+
+
+def tensor_outputs(g: Graph, values: Mapping[str, Any]) -> list:
+    """`g`'s outputs from `values`, numbers as 0-d tensors of their dtype."""
+    outs = [values[o] for o in g.outputs]
+    if not any(is_number(v) for v in outs):
+        return outs
+    types = g.types()
+    return [scalar_tensor(v, types[o].dtype) if is_number(v) else v
+            for o, v in zip(g.outputs, outs, strict=True)]

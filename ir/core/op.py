@@ -84,6 +84,10 @@ class Op:
     num_results: ClassVar[int | None] = 1
     #: control-flow ops hold sub-graphs in `Inst.blocks`; every other op must have none
     takes_blocks: ClassVar[bool] = False
+    #: the operand position at which `torch` takes a Python number (or SymInt) for a 0-d
+    #: value, with the same result as for the 0-d tensor, when operand 0 is a tensor (the
+    #: `number` scalars form, `ir.materialize.form`); None: tensors only
+    number_operand: ClassVar[int | None] = None
     #: memory effect: in-place write or view (`Effect`); PURE for ordinary ops
     effect: ClassVar[Effect] = PURE
     #: placed by the plain generator step (`GenConfig.enabled_ops`); False for ops only
@@ -184,11 +188,13 @@ class Op:
         raise NotImplementedError
 
     def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
-                   dialect: str = "python") -> Any:
+                   dialect: str = "python", numbers: bool = False) -> Any:
         """Evaluate with sub-graphs: `run_block(graph, tensors) -> list of tensors` runs a body;
         `dialect` says how control flow is expressed ("python": plain if/for on concrete values;
-        "hop": torch.cond / torch.while_loop higher-order ops). Returns one tensor for a
-        one-result instruction, else a sequence. Plain ops ignore all this and call `torch`."""
+        "hop": torch.cond / torch.while_loop higher-order ops); `numbers`: the `number` scalars
+        form (`ir.materialize.form`: a loop counter is a Python int / SymInt). Returns one
+        tensor for a one-result instruction, else a sequence. Plain ops ignore all this and
+        call `torch`."""
         return self.torch(*args)
 
     def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:

@@ -43,10 +43,11 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ir.core.graph import Graph, Inst, Value
-from ir.core.interpreter import NO_FIXES, Fixes, Interpreter
+from ir.core.interpreter import NO_FIXES, Fixes, Interpreter, tensor_outputs
 from ir.core.op import Op
 from ir.core.shapes import Dim
 from ir.core.types import TensorType
+from ir.materialize.form import DEFAULT_FORM, TorchForm
 
 if TYPE_CHECKING:
     import onnx
@@ -574,10 +575,10 @@ class DynInterpreter(Interpreter):
     Bodies run through the same loop; no attribute of theirs depends on the symbols. The graph
     is pure (dynamic-shape tests are generated, never mutated: no views, no writes)."""
 
-    def __init__(self, g: Graph, dyn: DynShape, dialect: str = "python"):
+    def __init__(self, g: Graph, dyn: DynShape, dialect: str = "python", numbers: bool = False):
         import torch
 
-        super().__init__(dialect)
+        super().__init__(dialect, numbers)
         self.top = g
         #: symbol -> its name in the environment
         self.size_names = {s: f"#{s}" for s in dyn.symbols}
@@ -609,34 +610,39 @@ def _module_class() -> type[torch.nn.Module]:
         call (ints in eager, SymInts under torch.compile / torch.export): `DynInterpreter`."""
 
         def __init__(self, g: Graph, dyn: DynShape, params: Mapping[str, np.ndarray],
-                     dialect: str = "python"):
+                     dialect: str = "python", form: TorchForm = DEFAULT_FORM):
+            from ir.materialize.to_torch import FormParams
+
             super().__init__()
             self.graph = g
             self.dyn = dyn
             self.dialect = dialect
-            self.interpreter = DynInterpreter(g, dyn, dialect)
-            for p in g.params:
-                self.register_buffer(f"p_{p.name}",
-                                     torch.from_numpy(np.asarray(params[p.name], order="C")))
+            self.form = form
+            self.interpreter = DynInterpreter(g, dyn, dialect, form.numbers)
+            self.params_of = FormParams(self, g, params, form)
 
         def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
             g = self.graph
             env = {v.name: x for v, x in zip(g.inputs, inputs, strict=True)}
-            env.update({p.name: getattr(self, f"p_{p.name}") for p in g.params})
+            env.update(self.params_of.env(self, g))
             values = self.interpreter.run(g, env)
+            if self.form.numbers:
+                return tuple(tensor_outputs(g, values))
             return tuple(values[o] for o in g.outputs)
 
     return DynGraphModule
 
 
 def torch_module(g: Graph, dyn: DynShape | None, params: Mapping[str, np.ndarray],
-                 dialect: str = "python") -> torch.nn.Module:
-    """The torch module of a test: `GraphModule` for a static one, `DynGraphModule` else."""
+                 dialect: str = "python", form: TorchForm = DEFAULT_FORM) -> torch.nn.Module:
+    """The torch module of a test in `dialect` and `form` (`ir.materialize.form`):
+    `GraphModule` for a static one, `DynGraphModule` else (a dynamic-shape graph is pure, so
+    its `inplace` form changes nothing)."""
     if dyn is None:
         from ir.materialize.to_torch import GraphModule
 
-        return GraphModule(g, params, dialect=dialect)
-    return _module_class()(g, dyn, params, dialect)
+        return GraphModule(g, params, dialect=dialect, form=form)
+    return _module_class()(g, dyn, params, dialect, form)
 
 
 def export_dynamic_shapes(g: Graph, dyn: DynShape) -> tuple:

@@ -1,6 +1,7 @@
 """GraphIR -> torch: an `nn.Module` whose forward interprets the graph (the eager reference).
 
-Params become buffers; `forward` takes the graph inputs positionally and returns a tuple of the
+Params become buffers (or `nn.Parameter`s, or Python numbers: the module's `TorchForm`,
+`ir.materialize.form`); `forward` takes the graph inputs positionally and returns a tuple of the
 graph outputs. The interpreter (`ir.core.interpreter`) is plain Python over the instruction list,
 which Dynamo traces straight through, so the same module serves eager and `torch.compile`.
 """
@@ -12,9 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ir.analysis.inplace import has_effects, torch_plan
+from ir.analysis.inplace import has_effects, pure_form, torch_plan
 from ir.core.graph import Graph, Inst, Value
-from ir.core.interpreter import Interpreter
+from ir.core.interpreter import Interpreter, tensor_outputs
+from ir.materialize.form import DEFAULT_FORM, TorchForm
 
 #: what becomes of each result of an instruction (`evaluate_torch`'s `result` hook)
 ResultHook = Callable[[Inst, torch.Tensor], torch.Tensor]
@@ -24,8 +26,9 @@ class TorchInterpreter(Interpreter):
     """A pure graph on torch: every op's torch form in a dialect, and `result` (when given)
     applied to every tensor result, bodies included (a pure graph's bodies are pure)."""
 
-    def __init__(self, dialect: str = "python", result: ResultHook | None = None):
-        super().__init__(dialect)
+    def __init__(self, dialect: str = "python", result: ResultHook | None = None,
+                 numbers: bool = False):
+        super().__init__(dialect, numbers)
         self.result = result
 
     def on_result(self, g: Graph, index: int, inst: Inst, r: Value, t: Any,
@@ -56,25 +59,62 @@ def run_graph_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "p
     return [values[o] for o in g.outputs]
 
 
-class GraphModule(torch.nn.Module):
-    """forward(*inputs) -> tuple of outputs, for a concrete graph and its param values."""
+class FormParams:
+    """How a module holds a graph's params in a `TorchForm`: registered on `module` as buffers
+    or `nn.Parameter`s (`p_<name>`), except the 0-d ones the `number` scalars form holds as
+    Python numbers (`numbers`; never one in `tensors_only`: those a fix must see as tensors)."""
 
-    def __init__(self, g: Graph, params: Mapping[str, np.ndarray], dialect: str = "python"):
+    def __init__(self, module: torch.nn.Module, g: Graph, params: Mapping[str, np.ndarray],
+                 form: TorchForm, tensors_only: frozenset[str] = frozenset()):
+        #: param name -> its value as a Python number (the number form's 0-d params)
+        self.numbers: dict[str, Any] = {}
+        for p in g.params:
+            value = np.asarray(params[p.name], order="C")
+            if form.numbers and p.type.rank == 0 and p.name not in tensors_only:
+                self.numbers[p.name] = value.item()
+                continue
+            t = torch.from_numpy(value)
+            if form.params == "parameter":
+                module.register_parameter(f"p_{p.name}",
+                                          torch.nn.Parameter(t, requires_grad=False))
+            else:
+                module.register_buffer(f"p_{p.name}", t)
+
+    def env(self, module: torch.nn.Module, g: Graph) -> dict[str, Any]:
+        """Each param's value in `forward`, by name."""
+        return {p.name: self.numbers[p.name] if p.name in self.numbers
+                else getattr(module, f"p_{p.name}") for p in g.params}
+
+
+class GraphModule(torch.nn.Module):
+    """forward(*inputs) -> tuple of outputs, for a concrete graph and its param values, written
+    in control-flow `dialect` and `form` (`ir.materialize.form`: the `functional` form
+    materializes `pure_form(g)`, whose `graph` attribute it keeps)."""
+
+    def __init__(self, g: Graph, params: Mapping[str, np.ndarray], dialect: str = "python",
+                 form: TorchForm = DEFAULT_FORM):
         super().__init__()
+        if form.inplace == "functional":
+            g = pure_form(g)
         self.graph = g
         self.dialect = dialect
+        self.form = form
         #: views and in-place writes (docs/inplace.md): forward writes its input tensors
         self.plan = torch_plan(g) if has_effects(g) else None
-        for p in g.params:
-            self.register_buffer(f"p_{p.name}", torch.from_numpy(np.asarray(params[p.name], order="C")))
+        self.params_of = FormParams(self, g, params, form,
+                                    self.plan.fixed_inputs() if self.plan else frozenset())
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         env = {v.name: x for v, x in zip(self.graph.inputs, inputs, strict=True)}
-        env.update({p.name: getattr(self, f"p_{p.name}") for p in self.graph.params})
+        env.update(self.params_of.env(self, self.graph))
+        numbers = self.form.numbers
         if self.plan is not None:
-            values = self.plan.run(env, self.dialect, copy_inputs=False)
-            return tuple(values[o] for o in self.graph.outputs)
-        return tuple(run_graph_torch(self.graph, env, self.dialect))
+            values = self.plan.run(env, self.dialect, copy_inputs=False, numbers=numbers)
+        else:
+            values = TorchInterpreter(self.dialect, numbers=numbers).run(self.graph, env)
+        if numbers:
+            return tuple(tensor_outputs(self.graph, values))
+        return tuple(values[o] for o in self.graph.outputs)
 
 
 def torch_inputs(g: Graph, values: Mapping[str, np.ndarray]) -> list[torch.Tensor]:

@@ -131,12 +131,13 @@ class Binary(Broadcasting):
 
 def _binary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType] = NUMERIC,
             result: DType | None = None, safe: Callable | None = None, doc: str = "",
-            family: str = "binary") -> type[Binary]:
+            family: str = "binary", number: bool = True) -> type[Binary]:
     cls = type(
         "".join(p.capitalize() for p in name.split("_")),
         (Binary,),
         {"name": name, "torch_name": torch_name, "onnx_name": onnx_name, "dtypes": dtypes,
          "result": result, "safe": staticmethod(safe) if safe else None, "family": family,
+         "number_operand": 1 if number else None,
          "__module__": __name__,
          "__doc__": doc or f"Broadcasting {name}."},
     )
@@ -176,8 +177,9 @@ Div = _binary("div", "div", "Div", FLOATS, safe=_divisor,
               doc="Float division; |y| >= margin (int division differs: true vs truncating).")
 Pow = _binary("pow", "pow", "Pow", FLOATS, safe=_pow_safe,
               doc="x ** y on floats with x > 0 and a bounded result.", family="transcendental")
-Maximum = _binary("max", "maximum", "Max")
-Minimum = _binary("min", "minimum", "Min")
+# torch.maximum / minimum take tensors only
+Maximum = _binary("max", "maximum", "Max", number=False)
+Minimum = _binary("min", "minimum", "Min", number=False)
 BitwiseAnd = _binary("bitwise_and", "bitwise_and", "BitwiseAnd", INTS)
 BitwiseOr = _binary("bitwise_or", "bitwise_or", "BitwiseOr", INTS)
 BitwiseXor = _binary("bitwise_xor", "bitwise_xor", "BitwiseXor", INTS)
@@ -189,9 +191,10 @@ Greater = _binary("gt", "gt", "Greater", NUMERIC, DType.bool, _apart, "x > y (bo
 LessEqual = _binary("le", "le", "LessOrEqual", NUMERIC, DType.bool, _apart, "x <= y (bool).")
 GreaterEqual = _binary("ge", "ge", "GreaterOrEqual", NUMERIC, DType.bool, _apart, "x >= y (bool).")
 
-LogicalAnd = _binary("logical_and", "logical_and", "And", BOOL)
-LogicalOr = _binary("logical_or", "logical_or", "Or", BOOL)
-LogicalXor = _binary("logical_xor", "logical_xor", "Xor", BOOL)
+# torch.logical_* take tensors only
+LogicalAnd = _binary("logical_and", "logical_and", "And", BOOL, number=False)
+LogicalOr = _binary("logical_or", "logical_or", "Or", BOOL, number=False)
+LogicalXor = _binary("logical_xor", "logical_xor", "Xor", BOOL, number=False)
 
 
 @dataclass(frozen=True)

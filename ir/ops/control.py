@@ -253,7 +253,7 @@ class If(ControlFlow):
         return [(k, list(args[1:]), "not taken") for k in (0, 1) if k != taken]
 
     def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
-                   dialect: str = "python") -> Any:
+                   dialect: str = "python", numbers: bool = False) -> Any:
         pred, *operands = args
         then_g, else_g = blocks
         if dialect == "hop":
@@ -289,7 +289,8 @@ class Loop(ControlFlow):
     int64 scalar from data, kept in [0, MAX_TRIPS] by the op's domain.
 
     torch dialects: "python" (a `for` over `range(int(trip))`) and "hop" (`torch.while_loop`
-    with the counter carried); ONNX `Loop` with an empty condition input (its body gets and
+    with the counter carried); the counter is a 0-d int64 tensor, or a Python int (a SymInt
+    when traced) in the `number` scalars form; ONNX `Loop` with an empty condition input (its body gets and
     returns the condition, passed through)."""
 
     name: ClassVar[str] = "loop"
@@ -381,7 +382,7 @@ class Loop(ControlFlow):
         return [torch.relu(-t) + torch.relu(t - MAX_TRIPS)]
 
     def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
-                   dialect: str = "python") -> Any:
+                   dialect: str = "python", numbers: bool = False) -> Any:
         import torch
 
         trip, *carried = args
@@ -395,13 +396,15 @@ class Loop(ControlFlow):
                 return (i + 1, n.clone(), *(t.clone(memory_format=torch.contiguous_format) for t in outs))
 
             # carried inputs must match the body's outputs in strides too: a plain clone keeps a
-            # slice's strides (e.g. (280,56,7,1) for a [1,3,8,7] view), so force contiguous ones
-            start = torch.zeros((), dtype=torch.int64)
+            # slice's strides (e.g. (280,56,7,1) for a [1,3,8,7] view), so force contiguous ones.
+            # The counter: a 0-d tensor, or (numbers) a Python int carried, a SymInt when traced
+            start: Any = 0 if numbers else torch.zeros((), dtype=torch.int64)
             final = _hop(lambda: torch.while_loop(cond_fn, body_fn,
                                                  (start, trip.clone(), *_fresh(carried))))
             return _single(list(final[2:]))
         for i in range(int(trip)):
-            carried = run_block(body, [torch.tensor(i, dtype=torch.int64), *carried])
+            counter: Any = i if numbers else torch.tensor(i, dtype=torch.int64)
+            carried = run_block(body, [counter, *carried])
         return _single(list(carried))
 
     def onnx_call(self, b: OnnxBuilder, ins: list[str], outs: list[str], blocks: Sequence[Graph],
@@ -562,7 +565,7 @@ class Scan(ControlFlow):
         return [*carries, *(TensorType((length, *t.shape), t.dtype) for t in ys)]
 
     def torch_call(self, args: list, blocks: Sequence[Graph], run_block: RunBlock,
-                   dialect: str = "python") -> Any:
+                   dialect: str = "python", numbers: bool = False) -> Any:
         import torch
 
         carries, xs = self._split(args)

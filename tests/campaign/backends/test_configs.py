@@ -162,6 +162,8 @@ def test_each_inductor_option_reaches_torch_compile_or_inductors_config(name, va
         assert patches["max_autotune"] is True
     elif name == "cpp_wrapper":
         assert patches["cpp_wrapper"] is True
+    elif name in ("scalars", "params", "inplace"):  # the program's form (the module builder)
+        assert getattr(v.form, name) == value
     else:  # torch.compile's own arguments
         assert getattr(v, name) == value
 
@@ -240,11 +242,14 @@ def test_each_exporter_option_reaches_torch_onnx_export(monkeypatch, name, value
     given: dict[str, Any] = {}
 
     def export(module, args, f=None, **kw):
-        given.update(kw)
+        given.update(kw, module=module)
         raise RuntimeError("recorded")
 
     monkeypatch.setattr(torch.onnx, "export", export)
     make_backend("onnx_export").variant({name: value}).evaluate(_case(4))
+    if name in ("scalars", "params", "inplace"):  # the form of the module exported
+        assert getattr(given["module"].form, name) == value
+        return
     key = {"opset": "opset_version"}.get(name, name)
     assert given[key] == value
 
@@ -287,3 +292,67 @@ def test_docs_configs_lists_every_option_of_every_space():
     for name in ("ort", "tvm", "inductor", "onnx_export"):
         for o in make_backend(name).CONFIG_SPACE:
             assert f"| `{o.name}` |" in doc, (name, o.name)
+
+
+# ---- torch program forms (campaign/backends/forms.py) -------------------------------------------
+
+#: a graph every form option changes: a loop (its counter), a 0-d param, a write
+FORM_GRAPH = parse("""graph main(%x: f32[3], %n: i64[], %w: param f32[]) {
+  %y = loop(%n, %x) : f32[3] {
+    graph body(%i: i64[], %a: f32[3]) {
+      %b = neg(%a) : f32[3]
+      return %b
+    }
+  }
+  %z = mul(%y, %w) : f32[3]
+  %r = relu_(%z) : f32[3]
+  return %r
+}""")
+
+
+def _form_values() -> list[tuple[str, str]]:
+    from campaign.backends.forms import FORM_SPACE
+
+    return [(o.name, v) for o in FORM_SPACE for v in o.others()]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "onnx_export", "tvm_torch", "eager"])
+@pytest.mark.parametrize("name, value", _form_values())
+def test_each_form_option_reaches_the_module_builder(monkeypatch, backend, name, value):
+    """The option is the form of the module the backend builds, and the row's dialect says it."""
+    import ir.materialize.dynshape as dynshape
+    from ir.materialize.form import DEFAULT_FORM, TorchForm
+
+    built: list[tuple[str, TorchForm]] = []
+
+    def spy(g, dyn, params, dialect="python", form=DEFAULT_FORM):
+        built.append((dialect, form))
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(dynshape, "torch_module", spy)
+    spec = "eager?dialect=hop" if backend == "eager" else backend
+    b = make_backend(spec).variant({name: value})
+    m = Materialized(TestCase("f", 1, FORM_GRAPH,
+                              {"x": np.ones(3, np.float32), "n": np.asarray(2, np.int64),
+                               "w": np.asarray(0.5, np.float32)}, [{"seed": 1}]))
+    r = b.evaluate(m)
+    assert built == [("hop", TorchForm(**{name: value}))]
+    assert r.dialect == f"hop+{name}={value}"
+    assert r.failed and "recorded" in (r.error_msg or "")
+
+
+def test_form_options_are_drawn_only_for_graphs_they_change():
+    """`scalars` needs a loop or a 0-d param, `params` params, `inplace` writes: none of them
+    changes GRAPH (one relu), each is drawn for FORM_GRAPH."""
+    b = make_backend("inductor")
+    b.sample_configs = 1.0
+    forms = {"scalars", "params", "inplace"}
+    assert not any(forms & set(b.config_of(s, GRAPH)) for s in range(300))
+    drawn = set().union(*(forms & set(b.config_of(s, FORM_GRAPH)) for s in range(300)))
+    assert drawn == forms
+
+
+def test_a_bad_form_option_names_the_backend():
+    with pytest.raises(ValueError) as e:
+        make_backend("inductor?scalars=float")
+    assert "inductor: torch form: scalars must be one of tensor, number, got 'float'" in str(e.value)

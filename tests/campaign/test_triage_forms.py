@@ -1,0 +1,88 @@
+"""The torch program forms in the reproducers: torchgen prints each form (ir/materialize/form.py)
+as code that computes what the interpreter computes, and repro.py rebuilds the form of the
+backend spec it replays."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from campaign.triage.repro import backend_kind, repro_source
+from campaign.triage.torchgen import check_source, torch_source
+from ir import parse
+from ir.materialize.form import TorchForm
+
+LOOP = parse("""graph main(%x: f32[3], %n: i64[], %k: i64[2], %w: param f32[], %m: param f32[3]) {
+  %y, %j = loop(%n, %x, %k) : f32[3], i64[2] {
+    graph body(%i: i64[], %a: f32[3], %c: i64[2]) {
+      %d = add(%c, %i) : i64[2]
+      %f = cast[to=f32](%i) : f32[]
+      %b = mul(%a, %f) : f32[3]
+      return %b, %d
+    }
+  }
+  %z = add(%y, %w) : f32[3]
+  %u = sub(%w, %y) : f32[3]
+  %v = max(%z, %w) : f32[3]
+  %q = mul(%v, %m) : f32[3]
+  return %z, %u, %q, %j
+}""")
+
+INPLACE = parse("""graph main(%x0: f32[4,4], %y1: f32[4]) {
+  %v2 = view_slice[axis=0, start=1, end=3, step=1](%x0) : f32[2,4]
+  %v3 = add_(%v2, %y1) : f32[2,4]
+  %v8 = mul(%x0, %x0) : f32[4,4]
+  return %x0, %v8
+}""")
+
+
+def _values(g) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    out = {}
+    for v in (*g.inputs, *g.params):
+        shape = tuple(int(d) for d in v.type.shape)
+        out[v.name] = (rng.uniform(-2, 2, shape).astype(v.type.dtype.numpy)
+                       if v.type.dtype.is_float else np.full(shape, 2, v.type.dtype.numpy))
+    return out
+
+
+FORMS = [TorchForm(), TorchForm(scalars="number"), TorchForm(params="parameter"),
+         TorchForm(scalars="number", params="parameter")]
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f.label("form"))
+@pytest.mark.parametrize("dialect", ["python", "hop"])
+def test_each_form_is_printed_as_code_that_computes_the_interpreters_outputs(dialect, form):
+    src = torch_source(LOOP, dialect, form)
+    assert check_source(src, LOOP, _values(LOOP)) is None, src
+    assert f"({form.label(dialect)}: control flow and form)" in src
+    assert ("register_parameter" in src) == (form.params == "parameter")
+    assert ("register_buffer" in src) == (form.params == "buffer")
+    if form.numbers:
+        assert "setattr(self, f\"p_{name}\", value.item())" in src and "['w']" in src
+        assert "torch.tensor(_i" not in src and "torch.scalar_tensor(" in src
+        if dialect == "hop":  # the counter: an int carried by while_loop (the trip is %n)
+            assert ", (0, n.clone(), *_fresh((x, k))))" in src
+    else:
+        assert "torch.scalar_tensor(" not in src
+        if dialect == "hop":
+            assert ", (torch.zeros((), dtype=torch.int64), n.clone(), *_fresh((x, k))))" in src
+
+
+def test_the_functional_form_prints_the_graph_without_its_writes():
+    written = torch_source(INPLACE, "python")
+    functional = torch_source(INPLACE, "python", TorchForm(inplace="functional"))
+    assert ".add_(" in written and ".add_(" not in functional
+    assert check_source(functional, INPLACE, _values(INPLACE)) is None, functional
+
+
+@pytest.mark.parametrize("spec", ["inductor?scalars=number&params=parameter",
+                                  "onnx_export?inplace=functional", "tvm_torch?params=parameter"])
+def test_repro_rebuilds_the_specs_form(spec):
+    kind, opts = backend_kind(spec)
+    form = opts["form"]
+    assert form == TorchForm(**dict(kv.split("=") for kv in spec.split("?")[1].split("&")))
+    src = repro_source(kind, opts, LOOP, {"verdict": "crash", "stage": "compile"},
+                       [(1e-5, 1e-6)] * len(LOOP.outputs), "header")
+    assert f"(hop{'+' if form.changes() else ''}" in src
+    assert ("register_parameter" in src) == (form.params == "parameter")
+    assert ("value.item()" in src) == form.numbers
