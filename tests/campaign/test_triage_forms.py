@@ -3,29 +3,19 @@ as code that computes what the interpreter computes, and repro.py rebuilds the f
 backend spec it replays."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from campaign.triage.repro import backend_kind, repro_source
 from campaign.triage.torchgen import check_source, torch_source
 from ir import parse
+from ir.core.text import load
 from ir.materialize.form import TorchForm
 
-LOOP = parse("""graph main(%x: f32[3], %n: i64[], %k: i64[2], %w: param f32[], %m: param f32[3]) {
-  %y, %j = loop(%n, %x, %k) : f32[3], i64[2] {
-    graph body(%i: i64[], %a: f32[3], %c: i64[2]) {
-      %d = add(%c, %i) : i64[2]
-      %f = cast[to=f32](%i) : f32[]
-      %b = mul(%a, %f) : f32[3]
-      return %b, %d
-    }
-  }
-  %z = add(%y, %w) : f32[3]
-  %u = sub(%w, %y) : f32[3]
-  %v = max(%z, %w) : f32[3]
-  %q = mul(%v, %m) : f32[3]
-  return %z, %u, %q, %j
-}""")
+#: a loop with a counter read in its body, 0-d params and params used after it
+LOOP = load(Path(__file__).resolve().parents[1] / "data" / "form_loop.gir")
 
 INPLACE = parse("""graph main(%x0: f32[4,4], %y1: f32[4]) {
   %v2 = view_slice[axis=0, start=1, end=3, step=1](%x0) : f32[2,4]

@@ -3,6 +3,8 @@ interpreter's outputs, in both control-flow dialects, and each form is really th
 says (numbers reach ops as Python scalars, params are nn.Parameters, writes are gone)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,26 +12,14 @@ from torch.overrides import TorchFunctionMode
 
 from ir import parse
 from ir.core.graph import Graph
+from ir.core.text import load
 from ir.materialize.form import FORM_VALUES, TorchForm, parse_label
 from ir.materialize.to_torch import GraphModule, run_graph_torch
 
 #: a loop whose counter feeds an int add (a number at operand 1) and a cast (a tensor), and
 #: 0-d params at operand 1 (a number), at operand 0 and in `max` (0-d tensors), a 2-d param
-LOOP = parse("""graph main(%x: f32[3], %n: i64[], %k: i64[2], %w: param f32[], %m: param f32[3]) {
-  %y, %j = loop(%n, %x, %k) : f32[3], i64[2] {
-    graph body(%i: i64[], %a: f32[3], %c: i64[2]) {
-      %d = add(%c, %i) : i64[2]
-      %f = cast[to=f32](%i) : f32[]
-      %b = mul(%a, %f) : f32[3]
-      return %b, %d
-    }
-  }
-  %z = add(%y, %w) : f32[3]
-  %u = sub(%w, %y) : f32[3]
-  %v = max(%z, %w) : f32[3]
-  %q = mul(%v, %m) : f32[3]
-  return %z, %u, %q, %j
-}""")
+#: a loop with a counter read in its body, 0-d params and params used after it
+LOOP = load(Path(__file__).resolve().parents[2] / "data" / "form_loop.gir")
 
 #: an `if` and a scan, a 0-d int param compared with a carried scalar
 IF_SCAN = parse("""graph main(%x: f32[4,3], %p: b8[], %s: i32[], %t: param i32[]) {
