@@ -8,10 +8,14 @@ way with only these options set"): options go back to their defaults, never to a
 Like the graph reducer (`ir.shrink.reducer`), one pass runs to a fixed point: it proposes
 candidates derived from the current options; the first accepted one becomes current and the
 pass starts again; when none is accepted it stops (or at `max_tests` predicate calls /
-`max_seconds`). Candidates, in order:
+`max_seconds`). Candidates, in order (delta debugging's, since each is a compile and a failure
+most often needs one option):
   - `drop_options`: every option dropped at once (the failure does not need the
     configuration), when more than one is set;
-  - `drop_option`: one option dropped, in name order.
+  - then the options, in name order, cut into 2 parts, then 4, 8, ... up to one per part; at
+    each cut first `keep_part`: one part alone, the others back to their defaults; then
+    `drop_part` (`drop_option` for a part of one): one part back to its defaults.
+So a failure that needs one of n options costs about 2*log2(n) compiles, not n.
 A candidate is evaluated only when its form is new within the call (the `seen` set); a
 later call (say, on a smaller graph) may re-try a form, since the failure may differ there.
 
@@ -25,6 +29,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+#: the names of this reducer's passes, as its steps give them
+OPTION_PASSES = ("drop_options", "keep_part", "drop_part", "drop_option")
 
 #: does the test still fail the same way with (only) these options set?
 OptionsPredicate = Callable[[dict[str, Any]], bool]
@@ -73,6 +80,36 @@ class _Budget(Exception):
     pass
 
 
+def _parts(names: list[str], n: int) -> list[list[str]]:
+    """`names` cut into `n` consecutive parts of near-equal size (none empty)."""
+    size, extra = divmod(len(names), n)
+    out, i = [], 0
+    for j in range(n):
+        k = size + (j < extra)
+        out.append(names[i:i + k])
+        i += k
+    return out
+
+
+def _parts_pass(cur: dict[str, Any], consider: Callable[[str, dict[str, Any]], bool]) -> bool:
+    """One round of `keep_part` / `drop_part` candidates at finer and finer cuts; True when
+    one was accepted (the caller starts again from the new current options)."""
+    names = sorted(cur)
+    n = 2
+    while True:
+        parts = _parts(names, min(n, len(names)))
+        for part in parts:
+            if len(part) < len(names) and consider("keep_part", {k: cur[k] for k in part}):
+                return True
+        for part in parts:
+            name = "drop_option" if len(part) == 1 else "drop_part"
+            if consider(name, {k: v for k, v in cur.items() if k not in part}):
+                return True
+        if n >= len(names):
+            return False
+        n *= 2
+
+
 def reduce_options(options: Mapping[str, Any], predicate: OptionsPredicate,
                    max_tests: float = float("inf"), max_seconds: float = float("inf"),
                    log: Callable[[str], None] | None = None) -> OptionsResult:
@@ -112,8 +149,7 @@ def reduce_options(options: Mapping[str, Any], predicate: OptionsPredicate,
             cur = res.options
             if len(cur) > 1 and consider("drop_options", {}):
                 continue
-            if not any(consider("drop_option", {k: v for k, v in cur.items() if k != name})
-                       for name in sorted(cur)):
+            if not _parts_pass(cur, consider):
                 break
     except _Budget as b:
         res.stopped = str(b)

@@ -20,6 +20,7 @@ from campaign.triage.buckets import BUGS_SCHEMA, BucketKey, config_covers, crash
 from campaign.triage.reduction import BackendRunner, FindingCase, Reduction, load_finding, reduce_finding
 from campaign.triage.repro import check_repro, write_bug_folder
 from campaign.triage.run import triage
+from ir.shrink.options import OPTION_PASSES
 
 #: a compiler whose injected bug needs `vectorize=true` (tests/campaign/buggy_backends.py)
 CRASH = "buggy_backends:BuggyWithOption?op=tanh"
@@ -82,10 +83,10 @@ def test_the_reducer_drops_options_the_failure_does_not_need_and_keeps_the_one_i
         runner.close()
     # the reduction's log holds the option steps beside the graph's
     steps = red.summary["steps"]
-    dropped = [s for s in steps if s["pass"] in ("drop_options", "drop_option")]
+    dropped = [s for s in steps if s["pass"] in OPTION_PASSES]
     assert dropped and dropped[-1]["config"] == "vectorize=true"
     assert all("vectorize" not in s["desc"] for s in dropped)
-    assert any(s["pass"] not in ("drop_options", "drop_option") for s in steps)
+    assert any(s["pass"] not in OPTION_PASSES for s in steps)
     assert red.summary["config"]["original"] == case.config
     assert red.summary["config"]["reduced"] == "vectorize=true"
     assert red.summary["tests"] >= red.summary["config"]["tests"] >= len(dropped)
@@ -168,7 +169,7 @@ def test_findings_whose_configurations_reduce_alike_share_one_bucket(tmp_path):
     assert info["backend_config"] == "vectorize=true"
     assert info["spec"] == f"{CRASH}&vectorize=true"
     assert info["original_config"] in drawn.values()
-    assert any(s["pass"].startswith("drop_option") for s in info["reduction"]["steps"])
+    assert any(s["pass"] in OPTION_PASSES for s in info["reduction"]["steps"])
     index = json.loads((out / "bugs" / "reduced.json").read_text())
     assert {e["key"][6] for e in index.values()} == {"vectorize=true"}
 
