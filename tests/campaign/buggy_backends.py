@@ -17,6 +17,9 @@ PYTHONPATH for the injected-bug campaign, see docs/triage.md). Not product code.
   (`CONFIG_SPACE`: `vectorize`, `unroll`, `fuse`) whose bug needs one option value: with
   `vectorize=true`, a graph holding op `op` crashes at compile (`wrong`: its results are wrong
   instead, a mismatch); `unroll` and `fuse` change nothing.
+- `BuggyInForm(scalars, params, inplace)`: torch eager on the test's module in the Python
+  dialect, its configuration space the torch program forms (`FORM_SPACE`), which crashes at
+  compile when the module it was given holds an `nn.Parameter` (the form `params=parameter`).
 """
 from __future__ import annotations
 
@@ -30,6 +33,8 @@ import torch
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult
 from campaign.backends.configs import Option
+from campaign.backends.eager import EagerBackend
+from campaign.backends.forms import FORM_SPACE
 from campaign.verdict import Stage
 from ir.core.graph import Graph
 
@@ -186,3 +191,24 @@ class BuggyWithOption(Backend):
         self.stage(Stage.COMPILE, compile_, result, "compile_ms")
         return self.stage(Stage.RUN, lambda: outputs(m, self.op if hit else None), result,
                           "run_ms")
+
+
+class BuggyInForm(EagerBackend):
+    CONFIG_SPACE = FORM_SPACE
+
+    def __init__(self, scalars: str = "tensor", params: str = "buffer", inplace: str = "written"):
+        super().__init__(dialect="python", scalars=scalars, params=params, inplace=inplace)
+        self.name = "BuggyInForm"
+
+    def _module(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        from ir.materialize.dynshape import torch_module
+
+        module = torch_module(m.tc.graph, m.tc.dynshape, m.tc.params(), dialect="python",
+                              form=self.form)
+
+        def compile_():
+            if any(True for _ in module.parameters()):
+                raise OptionError("nn.Parameter weight at 0x7f3a2b10")
+
+        self.stage(Stage.COMPILE, compile_, result, "compile_ms")
+        return super()._module(m, result)

@@ -76,3 +76,36 @@ def test_repro_rebuilds_the_specs_form(spec):
     assert f"(hop{'+' if form.changes() else ''}" in src
     assert ("register_parameter" in src) == (form.params == "parameter")
     assert ("value.item()" in src) == form.numbers
+
+
+def test_the_reducer_shrinks_a_form_option_to_the_one_the_failure_needs(tmp_path):
+    """A compiler that fails only on weights as nn.Parameters (`buggy_backends:BuggyInForm`),
+    run on tests drawn in several forms at once: the triage's reducer keeps `params=parameter`
+    and puts the other form options back, and without it the reduced test passes."""
+    from test_triage import _case, campaign_dir
+
+    from campaign.backends import make_backend
+    from campaign.backends.configs import config_text, parse_config
+    from campaign.triage.reduction import BackendRunner, load_finding, reduce_finding
+    from ir import print_graph
+
+    spec = "buggy_backends:BuggyInForm"
+    b = make_backend(spec)
+    b.sample_configs = 1.0
+    seed = next(s for s in range(1000) if (c := b.config_of(s, LOOP)).get("params") ==
+                "parameter" and len(c) >= 2)
+    drawn = b.config_of(seed, LOOP)
+    out = campaign_dir(tmp_path / "run", [spec], [_case("run-000000", seed, print_graph(LOOP))],
+                       configs={spec: 1.0})
+    case = load_finding(next(p.parent for p in (out / "findings").glob("*/*/*/info.json")))
+    assert parse_config(case.config) == drawn and case.verdict == "crash"
+    runner = BackendRunner(spec, timeout_s=30)
+    try:
+        red = reduce_finding(case, runner, max_tests=100)
+        assert red.status == "reduced" and red.config == "params=parameter", red.summary
+        assert red.graph.params  # the failure needs a weight
+        row, _, _ = runner.run("again", seed, red.graph, red.values, red.extra_sets)
+        assert row["verdict"] == "pass"
+    finally:
+        runner.close()
+    assert red.summary["config"]["original"] == config_text(drawn)
