@@ -132,13 +132,16 @@ class StageFailed(Exception):
 @dataclass(frozen=True)
 class KnownUnsupported:
     """One documented limitation of a backend: a failure at `stage` whose exception class
-    matches `error_class` (regex, full match) and whose message matches `message` (regex,
-    searched) is verdict `unsupported`, never a bug. `None` fields match anything."""
+    matches `error_class` (regex, full match), whose message matches `message` (regex,
+    searched) and one of whose frames (`file-stem.function`, `BackendResult.frames`) matches
+    `frame` (regex, full match) is verdict `unsupported`, never a bug. `None` fields match
+    anything."""
 
     reason: str
     stage: Stage | None = None
     error_class: str | None = None
     message: str | None = None
+    frame: str | None = None
 
     def matches(self, result: BackendResult) -> bool:
         if not result.failed:
@@ -149,6 +152,9 @@ class KnownUnsupported:
                                                              result.error_class or ""):
             return False
         if self.message is not None and not re.search(self.message, result.error_msg or ""):
+            return False
+        if self.frame is not None and not any(re.fullmatch(self.frame, f)
+                                              for f in result.frames):
             return False
         return True
 
@@ -243,6 +249,10 @@ class Backend(abc.ABC):
     def child_init(self, work_dir: str) -> None:
         """Per-process setup inside a sandbox process (caches into `work_dir`, thread counts)."""
 
+    def known_unsupported(self) -> tuple[KnownUnsupported, ...]:
+        """The known limitations of this backend as configured (default: `UNSUPPORTED`)."""
+        return self.UNSUPPORTED
+
     def unavailable(self) -> str | None:
         """Why this backend cannot run here (e.g. `cuda` target without a GPU), or None.
         Called where the backend runs (inside the sandbox process), at most once per process."""
@@ -327,7 +337,7 @@ class Backend(abc.ABC):
             result.frames = tuple(python_frames(
                 "".join(traceback.format_exception(type(root), root, root.__traceback__,
                                                    chain=False))))
-            for known in self.UNSUPPORTED:
+            for known in self.known_unsupported():
                 if known.matches(result):
                     result.verdict = Verdict.UNSUPPORTED
                     result.error_msg = f"{known.reason}: {result.error_msg}"

@@ -49,6 +49,16 @@ INDUCTOR_UNSUPPORTED = (
                      Stage.COMPILE, r"Unsupported|UserError", None),
 )
 
+#: with fullgraph=False (graph breaks allowed), Inductor's lowering of `torch.scan` to a
+#: while_loop (fx_passes/post_grad.py) calls `.item()` on the loop index while the fake mode
+#: has no shape environment for it, so every program holding a scan fails to compile
+#: (pytorch#153437, open): a known bug, not found again (docs/findings.md says how it was
+#: checked); with fullgraph=True the same programs compile
+SCAN_WITH_GRAPH_BREAKS = KnownUnsupported(
+    "torch.scan under fullgraph=False fails in Inductor's scan-to-while_loop lowering "
+    "(pytorch#153437)", Stage.COMPILE, r"InductorError|DataDependentOutputException",
+    r"DataDependentOutputException: aten\._local_scalar_dense", r"post_grad\.body_fn")
+
 #: the configurations (cpp_wrapper or not) this process has compiled once already
 _warmed: set[bool] = set()
 
@@ -251,6 +261,11 @@ class InductorBackend(Backend):
         icfg.fx_graph_cache = False
         icfg.autotune_local_cache = False
         clear_caches()
+
+    def known_unsupported(self) -> tuple[KnownUnsupported, ...]:
+        if self.fullgraph:
+            return self.UNSUPPORTED
+        return (*self.UNSUPPORTED, SCAN_WITH_GRAPH_BREAKS)
 
     def unavailable(self) -> str | None:
         if not self.is_gpu:

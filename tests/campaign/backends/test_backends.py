@@ -156,3 +156,29 @@ def test_exporter_cond_with_constant_bug_is_a_crash_at_import():
         pytest.skip("this torch exports the cond: the bug is fixed")
     assert (r.verdict, r.stage, r.error_class) == (None, Stage.IMPORT, "RuntimeError")
     assert "FunctionalTensor" in r.error_msg and "raised as ConversionError" in r.error_msg
+
+
+SCAN_GRAPH = """graph main(%xs: f32[4,3], %c: f32[3]) {
+  %v, %ys = scan[num_carries=1, reverse=false](%c, %xs) : f32[3], f32[4,3] {
+    graph body(%b1: f32[3], %b2: f32[3]) {
+      %s = add(%b1, %b2) : f32[3]
+      %y = mul(%b1, %b2) : f32[3]
+      return %s, %y
+    }
+  }
+  return %v, %ys
+}"""
+
+
+def test_a_scan_with_graph_breaks_allowed_is_inductors_known_bug_not_a_finding():
+    """pytorch#153437: with fullgraph=False Inductor's scan lowering fails on every scan
+    (`SCAN_WITH_GRAPH_BREAKS`, matched by its message and the lowering's frame); with
+    fullgraph=True the same program compiles and agrees."""
+    m = case(SCAN_GRAPH)
+    r = make_backend("inductor?dialect=hop&fullgraph=false").evaluate(m)
+    assert (r.verdict, r.stage) == (Verdict.UNSUPPORTED, Stage.COMPILE), r.error_msg
+    assert r.error_msg.startswith(
+        "torch.scan under fullgraph=False fails in Inductor's scan-to-while_loop lowering "
+        "(pytorch#153437): DataDependentOutputException: aten._local_scalar_dense.default")
+    assert "post_grad.body_fn" in r.frames
+    assert _agrees(m, make_backend("inductor?dialect=hop").evaluate(m))
