@@ -9,10 +9,11 @@ configuration and the spec's options do not make another compiler) and one verdi
 1. `same graph`: both were reduced, to the same **structure** (`structure`: every op
    signature with the control-flow ops around it, and every producer -> consumer edge, as a
    multiset; value names, shapes, attributes and the order of branches left out);
-2. `shared core`: both were reduced, fail at the same stage, and their **cores** are equal
-   and hold two ops or more (`core`: the structure without its *sink consumers*, ops whose
-   result no other op reads that read another op's result: the op that tripped over a broken
-   value, where the cause is what produced it);
+2. `shared core`: both were reduced, and their **cores** are equal and hold two ops or more
+   (`core`: the set of the structure's entries without its *sink consumers*, ops whose result
+   no other op reads that read another op's result: the op that tripped over a broken value,
+   where the cause is what produced it); the stage may differ (a broken value can fail in
+   the importer or only when run);
 3. `signature`: crash-like (not a timeout: where a killed process was says nothing), same
    stage and the same **cause signature** (`campaign.signature.cause_signature`: exception
    type, message head with names, numbers, argument lists and shapes stripped, the throwing
@@ -157,10 +158,11 @@ def structure(g: Graph) -> tuple[str, ...]:
 
 
 def core(g: Graph) -> tuple[str, ...]:
-    """`structure` without the sink consumers: ops (no control flow) whose results no op of
-    their scope reads and that read a result of another op there. In a reduced graph every op
-    is needed; a sink consumer is the op that failed on what the rest made."""
-    return tuple(sorted(_entries(g, drop_sinks=True)))
+    """`structure` without the sink consumers (ops, not control flow, whose results no op of
+    their scope reads and that read a result of another op there), as a set: which ops and
+    edges, not how many. In a reduced graph every op is needed; a sink consumer is the op that
+    failed on what the rest made."""
+    return tuple(sorted(set(_entries(g, drop_sinks=True))))
 
 
 def _ops(entries: tuple[str, ...]) -> int:
@@ -213,7 +215,7 @@ def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
         reduced = a.bucket in shapes and b.bucket in shapes
         if reduced and shapes[a.bucket] == shapes[b.bucket]:
             link(a, b, "same graph", "; ".join(shapes[a.bucket]))
-        elif (reduced and a.stage == b.stage and cores[a.bucket] == cores[b.bucket]
+        elif (reduced and cores[a.bucket] == cores[b.bucket]
               and _ops(cores[a.bucket]) >= MIN_CORE_OPS):
             link(a, b, "shared core", "; ".join(cores[a.bucket]))
         elif (a.cause and a.cause == b.cause and a.stage == b.stage

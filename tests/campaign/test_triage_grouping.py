@@ -59,6 +59,21 @@ BN_ADD = """graph main(%y: f32[], %c: b8[], %x: f32[1,1], %s: f32[1], %b: f32[1]
   }
   return %a
 }"""
+# two of them read by one consumer, failing only when run: the same core (a set)
+BN_TWICE = """graph main(%x: f32[1,1], %c: b8[], %s: f32[1], %b: f32[1], %m: f32[1], %v: f32[1]) {
+  %a = if(%c, %x, %s, %b, %m, %v) : f32[1,1] {
+    graph then(%t0: f32[1,1], %t1: f32[1], %t2: f32[1], %t3: f32[1], %t4: f32[1]) {
+      return %t0
+    }
+    graph else(%e0: f32[1,1], %e1: f32[1], %e2: f32[1], %e3: f32[1], %e4: f32[1]) {
+      %e5 = batch_norm(%e0, %e1, %e2, %e3, %e4) : f32[1,1]
+      %e6 = batch_norm(%e0, %e1, %e2, %e3, %e4) : f32[1,1]
+      %e7 = mul(%e5, %e6) : f32[1,1]
+      return %e7
+    }
+  }
+  return %a
+}"""
 EQ_BOOL = """graph main(%r: b8[]) {
   %v = eq(%r, %r) : b8[]
   return %v
@@ -127,6 +142,14 @@ def test_same_reduced_core_with_different_consumers_is_one_bug():
     assert (link.rule, link.detail) == (
         "shared core", "if; if>batch_norm(f32,f32,f32,f32,f32)->f32")
     assert g.members() == {"tvm-crash-add": ["tvm-crash-add", "tvm-crash-relu"]}
+    twice = _b("tvm-crash-twice", "AttributeError: 'Array' object has no attribute 'numpy'",
+               BN_TWICE, stage="run", minute=9)
+    assert core(_g(BN_TWICE)) == core(_g(BN_RELU))
+    g = group([relu, add, twice])
+    assert set(g.bug.values()) == {"tvm-crash-add"}
+    assert [(x.a, x.b, x.rule) for x in g.links] == [
+        ("tvm-crash-add", "tvm-crash-relu", "shared core"),
+        ("tvm-crash-add", "tvm-crash-twice", "shared core")]
 
 
 def test_two_causes_that_share_an_error_message_stay_apart():
@@ -277,3 +300,12 @@ def test_a_triage_groups_buckets_of_one_cause_into_one_bug(tmp_path):
     assert report.text().splitlines()[0].startswith(
         "triage: 2 buckets (2 compiler-bug buckets in 1 bugs)")
     assert f"  bug {first['bucket']}: 2 buckets, 2 rows" in report.text()
+
+    # the campaign report counts buckets and bugs apart
+    from campaign.report import build_report
+
+    res = build_report([out], tmp_path / "report.html", op_registry=False)
+    assert (res.data.n_finding_buckets, res.data.n_finding_bugs) == (2, 1)
+    assert {b["bug"] for b in res.data.bugs} == {first["bucket"]}
+    html = (tmp_path / "report.html").read_text()
+    assert "their finding buckets are 1 bugs" in html and f"bug {first['bucket']}" in html
