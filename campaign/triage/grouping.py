@@ -19,9 +19,10 @@ configuration and the spec's options do not make another compiler) and one verdi
    type, message head with names, numbers, argument lists and shapes stripped, the throwing
    site), unless both were reduced and their cores differ (the reduced graphs say they are
    two causes that share a message);
-4. `re-run`: a `rerun` callable is given, one bucket was reduced, and its reduced graph,
-   re-run on the other's compiler (backend and configuration), fails with the other's
-   verdict, stage and cause signature. At most `max_reruns` re-runs, biggest buckets first.
+4. `re-run`: a `rerun` callable is given, the two ran on different backend specs or
+   configurations, one was reduced, and its reduced graph, re-run on the other's (backend and
+   configuration), fails with the other's verdict, stage and cause signature. At most
+   `max_reruns` re-runs, biggest buckets first.
 
 Links are transitive (a bug is a connected component). A bug's id is the id of its oldest
 bucket (earliest `first_seen`, then the most rows, then the smallest id), so it stays what it
@@ -223,8 +224,10 @@ def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
             link(a, b, "signature", a.cause)
     reruns = 0
     if rerun is not None:
+        # on the compiler a graph already failed on, a re-run says no more than its signature
         wanted = sorted((p for p in pairs if p[0].verdict in RERUN_VERDICTS
-                         and p[0].stage == p[1].stage),
+                         and p[0].stage == p[1].stage
+                         and (p[0].backend, p[0].config) != (p[1].backend, p[1].config)),
                         key=lambda p: (-(p[0].count + p[1].count), p[0].bucket, p[1].bucket))
         for x, y in wanted:
             for a, b in ((x, y), (y, x)):

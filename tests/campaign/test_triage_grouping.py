@@ -185,7 +185,10 @@ def test_a_cross_re_run_that_fails_with_the_others_signature_merges():
            count=9)
     b = _b("tvm-crash-b", "ValueError: unknown target @ y.g", None, stage="compile",
            config="mcpu=haswell", minute=1)
-    c = _b("tvm-crash-c", "KeyError: nope @ z.h", None, stage="compile", minute=2)
+    c = _b("tvm-crash-c", "KeyError: nope @ z.h", None, stage="compile", minute=2,
+           backend="tvm?opt_level=2")
+    # a's own compiler: its re-run would say no more than its signature (not re-run)
+    d = _b("tvm-crash-d", "KeyError: nope @ z.h", None, stage="compile", minute=3)
     calls = []
 
     def rerun(x: BucketEvidence, y: BucketEvidence):
@@ -194,16 +197,16 @@ def test_a_cross_re_run_that_fails_with_the_others_signature_merges():
             return "crash", "compile", "ValueError: unknown target @ y.g < y.main"
         return "crash", "compile", "ValueError: bad dtype float @ x.f"
 
-    g = group([a, b, c], rerun=rerun)
+    g = group([a, b, c, d], rerun=rerun)
     assert g.bug == {"tvm-crash-a": "tvm-crash-a", "tvm-crash-b": "tvm-crash-a",
-                     "tvm-crash-c": "tvm-crash-c"}
+                     "tvm-crash-c": "tvm-crash-c", "tvm-crash-d": "tvm-crash-c"}
     assert calls == [("tvm-crash-a", "tvm-crash-b"), ("tvm-crash-a", "tvm-crash-c")]
     assert g.reruns == 2
-    (link,) = g.links
-    assert (link.rule, link.detail) == (
-        "re-run", "tvm-crash-a's graph on tvm [mcpu=haswell]: ValueError: unknown target @ y.g")
+    assert [(x.rule, x.detail) for x in g.links] == [
+        ("signature", "KeyError: nope @ z.h"),  # c and d: one message, no graph against it
+        ("re-run", "tvm-crash-a's graph on tvm [mcpu=haswell]: ValueError: unknown target @ y.g")]
     # the cap: no re-run at all
-    assert group([a, b, c], rerun=rerun, max_reruns=0).bug["tvm-crash-b"] == "tvm-crash-b"
+    assert group([a, b, c, d], rerun=rerun, max_reruns=0).bug["tvm-crash-b"] == "tvm-crash-b"
 
 
 def test_what_is_never_grouped():
@@ -309,3 +312,18 @@ def test_a_triage_groups_buckets_of_one_cause_into_one_bug(tmp_path):
     assert {b["bug"] for b in res.data.bugs} == {first["bucket"]}
     html = (tmp_path / "report.html").read_text()
     assert "their finding buckets are 1 bugs" in html and f"bug {first['bucket']}" in html
+
+    # the triage's cross re-run: one bucket's reduced graph (its bug folder) on the other's
+    # compiler, in a sandbox; here one compiler, so it fails the way both buckets do
+    from campaign.triage.run import _Triage
+
+    t = _Triage(out, TriageConfig(budget="1m"), log=lambda s: None)
+    try:
+        verdict, stage, sig = t.cross_rerun(
+            BucketEvidence(second["bucket"], PATTERN, "crash"),
+            BucketEvidence(first["bucket"], PATTERN, "crash", config=""))
+    finally:
+        t.close()
+    assert (verdict, stage) == ("crash", "compile")
+    assert cause_signature(sig) == cause_signature(first["error_sig"]) == (
+        "PatternError: cannot fuse relu into <name> = add(…) : fN[…] at <addr>")  # (our frames)
