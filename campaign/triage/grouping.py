@@ -10,10 +10,10 @@ configuration and the spec's options do not make another compiler) and one verdi
    signature with the control-flow ops around it, and every producer -> consumer edge, as a
    multiset; value names, shapes, attributes and the order of branches left out);
 2. `shared core`: both were reduced, and their **cores** are equal and hold two ops or more
-   (`core`: the set of the structure's entries without its *sink consumers*, ops whose result
-   no other op reads that read another op's result: the op that tripped over a broken value,
-   where the cause is what produced it); the stage may differ (a broken value can fail in
-   the importer or only when run);
+   (`core`: the set of the structure's entries without its *consumers*, peeled off
+   repeatedly: ops whose result no remaining op reads that read a remaining op's result, the
+   ops that tripped over a broken value, where the cause is what produced it); the stage may
+   differ (a broken value can fail in the importer or only when run);
 3. `signature`: crash-like (not a timeout: where a killed process was says nothing), same
    stage and the same **cause signature** (`campaign.signature.cause_signature`: exception
    type, message head with names, numbers, argument lists and shapes stripped, the throwing
@@ -126,16 +126,30 @@ def _sig(inst, types) -> str:
                          [r.type.dtype for r in inst.results])
 
 
+def _consumers(g: Graph) -> set[int]:
+    """The instructions of `g`'s scope peeled off as consumers: repeatedly, an op (not control
+    flow) whose results no remaining op reads and that reads a remaining op's result."""
+    made = {r.name: i for i, inst in enumerate(g.insts) for r in inst.results}
+    peeled: set[int] = set()
+    while True:
+        read = {a for i, inst in enumerate(g.insts) if i not in peeled for a in inst.args}
+        more = {i for i, inst in enumerate(g.insts)
+                if i not in peeled and not inst.blocks
+                and not any(r.name in read for r in inst.results)
+                and any(a in made and made[a] not in peeled for a in inst.args)}
+        if not more:
+            return peeled
+        peeled |= more
+
+
 def _entries(g: Graph, drop_sinks: bool, path: str = "") -> list[str]:
     types = g.types()
     made = {r.name: i for i, inst in enumerate(g.insts) for r in inst.results}
-    read = {a for inst in g.insts for a in inst.args}
+    peeled = _consumers(g) if drop_sinks else set()
     out: list[str] = []
     kept: dict[int, str] = {}
     for i, inst in enumerate(g.insts):
-        sink = (not inst.blocks and not any(r.name in read for r in inst.results)
-                and any(a in made for a in inst.args))
-        if drop_sinks and sink:
+        if i in peeled:
             continue
         kept[i] = _sig(inst, types)
         out.append(path + kept[i])
@@ -159,10 +173,12 @@ def structure(g: Graph) -> tuple[str, ...]:
 
 
 def core(g: Graph) -> tuple[str, ...]:
-    """`structure` without the sink consumers (ops, not control flow, whose results no op of
-    their scope reads and that read a result of another op there), as a set: which ops and
-    edges, not how many. In a reduced graph every op is needed; a sink consumer is the op that
-    failed on what the rest made."""
+    """`structure` without its consumers, as a set (which ops and edges, not how many). The
+    consumers are peeled off each scope repeatedly: an op (not control flow) whose results no
+    remaining op of its scope reads and that reads a remaining op's result. What stays: the
+    control flow, the ops that read only inputs (the producers), and what feeds control flow.
+    In a reduced graph every op is needed; the consumers are the ops that failed on what the
+    producers made (the reducer may leave a chain of them: `layer_norm -> mul_ -> matmul`)."""
     return tuple(sorted(set(_entries(g, drop_sinks=True))))
 
 

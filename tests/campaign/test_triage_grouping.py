@@ -129,6 +129,12 @@ def test_structure_and_core_of_a_reduced_graph():
     assert core(g) == ("if", "if>batch_norm(f32,f32,f32,f32,f32)->f32")
     assert core(_g(BN_ADD)) == core(g)  # other consumer, other branch: one core
     assert structure(_g(EQ_BOOL)) == core(_g(EQ_BOOL)) == ("eq(b8,b8)->b8",)
+    # a chain of consumers is peeled off to its producer; what feeds an `if` stays
+    chain = _g(BN_RELU.replace("return %e6", "%e7 = neg(%e6) : f32[1,1]\n      return %e7")
+               .replace("%a = if(%c,", "%w = logical_not(%c) : b8[]\n  %a = if(%w,"))
+    assert core(chain) == ("if", "if>batch_norm(f32,f32,f32,f32,f32)->f32",
+                           "logical_not(b8)->b8", "logical_not(b8)->b8 -> if")
+    assert core(_g(RELU_ADD)) == ("relu(f32)->f32",)  # one op: no `shared core` on its own
 
 
 # ---- the rules -----------------------------------------------------------------------------------
