@@ -24,7 +24,9 @@ def main(dirs: list[str]) -> None:
         for r in pq.read_table(path).to_pylist():
             rows.append({**r, "run": d})
     bugs = [r for r in rows if r.get("kind") == "bug"]
-    print(f"{len(rows)} buckets, {len(bugs)} compiler-bug buckets in {len(dirs)} run(s)")
+    causes = {(r["run"], r.get("bug") or r.get("bucket")) for r in bugs}
+    print(f"{len(rows)} buckets, {len(bugs)} compiler-bug buckets ({len(causes)} bugs: buckets "
+          f"grouped by cause) in {len(dirs)} run(s)")
     print(f"{'run':<28} {'bucket':<36} {'count':>5} {'orig':>5} {'red':>4} {'ratio':>6} "
           f"{'tests':>5} {'s':>6}  repro")
     ratios = []

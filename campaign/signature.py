@@ -76,7 +76,11 @@ def python_frames(text: str, innermost_first: bool = False) -> list[str]:
     return out
 
 
-def normalize(error_class: str, message: str, max_len: int = 300,
+#: a signature's length limit (`normalize`: the message is cut at 60 less when frames follow)
+MAX_LEN = 300
+
+
+def normalize(error_class: str, message: str, max_len: int = MAX_LEN,
               frames: Sequence[str] = ()) -> str:
     text = message.strip().splitlines()[0] if message.strip() else ""
     for pattern, repl in _RULES:
@@ -86,3 +90,67 @@ def normalize(error_class: str, message: str, max_len: int = 300,
     if top:
         sig = f"{sig[:max_len - 60]} @ {' < '.join(top)}"
     return sig[:max_len]
+
+
+
+#: a quoted string ('...' or "...")
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+#: a dotted name (`R.add`, `relax.nn.relu`, `prims.copy_to.default`) or a `%value` name
+_NAME = re.compile(r"%[\w.]+|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
+#: a generated module's name (Inductor's output code: `c23sjyha6voh...`)
+_GENERATED = re.compile(r"\b(?=\w*\d)[a-z0-9]{24,}\b")
+#: characters of a cause signature's message kept (`normalize` cuts long signatures at a
+#: length limit, so what follows differs between buckets of one message)
+CAUSE_MESSAGE_CHARS = 100
+
+
+def _unquote(m: re.Match[str]) -> str:
+    """A quoted bare identifier (`'TupleType'`, `'dtype'`) stays; any other quoted text (an
+    op or value name, a path) becomes `'…'`."""
+    inner = m.group()[1:-1]
+    return m.group() if re.fullmatch(r"[A-Za-z_]\w*", inner) else "'…'"
+
+
+def _collapse(text: str, open_: str, close: str) -> str:
+    """What each bracketed part holds, innermost first, to `…`; an unclosed bracket (a
+    signature cut by its length limit) runs to the end."""
+    inner = re.compile(re.escape(open_) + "[^" + re.escape(open_ + close) + "]*"
+                       + re.escape(close))
+    while True:
+        text, n = inner.subn("\0", text)
+        if not n:
+            break
+    cut = text.find(open_)
+    if cut != -1:
+        text = text[:cut] + "\0"
+    return text.replace("\0", f"{open_}…{close}")
+
+
+def cause_signature(error_sig: str | None) -> str:
+    """A bucket signature (`normalize`'s) normalized further, for grouping buckets by cause:
+    `<error class>: <message head> @ <throwing site>`.
+
+    Beyond `normalize`: quoted text that is not one bare identifier (op names like
+    `'prims.copy_to.default'`) becomes `'…'` (`'TupleType'`, `'dtype'` stay: they name the
+    failure); what parentheses and brackets hold (argument lists, tuples, shapes) becomes
+    `(…)`/`[…]`; dotted names (`R.add`, `relax.nn.relu`) and `%value` names become `<name>`;
+    the message is cut to its first `CAUSE_MESSAGE_CHARS` characters. Of the frames only the
+    innermost stays, the throwing site, with its numbers as `N` (`_impl_v13` -> `_impl_vN`)
+    and a generated module's name as `<gen>`. The exception type stays as it is."""
+    sig = (error_sig or "").strip()
+    if not sig:
+        return ""
+    head, _, frames = sig.partition(" @ ")
+    cls, sep, message = head.partition(": ")
+    if not sep:
+        cls, message = head, ""
+    if len(head) >= (MAX_LEN - 60 if frames else MAX_LEN):  # `normalize` cut it: a part word
+        message = message.rsplit(" ", 1)[0]
+    message = _QUOTED.sub(_unquote, message)
+    message = _collapse(_collapse(message, "(", ")"), "[", "]")
+    message = _NAME.sub("<name>", message)
+    message = re.sub(r"\s+", " ", message).strip()[:CAUSE_MESSAGE_CHARS].rstrip()
+    site = _GENERATED.sub("<gen>", frames.split(" < ", 1)[0].strip())
+    site = re.sub(r"\d+", "N", site)
+    out = f"{cls}: {message}" if message else cls
+    return f"{out} @ {site}" if site else out

@@ -35,6 +35,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python run.py report") 
         return 2
     d = res.data
     print(f"wrote {res.out} ({res.size_bytes / 1e6:.1f} MB): {len(d.runs)} run(s), "
-          f"{d.n_tests:,} tests, {d.n_rows:,} rows, {d.n_finding_buckets} finding buckets, "
+          f"{d.n_tests:,} tests, {d.n_rows:,} rows, {d.n_finding_buckets} finding buckets"
+          + (f" ({d.n_finding_bugs} bugs in the bugs tables)" if d.n_finding_bugs is not None
+             else "") + ", "
           f"{len(res.plot_ids)} plots; query {res.query_s:.2f} s, render {res.render_s:.2f} s")
     return 0

@@ -50,6 +50,9 @@ BUGS_GLOBS = ("bugs.parquet", "bugs/*.parquet")
 #: bugs-table columns, by role, under the names the triage table may give them (first found wins)
 BUG_COLUMNS: dict[str, tuple[str, ...]] = {
     "bucket": ("bucket", "bucket_id", "bucket_key", "key"),
+    #: the bug (cause) the bucket belongs to: its group's representative bucket
+    #: (campaign/triage/grouping.py); tables from before grouping: the bucket itself
+    "bug": ("bug",),
     "first_seen": ("first_seen", "first_seen_ts", "first_ts", "ts"),
     "count": ("count", "n", "n_rows", "hits", "n_findings"),
     "examples": ("example_test_ids", "examples", "test_ids", "example_tests"),
@@ -155,6 +158,9 @@ class ReportData:
     bugs: list[dict]  # from bugs tables
     n_buckets_total: int  # distinct buckets of the derived table (before its row limit)
     n_finding_buckets: int = 0  # distinct finding buckets over all runs
+    #: distinct bugs (causes) of the bugs tables' finding buckets (`bug`, else the bucket);
+    #: None without a bugs table
+    n_finding_bugs: int | None = None
     query_s: float = 0.0
 
 
@@ -250,6 +256,11 @@ def load(dirs: Sequence[Path], *, max_buckets: int = 500, op_registry: bool = Tr
         "SELECT count(DISTINCT bucket) AS n FROM r WHERE is_finding")[0]["n"]
     bug_runs = _load_bugs(db, runs)
     data.bugs = _bugs_rows(db, runs, max_buckets) if bug_runs else []
+    if bug_runs:
+        data.n_finding_bugs = db.q(
+            "SELECT count(DISTINCT coalesce(CAST(bug AS VARCHAR), CAST(bucket AS VARCHAR))) AS n "
+            f"FROM bugs WHERE verdict IN ({', '.join(_sql_str(v) for v in FINDING_VERDICTS)})"
+        )[0]["n"]
     data.buckets, data.n_buckets_total = _derived_buckets(db, runs, bug_runs, max_buckets)
     data.query_s = time.perf_counter() - t0
     return data
@@ -563,7 +574,8 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
                                               CAST(signature AS VARCHAR)), ''),
                              'row ' || CAST(row_number() OVER () AS VARCHAR)) AS key
           FROM bugs)
-        SELECT key AS bucket, any_value(backend) AS backend,
+        SELECT key AS bucket, any_value(CAST(bug AS VARCHAR)) AS bug,
+          any_value(backend) AS backend,
           any_value(CAST(config AS VARCHAR)) AS config, any_value(target) AS target,
           any_value(verdict) AS verdict, any_value(stage) AS stage,
           any_value(CAST(signature AS VARCHAR)) AS signature, sum(count) AS count,

@@ -220,6 +220,9 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
             backend += "@" + b["target"]
         verdict = b.get("verdict") or ""
         sig = b.get("signature") or ("" if derived else b.get("bucket") or "")
+        # a bucket grouped into another's bug (one cause): the bug's id
+        bug = (f"<br><span class=note>bug {E(b['bug'])}</span>"
+               if b.get("bug") and b.get("bug") != b.get("bucket") else "")
         first = E(b.get("first_seen") or "")
         if derived and b.get("first_run"):
             first += f"<br><span class=note>{E(b['first_run'])} +{_fmt_dur(b['first_el'])}</span>"
@@ -228,7 +231,7 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
         config = (f"<br><span class=note>{E(b['config'])}</span>" if b.get("config") else "")
         row = (f"<td>{E(backend)}{config}</td>"
                f"<td><span class=\"v-{E(verdict)}\">{E(verdict)}</span></td>"
-               f"<td>{E(b.get('stage') or '')}</td><td class=sig>{E(sig)}</td>"
+               f"<td>{E(b.get('stage') or '')}</td><td class=sig>{E(sig)}{bug}</td>"
                f"<td class=num>{'' if count is None else f'{int(count):,}'}</td>")
         if derived:
             row += f"<td class=num>{b['tests']:,}</td>"
@@ -304,8 +307,10 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
         tables.append(
             '<section id="s-bugs"><h2>Buckets (triage bugs table)</h2><p class="note">'
             f"From the bugs tables of {sum(r.has_bugs_table for r in data.runs)} run(s); "
-            f"{len(data.bugs)} buckets shown (merged across runs), findings first, then by "
-            "count.</p>"
+            f"{len(data.bugs)} buckets shown (merged across runs)"
+            + (f"; their finding buckets are {data.n_finding_bugs} bugs (causes: buckets "
+               "grouped by the triage, docs/triage.md)" if data.n_finding_bugs is not None
+               else "") + ", findings first, then by count.</p>"
             + _bucket_table(data.bugs, out_dir, "bugs-table", derived=False) + "</section>")
     if data.buckets or not data.bugs:
         shown = len(data.buckets)
@@ -331,6 +336,8 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
              ("tests", f"{data.n_tests:,}"), ("result rows", f"{data.n_rows:,}"),
              ("run time (sum)", _fmt_dur(total_s)), ("finding rows", f"{n_find:,}"),
              ("finding buckets", f"{data.n_finding_buckets:,}"), ("invalid rows", f"{n_inv:,}")]
+    if data.n_finding_bugs is not None:  # the triage grouped the buckets into bugs (causes)
+        cards.insert(-1, ("finding bugs (triage)", f"{data.n_finding_bugs:,}"))
     cards_html = "".join(f'<div class="card"><div class="v">{v}</div><div class="k">{E(k)}</div>'
                          "</div>" for k, v in cards)
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

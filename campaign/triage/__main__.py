@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cold-start", type=float, default=d.repro_cold_start_s,
                    help="seconds a timeout's repro.py waits beyond that limit (default "
                         "%(default)s)")
+    p.add_argument("--group-reruns", type=int, default=d.group_reruns,
+                   help="cross re-runs when grouping buckets into bugs (default %(default)s)")
     p.add_argument("--no-check-repro", action="store_true", help="do not run the repro.py files")
     p.add_argument("--known", action="append", default=[],
                    help="an earlier bugs.parquet or output dir: its buckets are not new")
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
                        reduce_mismatches=a.reduce_mismatches, max_tests=a.max_tests,
                        max_seconds=a.max_seconds, budget=a.budget, timeout_s=a.timeout,
                        check_repro=not a.no_check_repro, known=list(a.known),
-                       repro_cold_start_s=a.cold_start,
+                       repro_cold_start_s=a.cold_start, group_reruns=a.group_reruns,
                        reduce_verdicts=[v for v in a.verdicts.split(",") if v])
     logging.basicConfig(level=logging.WARNING)
     from campaign.triage.run import triage

@@ -189,6 +189,11 @@ class Bucket:
     #: how the repro.py fared run fresh (`campaign.triage.repro.check_repro`)
     repro_status: str | None = None
     note: str | None = None
+    #: the bug (cause) this bucket belongs to: the id of its group's representative bucket
+    #: (`campaign.triage.grouping`); None: not grouped yet (a bug of its own)
+    bug: str | None = None
+    #: why it is in that bug: the grouping rule that linked it ('' for the representative)
+    bug_reason: str | None = None
 
     def add(self, ts: Any, test_id: str, finding_dir: str | None) -> None:
         self.count += 1
@@ -203,7 +208,8 @@ class Bucket:
     def row(self) -> dict[str, Any]:
         k = self.key
         return {
-            "bucket": k.id, "backend": k.backend, "target": k.target, "verdict": k.verdict,
+            "bucket": k.id, "bug": self.bug or k.id, "bug_reason": self.bug_reason,
+            "backend": k.backend, "target": k.target, "verdict": k.verdict,
             "stage": k.stage, "error_sig": k.error_sig, "pattern": k.pattern,
             "backend_config": k.config, "kind": k.kind,
             "new": self.new, "first_seen": self.first_seen, "count": self.count,
@@ -216,7 +222,8 @@ class Bucket:
 
 
 BUGS_SCHEMA = pa.schema([
-    ("bucket", pa.string()), ("backend", pa.string()), ("target", pa.string()),
+    ("bucket", pa.string()), ("bug", pa.string()), ("bug_reason", pa.string()),
+    ("backend", pa.string()), ("target", pa.string()),
     ("verdict", pa.string()), ("stage", pa.string()), ("error_sig", pa.string()),
     ("pattern", pa.string()), ("backend_config", pa.string()), ("kind", pa.string()),
     ("new", pa.bool_()),

@@ -38,6 +38,9 @@ class TriageConfig:
     #: confirming limit plus this many seconds (a fresh process's cold start: Inductor's first
     #: compile in a process takes ~15 s)
     repro_cold_start_s: float = 30.0
+    #: cross re-runs when grouping buckets into bugs: a reduced graph re-run on another
+    #: bucket's compiler (`campaign.triage.grouping`), within the budget
+    group_reruns: int = 20
     #: earlier bugs tables (bugs.parquet) or output dirs whose buckets are not new
     known: list[str] = field(default_factory=list)
 
@@ -58,7 +61,7 @@ def problem(t: TriageConfig) -> str | None:
     bad = [v for v in t.reduce_verdicts if v not in _VERDICTS]
     if bad:
         return f"triage.reduce_verdicts: {bad[0]!r} is not one of {', '.join(_VERDICTS)}"
-    for name in ("reduce_first", "reduce_mismatches", "max_tests"):
+    for name in ("reduce_first", "reduce_mismatches", "max_tests", "group_reruns"):
         if getattr(t, name) < 0:
             return f"triage.{name}: must be >= 0, got {getattr(t, name)}"
     for name in ("max_seconds", "timeout_s", "repro_timeout_s"):

@@ -74,20 +74,33 @@ class TriageReport:
     skipped: int = 0
 
     def text(self) -> str:
+        """The buckets and the bugs (causes) they group into: a compiler bug of several
+        buckets gets a `bug <id>` line with its buckets under it."""
         bugs = [b for b in self.buckets if b.key.kind == "bug"]
-        lines = [f"triage: {len(self.buckets)} buckets ({len(bugs)} compiler bugs), "
-                 f"{self.reductions} reductions in {self.seconds:.0f} s -> {self.table}"]
+        groups: dict[str, list[Bucket]] = {}
+        for b in bugs:
+            groups.setdefault(b.bug or b.key.id, []).append(b)
+        lines = [f"triage: {len(self.buckets)} buckets ({len(bugs)} compiler-bug buckets in "
+                 f"{len(groups)} bugs), {self.reductions} reductions in {self.seconds:.0f} s "
+                 f"-> {self.table}"]
         if self.skipped:
             lines.append(f"triage: {self.skipped} steps did not fit the budget; continue with "
                          f"`python -m campaign.triage {self.out_dir}`")
-        for b in sorted(bugs, key=lambda b: (-b.count, b.key.id)):
-            size = (f"{b.original_insts}->{b.reduced_insts} insts"
-                    if b.reduced_insts is not None else "not reduced")
-            what = b.key.error_sig or b.key.pattern or ""
-            if b.key.config:
-                what = f"[{b.key.config}] {what}"
-            lines.append(f"  {b.key.id:<34} {b.count:>5}x  {size:<16} repro: {b.repro_status or '-':<17}"
-                         f" {what[:90]}")
+        for bug, members in sorted(groups.items(),
+                                   key=lambda kv: (-sum(b.count for b in kv[1]), kv[0])):
+            indent = "  "
+            if len(members) > 1:
+                lines.append(f"  bug {bug}: {len(members)} buckets, "
+                             f"{sum(b.count for b in members)} rows")
+                indent = "    "
+            for b in sorted(members, key=lambda b: (b.key.id != bug, -b.count, b.key.id)):
+                size = (f"{b.original_insts}->{b.reduced_insts} insts"
+                        if b.reduced_insts is not None else "not reduced")
+                what = b.key.error_sig or b.key.pattern or ""
+                if b.key.config:
+                    what = f"[{b.key.config}] {what}"
+                lines.append(f"{indent}{b.key.id:<34} {b.count:>5}x  {size:<16} "
+                             f"repro: {b.repro_status or '-':<17} {what[:90]}")
         return "\n".join(lines)
 
 
@@ -441,6 +454,54 @@ class _Triage:
             if row.get("finding_dir") and key.pattern == UNREDUCED:
                 self.unreduced(key, row["finding_dir"])
 
+    # ---- grouping buckets into bugs --------------------------------------------------------
+    def group(self) -> None:
+        """Set each bucket's bug (`campaign.triage.grouping`): evidence from the reduced graphs
+        (`best`), the signatures, and cross re-runs of reduced graphs while time is left."""
+        from campaign.triage.grouping import BucketEvidence, group
+
+        evidence = []
+        for key, b in self.buckets.items():
+            red = self.best.get(key)
+            graph = red.graph if red is not None and red.status in ("reduced", "cached") else None
+            evidence.append(BucketEvidence(key.id, key.backend, key.verdict, key.kind, key.stage,
+                                           key.error_sig, key.config, b.first_seen, b.count,
+                                           graph))
+        grouping = group(evidence, self.cross_rerun, self.cfg.group_reruns)
+        reasons: dict[str, str] = {}
+        for link in grouping.links:
+            for me, other in ((link.a, link.b), (link.b, link.a)):
+                if grouping.bug[me] != me:
+                    reasons.setdefault(me, f"{link.rule} with {other}")
+        for key, b in self.buckets.items():
+            b.bug = grouping.bug[key.id]
+            b.bug_reason = reasons.get(key.id)
+        n = len(set(grouping.bug.values()))
+        if n < len(self.buckets):
+            self.log(f"triage: {len(self.buckets)} buckets are {n} bugs "
+                     f"({len(grouping.links)} links, {grouping.reruns} cross re-runs)")
+
+    def cross_rerun(self, a: Any, b: Any) -> tuple[str, str | None, str | None] | None:
+        """Re-run bucket `a`'s reduced graph (its bug folder) on bucket `b`'s compiler and
+        configuration: (verdict, stage, error_sig), or None when there is no time left or it
+        could not run."""
+        from campaign.triage.reduction import load_finding
+
+        if self.time_left() < MIN_REDUCTION_S:
+            return None
+        case = load_finding(self.bugs_dir / a.bucket)
+        if case is None:
+            return None
+        self.tick(f"re-running {a.bucket} on {b.bucket}")
+        try:
+            row, _, _ = self.runner(b.backend).run(case.test_id, case.seed, case.graph,
+                                                   case.values, case.extra_sets, config=b.config)
+        except Exception as e:
+            self.log(f"triage: cross re-run of {a.bucket} on {b.bucket} failed: "
+                     f"{type(e).__name__}: {e}")
+            return None
+        return row.get("verdict"), row.get("stage"), row.get("error_sig")
+
     # ---- writing ---------------------------------------------------------------------------
     def write(self) -> Path:
         from campaign.triage.repro import check_repro, write_bug_folder
@@ -518,6 +579,7 @@ class _Triage:
                         if d]
                 b.artifact_path = dirs[0] if dirs else None
         (self.bugs_dir / INDEX).write_text(json.dumps(self.index, indent=2) + "\n")
+        self.group()
         return write_bugs_table(self.out / BUGS_FILE, list(self.buckets.values()))
 
 
