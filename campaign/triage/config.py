@@ -40,6 +40,13 @@ class TriageConfig:
     repro_cold_start_s: float = 30.0
     #: earlier bugs tables (bugs.parquet) or output dirs whose buckets are not new
     known: list[str] = field(default_factory=list)
+    #: the bug database across campaigns (a directory, `campaign.triage.bugdb`): every bucket
+    #: in it is known (not new, not reduced again), and each triage adds its buckets to it.
+    #: Unset (null): `runs/bugdb` for a campaign whose output dir lies under `runs/`, none
+    #: for `python -m campaign.triage` without `--db`; `off`: none
+    db: str | None = None
+    #: reduce findings of buckets already known (`known`, `db`) again
+    reduce_known: bool = False
 
 
 _VERDICTS = ("crash", "signal", "timeout", "mismatch")

@@ -72,6 +72,9 @@ class TriageReport:
     notes: list[str] = field(default_factory=list)
     #: steps (reductions, re-runs, repro checks) left undone for lack of time
     skipped: int = 0
+    #: the bug database written (`triage.db`), and what this triage added to it
+    db: Path | None = None
+    recorded: Any = None
 
     def text(self) -> str:
         bugs = [b for b in self.buckets if b.key.kind == "bug"]
@@ -88,6 +91,8 @@ class TriageReport:
                 what = f"[{b.key.config}] {what}"
             lines.append(f"  {b.key.id:<34} {b.count:>5}x  {size:<16} repro: {b.repro_status or '-':<17}"
                          f" {what[:90]}")
+        if self.db is not None and self.recorded is not None:
+            lines.append(self.recorded.text(self.db))
         return "\n".join(lines)
 
 
@@ -142,7 +147,7 @@ MIN_REPRO_S = 10.0
 
 class _Triage:
     def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None],
-                 deadline: float | None = None):
+                 deadline: float | None = None, db: Any = None):
         self.out = out_dir
         self.cfg = cfg
         self.log = log
@@ -152,6 +157,12 @@ class _Triage:
         #: the known buckets' keys: a row whose configuration holds a known bucket's (reduced)
         #: options is that bucket's
         self.known_keys = known_bucket_keys(list(cfg.known))
+        #: the bug database (`campaign.triage.bugdb.BugDb`): its buckets are known too
+        self.db = db
+        if db is not None:
+            keys = db.known_keys(str(out_dir.resolve()))
+            self.known |= {k.id for k in keys}
+            self.known_keys += keys
         self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
         #: a hard deadline (a campaign's wall-clock budget): every step, re-runs and repro
@@ -307,8 +318,8 @@ class _Triage:
         known = [k for k in self.known_keys if k.base() == base]
         reduced: list[BucketKey] = []
         chosen: dict[str, BucketKey] = {}  # reduced finding folder -> its bucket
-        pending = [r for r in rows if r.get("finding_dir")
-                   and self.explained(r, known) is None and crash_key(r).id not in self.known]
+        pending = [r for r in rows if r.get("finding_dir") and (self.cfg.reduce_known or (
+            self.explained(r, known) is None and crash_key(r).id not in self.known))]
         for _ in range(max(self.cfg.reduce_first, 1) if reducible else 0):
             pick = next((r for r in pending if self.explained(r, reduced) is None),
                         pending[0] if pending else None)
@@ -400,6 +411,10 @@ class _Triage:
             red = None
             if d and reduce and n < self.cfg.reduce_mismatches:
                 entry = self.index.get(d)
+                known = None if self.cfg.reduce_known else self.known_mismatch(row)
+                if known is not None and entry is None:  # a known bug: not reduced again
+                    self.bucket(known).add(row.get("ts"), row["test_id"], d)
+                    continue
                 if entry is not None and entry.get("key", [None] * 6)[5]:
                     key = BucketKey(*entry["key"])
                     self.bucket(key).add(row.get("ts"), row["test_id"], d)
@@ -440,6 +455,33 @@ class _Triage:
             self.bucket(key).add(row.get("ts"), row["test_id"], row.get("finding_dir"))
             if row.get("finding_dir") and key.pattern == UNREDUCED:
                 self.unreduced(key, row["finding_dir"])
+
+    def known_mismatch(self, row: dict[str, Any]) -> BucketKey | None:
+        """The known (`triage.known`, the database) mismatch bucket of the row's backend
+        whose pattern's ops all occur in the row's ops and whose configuration the row's holds
+        (the most specific), or None: such a row joins it without being reduced."""
+        ops = set(row.get("ops") or [])
+        config = row.get("backend_config") or ""
+        fits = [k for k in self.known_keys if k.verdict == "mismatch"
+                and k.backend == row["backend"] and k.pattern not in (None, UNREDUCED)
+                and pattern_ops(k.pattern) <= ops and config_covers(k.config, config)]
+        return max(fits, key=lambda k: (len(pattern_ops(cast(str, k.pattern))),
+                                        -len(cast(str, k.pattern)),
+                                        k.config.count("&") + bool(k.config)), default=None)
+
+    def record(self) -> Any:
+        """report.md per bug, then this triage's buckets into the bug database (if any);
+        returns what the database got (`campaign.triage.sightings.Recorded`) or None."""
+        from campaign.triage.buckets import read_bugs_table
+        from campaign.triage.upstream import write_reports
+
+        rows = read_bugs_table(self.out / BUGS_FILE).to_pylist()
+        reports = write_reports(self.out, rows)
+        if self.db is None:
+            return None
+        from campaign.triage.sightings import record
+
+        return record(self.db, self.out, rows, reports=reports)
 
     # ---- writing ---------------------------------------------------------------------------
     def write(self) -> Path:
@@ -531,6 +573,7 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
     t0 = time.monotonic()
     if (path / "graph.gir").is_file() or (path / "info.json").is_file():
         return _triage_one(path, cfg, out, log)
+    db = open_db(cfg)  # an unusable database fails before any work
     if (path / "results").is_dir():
         out_dir, rows = path, _rows_from_results(path)
         if not rows and (path / "findings").is_dir():
@@ -540,7 +583,7 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
     else:  # a findings dir itself
         out_dir, rows = path.parent, _rows_from_folders(path, path.parent)
     out_dir = Path(out) if out is not None else out_dir
-    t = _Triage(out_dir, cfg, log, deadline)
+    t = _Triage(out_dir, cfg, log, deadline, db)
     try:
         if progress and t.time_left() > 0:
             from tqdm import tqdm
@@ -550,12 +593,23 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
                                     "{postfix}")
         t.run(rows)
         table = t.write()
+        recorded = t.record()
     finally:
         if t.bar is not None:
             t.bar.close()
         t.close()
     return TriageReport(out_dir, list(t.buckets.values()), table, t.reductions,
-                        time.monotonic() - t0, skipped=t.skipped)
+                        time.monotonic() - t0, skipped=t.skipped,
+                        db=db.path if db is not None else None, recorded=recorded)
+
+
+def open_db(cfg: TriageConfig) -> Any:
+    """The bug database `cfg.db` names (`campaign.triage.bugdb.BugDb`), or None when it names
+    none. Raises BugDbError (a one-line message naming the path) when it cannot be used."""
+    from campaign.triage.bugdb import BugDb, resolve
+
+    path = resolve(cfg.db)
+    return BugDb.open(path) if path is not None else None
 
 
 def _triage_one(folder: Path, cfg: TriageConfig, out: Path | None,
@@ -601,8 +655,15 @@ def triage_campaign(out_dir: Path, cfg: TriageConfig, log: Callable[[str], None]
     logged, the campaign's results stay as they are."""
     if not cfg.enabled:
         return None
+    from campaign.triage.bugdb import BugDbError
+
     try:
-        report = triage(out_dir, cfg, log=log, deadline=deadline, progress=True)
+        try:
+            report = triage(out_dir, cfg, log=log, deadline=deadline, progress=True)
+        except BugDbError as e:  # the database is unusable: triage without it
+            log(f"triage: {e}; triaging without the bug database")
+            report = triage(out_dir, replace(cfg, db="off"), log=log, deadline=deadline,
+                            progress=True)
     except Exception as e:
         import traceback
 
