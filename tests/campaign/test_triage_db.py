@@ -271,3 +271,39 @@ def test_bug_rows_round_trip(tmp_path):
     record(db, tmp_path / "r", [_row("a", 3)], versions=lambda s: ["x==1"])
     (bug,) = db.read().values()
     assert isinstance(bug, Bug) and Bug.of_row(bug.row()) == bug
+
+
+# ---- the campaign's side: its database, and known bugs' triggers from it --------------------------
+
+def test_a_campaign_under_runs_gets_the_default_database_and_a_bad_one_stops_it(tmp_path,
+                                                                                 monkeypatch):
+    from campaign.config import Config, ConfigError
+    from campaign.driver import _bug_db
+
+    monkeypatch.chdir(tmp_path)
+    conf = Config()
+    assert _bug_db(conf, tmp_path / "runs" / "cpu_dynamic" / "t0") == Path("runs/bugdb")
+    assert conf.triage.db == "runs/bugdb" and (tmp_path / "runs" / "bugdb").is_dir()
+    conf = Config()
+    assert _bug_db(conf, tmp_path / "out") is None and conf.triage.db == "off"
+    (tmp_path / "runs" / "bugdb" / TABLE).write_text("torn")
+    with pytest.raises(ConfigError, match=r"^triage.db: runs/bugdb/bugdb.parquet is not a "
+                                          r"readable bug database \(.*\); it was left as it is$"):
+        _bug_db(Config(), tmp_path / "runs" / "cpu_dynamic" / "t1")
+
+
+def test_held_bugs_of_the_database_give_triggers(tmp_path):
+    from campaign.known import db_triggers
+
+    folder = tmp_path / "r" / "bugs" / "x"
+    folder.mkdir(parents=True)
+    (folder / "graph.gir").write_text(
+        "graph main(%x: f32[2], %y: f32[2]) {\n  %v = relu(%x) : f32[2]\n"
+        "  %w = add(%v, %y) : f32[2]\n  return %w\n}\n")
+    db = BugDb.open(tmp_path / "db")
+    record(db, tmp_path / "r", [_row("x", artifact_path="bugs/x", reduced_insts=2),
+                                _row("y", kind="ours")])
+    (t,) = db_triggers(db.path)
+    assert (t.bucket, t.backend) == ("x", "ort") and ("relu", "add") in t.edges
+    db.set_status("x", "fixed")  # a fixed bug's repeats go through: a regression is seen
+    assert db_triggers(db.path) == []
