@@ -4,7 +4,9 @@
   installed now; a bug whose repro no longer reproduces is marked `fixed`
   (`campaign.triage.recheck`);
 - `show DB [--all]`: the bugs, open ones first (`--all`: every status);
-- `mark DB BUG STATUS [--note TEXT] [--merged-into BUG]`: set a bug's status and note.
+- `mark DB BUG STATUS [--note TEXT] [--merged-into BUG]`: set a bug's status and note;
+- `import-findings DB [FILE]`: the rows of the hand-written docs/findings.md as bugs, with
+  their statuses and notes (`campaign.triage.findings_import`; made if missing).
 
 Exit status 0; 2 with a one-line `error: ...` naming the file when the database cannot be used
 (nothing is written then).
@@ -16,7 +18,7 @@ import sys
 
 from campaign.triage.bugdb import OPEN, STATUSES, BugDb, BugDbError
 
-COMMANDS = ("recheck", "show", "mark")
+COMMANDS = ("recheck", "show", "mark", "import-findings")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,14 +40,22 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("status", choices=STATUSES)
     m.add_argument("--note", default=None)
     m.add_argument("--merged-into", default=None, help="with status merged: the other bug")
+    i = sub.add_parser("import-findings", help="the rows of docs/findings.md as bugs")
+    i.add_argument("db")
+    i.add_argument("file", nargs="?", default="docs/findings.md")
     return p
 
 
 def run_command(argv: list[str]) -> int:
     a = _parser().parse_args(argv)
     try:
-        db = BugDb.open(a.db, create=False)
-        if a.command == "recheck":
+        db = BugDb.open(a.db, create=a.command == "import-findings")
+        if a.command == "import-findings":
+            from campaign.triage.findings_import import import_findings
+
+            added = import_findings(db, a.file)
+            print(f"import-findings: {len(added)} bugs added to {db.path}")
+        elif a.command == "recheck":
             from campaign.triage.recheck import recheck
 
             done = recheck(db, a.timeout, a.bug or None, log=lambda s: print(s, flush=True))
