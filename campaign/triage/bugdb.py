@@ -75,7 +75,7 @@ DB_SCHEMA = pa.schema([
     ("last_seen", _TS), ("tests", pa.int64()), ("campaigns", pa.int32()),
     ("versions", pa.list_(pa.string())),
     ("graph", pa.string()), ("graph_insts", pa.int32()), ("graph_backend", pa.string()),
-    ("repro", pa.string()), ("report", pa.string()),
+    ("repro", pa.string()), ("repro_status", pa.string()), ("report", pa.string()),
     ("checked", _TS), ("checked_versions", pa.list_(pa.string())),
     ("check_outcome", pa.string()),
     ("sightings", pa.list_(_SIGHTING)),
@@ -124,6 +124,9 @@ class Bug:
     graph_insts: int | None = None
     graph_backend: str | None = None
     repro: str | None = None
+    #: how `repro` fared when last run (the triage's check, or a re-check): a re-check marks
+    #: the bug fixed only when it had reproduced
+    repro_status: str | None = None
     report: str | None = None
     checked: datetime | None = None
     checked_versions: list[str] = field(default_factory=list)

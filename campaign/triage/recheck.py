@@ -6,9 +6,11 @@ Each repro.py runs in a fresh process where importing dynsmith fails
 (`campaign.triage.repro.check_repro`), with a timeout (a timeout bug's own wait plus its
 imports). The outcome and the versions installed now are written to the bug
 (`checked`, `checked_versions`, `check_outcome`), one bug at a time under the database's lock,
-so a re-check cut short keeps what it checked. Only `NOT REPRODUCED` (the compiler now agrees
-with the reference) marks a bug fixed; a different failure or an error leaves it open, with
-that outcome.
+so a re-check cut short keeps what it checked. A bug is marked fixed only when its repro.py
+had reproduced it (the triage's check, `repro_status`, or an earlier re-check) and now says
+`NOT REPRODUCED` (the compiler agrees with the reference) twice in a row (a flaky failure is no
+fix); a repro that never reproduced tells nothing, and a different failure or an error leaves
+the bug open, with that outcome.
 """
 from __future__ import annotations
 
@@ -63,6 +65,9 @@ def recheck(db: BugDb, timeout_s: float = 300.0, bugs: list[str] | None = None,
             limit = (float(wait.get("confirmed_limit_s", 60.0)) + float(wait.get("cold_start_s", 0.0))
                      + IMPORT_S)
         outcome, tail = check_repro(folder, verdict, row.get("error_class"), limit)
+        if outcome == "not reproduced" and bug.repro_status == "reproduced":
+            # fixed only when it stays away twice (a flaky failure is not a fix)
+            outcome, tail = check_repro(folder, verdict, row.get("error_class"), limit)
         out.append(_save(db, bug.bug, outcome, versions, tail))
         log(out[-1].line())
     return out
@@ -84,7 +89,9 @@ def _save(db: BugDb, bug_id: str, outcome: str, versions: list[str], tail: str) 
         if b is None:  # removed meanwhile
             return Checked(bug_id, outcome, versions, "gone", tail)
         b.checked, b.checked_versions, b.check_outcome = when, versions, outcome
-        if outcome == "not reproduced" and b.status in OPEN:
+        if outcome == "reproduced":
+            b.repro_status = outcome
+        elif outcome == "not reproduced" and b.status in OPEN and b.repro_status == "reproduced":
             b.status = "fixed"
             b.note = ((b.note + "\n") if b.note else "") + (
                 f"fixed: not reproduced on {', '.join(versions) or 'unknown versions'} "

@@ -350,8 +350,20 @@ class _Triage:
             b = self.buckets[key]
             dirs = [d for _, _, d in sorted(b.members, key=lambda m: (m[0] is None, m[0] or 0))
                     if d]
-            if dirs and key not in self.best:
+            if dirs and key not in self.best and not self.reuse(key, dirs):
                 self.unreduced(key, dirs[0])
+
+    def reuse(self, key: BucketKey, dirs: list[str]) -> bool:
+        """Represent a bucket by a reduction an earlier triage of this output made of one of
+        its findings, if any (a known bucket's is not reduced again, and its bug folder must
+        not be overwritten by an unreduced one)."""
+        for d in dirs:
+            if (self.index.get(d) or {}).get("bucket") == key.id:
+                red = self.cached(d)
+                if red is not None:
+                    self.offer(key, red)
+                    return True
+        return False
 
     def cached(self, finding_dir: str):
         """A reduction done by an earlier triage of this output, rebuilt from its bug folder."""

@@ -138,6 +138,8 @@ def _keep_smallest(bug: Bug, row: dict[str, Any], out_dir: Path) -> None:
     if insts is not None and gir is not None and gir.is_file() and (
             bug.graph_insts is None or insts < bug.graph_insts):
         bug.graph, bug.graph_insts, bug.graph_backend = gir.read_text(), insts, row["backend"]
-        bug.repro = repro or bug.repro
-    elif bug.repro is None and repro:
+        if repro:
+            bug.repro, bug.repro_status = repro, row.get("repro_status")
+    elif repro and (bug.repro is None or bug.repro == repro):
         bug.repro = repro
+        bug.repro_status = row.get("repro_status") or bug.repro_status

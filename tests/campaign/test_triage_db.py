@@ -67,9 +67,17 @@ def test_the_second_campaigns_known_bugs_are_known_not_new_and_not_reduced_again
         assert any(v.startswith("torch==") for v in bug.versions)
         assert bug.graph and bug.graph_insts in (1, 2)  # the reduced graph, from run 1
         assert bug.report and Path(bug.report).is_file()
-    # triaging run 2 again counts it once, and reuses nothing it should not
+    # triaging run 2 again counts it once
     triage(out2, cfg, log=lambda s: None)
     assert {b.tests for b in BugDb(db).read().values()} == {4}
+    # run 1 triaged again: its bugs are known now (seen in run 2), its reductions stay
+    graphs = {r["bucket"]: (out1 / r["artifact_path"] / "graph.gir").read_text() for r in rows1}
+    assert triage(out1, cfg, log=lambda s: None).reductions == 0
+    rows = pq.read_table(out1 / "bugs.parquet").to_pylist()
+    assert {r["bucket"]: r["reduced_insts"] for r in rows} == \
+        {r["bucket"]: r["reduced_insts"] for r in rows1}
+    assert {r["bucket"]: (out1 / r["artifact_path"] / "graph.gir").read_text()
+            for r in rows} == graphs
     # asked to, the triage reduces known bugs again
     again = triage(out2, TriageConfig(max_tests=150, budget="5m", check_repro=False,
                                       db=str(db), reduce_known=True), log=lambda s: None)
@@ -143,17 +151,22 @@ def test_recheck_marks_a_fixed_bug_fixed_and_an_open_one_open(tmp_path):
     # two ORT bug folders whose repro.py claims a mismatch (expected outputs shifted by 1)
     fixed, still = _bug_folder(tmp_path / "f", 1.0), _bug_folder(tmp_path / "s", 1.0)
     db = BugDb.open(tmp_path / "db")
-    for folder, name in ((fixed, "ort-fixed"), (still, "ort-open")):
+    for folder, name, status in ((fixed, "ort-fixed", "reproduced"),
+                                 (still, "ort-open", "reproduced"),
+                                 (fixed, "ort-never", None)):  # its repro was never seen to fail
         record(db, folder.parent, [_row(name, verdict="mismatch", artifact_path=folder.name,
-                                        repro=f"{folder.name}/repro.py", reduced_insts=3)])
+                                        repro=f"{folder.name}/repro.py", reduced_insts=3,
+                                        repro_status=status)])
     # "upgrade the compiler": one bug goes away (its expected outputs are what ORT computes)
     with np.load(fixed / "expected.npz") as z:
         np.savez(fixed / "expected.npz", **{k: z[k] - np.asarray(1.0, z[k].dtype) for k in z.files})
     checked = {c.bug: c for c in recheck(db, timeout_s=120, log=lambda s: None)}
     assert checked["ort-fixed"].outcome == "not reproduced"
     assert checked["ort-open"].outcome == "reproduced"
+    assert checked["ort-never"].outcome == "not reproduced"
     bugs = db.read()
     assert bugs["ort-fixed"].status == "fixed" and bugs["ort-open"].status == "new"
+    assert bugs["ort-never"].status == "new"  # a repro that never failed tells nothing
     for b in bugs.values():
         assert b.checked is not None and b.checked_versions[0].startswith("onnxruntime==")
     assert "fixed: not reproduced on onnxruntime==" in bugs["ort-fixed"].note
@@ -161,7 +174,7 @@ def test_recheck_marks_a_fixed_bug_fixed_and_an_open_one_open(tmp_path):
     r = subprocess.run([sys.executable, "-m", "campaign.triage", "recheck", str(db.path)],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "recheck: 1 open bugs re-run, 0 fixed" in r.stdout
+    assert "recheck: 2 open bugs re-run, 0 fixed" in r.stdout
 
 
 # ---- atomic and concurrent writes ----------------------------------------------------------------
