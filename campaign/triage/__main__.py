@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="an earlier bugs.parquet or output dir: its buckets are not new")
     p.add_argument("--db", default=None,
                    help="the bug database (a directory) to read known bugs from and add the "
-                        "buckets to (default: none)")
+                        "buckets to; off: none (default: runs/bugdb for an output dir under "
+                        "runs/, else none)")
     p.add_argument("--reduce-known", action="store_true",
                    help="reduce findings of buckets already known (--known, --db) again")
     p.add_argument("--verdicts", default=",".join(d.reduce_verdicts),

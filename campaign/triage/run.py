@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from campaign.budget_plan import triage_seconds
 from campaign.triage.buckets import (
@@ -52,6 +52,10 @@ from campaign.triage.buckets import (
     write_bugs_table,
 )
 from campaign.triage.config import TriageConfig
+
+if TYPE_CHECKING:
+    from campaign.triage.bugdb import BugDb
+    from campaign.triage.sightings import Recorded
 
 #: verdicts that are not findings; every other one is bucketed
 NOT_FINDINGS = ("pass", "skipped")
@@ -74,7 +78,7 @@ class TriageReport:
     skipped: int = 0
     #: the bug database written (`triage.db`), and what this triage added to it
     db: Path | None = None
-    recorded: Any = None
+    recorded: Recorded | None = None
 
     def text(self) -> str:
         bugs = [b for b in self.buckets if b.key.kind == "bug"]
@@ -147,7 +151,7 @@ MIN_REPRO_S = 10.0
 
 class _Triage:
     def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None],
-                 deadline: float | None = None, db: Any = None):
+                 deadline: float | None = None, db: BugDb | None = None):
         self.out = out_dir
         self.cfg = cfg
         self.log = log
@@ -157,7 +161,7 @@ class _Triage:
         #: the known buckets' keys: a row whose configuration holds a known bucket's (reduced)
         #: options is that bucket's
         self.known_keys = known_bucket_keys(list(cfg.known))
-        #: the bug database (`campaign.triage.bugdb.BugDb`): its buckets are known too
+        #: the bug database: its buckets are known too
         self.db = db
         if db is not None:
             keys = db.known_keys(str(out_dir.resolve()))
@@ -481,7 +485,7 @@ class _Triage:
                                         -len(cast(str, k.pattern)),
                                         k.config.count("&") + bool(k.config)), default=None)
 
-    def record(self) -> Any:
+    def record(self) -> Recorded | None:
         """report.md per bug, then this triage's buckets into the bug database (if any);
         returns what the database got (`campaign.triage.sightings.Recorded`) or None."""
         from campaign.triage.buckets import read_bugs_table
@@ -585,16 +589,17 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
     t0 = time.monotonic()
     if (path / "graph.gir").is_file() or (path / "info.json").is_file():
         return _triage_one(path, cfg, out, log)
-    db = open_db(cfg)  # an unusable database fails before any work
+    root = path if (path / "results").is_dir() or (path / "findings").is_dir() else path.parent
+    out_dir = Path(out) if out is not None else root
+    db = open_db(cfg, out_dir)  # an unusable database fails before any work
     if (path / "results").is_dir():
-        out_dir, rows = path, _rows_from_results(path)
+        rows = _rows_from_results(path)
         if not rows and (path / "findings").is_dir():
             rows = _rows_from_folders(path / "findings", path)
     elif (path / "findings").is_dir():
-        out_dir, rows = path, _rows_from_folders(path / "findings", path)
+        rows = _rows_from_folders(path / "findings", path)
     else:  # a findings dir itself
-        out_dir, rows = path.parent, _rows_from_folders(path, path.parent)
-    out_dir = Path(out) if out is not None else out_dir
+        rows = _rows_from_folders(path, path.parent)
     t = _Triage(out_dir, cfg, log, deadline, db)
     try:
         if progress and t.time_left() > 0:
@@ -615,12 +620,13 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
                         db=db.path if db is not None else None, recorded=recorded)
 
 
-def open_db(cfg: TriageConfig) -> Any:
-    """The bug database `cfg.db` names (`campaign.triage.bugdb.BugDb`), or None when it names
-    none. Raises BugDbError (a one-line message naming the path) when it cannot be used."""
+def open_db(cfg: TriageConfig, out_dir: Path) -> BugDb | None:
+    """The bug database of a triage writing to `out_dir`: `cfg.db`, or unset, `runs/bugdb` for
+    an output dir under runs/ (`campaign.triage.bugdb.resolve`); None for none. Raises
+    BugDbError (a one-line message naming the path) when it cannot be used."""
     from campaign.triage.bugdb import BugDb, resolve
 
-    path = resolve(cfg.db)
+    path = resolve(cfg.db, out_dir)
     return BugDb.open(path) if path is not None else None
 
 

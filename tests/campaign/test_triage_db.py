@@ -143,6 +143,15 @@ def test_default_database_lies_under_the_runs_folder(tmp_path, monkeypatch):
     assert resolve(None, tmp_path / "elsewhere") is None
     assert resolve("off", tmp_path / "runs" / "x") is None
     assert resolve("my/db", None) == Path("my/db")
+    # the command line alike: a run under runs/ goes into runs/bugdb unless told otherwise
+    out = campaign_dir(tmp_path / "runs" / "c" / "t0", [PATTERN], [_case()])
+    assert main([str(out), "--budget", "0", "--no-check-repro", "-q"]) == 0
+    assert list(BugDb(Path("runs/bugdb")).read()) == \
+        [r["bucket"] for r in pq.read_table(out / "bugs.parquet").to_pylist()]
+    out = campaign_dir(tmp_path / "runs" / "c" / "t1", [PATTERN], [_case()])
+    assert main([str(out), "--budget", "0", "--no-check-repro", "--db", "off", "-q"]) == 0
+    (bug,) = BugDb(Path("runs/bugdb")).read().values()
+    assert bug.campaigns == 1  # the second run stayed out of it
 
 
 # ---- re-check ------------------------------------------------------------------------------------
