@@ -5,7 +5,8 @@ reproducers and the `bugs` table (see docs/triage.md); `--db DIR` adds them to a
 The bug database's own commands (`campaign.triage.dbcli`):
   python -m campaign.triage recheck DB [--timeout S] [--bug ID ...]
   python -m campaign.triage show DB [--all]
-  python -m campaign.triage mark DB BUG STATUS [--note TEXT] [--merged-into BUG]"""
+  python -m campaign.triage mark DB BUG STATUS [--note TEXT] [--merged-into BUG]
+  python -m campaign.triage import-findings DB [docs/findings.md]"""
 from __future__ import annotations
 
 import argparse
