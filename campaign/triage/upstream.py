@@ -50,7 +50,7 @@ def title(row: dict[str, Any]) -> str:
         ops = ", ".join(sorted(pattern_ops(pat))) or "a graph"
         return f"{who}: wrong result for {ops}"[:TITLE_CHARS]
     sig = (row.get("error_sig") or "").split(" @ ", 1)[0]
-    return f"{who}: {row.get('verdict')} during {row.get('stage')}: {sig}"[:TITLE_CHARS]
+    return f"{who}: {row.get('verdict')} during {row.get('stage')}: {sig}"[:TITLE_CHARS].rstrip(": ")
 
 
 def write_reports(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Path]:
