@@ -1609,11 +1609,13 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     needs = actor_needs(conf, targets)
     stages = stages or default_stages(conf)
     known = conf.triage.known + ([str(out_dir)] if conf.campaign.resume else [])
-    if known and hasattr(stages.config, "known"):
-        from campaign.known import load_triggers
+    db = _bug_db(conf, out_dir)
+    if (known or db) and hasattr(stages.config, "known"):
+        from campaign.known import db_triggers, load_triggers
 
-        stages.config.known = load_triggers(known)
-        log.warning("known bugs: %d triggers from %s", len(stages.config.known), ", ".join(known))
+        stages.config.known = load_triggers(known) + (db_triggers(db) if db else [])
+        log.warning("known bugs: %d triggers from %s", len(stages.config.known),
+                    ", ".join(known + ([str(db)] if db else [])))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -1691,6 +1693,23 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     if conf.campaign.report and not interrupted:
         _report(out_dir)
     return summary
+
+
+def _bug_db(conf: Config, out_dir: Path) -> Path | None:
+    """The bug database the triage will use (`triage.db`, else `runs/bugdb` for an output dir
+    under runs/: `campaign.triage.bugdb.resolve`), written back into `conf.triage.db` (`off`
+    for none) so config.yaml records it; ConfigError (before any testing) when it is unusable."""
+    from campaign.triage.bugdb import BugDb, BugDbError, resolve
+
+    path = resolve(conf.triage.db, out_dir) if conf.triage.enabled else None
+    conf.triage.db = str(path) if path is not None else "off"
+    if path is None:
+        return None
+    try:
+        BugDb.open(path)
+    except BugDbError as e:
+        raise ConfigError(str(e)) from None
+    return path
 
 
 def _spill(sink: ResultSink) -> tuple[int, str | None]:

@@ -123,3 +123,34 @@ def _folder(root: Path, artifact_path: str | None) -> Path | None:
         return None
     folder = root / artifact_path
     return folder if (folder / "graph.gir").is_file() else None
+
+
+#: bug database statuses whose bugs hold back their repeats (`campaign.triage.bugdb`): a
+#: fixed bug's tests go through (a regression is seen), as do ours and limitations (no bug)
+HELD_STATUSES = ("new", "known", "known-upstream")
+
+
+def db_triggers(path: str | Path) -> list[Trigger]:
+    """The triggers of the bug database's held bugs (`HELD_STATUSES`) that keep a reduced
+    graph: one per compiler-bug bucket of the backend that graph failed on. An unreadable
+    database gives none (a warning; the campaign checked it at its start)."""
+    from campaign.triage.bugdb import BugDb, BugDbError
+    from ir.core.text import parse
+
+    try:
+        bugs = BugDb(Path(path)).read()
+    except BugDbError as e:
+        log.warning("%s", e)
+        return []
+    out: list[Trigger] = []
+    for bug in bugs.values():
+        if bug.status not in HELD_STATUSES or not bug.graph:
+            continue
+        try:
+            sigs, edges = skeleton(parse(bug.graph))
+        except Exception as e:
+            log.warning("known bug %s: no trigger (%s: %s)", bug.bug, type(e).__name__, e)
+            continue
+        out += [Trigger(ref["bucket"], ref["backend"], sigs, edges) for ref in bug.buckets
+                if ref.get("kind") == _BUG and ref["backend"] == bug.graph_backend]
+    return out

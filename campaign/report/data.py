@@ -65,6 +65,8 @@ BUG_COLUMNS: dict[str, tuple[str, ...]] = {
     "verdict": ("verdict",),
     "stage": ("stage",),
     "signature": ("error_sig", "signature", "sig", "pattern"),
+    #: not in `triage.known` / the bug database when the run was triaged (docs/triage.md)
+    "new": ("new",),
 }
 
 # columns read from the results (type used when a column is absent from every file)
@@ -583,7 +585,8 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
           list(examples ORDER BY run) AS examples,
           list({{'run': run, 'artifact': CAST(artifact AS VARCHAR),
                  'repro': CAST(repro AS VARCHAR)}} ORDER BY run) AS locs,
-          list(DISTINCT run ORDER BY run) AS runs
+          list(DISTINCT run ORDER BY run) AS runs,
+          list(DISTINCT run ORDER BY run) FILTER (WHERE CAST(new AS BOOLEAN)) AS new_runs
         FROM b GROUP BY key
         ORDER BY CASE WHEN any_value(verdict) = 'invalid' THEN 1 ELSE 0 END,
           sum(count) DESC NULLS LAST, key
@@ -591,6 +594,8 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
     by_idx = {r.idx: r for r in runs}
     for row in rows:
         row["run_labels"] = [by_idx[i].label for i in row.pop("runs")]
+        # the runs whose triage found this bucket new (not known before them)
+        row["new_in"] = [by_idx[i].label for i in row.pop("new_runs") or []]
         row["first_seen"] = row["first_seen"] or ""
         examples: list[str] = []
         for ex in row["examples"]:

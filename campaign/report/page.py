@@ -211,7 +211,8 @@ def _links(paths: Sequence[Path], out_dir: Path, text: str) -> str:
 def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bool) -> str:
     head = ("<tr><th>backend</th><th>verdict</th><th>stage</th><th>signature</th>"
             "<th class=num>rows</th>" + ("<th class=num>tests</th>" if derived else "") +
-            "<th class=num>runs</th><th>first seen (UTC)</th><th>example tests</th>"
+            "<th class=num>runs</th>" + ("" if derived else "<th>new in</th>") +
+            "<th>first seen (UTC)</th><th>example tests</th>"
             "<th>artifacts</th><th>repro</th></tr>")
     body = []
     for b in rows:
@@ -235,7 +236,10 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
                f"<td class=num>{'' if count is None else f'{int(count):,}'}</td>")
         if derived:
             row += f"<td class=num>{b['tests']:,}</td>"
-        row += (f"<td class=num>{b['n_runs']}</td><td>{first}</td>"
+        row += f"<td class=num>{b['n_runs']}</td>"
+        if not derived:  # the runs whose triage found it new; empty: known before
+            row += f"<td>{'<br>'.join(E(r) for r in b.get('new_in') or [])}</td>"
+        row += (f"<td>{first}</td>"
                 f"<td class=tid>{'<br>'.join(E(t) for t in b['examples'])}</td>"
                 f"<td>{_links(b['artifacts'], out_dir, 'folder')}</td>"
                 f"<td>{_links(b['repros'], out_dir, 'repro.py')}</td>")
@@ -310,7 +314,10 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
             f"{len(data.bugs)} buckets shown (merged across runs)"
             + (f"; their finding buckets are {data.n_finding_bugs} bugs (causes: buckets "
                "grouped by the triage, docs/triage.md)" if data.n_finding_bugs is not None
-               else "") + ", findings first, then by count.</p>"
+               else "")
+            + f", findings first, then by count; {sum(bool(b.get('new_in')) for b in data.bugs)}"
+            " of them new (not known to the triage's bug database or earlier tables: <i>new "
+            "in</i> names the runs).</p>"
             + _bucket_table(data.bugs, out_dir, "bugs-table", derived=False) + "</section>")
     if data.buckets or not data.bugs:
         shown = len(data.buckets)

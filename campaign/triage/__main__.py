@@ -1,6 +1,12 @@
 """`python -m campaign.triage <campaign output dir | findings dir | finding folder>`: bucket the
 findings, reduce the first members of each new bucket, write bug folders with standalone
-reproducers and the `bugs` table (see docs/triage.md)."""
+reproducers and the `bugs` table (see docs/triage.md); `--db DIR` adds them to a bug database.
+
+The bug database's own commands (`campaign.triage.dbcli`):
+  python -m campaign.triage recheck DB [--timeout S] [--bug ID ...]
+  python -m campaign.triage show DB [--all]
+  python -m campaign.triage mark DB BUG STATUS [--note TEXT] [--merged-into BUG]
+  python -m campaign.triage import-findings DB [docs/findings.md]"""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +18,11 @@ from campaign.triage.config import TriageConfig
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    from campaign.triage.dbcli import COMMANDS, run_command
+
+    if args and args[0] in COMMANDS and not Path(args[0]).exists():
+        return run_command(args)
     p = argparse.ArgumentParser(prog="python -m campaign.triage", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", type=Path,
@@ -41,21 +52,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-check-repro", action="store_true", help="do not run the repro.py files")
     p.add_argument("--known", action="append", default=[],
                    help="an earlier bugs.parquet or output dir: its buckets are not new")
+    p.add_argument("--db", default=None,
+                   help="the bug database (a directory) to read known bugs from and add the "
+                        "buckets to; off: none (default: runs/bugdb for an output dir under "
+                        "runs/, else none)")
+    p.add_argument("--reduce-known", action="store_true",
+                   help="reduce findings of buckets already known (--known, --db) again")
     p.add_argument("--verdicts", default=",".join(d.reduce_verdicts),
                    help="verdicts to reduce (default %(default)s)")
     p.add_argument("-q", "--quiet", action="store_true")
-    a = p.parse_args(argv)
+    a = p.parse_args(args)
     cfg = TriageConfig(enabled=True, reduce_first=a.reduce_first,
                        reduce_mismatches=a.reduce_mismatches, max_tests=a.max_tests,
                        max_seconds=a.max_seconds, budget=a.budget, timeout_s=a.timeout,
                        check_repro=not a.no_check_repro, known=list(a.known),
                        repro_cold_start_s=a.cold_start, group_reruns=a.group_reruns,
+                       db=a.db, reduce_known=a.reduce_known,
                        reduce_verdicts=[v for v in a.verdicts.split(",") if v])
     logging.basicConfig(level=logging.WARNING)
+    from campaign.triage.bugdb import BugDbError
     from campaign.triage.run import triage
 
     log = (lambda s: None) if a.quiet else (lambda s: print(s, flush=True))
-    report = triage(a.path, cfg, a.out, log)
+    try:
+        report = triage(a.path, cfg, a.out, log)
+    except BugDbError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(report.text())
     return 0
 

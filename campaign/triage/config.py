@@ -43,6 +43,13 @@ class TriageConfig:
     group_reruns: int = 20
     #: earlier bugs tables (bugs.parquet) or output dirs whose buckets are not new
     known: list[str] = field(default_factory=list)
+    #: the bug database across campaigns (a directory, `campaign.triage.bugdb`): every bucket
+    #: in it is known (not new, not reduced again), and each triage adds its buckets to it.
+    #: Unset (null): `runs/bugdb` when the output dir lies under `runs/` (Hydra's default run
+    #: dirs), else none; `off`: none
+    db: str | None = None
+    #: reduce findings of buckets already known (`known`, `db`) again
+    reduce_known: bool = False
 
 
 _VERDICTS = ("crash", "signal", "timeout", "mismatch")

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from campaign.budget_plan import triage_seconds
 from campaign.triage.buckets import (
@@ -52,6 +52,10 @@ from campaign.triage.buckets import (
     write_bugs_table,
 )
 from campaign.triage.config import TriageConfig
+
+if TYPE_CHECKING:
+    from campaign.triage.bugdb import BugDb
+    from campaign.triage.sightings import Recorded
 
 #: verdicts that are not findings; every other one is bucketed
 NOT_FINDINGS = ("pass", "skipped")
@@ -72,6 +76,9 @@ class TriageReport:
     notes: list[str] = field(default_factory=list)
     #: steps (reductions, re-runs, repro checks) left undone for lack of time
     skipped: int = 0
+    #: the bug database written (`triage.db`), and what this triage added to it
+    db: Path | None = None
+    recorded: Recorded | None = None
 
     def text(self) -> str:
         """The buckets and the bugs (causes) they group into: a compiler bug of several
@@ -101,6 +108,8 @@ class TriageReport:
                     what = f"[{b.key.config}] {what}"
                 lines.append(f"{indent}{b.key.id:<34} {b.count:>5}x  {size:<16} "
                              f"repro: {b.repro_status or '-':<17} {what[:90]}")
+        if self.db is not None and self.recorded is not None:
+            lines.append(self.recorded.text(self.db))
         return "\n".join(lines)
 
 
@@ -155,7 +164,7 @@ MIN_REPRO_S = 10.0
 
 class _Triage:
     def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None],
-                 deadline: float | None = None):
+                 deadline: float | None = None, db: BugDb | None = None):
         self.out = out_dir
         self.cfg = cfg
         self.log = log
@@ -165,6 +174,12 @@ class _Triage:
         #: the known buckets' keys: a row whose configuration holds a known bucket's (reduced)
         #: options is that bucket's
         self.known_keys = known_bucket_keys(list(cfg.known))
+        #: the bug database: its buckets are known too
+        self.db = db
+        if db is not None:
+            keys = db.known_keys(str(out_dir.resolve()))
+            self.known |= {k.id for k in keys}
+            self.known_keys += keys
         self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
         #: a hard deadline (a campaign's wall-clock budget): every step, re-runs and repro
@@ -320,8 +335,8 @@ class _Triage:
         known = [k for k in self.known_keys if k.base() == base]
         reduced: list[BucketKey] = []
         chosen: dict[str, BucketKey] = {}  # reduced finding folder -> its bucket
-        pending = [r for r in rows if r.get("finding_dir")
-                   and self.explained(r, known) is None and crash_key(r).id not in self.known]
+        pending = [r for r in rows if r.get("finding_dir") and (self.cfg.reduce_known or (
+            self.explained(r, known) is None and crash_key(r).id not in self.known))]
         for _ in range(max(self.cfg.reduce_first, 1) if reducible else 0):
             pick = next((r for r in pending if self.explained(r, reduced) is None),
                         pending[0] if pending else None)
@@ -352,8 +367,20 @@ class _Triage:
             b = self.buckets[key]
             dirs = [d for _, _, d in sorted(b.members, key=lambda m: (m[0] is None, m[0] or 0))
                     if d]
-            if dirs and key not in self.best:
+            if dirs and key not in self.best and not self.reuse(key, dirs):
                 self.unreduced(key, dirs[0])
+
+    def reuse(self, key: BucketKey, dirs: list[str]) -> bool:
+        """Represent a bucket by a reduction an earlier triage of this output made of one of
+        its findings, if any (a known bucket's is not reduced again, and its bug folder must
+        not be overwritten by an unreduced one)."""
+        for d in dirs:
+            if (self.index.get(d) or {}).get("bucket") == key.id:
+                red = self.cached(d)
+                if red is not None:
+                    self.offer(key, red)
+                    return True
+        return False
 
     def cached(self, finding_dir: str):
         """A reduction done by an earlier triage of this output, rebuilt from its bug folder."""
@@ -413,6 +440,10 @@ class _Triage:
             red = None
             if d and reduce and n < self.cfg.reduce_mismatches:
                 entry = self.index.get(d)
+                known = None if self.cfg.reduce_known else self.known_mismatch(row)
+                if known is not None and entry is None:  # a known bug: not reduced again
+                    self.bucket(known).add(row.get("ts"), row["test_id"], d)
+                    continue
                 if entry is not None and entry.get("key", [None] * 6)[5]:
                     key = BucketKey(*entry["key"])
                     self.bucket(key).add(row.get("ts"), row["test_id"], d)
@@ -501,6 +532,33 @@ class _Triage:
                      f"{type(e).__name__}: {e}")
             return None
         return row.get("verdict"), row.get("stage"), row.get("error_sig")
+
+    def known_mismatch(self, row: dict[str, Any]) -> BucketKey | None:
+        """The known (`triage.known`, the database) mismatch bucket of the row's backend
+        whose pattern's ops all occur in the row's ops and whose configuration the row's holds
+        (the most specific), or None: such a row joins it without being reduced."""
+        ops = set(row.get("ops") or [])
+        config = row.get("backend_config") or ""
+        fits = [k for k in self.known_keys if k.verdict == "mismatch"
+                and k.backend == row["backend"] and k.pattern not in (None, UNREDUCED)
+                and pattern_ops(k.pattern) <= ops and config_covers(k.config, config)]
+        return max(fits, key=lambda k: (len(pattern_ops(cast(str, k.pattern))),
+                                        -len(cast(str, k.pattern)),
+                                        k.config.count("&") + bool(k.config)), default=None)
+
+    def record(self) -> Recorded | None:
+        """report.md per bug, then this triage's buckets into the bug database (if any);
+        returns what the database got (`campaign.triage.sightings.Recorded`) or None."""
+        from campaign.triage.buckets import read_bugs_table
+        from campaign.triage.upstream import write_reports
+
+        rows = read_bugs_table(self.out / BUGS_FILE).to_pylist()
+        reports = write_reports(self.out, rows)
+        if self.db is None:
+            return None
+        from campaign.triage.sightings import record
+
+        return record(self.db, self.out, rows, reports=reports)
 
     # ---- writing ---------------------------------------------------------------------------
     def write(self) -> Path:
@@ -593,16 +651,18 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
     t0 = time.monotonic()
     if (path / "graph.gir").is_file() or (path / "info.json").is_file():
         return _triage_one(path, cfg, out, log)
+    root = path if (path / "results").is_dir() or (path / "findings").is_dir() else path.parent
+    out_dir = Path(out) if out is not None else root
+    db = open_db(cfg, out_dir)  # an unusable database fails before any work
     if (path / "results").is_dir():
-        out_dir, rows = path, _rows_from_results(path)
+        rows = _rows_from_results(path)
         if not rows and (path / "findings").is_dir():
             rows = _rows_from_folders(path / "findings", path)
     elif (path / "findings").is_dir():
-        out_dir, rows = path, _rows_from_folders(path / "findings", path)
+        rows = _rows_from_folders(path / "findings", path)
     else:  # a findings dir itself
-        out_dir, rows = path.parent, _rows_from_folders(path, path.parent)
-    out_dir = Path(out) if out is not None else out_dir
-    t = _Triage(out_dir, cfg, log, deadline)
+        rows = _rows_from_folders(path, path.parent)
+    t = _Triage(out_dir, cfg, log, deadline, db)
     try:
         if progress and t.time_left() > 0:
             from tqdm import tqdm
@@ -612,12 +672,24 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
                                     "{postfix}")
         t.run(rows)
         table = t.write()
+        recorded = t.record()
     finally:
         if t.bar is not None:
             t.bar.close()
         t.close()
     return TriageReport(out_dir, list(t.buckets.values()), table, t.reductions,
-                        time.monotonic() - t0, skipped=t.skipped)
+                        time.monotonic() - t0, skipped=t.skipped,
+                        db=db.path if db is not None else None, recorded=recorded)
+
+
+def open_db(cfg: TriageConfig, out_dir: Path) -> BugDb | None:
+    """The bug database of a triage writing to `out_dir`: `cfg.db`, or unset, `runs/bugdb` for
+    an output dir under runs/ (`campaign.triage.bugdb.resolve`); None for none. Raises
+    BugDbError (a one-line message naming the path) when it cannot be used."""
+    from campaign.triage.bugdb import BugDb, resolve
+
+    path = resolve(cfg.db, out_dir)
+    return BugDb.open(path) if path is not None else None
 
 
 def _triage_one(folder: Path, cfg: TriageConfig, out: Path | None,
@@ -663,8 +735,15 @@ def triage_campaign(out_dir: Path, cfg: TriageConfig, log: Callable[[str], None]
     logged, the campaign's results stay as they are."""
     if not cfg.enabled:
         return None
+    from campaign.triage.bugdb import BugDbError
+
     try:
-        report = triage(out_dir, cfg, log=log, deadline=deadline, progress=True)
+        try:
+            report = triage(out_dir, cfg, log=log, deadline=deadline, progress=True)
+        except BugDbError as e:  # the database is unusable: triage without it
+            log(f"triage: {e}; triaging without the bug database")
+            report = triage(out_dir, replace(cfg, db="off"), log=log, deadline=deadline,
+                            progress=True)
     except Exception as e:
         import traceback
 

@@ -262,6 +262,27 @@ def test_a_bug_buckets_configuration_shows_beside_its_backend(tmp_path):
     assert html.count("<span class=note>disabled_optimizers") == 1
 
 
+def test_the_page_says_which_buckets_were_new_in_which_run(tmp_path):
+    """The triage's `new` column (not in `triage.known` or the bug database then): a bucket
+    the second run's triage knew from the first is new only in the first."""
+    import datetime as dt
+    for k in range(2):
+        d = tmp_path / "c" / f"t{k}"
+        write_run(d, campaign="c", n_tests=200, backends=("ort",), seed=5,
+                  start=dt.datetime(2026, 3, 1, 10 + k, tzinfo=dt.timezone.utc),
+                  bugs_table=True, n_signatures=2)
+        t = pq.read_table(d / "bugs.parquet")
+        pq.write_table(t.append_column("new", pa.array([k == 0] * t.num_rows)),
+                       d / "bugs.parquet")
+    res = build_report([tmp_path / "c"], tmp_path / "report.html", op_registry=False)
+    labels = [r.label for r in res.data.runs]
+    assert res.data.bugs and all(x["new_in"] == [labels[0]] for x in res.data.bugs
+                                 if x["n_runs"] == 2)
+    html = (tmp_path / "report.html").read_text()
+    assert "<th>new in</th>" in html
+    assert f"{len(res.data.bugs)} of them new" in html
+
+
 def _cores_rows(html: str, run_idx: int) -> list[list[str]]:
     """The cells of a run's "Where the cores went" table, tags stripped (title attributes kept
     out), one list per stage."""

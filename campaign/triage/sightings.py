@@ -1,0 +1,145 @@
+"""Adding one triage's bugs table to the bug database (`campaign.triage.bugdb`).
+
+`record(db, out_dir, rows)` groups the table's rows into bugs (by the `bug` column where the
+table has one, else one bug per bucket), matches each group to the database's bugs by bucket
+id, and records one sighting per bucket of this run (replacing the run's earlier ones). What it
+did comes back as a `Recorded`: which bugs were new in this run and which were already known,
+the numbers a run's report shows.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from campaign.triage.bugdb import Bug, BugDb, Sighting, now
+from campaign.triage.versions import installed
+
+#: the bucket key's fields a bug keeps per bucket
+KEY_FIELDS = ("bucket", "backend", "target", "verdict", "stage", "error_sig", "pattern",
+              "backend_config", "kind")
+#: a new bug's status by the kinds of its buckets (`campaign.triage.buckets.KIND`)
+FIRST_STATUS = {"bug": "new", "ours": "ours", "known": "limitation"}
+
+
+@dataclass
+class Recorded:
+    """What one triage added: bug ids new in this run, and those seen before (with their
+    status now), in table order."""
+
+    new: dict[str, str] = field(default_factory=dict)
+    known: dict[str, str] = field(default_factory=dict)
+    #: bucket id -> bug id, for this run's buckets
+    bug_of: dict[str, str] = field(default_factory=dict)
+    #: bug id -> title, for the bugs of this run
+    titles: dict[str, str] = field(default_factory=dict)
+
+    def text(self, db: Path) -> str:
+        """What the run's summary says: new compiler bugs listed, the rest counted."""
+        bugs = [b for b, s in self.new.items() if s == "new"]
+        lines = [f"bug database {db}: {len(bugs)} new compiler bugs "
+                 f"({len(self.new) - len(bugs)} new buckets of ours or known limitations), "
+                 f"{len(self.known)} bugs seen before"]
+        lines += [f"  new: {b}  {self.titles.get(b, '')}" for b in bugs]
+        return "\n".join(lines)
+
+
+def groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The table's rows by bug: its `bug` column when present and set, else each bucket."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r.get("bug") or r["bucket"], []).append(r)
+    return out
+
+
+def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
+           versions: Callable[[str], list[str]] = installed,
+           when: datetime | None = None, reports: dict[str, Path] | None = None) -> Recorded:
+    """Add the bugs table `rows` of the triage of `out_dir` to `db` (module doc); locked and
+    atomic (`BugDb.update`). `reports`: this run's report.md per group (a bug keeps the latest
+    one)."""
+    run = str(Path(out_dir).resolve())
+    when = when or now()
+    vers: dict[str, list[str]] = {}
+
+    def change(bugs: dict[str, Bug]) -> Recorded:
+        done = Recorded()
+        holder = {i: b.bug for b in bugs.values() for i in b.bucket_ids}
+        for name, members in groups(rows).items():
+            ids = [r["bucket"] for r in members]
+            seen = sorted({holder[i] for i in ids if i in holder},
+                          key=lambda b: (bugs[b].first_seen or when, b))
+            if seen:
+                bug = bugs[seen[0]]
+            else:
+                bug = Bug(_fresh(name, bugs), FIRST_STATUS.get(_kind(members), "new"))
+                bugs[bug.bug] = bug
+            earlier = {s.run for s in bug.sightings} - {run}
+            for r in members:
+                if r["bucket"] not in bug.bucket_ids:
+                    bug.buckets.append({k: r.get(k) for k in KEY_FIELDS})
+                    holder[r["bucket"]] = bug.bug
+                backend = r["backend"]
+                if backend not in vers:
+                    vers[backend] = versions(backend)
+                bug.sightings = [s for s in bug.sightings
+                                 if not (s.run == run and s.bucket == r["bucket"])]
+                bug.sightings.append(Sighting(run, r["bucket"], r.get("first_seen") or when,
+                                              when, int(r.get("count") or 0), vers[backend]))
+                _keep_smallest(bug, r, Path(out_dir))
+                done.bug_of[r["bucket"]] = bug.bug
+            if bug.status == "new" and earlier:
+                bug.status = "known"
+            elif bug.status == "fixed":
+                bug.status = "known"
+                bug.note = ((bug.note + "\n") if bug.note else "") + (
+                    f"seen again in {run} after it was marked fixed")
+            if reports and name in reports:
+                bug.report = str(Path(reports[name]).resolve())
+            if bug.title is None:
+                from campaign.triage.upstream import title
+
+                bug.title = title(members[0])
+            if earlier or bug.bug in done.known:
+                done.known[bug.bug] = bug.status
+            else:
+                done.new[bug.bug] = bug.status
+            done.titles[bug.bug] = bug.title or ""
+            bug.derive()
+        return done
+
+    return db.update(change)
+
+
+def _kind(rows: list[dict[str, Any]]) -> str:
+    kinds = {r.get("kind") for r in rows}
+    return "bug" if "bug" in kinds or not kinds else sorted(k for k in kinds if k)[0]
+
+
+def _fresh(name: str, bugs: dict[str, Bug]) -> str:
+    """`name`, or `name-2`, `name-3`, ... when a bug of that id exists already."""
+    if name not in bugs:
+        return name
+    n = 2
+    while f"{name}-{n}" in bugs:
+        n += 1
+    return f"{name}-{n}"
+
+
+def _keep_smallest(bug: Bug, row: dict[str, Any], out_dir: Path) -> None:
+    """Keep the bucket's reduced graph (and its repro.py, report.md) when it is the smallest
+    the bug has; a repro.py of an unreduced bucket only while the bug has none."""
+    folder = out_dir / row["artifact_path"] if row.get("artifact_path") else None
+    repro = str((out_dir / row["repro"]).resolve()) if row.get("repro") else None
+    insts = row.get("reduced_insts")
+    gir = folder / "graph.gir" if folder is not None else None
+    if insts is not None and gir is not None and gir.is_file() and (
+            bug.graph_insts is None or insts < bug.graph_insts):
+        bug.graph, bug.graph_insts, bug.graph_backend = gir.read_text(), insts, row["backend"]
+        if repro:
+            bug.repro, bug.repro_status = repro, row.get("repro_status")
+    elif repro and (bug.repro is None or bug.repro == repro):
+        bug.repro = repro
+        bug.repro_status = row.get("repro_status") or bug.repro_status

@@ -1,0 +1,178 @@
+"""An upstream-ready report per bug: `bugs/<bug>/report.md`, which a compiler developer can
+read as it stands (docs/triage.md).
+
+It holds a title, the versions, expected against actual, the smallest graph as plain code
+(torch source from `campaign.triage.torchgen` for every backend; for ONNX backends also the
+ONNX model as text, `onnx.printer`), and the standalone `repro.py` of the bug's smallest
+bucket, whole. `<bug>` is the bugs table's `bug` value (the bucket id in a table without one);
+when a bug is one bucket the report lies beside that bucket's repro.py, else in a folder of its
+own whose text points at the bucket folder holding the files.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from campaign.triage.versions import installed
+
+REPORT = "report.md"
+#: what a backend spec's stack is called in a title, by name prefix (longest first)
+COMPILERS: tuple[tuple[str, str], ...] = (
+    ("tvm_torch", "TVM Relax (torch frontend)"),
+    ("tvm", "TVM Relax (ONNX importer)"),
+    ("ort", "ONNX Runtime"),
+    ("inductor", "torch.compile (Inductor)"),
+    ("onnx_export", "torch.onnx.export"),
+    ("eager", "torch eager"),
+)
+#: error text kept in a title / quoted as the actual outcome
+TITLE_CHARS = 160
+MESSAGE_LINES = 20
+
+
+def compiler(spec: str) -> str:
+    name = spec.partition("?")[0]
+    for prefix, text in COMPILERS:
+        if name == prefix or name.startswith(prefix + "_"):
+            return text
+    return spec
+
+
+def title(row: dict[str, Any]) -> str:
+    """A one-line title from a bugs-table row: compiler, what failed where, the signature
+    (without its frames) or the op pattern's ops."""
+    from campaign.triage.buckets import pattern_ops
+
+    who = compiler(row["backend"])
+    if row.get("verdict") == "mismatch":
+        pat = row.get("reduced_pattern") or row.get("pattern") or ""
+        ops = ", ".join(sorted(pattern_ops(pat))) or "a graph"
+        return f"{who}: wrong result for {ops}"[:TITLE_CHARS]
+    sig = (row.get("error_sig") or "").split(" @ ", 1)[0]
+    return f"{who}: {row.get('verdict')} during {row.get('stage')}: {sig}"[:TITLE_CHARS].rstrip(": ")
+
+
+def write_reports(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Path]:
+    """report.md for every compiler bug of the bugs table `rows` (grouped by `bug` where set)
+    whose smallest bucket has a bug folder; returns bug -> report path. A report that cannot be
+    written is skipped (its bug keeps its bucket folder)."""
+    from campaign.triage.sightings import groups
+
+    out: dict[str, Path] = {}
+    for bug, members in groups(rows).items():
+        if not any(r.get("kind") == "bug" for r in members):
+            continue
+        rep = _representative(out_dir, members)
+        if rep is None:
+            continue
+        dest = out_dir / "bugs" / bug / REPORT
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            text = report_text(out_dir, bug, rep, members)
+            tmp = dest.with_name(f".{REPORT}.tmp")
+            tmp.write_text(text)
+            tmp.replace(dest)
+        except Exception:  # a report must never cost the triage
+            continue
+        out[bug] = dest
+    return out
+
+
+def _representative(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The row whose bug folder has the smallest reduced graph (reduced ones first)."""
+    have = [r for r in rows if r.get("kind") == "bug" and r.get("artifact_path")
+            and (out_dir / r["artifact_path"] / "info.json").is_file()]
+    return min(have, key=lambda r: (r.get("reduced_insts") is None, r.get("reduced_insts") or 0,
+                                    r.get("repro") is None, r["bucket"]), default=None)
+
+
+def report_text(out_dir: Path, bug: str, row: dict[str, Any],
+                members: list[dict[str, Any]]) -> str:
+    """The report's markdown for bug `bug`, represented by bucket row `row`."""
+    folder = out_dir / row["artifact_path"]
+    info = json.loads((folder / "info.json").read_text())
+    failed = info.get("row") or {}
+    spec = row["backend"]
+    count = sum(int(r.get("count") or 0) for r in members)
+    where = folder.resolve()
+    lines = [f"# {title(row)}", ""]
+    lines += [f"- Versions: {', '.join(installed(spec)) or 'unknown'}",
+              f"- Backend: `{spec}`" + (f", configuration `{row['backend_config']}`"
+                                        if row.get("backend_config") else ""),
+              f"- Found by dynsmith: {count} failing tests, bucket(s) "
+              + ", ".join(f"`{r['bucket']}`" for r in members),
+              f"- Files (inputs, reference outputs, model): `{where}`", ""]
+    lines += ["## Expected and actual", "", _expected(row, failed), "", _actual(row, failed), ""]
+    lines += ["## The smallest graph", ""] + _graph_code(folder, spec, info)
+    lines += ["## Reproducer", ""]
+    if (folder / "repro.py").is_file():
+        lines += [f"`python repro.py` in `{where}` (numpy and the compiler's own libraries only): "
+                  "it prints `REPRODUCED` and exits 1 while the bug is there, `NOT REPRODUCED` "
+                  "(exit 0) once it is fixed.", "",
+                  "```python", (folder / "repro.py").read_text().rstrip(), "```", ""]
+    else:
+        lines += ["No standalone repro.py for this backend: `graph.gir` and `inputs.npz` in the "
+                  "folder above replay it with dynsmith.", ""]
+    return "\n".join(lines)
+
+
+def _expected(row: dict[str, Any], failed: dict[str, Any]) -> str:
+    if row.get("verdict") == "mismatch":
+        return ("**Expected:** the outputs of PyTorch eager on the same program and inputs "
+                "(`expected.npz`), within the output dtype's tolerance, and confirmed by a "
+                "float64 evaluation (`truth.npz`).")
+    if row.get("verdict") == "timeout":
+        return "**Expected:** the compile and run finish (PyTorch eager takes well under a second)."
+    return ("**Expected:** the program compiles and runs, giving the outputs of PyTorch eager "
+            "(`expected.npz`): eager runs it without error.")
+
+
+def _actual(row: dict[str, Any], failed: dict[str, Any]) -> str:
+    if row.get("verdict") == "mismatch" and failed.get("max_abs_err") is None:
+        return f"**Actual:** {failed.get('error_msg') or row.get('error_sig') or 'other outputs'}."
+    if row.get("verdict") == "mismatch":
+        return (f"**Actual:** output {failed.get('mismatch_output')} (input set "
+                f"{failed.get('mismatch_input_set')}) is off: max abs error "
+                f"{failed.get('max_abs_err')}, max relative error {failed.get('max_rel_err')}.")
+    msg = (failed.get("error_msg") or row.get("error_sig") or "").strip().splitlines()
+    head = f"**Actual:** {row.get('verdict')} during {row.get('stage')}"
+    if failed.get("error_class"):
+        head += f" ({failed['error_class']})"
+    return head + ":\n\n```\n" + "\n".join(msg[:MESSAGE_LINES]) + "\n```"
+
+
+def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
+    """The graph as torch source (the program every backend is given), plus the ONNX model as
+    text for backends that take ONNX."""
+    from campaign.triage.repro import backend_kind
+
+    kind, opts = backend_kind(spec)
+    out: list[str] = []
+    try:
+        from campaign.triage.torchgen import torch_source
+        from ir.core.text import load
+        from ir.materialize.form import DEFAULT_FORM
+
+        dialect = opts.get("dialect", "python")
+        if dialect == "mixed":
+            import random
+
+            seed = info.get("seed") or 0
+            dialect = "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
+        src = torch_source(load(folder / "graph.gir"), dialect, opts.get("form", DEFAULT_FORM))
+        out += ["As PyTorch (`Model(...)(*inputs)`, inputs in `inputs.npz`):", "",
+                "```python", src.rstrip(), "```", ""]
+    except Exception as e:
+        out += [f"(no torch source: {type(e).__name__}: {e})", ""]
+    if kind in ("ort", "tvm") and (folder / "model.onnx").is_file():
+        try:
+            import onnx
+            import onnx.printer
+
+            text = onnx.printer.to_text(onnx.load(folder / "model.onnx"))
+            out += ["As ONNX (`model.onnx`, `onnx.printer` text):", "", "```", text.rstrip(),
+                    "```", ""]
+        except Exception as e:
+            out += [f"(no ONNX text: {type(e).__name__}: {e})", ""]
+    return out
