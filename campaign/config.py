@@ -15,6 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from campaign.coverage import CoverageConfig
 from campaign.triage.config import TriageConfig
 from ir.gen.builder import GenConfig
 from mutators import MutationConfig
@@ -134,6 +135,9 @@ class CampaignConfig:
     #: paused, rows kept in memory, writes retried) before it stops as on Ctrl-C (exit 3;
     #: `campaign.resume=true` continues it)
     disk_wait_s: float = 600.0
+    #: compiler coverage per test in the backends' sandboxes, and its feedback into the seed
+    #: pool (docs/coverage.md)
+    coverage: CoverageConfig = field(default_factory=CoverageConfig)
 
     def options(self, backend: str) -> BackendOptions:
         return self.backend_options.get(backend) or BackendOptions()
@@ -395,6 +399,7 @@ def validate(cfg: Config) -> Budget:
         ]
         checks += [(v >= 0, f"{key}.resources.{r}: must be >= 0, got {v}")
                    for r, v in o.resources.items()]
+    checks += c.coverage.problems(list(c.backends))
     checks += mutation_checks(cfg.mutation)
     for ok, msg in checks:
         if not ok:

@@ -1,0 +1,118 @@
+"""Compiler coverage cost: per backend, a compile with coverage against one without, same tests,
+same run (docs/coverage.md). Prints figures (median and spread, the ratio); asserts nothing.
+
+For each backend two sandbox processes run side by side: one measures every test
+(`CoverageSpec(rate=1)`, the backend's packages), the other measures none. Each test goes to
+both, the order alternating per test, so load drifts hit both sides alike. Per test:
+- `cpu` ms: the evaluation's CPU time inside the sandbox process (`cpu_ms`: compile + run,
+  the tracer's cost included; its start and the read-out of its data are not in it);
+- `wall` ms: the whole call from the parent (job, evaluation, tracer start/stop and read-out,
+  the lines shipped back).
+The ratio is the median of the per-test ratios (covered / plain). The first test of each
+backend (a process's first compile is the slow one) is left out of the figures. ORT's Python
+is a thin binding (no compiler code): it is measured with `onnxruntime` as its package, to show
+that there is nothing to measure.
+
+    python bench/coverage_cost.py [--backends ort tvm onnx_export inductor_hop] [--tests 8]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+# this folder holds bench/coverage.py, which would shadow coverage.py's package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.eval import valid_tests  # noqa: E402
+from campaign.backends import make_backend  # noqa: E402
+from campaign.coverage import CoverageSpec, size  # noqa: E402
+from campaign.sandbox import Sandbox, SandboxConfig  # noqa: E402
+from campaign.worker import set_single_thread  # noqa: E402
+
+#: short names -> backend specs (the Inductor of cpu_dynamic's hop dialect)
+SPECS = {"inductor_hop": "inductor?dialect=hop&cpp_wrapper=true", "ort": "ort", "tvm": "tvm",
+         "onnx_export": "onnx_export"}
+#: packages for backends that declare none
+FALLBACK = {"ort": ("onnxruntime",)}
+
+
+def spread(xs: list[float]) -> str:
+    if not xs:
+        return "n/a"
+    p10, med, p90 = np.percentile(np.asarray(xs), [10, 50, 90])
+    return f"{med:9.2f} [{p10:.2f}, {p90:.2f}]"
+
+
+def bench(name: str, tests: list) -> None:
+    spec = SPECS.get(name, name)
+    backend = make_backend(spec)
+    packages = backend.COVERAGE_PACKAGES or FALLBACK.get(name, ())
+    cfg = SandboxConfig(timeout_s=600, max_tests_per_process=None)
+    plain = Sandbox(backend, cfg)
+    covered = Sandbox(backend, cfg, CoverageSpec(packages))
+    plain.start()
+    covered.start()
+    cpu: dict[str, list[float]] = {"plain": [], "cov": []}
+    wall: dict[str, list[float]] = {"plain": [], "cov": []}
+    cpu_ratio, wall_ratio, lines, failed = [], [], [], 0
+    union: set[tuple[str, int]] = set()
+    for i, (m, job) in enumerate(tests):
+        got = {}
+        order = [("plain", plain), ("cov", covered)]
+        for side, sb in order if i % 2 else order[::-1]:
+            t0 = time.perf_counter()
+            r = sb.evaluate(m, job)
+            got[side] = (r, (time.perf_counter() - t0) * 1e3)
+        (rp, wp), (rc, wc) = got["plain"], got["cov"]
+        if rc.covered is not None:
+            union |= {(f, n) for f, ls in rc.covered.items() for n in ls}
+        if rp.failed or rp.verdict or rc.failed or rc.verdict:
+            failed += 1
+            if failed == 1:
+                bad = rc if rc.failed or rc.verdict else rp
+                print(f"   (first not passing: {bad.verdict} {bad.stage} {bad.error_class}: "
+                      f"{(bad.error_msg or '').splitlines()[:1]})")
+        if i == 0 or not rp.cpu_ms or not rc.cpu_ms:
+            continue
+        cpu["plain"].append(rp.cpu_ms)
+        cpu["cov"].append(rc.cpu_ms)
+        wall["plain"].append(wp)
+        wall["cov"].append(wc)
+        cpu_ratio.append(rc.cpu_ms / rp.cpu_ms)
+        wall_ratio.append(wc / wp)
+        lines.append(size(rc.covered or {}))
+    plain.close()
+    covered.close()
+    print(f"== {spec}: packages {', '.join(packages)}; {len(cpu_ratio)} tests timed "
+          f"({failed} of {len(tests)} did not pass: timed all the same)")
+    print(f"   cpu ms  plain    {spread(cpu['plain'])}")
+    print(f"   cpu ms  covered  {spread(cpu['cov'])}")
+    print(f"   cpu ratio        {spread(cpu_ratio)}")
+    print(f"   wall ms plain    {spread(wall['plain'])}")
+    print(f"   wall ms covered  {spread(wall['cov'])}")
+    print(f"   wall ratio       {spread(wall_ratio)}")
+    print(f"   lines per test   {spread([float(x) for x in lines])}; union {len(union)}",
+          flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backends", nargs="+", default=["ort", "tvm", "onnx_export", "inductor_hop"])
+    ap.add_argument("--tests", type=int, default=8)
+    ap.add_argument("--nodes", type=int, default=10)
+    args = ap.parse_args()
+    set_single_thread()
+    tests = valid_tests(args.tests + 1, args.nodes)
+    print(f"{len(tests)} valid tests of {args.nodes} nodes (the first left out); "
+          "figures: median [p10, p90]", flush=True)
+    for name in args.backends:
+        bench(name, tests)
+
+
+if __name__ == "__main__":
+    main()
