@@ -16,6 +16,7 @@ worker, and in the driver.
 """
 from __future__ import annotations
 
+import importlib
 import random
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -116,8 +117,8 @@ _TRACERS: dict[CoverageSpec, Any] = {}
 def _tracer(spec: CoverageSpec) -> Any:
     cov = _TRACERS.get(spec)
     if cov is None:
-        import coverage
-
+        # by name: mypy, run over the checkout, takes `import coverage` for ir/numerics/coverage.py
+        coverage = importlib.import_module("coverage")
         cov = _TRACERS[spec] = coverage.Coverage(data_file=None, config_file=False,
                                                  include=spec.include, branch=False)
     return cov
