@@ -286,13 +286,18 @@ def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
 
 
 def drop_unlisted_options(cfg: Config) -> list[str]:
-    """Remove `campaign.backend_options` entries whose spec is not in `campaign.backends` (a
+    """Remove `campaign.backend_options` entries (and `campaign.coverage.rates`/`packages`
+    ones) whose spec is not in `campaign.backends` (a
     preset's options for a backend the user's `campaign.backends=[...]` left out); returns
     their specs, so the caller can warn about those the user set on the command line."""
     c = cfg.campaign
     dropped = [spec for spec in c.backend_options if spec not in c.backends]
     for spec in dropped:
         del c.backend_options[spec]
+    # a preset's per-backend coverage rates and packages go with them, silently
+    for table in (c.coverage.rates, c.coverage.packages):
+        for spec in [s for s in table if s not in c.backends]:
+            del table[spec]
     return dropped
 
 

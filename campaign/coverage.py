@@ -37,21 +37,28 @@ class CoverageConfig:
     enabled: bool = False
     #: the fraction of tests measured per backend, chosen by test seed
     rate: float = 1.0
+    #: backend spec -> its own fraction, instead of `rate` (a costly tracer: a lower one)
+    rates: dict[str, float] = field(default_factory=dict)
     #: backend spec -> the packages measured (path fragments), instead of the backend's own
     #: (`Backend.COVERAGE_PACKAGES`); [] turns a backend's measuring off
     packages: dict[str, list[str]] = field(default_factory=dict)
 
     def spec(self, backend: str, own: tuple[str, ...]) -> CoverageSpec | None:
         """What to measure of `backend` (its spec, and its own packages); None: nothing."""
-        if not self.enabled or self.rate <= 0:
-            return None
+        rate = self.rates.get(backend, self.rate)
         packages = tuple(self.packages.get(backend, own))
-        return CoverageSpec(packages, self.rate) if packages else None
+        if not self.enabled or rate <= 0 or not packages:
+            return None
+        return CoverageSpec(packages, rate)
 
     def problems(self, backends: list[str]) -> list[tuple[bool, str]]:
         """Checks of the config (ok, one-line message naming the field)."""
         key = "campaign.coverage"
         checks = [(0.0 <= self.rate <= 1.0, f"{key}.rate: must be in [0, 1], got {self.rate}")]
+        for spec, rate in self.rates.items():
+            checks += [(spec in backends, f"{key}.rates.{spec}: {spec!r} is not in "
+                                          f"campaign.backends {list(backends)}"),
+                       (0.0 <= rate <= 1.0, f"{key}.rates.{spec}: must be in [0, 1], got {rate}")]
         for spec, pkgs in self.packages.items():
             checks.append((spec in backends,
                            f"{key}.packages.{spec}: {spec!r} is not in campaign.backends "

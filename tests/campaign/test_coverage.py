@@ -8,7 +8,7 @@ import pytest
 
 from campaign.artifacts import Materialized
 from campaign.backends import make_backend
-from campaign.config import CampaignConfig, Config, ConfigError, validate
+from campaign.config import CampaignConfig, Config, ConfigError, drop_unlisted_options, validate
 from campaign.coverage import CoverageConfig, CoverageSpec, CoverageUnion, measuring
 from campaign.sandbox import Sandbox
 from campaign.testcase import TestCase
@@ -145,12 +145,19 @@ def test_the_backends_own_packages_and_the_config_override():
         ("torch/_dynamo", "torch/_functorch", "torch/_higher_order_ops", "torch/_inductor"), 0.25)
     assert c.spec("tvm", ("tvm/relax",)) == CoverageSpec(("tvm/relax/frontend",), 0.25)
     assert c.spec("ort", make_backend("ort").COVERAGE_PACKAGES) is None  # next to no Python
+    own = CoverageConfig(enabled=True, rate=0.5, rates={"inductor": 0.1, "tvm": 0.0})
+    assert own.spec("inductor", ("torch/_dynamo",)) == CoverageSpec(("torch/_dynamo",), 0.1)
+    assert own.spec("onnx_export", ("torch/export",)) == CoverageSpec(("torch/export",), 0.5)
+    assert own.spec("tvm", ("tvm/relax",)) is None
     assert CoverageConfig(enabled=False).spec("inductor", inductor.COVERAGE_PACKAGES) is None
 
 
 @pytest.mark.parametrize("coverage, message", [
     (CoverageConfig(rate=1.5), "campaign.coverage.rate: must be in [0, 1], got 1.5"),
     (CoverageConfig(rate=-0.1), "campaign.coverage.rate: must be in [0, 1], got -0.1"),
+    (CoverageConfig(rates={"ort": 2.0}), "campaign.coverage.rates.ort: must be in [0, 1], got 2.0"),
+    (CoverageConfig(rates={"tvm": 0.5}),
+     "campaign.coverage.rates.tvm: 'tvm' is not in campaign.backends ['ort']"),
     (CoverageConfig(packages={"tvm": ["tvm/relax"]}),
      "campaign.coverage.packages.tvm: 'tvm' is not in campaign.backends ['ort']"),
     (CoverageConfig(packages={"ort": ["onnxruntime/*"]}),
@@ -165,3 +172,11 @@ def test_bad_coverage_config_is_one_line_naming_the_field(coverage, message):
     with pytest.raises(ConfigError) as e:
         validate(cfg)
     assert str(e.value) == message
+
+
+def test_a_presets_rates_and_packages_for_a_backend_left_out_are_dropped():
+    cfg = Config(campaign=CampaignConfig(name="c", backends=["ort"], coverage=CoverageConfig(
+        enabled=True, rates={"tvm": 0.5, "ort": 0.2}, packages={"onnx_export": ["onnxscript"]})))
+    drop_unlisted_options(cfg)
+    assert cfg.campaign.coverage.rates == {"ort": 0.2} and cfg.campaign.coverage.packages == {}
+    validate(cfg)
