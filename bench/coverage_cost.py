@@ -9,16 +9,21 @@ both, the order alternating per test, so load drifts hit both sides alike. Per t
   the tracer's cost included; its start and the read-out of its data are not in it);
 - `wall` ms: the whole call from the parent (job, evaluation, tracer start/stop and read-out,
   the lines shipped back).
-The ratio is the median of the per-test ratios (covered / plain). The first test of each
+The ratio is the median of the per-test ratios (lines / plain, arcs / plain). The first test of each
 backend (a process's first compile is the slow one) is left out of the figures. ORT's Python
 is a thin binding (no compiler code): it is measured with `onnxruntime` as its package, to show
 that there is nothing to measure.
 
+`--arcs` adds a third process per backend measuring arcs (branch coverage) instead of lines:
+what the choice of lines saves.
+
     python bench/coverage_cost.py [--backends ort tvm onnx_export inductor_hop] [--tests 8]
+                                  [--arcs]
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -68,58 +73,74 @@ def valid_tests(n: int, gen: GenConfig) -> list[tuple[Materialized, Job]]:
     return out
 
 
-def bench(name: str, n: int, nodes: int) -> None:
+def arcs_sandbox(backend, cfg: SandboxConfig, spec: CoverageSpec) -> Sandbox:
+    """A sandbox measuring arcs (branch coverage) instead of lines: its process inherits, by
+    fork, a coverage.py object with `branch=True` in the tracer cache for `spec`
+    (`campaign.coverage._TRACERS`; a bench-only side door: the campaign measures lines)."""
+    from campaign import coverage as cc
+
+    coverage = importlib.import_module("coverage")  # by name, as campaign/coverage.py does
+    sb = Sandbox(backend, cfg, spec)
+    cc._TRACERS[spec] = coverage.Coverage(data_file=None, config_file=False,
+                                          include=spec.include, branch=True)
+    try:
+        sb.start()
+    finally:
+        del cc._TRACERS[spec]
+    return sb
+
+
+def bench(name: str, n: int, nodes: int, arcs: bool) -> None:
     spec = SPECS.get(name, name)
     backend = make_backend(spec)
     # the tests a campaign would send it: none holding an op its frontend lacks (routing)
     tests = valid_tests(n + 1, GenConfig(nodes=nodes).without(backend.LACKS))
     packages = backend.COVERAGE_PACKAGES or FALLBACK.get(name, ())
     cfg = SandboxConfig(timeout_s=600, max_tests_per_process=None)
-    plain = Sandbox(backend, cfg)
-    covered = Sandbox(backend, cfg, CoverageSpec(packages))
-    plain.start()
-    covered.start()
-    cpu: dict[str, list[float]] = {"plain": [], "cov": []}
-    wall: dict[str, list[float]] = {"plain": [], "cov": []}
-    cpu_ratio, wall_ratio, lines, failed = [], [], [], 0
+    sides = {"plain": Sandbox(backend, cfg)}
+    if arcs:
+        sides["arcs"] = arcs_sandbox(backend, cfg, CoverageSpec(packages))
+    sides["lines"] = Sandbox(backend, cfg, CoverageSpec(packages))
+    for sb in sides.values():
+        sb.start()
+    cpu: dict[str, list[float]] = {k: [] for k in sides}
+    wall: dict[str, list[float]] = {k: [] for k in sides}
+    lines: list[float] = []
+    failed = 0
     union: set[tuple[str, int]] = set()
+    names = list(sides)
     for i, (m, job) in enumerate(tests):
         got = {}
-        order = [("plain", plain), ("cov", covered)]
-        for side, sb in order if i % 2 else order[::-1]:
+        k = i % len(names)
+        for side in names[k:] + names[:k]:  # the order rotates per test
             t0 = time.perf_counter()
-            r = sb.evaluate(m, job)
-            got[side] = (r, (time.perf_counter() - t0) * 1e3)
-        (rp, wp), (rc, wc) = got["plain"], got["cov"]
+            got[side] = (sides[side].evaluate(m, job), (time.perf_counter() - t0) * 1e3)
+        rc = got["lines"][0]
         if rc.covered is not None:
             union |= {(f, n) for f, ls in rc.covered.items() for n in ls}
-        if rp.failed or rp.verdict or rc.failed or rc.verdict:
+        if any(r.failed or r.verdict for r, _ in got.values()):
             failed += 1
-            if failed == 1:
-                bad = rc if rc.failed or rc.verdict else rp
-                print(f"   (first not passing: {bad.verdict} {bad.stage} {bad.error_class}: "
-                      f"{(bad.error_msg or '').splitlines()[:1]})")
-        if i == 0 or not rp.cpu_ms or not rc.cpu_ms:
+        if i == 0 or not all(r.cpu_ms for r, _ in got.values()):
             continue
-        cpu["plain"].append(rp.cpu_ms)
-        cpu["cov"].append(rc.cpu_ms)
-        wall["plain"].append(wp)
-        wall["cov"].append(wc)
-        cpu_ratio.append(rc.cpu_ms / rp.cpu_ms)
-        wall_ratio.append(wc / wp)
-        lines.append(size(rc.covered or {}))
-    plain.close()
-    covered.close()
-    print(f"== {spec}: packages {', '.join(packages)}; {len(cpu_ratio)} tests timed "
+        for side, (r, w) in got.items():
+            cpu[side].append(r.cpu_ms or 0.0)
+            wall[side].append(w)
+        lines.append(float(size(rc.covered or {})))
+    for sb in sides.values():
+        sb.close()
+    print(f"== {spec}: packages {', '.join(packages)}; {len(lines)} tests timed "
           f"({failed} of {len(tests)} did not pass: timed all the same)")
-    print(f"   cpu ms  plain    {spread(cpu['plain'])}")
-    print(f"   cpu ms  covered  {spread(cpu['cov'])}")
-    print(f"   cpu ratio        {spread(cpu_ratio)}")
-    print(f"   wall ms plain    {spread(wall['plain'])}")
-    print(f"   wall ms covered  {spread(wall['cov'])}")
-    print(f"   wall ratio       {spread(wall_ratio)}")
-    print(f"   lines per test   {spread([float(x) for x in lines])}; union {len(union)}",
-          flush=True)
+    for side in names:
+        print(f"   cpu ms  {side:6} {spread(cpu[side])}")
+    for side in names[1:]:
+        ratio = [c / p for c, p in zip(cpu[side], cpu["plain"], strict=True)]
+        print(f"   cpu ratio {side:6} / plain {spread(ratio)}")
+    for side in names:
+        print(f"   wall ms {side:6} {spread(wall[side])}")
+    for side in names[1:]:
+        ratio = [c / p for c, p in zip(wall[side], wall["plain"], strict=True)]
+        print(f"   wall ratio {side:6} / plain {spread(ratio)}")
+    print(f"   lines per test   {spread(lines)}; union {len(union)}", flush=True)
 
 
 def main() -> None:
@@ -127,12 +148,14 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["ort", "tvm", "onnx_export", "inductor_hop"])
     ap.add_argument("--tests", type=int, default=8)
     ap.add_argument("--nodes", type=int, default=10)
+    ap.add_argument("--arcs", action="store_true",
+                    help="also a third process measuring arcs (branch coverage)")
     args = ap.parse_args()
     set_single_thread()
     print(f"{args.tests + 1} valid tests of {args.nodes} nodes per backend, without the ops it "
           "lacks (the first left out); figures: median [p10, p90]", flush=True)
     for name in args.backends:
-        bench(name, args.tests, args.nodes)
+        bench(name, args.tests, args.nodes, args.arcs)
 
 
 if __name__ == "__main__":
