@@ -90,6 +90,7 @@ def test_the_union_survives_a_crash_of_the_sandbox_process():
         sb = w.sandboxes[name]
         assert sb.stats.deaths == 1 and sb.stats.processes == 2
     assert first["verdict"] == "pass" and first["cov_new"] > 0
+    assert first["damage"] is None  # the tracer leaves no thread, handler or variable behind
     assert crashed["verdict"] == Verdict.SIGNAL.value and crashed["cov_new"] is None
     assert again["verdict"] == "pass" and again["cov_new"] == 0
     # the crashed test's own lines were lost with its process: relu's branch is new here
