@@ -181,3 +181,25 @@ def test_a_presets_rates_and_packages_for_a_backend_left_out_are_dropped():
     drop_unlisted_options(cfg)
     assert cfg.campaign.coverage.rates == {"ort": 0.2} and cfg.campaign.coverage.packages == {}
     validate(cfg)
+
+
+def test_a_tracer_that_fails_is_our_harness_error_never_the_compilers_crash(monkeypatch):
+    import campaign.coverage
+
+    def broken(spec):
+        raise RuntimeError("no tracer here")
+
+    # the sandbox process is forked from this one: it inherits the broken tracer
+    monkeypatch.setattr(campaign.coverage, "_tracer", broken)
+    with Sandbox(make_backend("covstand:CovStandIn"), coverage=_spec()) as sb:
+        result = sb.evaluate(_m(NARROW, 1))
+    assert result.verdict is Verdict.INVALID and result.harness
+    assert result.error_msg == "sandbox could not measure compiler coverage: no tracer here"
+
+
+def test_the_campaign_config_reaches_the_workers():
+    from campaign.driver import default_stages
+
+    cov = CoverageConfig(enabled=True, rate=0.3, rates={"ort": 1.0})
+    cfg = Config(campaign=CampaignConfig(name="c", backends=["ort"], coverage=cov))
+    assert default_stages(cfg).config.compiler_coverage == cov
