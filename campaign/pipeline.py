@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from campaign.artifacts import Materialized
-from campaign.coverage import Covered, size
+from campaign.coverage import Covered
 from campaign.known import matching
 from campaign.merge import merge as build_merged
 from campaign.merge import note as merge_note
@@ -264,13 +264,10 @@ class Evaluator:
                     continue
                 if row.verdict == "pass":
                     row.merged = k
-                    # the merged module's coverage is its first part's
-                    added = result.cov_added if j == 0 else None
-                    if added is not None:
-                        row.cov_new = size(added)
+                    # the merged module's coverage is its first part's (`Merged.split`)
                     out[i] = self._report(row, None, self.worker.blame_finding(self.backend,
                                                                                result)
-                                          if j == 0 else None, added)
+                                          if j == 0 else None, split[j].cov_added)
                     continue
                 # the merged run's finding (if any) is dropped: the alone run decides
                 what = f"{row.verdict} ({row.error_sig or row.error_class})"

@@ -203,3 +203,25 @@ def test_the_campaign_config_reaches_the_workers():
     cov = CoverageConfig(enabled=True, rate=0.3, rates={"ort": 1.0})
     cfg = Config(campaign=CampaignConfig(name="c", backends=["ort"], coverage=cov))
     assert default_stages(cfg).config.compiler_coverage == cov
+
+
+def test_a_merged_modules_lines_are_its_first_parts():
+    from campaign.pipeline import Evaluator, pack_case
+    from campaign.worker import Prepared
+
+    spec = "covstand:CovStandIn"
+    maker = FuzzWorker(WorkerConfig(backends=[spec], sandbox=False))
+    preps = [maker.prepare(_m(text, seed).tc) for text, seed in ((NARROW, 1), (RELU, 2))]
+    assert all(isinstance(p, Prepared) for p in preps)
+    cfg = WorkerConfig(backends=[spec], merge={spec: 2},
+                       compiler_coverage=CoverageConfig(enabled=True))
+    ev = Evaluator(cfg, spec, "e")
+    try:
+        reports = ev.evaluate([pack_case(p) for p in preps])
+    finally:
+        ev.close()
+    rows = [r.rows[0] for r in reports]
+    assert [r["merged"] for r in rows] == [2, 2] and [r["verdict"] for r in rows] == ["pass"] * 2
+    assert rows[0]["cov_new"] > 0 and rows[1]["cov_new"] is None
+    assert [(t, b) for t, b, _ in reports[0].coverage] == [("t1", spec)]
+    assert reports[1].coverage == []
