@@ -15,6 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from campaign.coverage import CoverageConfig
 from campaign.triage.config import TriageConfig
 from ir.gen.builder import GenConfig
 from mutators import MutationConfig
@@ -134,6 +135,9 @@ class CampaignConfig:
     #: paused, rows kept in memory, writes retried) before it stops as on Ctrl-C (exit 3;
     #: `campaign.resume=true` continues it)
     disk_wait_s: float = 600.0
+    #: compiler coverage per test in the backends' sandboxes, and its feedback into the seed
+    #: pool (docs/coverage.md)
+    coverage: CoverageConfig = field(default_factory=CoverageConfig)
 
     def options(self, backend: str) -> BackendOptions:
         return self.backend_options.get(backend) or BackendOptions()
@@ -282,13 +286,18 @@ def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
 
 
 def drop_unlisted_options(cfg: Config) -> list[str]:
-    """Remove `campaign.backend_options` entries whose spec is not in `campaign.backends` (a
+    """Remove `campaign.backend_options` entries (and `campaign.coverage.rates`/`packages`
+    ones) whose spec is not in `campaign.backends` (a
     preset's options for a backend the user's `campaign.backends=[...]` left out); returns
     their specs, so the caller can warn about those the user set on the command line."""
     c = cfg.campaign
     dropped = [spec for spec in c.backend_options if spec not in c.backends]
     for spec in dropped:
         del c.backend_options[spec]
+    # a preset's per-backend coverage rates and packages go with them, silently
+    for table in (c.coverage.rates, c.coverage.packages):
+        for spec in [s for s in table if s not in c.backends]:
+            del table[spec]
     return dropped
 
 
@@ -395,6 +404,7 @@ def validate(cfg: Config) -> Budget:
         ]
         checks += [(v >= 0, f"{key}.resources.{r}: must be >= 0, got {v}")
                    for r, v in o.resources.items()]
+    checks += c.coverage.problems(list(c.backends))
     checks += mutation_checks(cfg.mutation)
     for ok, msg in checks:
         if not ok:

@@ -65,6 +65,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from campaign.budget_plan import BudgetPlan
 from campaign.config import Budget, Config, ConfigError, to_config, validate
+from campaign.coverage_log import CampaignCoverage
 from campaign.findings import FindingStore
 from campaign.ids import index_of, new_run_id, sampled, test_id, test_seed
 from campaign.row import ResultRow, utc_now
@@ -86,6 +87,8 @@ UNMEASURED_S = 1.0
 MERGE_WAIT_FRACTION = 0.25
 #: backend verdicts go to the generation actors' seed pools at most this often
 FEEDBACK_S = 0.5
+#: the campaign's compiler coverage (union, growth), beside results/ (docs/coverage.md)
+COVERAGE_DIR = "coverage"
 #: packed tests per evaluation call at most, in bytes (below Ray's 100 KiB inline limit)
 MAX_CALL_BYTES = 90_000
 #: most tests queued for one backend, whatever `campaign.queue_s` says
@@ -125,7 +128,8 @@ def default_stages(cfg: Config) -> Stages:
         limits=SandboxConfig(timeout_s=c.sandbox_timeout_s,
                              confirm_timeout_factor=c.confirm_timeout_factor),
         merge={b: c.options(b).merge for b in c.backends if c.options(b).merge > 1},
-        configs={b: c.options(b).configs for b in c.backends if c.options(b).configs > 0}))
+        configs={b: c.options(b).configs for b in c.backends if c.options(b).configs > 0},
+        compiler_coverage=c.coverage))
 
 
 @dataclass
@@ -180,6 +184,9 @@ class Summary:
     #: for it (None: a test budget)
     testing_s: float = 0.0
     testing_deadline_s: float | None = None
+    #: compiler coverage: per backend, the lines of its packages the campaign's tests ran
+    #: (docs/coverage.md; {} when not measured)
+    coverage: dict[str, int] = field(default_factory=dict)
 
     def table(self) -> str:
         """Verdict counts per backend as a small text table."""
@@ -240,6 +247,9 @@ class Summary:
                             if self.spill_file else "LOST (no space anywhere)"))
         if self.finding_write_errors:
             lines.append(f"{self.finding_write_errors} finding folders could not be written")
+        if self.coverage:
+            lines.append("compiler coverage (lines): " + ", ".join(
+                f"{b} {n}" for b, n in sorted(self.coverage.items())))
         if self.worker_deaths or self.worker_timeouts or self.worker_errors:
             lines.append(f"actors: {self.worker_deaths} died, {self.worker_timeouts} hung, "
                          f"{self.worker_errors} raised; {self.requeued} tests re-run")
@@ -855,6 +865,11 @@ class _Campaign:
         self.by_ref: dict[Any, _Call] = {}
         #: backend verdicts not yet sent to the generation actors' seed pools (docs/mutation.md)
         self.outcomes: list[tuple[str, str]] = []
+        #: compiler coverage: the union per backend (`campaign.coverage_log`), and the tests
+        #: that reached new lines, not yet sent to the generation actors' seed pools
+        self.coverage = (CampaignCoverage.load(out_dir / COVERAGE_DIR) if self.c.resume
+                         else CampaignCoverage())
+        self.cov_outcomes: list[tuple[str, str, int]] = []
         self.feedback_sent = 0.0
         self.tests_done = 0
         self.skipped_tests = 0
@@ -1123,9 +1138,26 @@ class _Campaign:
             self.fail(pool, item, Verdict.INVALID, "WorkerError", res.message)
             return
         test = item.test
+        self._add_coverage(res)
         self._record(test, res)
         self.outcomes += [(r["test_id"], verdict_signature(r)) for r in res.rows]
         self._done_with(pool, test)
+
+    def _add_coverage(self, report: Any) -> None:
+        """The compiler lines a report's tests ran (what they added to their evaluator's
+        union) into the campaign's union; each row's `cov_new` becomes what is new to the
+        campaign, and a test that reached new lines goes to the seed pools as novel."""
+        new: Counter[tuple[str, str]] = Counter()
+        measured: set[tuple[str, str]] = set()
+        for tid, backend, lines in getattr(report, "coverage", None) or ():
+            measured.add((tid, backend))
+            new[tid, backend] += self.coverage.add(backend, tid, lines,
+                                                   time.monotonic() - self.t_start)
+        for row in report.rows:
+            key = (row["test_id"], row["backend"])
+            if key in measured:
+                row["cov_new"] = new[key]
+        self.cov_outcomes += [(t, b, n) for (t, b), n in new.items() if n]
 
     def _done_with(self, pool: _Pool, test: _Test) -> None:
         test.pending.discard(pool.stage)
@@ -1497,7 +1529,11 @@ class _Campaign:
         refs = []
         if self.outcomes and hasattr(self.stages.generator_cls, "feedback"):
             refs = [slot.actor.feedback.remote(self.outcomes) for slot in self.gen.slots]
+        if self.cov_outcomes and hasattr(self.stages.generator_cls, "coverage_feedback"):
+            refs += [slot.actor.coverage_feedback.remote(self.cov_outcomes)
+                     for slot in self.gen.slots]
         self.outcomes = []
+        self.cov_outcomes = []
         return refs
 
     def stage_report(self) -> dict[str, dict[str, Any]]:
@@ -1539,7 +1575,19 @@ class _Campaign:
             testing_s=(self.t_end or time.monotonic()) - self.t_start,
             testing_deadline_s=(self.deadline - self.t_start if self.deadline is not None
                                 else None),
+            coverage=self.coverage.totals(),
         )
+
+    def write_coverage(self) -> None:
+        """The campaign's compiler coverage as Parquet in `coverage/` (nothing when none was
+        measured); a write that fails is a warning line."""
+        if not self.coverage.unions:
+            return
+        try:
+            self.coverage.write(self.out_dir / COVERAGE_DIR)
+        except OSError as e:
+            log.warning("coverage: cannot write to %s (%s)", self.out_dir / COVERAGE_DIR,
+                        e.strerror or e)
 
 
 def _recover_spilled(out_dir: Path) -> int:
@@ -1662,6 +1710,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
         if camp is not None:
             camp.sink.close()
             spill = _spill(camp.sink)
+            camp.write_coverage()
             try:
                 summary = camp.summary(interrupted)
             except Exception:  # e.g. the cluster went away: the summary without the actor table

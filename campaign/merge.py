@@ -143,13 +143,17 @@ class Merged:
         if len(result.outputs) != n * self.n_sets:
             return None
         out = []
-        for part in self.parts:
+        for k, part in enumerate(self.parts):
             outputs = [result.outputs[s * n + i] for s in part.own_sets for i in part.outputs]
             compiles = ([result.compiles[s] for s in part.own_sets]
                         if result.compiles is not None and len(result.compiles) == self.n_sets
                         else None)
+            # the module's compiler coverage is its first part's (counted once)
+            first = k == 0
             out.append(dataclasses.replace(result, outputs=outputs, compiles=compiles,
-                                           input_set=None))
+                                           input_set=None,
+                                           covered=result.covered if first else None,
+                                           cov_added=result.cov_added if first else None))
         return out
 
 

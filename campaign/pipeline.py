@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from campaign.artifacts import Materialized
+from campaign.coverage import Covered
 from campaign.known import matching
 from campaign.merge import merge as build_merged
 from campaign.merge import note as merge_note
@@ -148,6 +149,11 @@ class Generator:
         (docs/mutation.md); ids of tests another actor made are ignored."""
         return self.worker.feedback(outcomes)
 
+    def coverage_feedback(self, outcomes: list[tuple[str, str, int]]) -> int:
+        """Compiler coverage, (test id, backend, new lines) (docs/coverage.md), for the seed
+        pool; ids of tests another actor made are ignored."""
+        return self.worker.coverage_feedback(outcomes)
+
     def close(self) -> None:
         self.worker.close()
 
@@ -200,17 +206,21 @@ class Evaluator:
             row, finding = self.worker.judge(self.backend, prep, result)
             if pass_note is not None and row.verdict == "pass":
                 row.add_note(pass_note)
-            return self._report(row, finding, self.worker.blame_finding(self.backend, result))
+            return self._report(row, finding, self.worker.blame_finding(self.backend, result),
+                                result.cov_added)
         except Exception:
             return _error(prep.tc.test_id)
 
     def _report(self, row: ResultRow, finding: Finding | None,
-                blamed: Finding | None = None) -> TestReport:
+                blamed: Finding | None = None, added: Covered | None = None) -> TestReport:
         """`blamed`: the finding of an earlier test that left the sandbox process unusable
-        (`FuzzWorker.blame_finding`)."""
+        (`FuzzWorker.blame_finding`); `added`: the compiler lines the evaluation added to this
+        actor's union (None: not measured)."""
         # where and when the backend ran, not where and when the test was made
         row.update(host=self.worker.host, worker=self.label, ts=utc_now())
-        return TestReport([row.to_dict()], [f for f in (finding, blamed) if f is not None])
+        coverage = [] if added is None else [(row.test_id, self.backend.name, added)]
+        return TestReport([row.to_dict()], [f for f in (finding, blamed) if f is not None],
+                          coverage)
 
     def _evaluate_merged(self, group: list[int], preps: list[Prepared | None],
                          out: list) -> None:
@@ -254,13 +264,17 @@ class Evaluator:
                     continue
                 if row.verdict == "pass":
                     row.merged = k
+                    # the merged module's coverage is its first part's (`Merged.split`)
                     out[i] = self._report(row, None, self.worker.blame_finding(self.backend,
                                                                                result)
-                                          if j == 0 else None)
+                                          if j == 0 else None, split[j].cov_added)
                     continue
                 # the merged run's finding (if any) is dropped: the alone run decides
                 what = f"{row.verdict} ({row.error_sig or row.error_class})"
             out[i] = self._alone(prep, merge_note(k, what))
+            if j == 0 and result.cov_added and isinstance(out[i], TestReport):
+                # the merged module ran code too: its lines join the campaign's union
+                out[i].coverage.insert(0, (prep.tc.test_id, self.backend.name, result.cov_added))
 
     def close(self) -> None:
         self.worker.close()

@@ -103,6 +103,7 @@ class ResultRow:
     backend_config: str | None = ""
     merged: int | None = None
     n_compiles: int | None = None
+    cov_new: int | None = None
     timeout_confirmed: bool | None = None
     timeout_limit_s: float | None = None
     confirm_limit_s: float | None = None

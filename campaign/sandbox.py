@@ -42,12 +42,19 @@ Design (one sandbox per backend per FuzzWorker):
   Scratch dirs live under `WORK_ROOT/<parent pid>-...`; those of dead parents (a Ray actor
   killed with SIGKILL cannot clean up) are swept by the next sandbox to start.
 
+- Compiler coverage (`coverage`, a `campaign.coverage.CoverageSpec`): on the tests its rate
+  chooses, the child runs the evaluation under coverage.py's tracer restricted to the
+  backend's packages and sends the lines back in `BackendResult.covered`; the union of what
+  was seen is kept by the caller (`FuzzWorker`), in the parent, so a replaced process loses
+  none of it. A test whose process dies or hangs sends nothing: its own lines are lost.
+
 Invariant: `evaluate` always returns a `BackendResult` and leaves the sandbox usable.
 """
 from __future__ import annotations
 
 import ctypes
 import faulthandler
+import functools
 import io
 import multiprocessing as mp
 import multiprocessing.connection as mpc
@@ -73,6 +80,7 @@ import onnx
 from campaign import proctree
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, set_stage_listener
+from campaign.coverage import CoverageSpec, run_measured
 from campaign.signature import python_frames
 from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
@@ -414,7 +422,8 @@ def _truncate_output() -> None:
 
 
 def _child_main(backend: Backend, conn: Any, stage: Any, work_dir: str, out_path: str,
-                memory_limit: int | None, parent: int) -> None:
+                memory_limit: int | None, parent: int,
+                coverage: CoverageSpec | None = None) -> None:
     _setup_child(out_path, memory_limit, parent)
     set_stage_listener(lambda s: setattr(stage, "value", _CODE[s]))
     try:
@@ -426,11 +435,12 @@ def _child_main(backend: Backend, conn: Any, stage: Any, work_dir: str, out_path
     conn.send(("ready", os.getpid()))
     while True:
         try:
-            kind, payload = conn.recv()
+            kind, payload, *rest = conn.recv()
         except (EOFError, OSError):
             return
         if kind == "stop":
             return
+        measure = bool(rest and rest[0])
         stage.value = _SETUP
         try:
             _truncate_output()
@@ -438,7 +448,15 @@ def _child_main(backend: Backend, conn: Any, stage: Any, work_dir: str, out_path
         except Exception as e:  # our transport failed: a harness error, not the compiler's
             result = _harness_result("could not read the job", e)
         else:
-            result = backend.evaluate(m)
+            # compiler coverage: the tracer runs around the evaluation only, and what it saw
+            # goes back with the result (the union is the parent's: it survives this process)
+            try:  # `evaluate` never raises: what does is the tracer, ours
+                result, covered = run_measured(coverage if measure else None,
+                                               functools.partial(backend.evaluate, m))
+            except Exception as e:
+                result = _harness_result("could not measure compiler coverage", e)
+            else:
+                result.covered = covered
         stage.value = _IDLE
         try:  # our code, in a process the compiler may have damaged
             replace = health.check(result)
@@ -517,9 +535,12 @@ def _kill_group(pid: int, mark: str | None = None) -> set[int]:
 class Sandbox:
     """A backend behind a process boundary. Not thread-safe: one test at a time."""
 
-    def __init__(self, backend: Backend, cfg: SandboxConfig | None = None):
+    def __init__(self, backend: Backend, cfg: SandboxConfig | None = None,
+                 coverage: CoverageSpec | None = None):
         self.backend = backend
         self.cfg = cfg or SandboxConfig()
+        #: compiler coverage measured in the process, on the tests its rate chooses
+        self.coverage = coverage
         self.stats = SandboxStats()
         self._proc: Any = None
         self._conn: Any = None
@@ -567,7 +588,7 @@ class Sandbox:
         proc = _CTX.Process(
             target=_child_main, name=f"sandbox-{self.backend.name}", daemon=True,
             args=(self.backend, child_end, self._stage, self._work_dir, out_path, memory,
-                  os.getpid()))
+                  os.getpid(), self.coverage))
         proc.start()
         assert proc.pid is not None  # started
         child_end.close()
@@ -711,7 +732,8 @@ class Sandbox:
                 return BackendResult(stage=Stage.UNKNOWN, verdict=Verdict.INVALID,
                                      error_class="SandboxError", error_msg=str(e)), 0.0
             try:
-                self._conn.send(("job", job.pack()))
+                measure = self.coverage is not None and self.coverage.measures(job.seed)
+                self._conn.send(("job", job.pack(), measure))
                 break
             except (BrokenPipeError, ConnectionResetError, OSError):  # died while idle
                 self._kill()

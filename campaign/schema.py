@@ -56,6 +56,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("backend_config", pa.string(), nullable=True),
         pa.field("merged", pa.int32(), nullable=True),
         pa.field("n_compiles", pa.int32(), nullable=True),
+        pa.field("cov_new", pa.int32(), nullable=True),
         pa.field("timeout_confirmed", pa.bool_(), nullable=True),
         pa.field("timeout_limit_s", pa.float64(), nullable=True),
         pa.field("confirm_limit_s", pa.float64(), nullable=True),

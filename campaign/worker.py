@@ -28,6 +28,7 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult, make_backend
+from campaign.coverage import CoverageConfig, CoverageSpec, CoverageUnion, Covered, run_measured, size
 from campaign.dynshape import add_shapes, classify, failing_sets
 from campaign.oracle import Judgement, judge_sets
 from campaign.reference import ReferenceResult, run_reference, run_shadow
@@ -69,6 +70,8 @@ class WorkerConfig:
     #: backend spec -> the fraction of tests run in a drawn configuration
     #: (`BackendOptions.configs`; `Backend.sample_configs`)
     configs: dict[str, float] = field(default_factory=dict)
+    #: compiler coverage (`campaign.coverage`; `campaign.coverage` in the campaign config)
+    compiler_coverage: CoverageConfig = field(default_factory=CoverageConfig)
 
 
 @dataclass
@@ -88,6 +91,9 @@ class TestReport:
 
     rows: list[dict[str, Any]]
     findings: list[Finding]
+    #: (test id, backend, lines its evaluation added to the evaluating worker's union): the
+    #: driver adds them to the campaign's union (`campaign.coverage_log`)
+    coverage: list[tuple[str, str, Covered]] = field(default_factory=list)
 
 
 @dataclass
@@ -226,8 +232,18 @@ class FuzzWorker:
         self.backends: list[Backend] = [make_backend(b) for b in cfg.backends]
         for b in self.backends:
             b.sample_configs = cfg.configs.get(b.name, 0.0)
+        #: per backend: what compiler coverage measures of it (none: not measured)
+        self.coverage: dict[str, CoverageSpec] = {}
+        for b in self.backends:
+            spec = cfg.compiler_coverage.spec(b.name, b.COVERAGE_PACKAGES)
+            if spec is not None:
+                self.coverage[b.name] = spec
+        #: per backend: the lines its measured tests ran, kept here, outside every sandbox
+        #: process, so that a crashed or replaced process loses none of it
+        self.unions: dict[str, CoverageUnion] = {b: CoverageUnion() for b in self.coverage}
         self.sandboxes: dict[str, Sandbox] = (
-            {b.name: Sandbox(b, cfg.limits) for b in self.backends} if cfg.sandbox else {})
+            {b.name: Sandbox(b, cfg.limits, self.coverage.get(b.name)) for b in self.backends}
+            if cfg.sandbox else {})
         #: the seed pool and the mutation engine (docs/mutation.md)
         self.mutation = MutationSource(cfg.mutation, cfg.generator)
         self.engine = self.mutation.engine
@@ -249,6 +265,11 @@ class FuzzWorker:
         for the seed pool (`mutators.source.MutationSource.feedback`); returns how many were new."""
         return self.mutation.feedback(outcomes)
 
+    def coverage_feedback(self, outcomes: list[tuple[str, str, int]]) -> int:
+        """Compiler coverage of tests this worker made, as (test id, backend, new lines), for
+        the seed pool (`MutationSource.coverage_feedback`); returns how many tests it kept."""
+        return self.mutation.coverage_feedback(outcomes)
+
     def close(self) -> None:
         """Stop the sandbox processes (they also die with this process)."""
         for sb in self.sandboxes.values():
@@ -267,8 +288,15 @@ class FuzzWorker:
         for this test (None: `limits.timeout_s`; `Sandbox.evaluate`)."""
         sb = self.sandboxes.get(backend.name)
         if sb is None:
-            return backend.evaluate(m)
-        return sb.evaluate(m, job, timeout_s=timeout_s, confirm=confirm)
+            spec = self.coverage.get(backend.name)
+            measure = spec if spec is not None and spec.measures(m.tc.seed) else None
+            result, covered = run_measured(measure, lambda: backend.evaluate(m))
+            result.covered = covered
+        else:
+            result = sb.evaluate(m, job, timeout_s=timeout_s, confirm=confirm)
+        if result.covered is not None:
+            result.cov_added = self.unions[backend.name].add(result.covered)
+        return result
 
     # ---- making a test -------------------------------------------------------------------------
     def make_test(self, test_id: str, seed: int, avoid: Iterable[str] = (),
@@ -342,14 +370,18 @@ class FuzzWorker:
         return prep if isinstance(prep, TestReport) else self._evaluate_all(prep)
 
     def _evaluate_all(self, prep: Prepared) -> TestReport:
-        rows, findings = [], []
+        rows, findings, coverage = [], [], []
         job = Job.of(prep.m) if self.sandboxes else None
         for backend in self.backends:
             result = self.evaluate(backend, prep.m, job)
             row, found = self.judge(backend, prep, result)
             rows.append(row.to_dict())
             findings += [f for f in (found, self.blame_finding(backend, result)) if f]
-        return TestReport(rows, findings)
+            if result.cov_added is not None:
+                coverage.append((prep.tc.test_id, backend.name, result.cov_added))
+        # the whole path in one process: this worker's own pool hears of the new code at once
+        self.coverage_feedback([(t, b, size(c)) for t, b, c in coverage])
+        return TestReport(rows, findings, coverage)
 
     def prepare(self, tc: TestCase, gen_ms: float = 0.0,
                 backends: Sequence[str] | None = None) -> Prepared | TestReport:
@@ -382,6 +414,8 @@ class FuzzWorker:
         dialect = result.dialect or backend.dialect
         if dialect:
             row.dialect = dialect
+        if result.cov_added is not None:
+            row.cov_new = size(result.cov_added)
         if result.verdict is not None or result.failed:
             row.update(**self._failure_fields(result))
         else:

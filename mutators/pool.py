@@ -5,8 +5,12 @@ Entries are the corpus seeds, generated seeds, and tests that showed something n
 dtype, a def-use edge between two ops, an op nested in a control-flow body, a nesting depth) or
 when its outcome carries a verdict signature not seen before (the reference's verdict at
 generation; each backend's verdict and error signature, fed back later by the campaign driver).
-Only valid novel tests join the pool (AFL keeps only inputs with new coverage); the parent of a
-novel test is credited with a *find*.
+A third signal comes from the compilers: a test whose evaluation ran lines of a backend's Python
+code not seen before (compiler coverage, `coverage_feedback`, docs/coverage.md) is novel too.
+The signals combine by *or* for keeping a test (any one makes it novel) and multiply in its
+energy. Only valid novel tests join the pool (AFL keeps only inputs with new coverage); the
+parent of a novel test is credited with a *find*, and the mutators the test applied itself
+with one each (`mutator_finds`).
 
 Power schedule (`weight`), in the spirit of AFLFast's FAST schedule: an entry's chance to be
 chosen grows with the finds of its children and with a new verdict signature of its own, and
@@ -14,6 +18,7 @@ shrinks with the times it was chosen and with the frequency of its *class* (its 
 a common op mix gets less energy, a rare one more):
 
     weight(e) = (1 + finds(e)) * (4 if e found a new verdict signature else 1)
+                * (2 if e reached new compiler code else 1)
                 / (sqrt(1 + chosen(e)) * freq(class(e)))
 
 `freq` counts every test observed, kept or not. Seeds never leave the pool; when it is full the
@@ -85,6 +90,8 @@ class Entry:
     chosen: int = 0
     finds: int = 0
     new_signature: bool = False
+    #: its evaluation reached compiler code no earlier test had (`coverage_feedback`)
+    new_coverage: bool = False
     parent: str | None = None
 
 
@@ -110,6 +117,8 @@ class SeedPool:
         self.recent: OrderedDict[str, _Recent] = OrderedDict()
         self.recent_size = recent
         self.counts: Counter[str] = Counter()
+        #: per mutator: novel tests kept whose own steps it applied
+        self.mutator_finds: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -162,14 +171,34 @@ class SeedPool:
             self._keep(test_id, r.graph, r.lineage, r.parent, True)
         return True
 
+    def coverage_feedback(self, test_id: str, new_lines: int) -> bool:
+        """Compiler coverage of a test seen after it was added: `new_lines` lines of a
+        backend's code no earlier test had run. Returns whether that made it novel (it is then
+        kept, if still known, with the energy of new coverage); 0 new lines: not novel."""
+        if new_lines <= 0:
+            return False
+        self.counts["new_coverage"] += 1
+        e = self.entries.get(test_id)
+        if e is not None:
+            e.new_coverage = True
+            return True
+        r = self.recent.pop(test_id, None)
+        if r is None or not r.valid:
+            return False
+        self._keep(test_id, r.graph, r.lineage, r.parent, False, new_coverage=True)
+        return True
+
     def _keep(self, test_id: str, graph: Graph, lineage, parent: str | None,
-              new_signature: bool) -> Entry:
+              new_signature: bool, new_coverage: bool = False) -> Entry:
         seed_id = lineage[0].get("seed_id", test_id) if lineage else test_id
         e = Entry(test_id, graph, lineage, seed_id, op_class(graph), parent=parent,
-                  new_signature=new_signature)
+                  new_signature=new_signature, new_coverage=new_coverage)
         self.entries[test_id] = e
         if parent is not None and parent in self.entries:
             self.entries[parent].finds += 1
+        for step in lineage[1:] if lineage else ():
+            if step.get("test") == test_id and "mutator" in step:
+                self.mutator_finds[step["mutator"]] += 1
         self.counts["kept"] += 1
         self._evict()
         return e
@@ -186,6 +215,7 @@ class SeedPool:
     # ---- choosing ------------------------------------------------------------------------------
     def weight(self, e: Entry) -> float:
         return ((1 + e.finds) * (4.0 if e.new_signature else 1.0)
+                * (2.0 if e.new_coverage else 1.0)
                 / (math.sqrt(1 + e.chosen) * max(1, self.freq[e.klass])))
 
     def choose(self, rng: random.Random) -> Entry | None:
@@ -209,4 +239,5 @@ class SeedPool:
         return {**self.counts, "entries": len(self.entries),
                 "seeds": sum(1 for e in self.entries.values() if e.seed),
                 "features": len(self.seen_features), "signatures": len(self.seen_signatures),
+                "mutator_finds": dict(self.mutator_finds),
                 "top": [(e.id, round(self.weight(e), 4), e.finds) for e in top]}

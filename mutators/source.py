@@ -7,7 +7,8 @@ Per test (deterministic given the seed and the pool's history):
   - otherwise (or when no mutation applied) a graph is generated from the seed, as with
     mutation off (`mutation.rate=0`: generation only).
 After the reference has run, `observe` tells the pool what the test showed; the campaign driver
-later feeds the backends' verdicts back (`feedback`). Lineage (one JSON list per test, stored in
+later feeds the backends' verdicts back (`feedback`) and the new compiler code the test reached
+(`coverage_feedback`). Lineage (one JSON list per test, stored in
 every row): a header `{"seed": test seed, "seed_id": root seed, "parent": pool entry,
 "discarded": candidates discarded}` (generated tests: `{"seed": s, "seed_id": "gen/<s>"}`),
 then every mutation step from the root seed on, oldest first, each tagged with the test that
@@ -224,3 +225,14 @@ class MutationSource:
         for test_id, sig in outcomes:
             by_test.setdefault(test_id, []).append(sig)
         return sum(self.pool.feedback(t, sigs) for t, sigs in by_test.items())
+
+    def coverage_feedback(self, outcomes: Iterable[tuple[str, str, int]]) -> int:
+        """(test id, backend, new lines) from the backends' compiler coverage (docs/
+        coverage.md): a test that reached new code of any backend is novel; returns how many
+        tests that made novel."""
+        if not self.active:
+            return 0
+        by_test: dict[str, int] = {}
+        for test_id, _backend, n in outcomes:
+            by_test[test_id] = by_test.get(test_id, 0) + n
+        return sum(self.pool.coverage_feedback(t, n) for t, n in by_test.items())

@@ -161,6 +161,9 @@ class InductorBackend(Backend):
 
     UNSUPPORTED = INDUCTOR_UNSUPPORTED
     CONFIG_SPACE = INDUCTOR_SPACE
+    #: Dynamo, AOT autograd, the higher-order ops, Inductor's lowering and scheduling
+    COVERAGE_PACKAGES = ("torch/_dynamo", "torch/_functorch", "torch/_higher_order_ops",
+                         "torch/_inductor")
 
     def __init__(self, device: str = "cpu", fullgraph: bool = True, dynamic: bool | None = False,
                  dialect: str = "hop", unbacked: bool = False, cpp_wrapper: bool = False,

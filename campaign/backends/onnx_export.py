@@ -65,6 +65,9 @@ class OnnxExportBackend(Backend):
 
     UNSUPPORTED = ONNX_EXPORT_UNSUPPORTED
     CONFIG_SPACE = ONNX_EXPORT_SPACE
+    #: torch.export and the exporter's translation and rewriting (ORT, which runs the model,
+    #: has next to no Python)
+    COVERAGE_PACKAGES = ("torch/export", "torch/onnx/_internal", "onnxscript", "onnx_ir")
     dialect: str  # always set (the torch module's dialect)
 
     def __init__(self, optimize: bool = True, opt_level: str = "all", device: str = "cpu",

@@ -97,6 +97,9 @@ class RelaxBackend(Backend):
     #: the name option errors start with (`tvm: opt_level must be 0..3, got 9`)
     kind: ClassVar[str] = "tvm"
     CONFIG_SPACE: ClassVar[tuple[Option, ...]] = TVM_SPACE
+    #: the Relax frontends, passes (tvm/relax/transform), pipeline and VM build: TVM's Python
+    #: under tvm/relax (the passes' C++ is not measured)
+    COVERAGE_PACKAGES: ClassVar[tuple[str, ...]] = ("tvm/relax",)
 
     def __init__(self, target: str = "llvm", opt_level: int = 3, pipeline: str = "fused",
                  mcpu: str | None = None):

@@ -42,7 +42,7 @@ def sample_row(**overrides: Any) -> dict[str, Any]:
         "max_abs_err": None,
         "max_rel_err": None, "gen_ms": 1.5, "ref_ms": 0.1, "compile_ms": 2.0, "run_ms": 0.3, "cpu_ms": 2.1,
         "backend_config": "", "merged": None,
-        "n_compiles": 1, "timeout_confirmed": None, "timeout_limit_s": None,
+        "n_compiles": 1, "cov_new": None, "timeout_confirmed": None, "timeout_limit_s": None,
         "confirm_limit_s": None, "confirm_s": None, "dyn_dims": [], "dyn_shapes": [], "recompile_input_set": None,
         "failed_input_set": None, "dyn_finding": None, "leaked_procs": 0, "damage": None,
         "host": "h", "worker": "w0@1", "ts": datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc),

@@ -79,3 +79,29 @@ def test_eviction_keeps_seeds_and_the_pool_is_deterministic():
     p1, p2 = run(), run()
     assert len(p1) <= 6 and all(s in p1.entries for s, _ in seeds()[:3])
     assert list(p1.entries) == list(p2.entries) and p1.summary() == p2.summary()
+
+
+def test_coverage_feedback_keeps_a_recent_valid_test_credits_its_parent_and_its_mutators():
+    p = _pool()
+    g = seeds()[0][1]  # a seed's graph again: nothing new in its features
+    steps = [{"seed_id": "corpus/attention", "parent": "corpus/attention"},
+             {"mutator": "insert_op", "test": "t0"},  # inherited: not this test's
+             {"mutator": "wrap_loop", "test": "t1"}]
+    assert p.add(g, Outcome("t0", [{}], True, ("reference:valid",)))  # a new signature: kept
+    assert p.add(g, Outcome("t1", steps, True, ("reference:valid",), "corpus/attention")) is None
+    assert p.add(g, Outcome("t2", [{}], True, ("reference:valid",))) is None
+    assert p.add(g, Outcome("t3", [{}], False, ("reference:invalid:X",))) is None
+    assert not p.coverage_feedback("t2", 0) and "t2" not in p.entries  # no new line: not novel
+    assert not p.coverage_feedback("t3", 5) and "t3" not in p.entries  # invalid: never kept
+    assert p.coverage_feedback("t1", 12)
+    e = p.entries["t1"]
+    assert e.new_coverage and not e.new_signature
+    assert p.entries["corpus/attention"].finds == 1 and p.mutator_finds == {"wrap_loop": 1}
+    plain = p.weight(e)
+    e.new_signature = True  # the two signals multiply: 2 x 4
+    assert p.weight(e) == 4 * plain
+    e.new_signature, e.new_coverage = False, False
+    assert p.weight(e) * 2 == plain
+    # an entry already kept (by its graph) only gains the energy of new code
+    n = len(p)
+    assert p.coverage_feedback("t0", 3) and p.entries["t0"].new_coverage and len(p) == n
