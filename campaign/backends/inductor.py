@@ -59,6 +59,15 @@ SCAN_WITH_GRAPH_BREAKS = KnownUnsupported(
     "(pytorch#153437)", Stage.COMPILE, r"InductorError|DataDependentOutputException",
     r"DataDependentOutputException: aten\._local_scalar_dense", r"post_grad\.body_fn")
 
+#: a torch.while_loop carrying a Python int (the loop counter in the form `scalars=number`):
+#: Inductor fails before lowering (pytorch#166525, open; on torch 2.13 the message is
+#: FakeTensorUpdater's, checked by hand with that issue's own reproducer): a known bug
+WHILE_LOOP_INT_CARRY = KnownUnsupported(
+    "torch.while_loop carrying a Python int fails in Inductor (pytorch#166525)", Stage.COMPILE,
+    r"InductorError|AssertionError",
+    r"A subgraph argument other than striding has been modified; FakeTensorUpdater cannot "
+    r"update this argument")
+
 #: the configurations (cpp_wrapper or not) this process has compiled once already
 _warmed: set[bool] = set()
 
@@ -266,9 +275,12 @@ class InductorBackend(Backend):
         clear_caches()
 
     def known_unsupported(self) -> tuple[KnownUnsupported, ...]:
-        if self.fullgraph:
-            return self.UNSUPPORTED
-        return (*self.UNSUPPORTED, SCAN_WITH_GRAPH_BREAKS)
+        known = list(self.UNSUPPORTED)
+        if not self.fullgraph:
+            known.append(SCAN_WITH_GRAPH_BREAKS)
+        if self.form.numbers:
+            known.append(WHILE_LOOP_INT_CARRY)
+        return tuple(known)
 
     def unavailable(self) -> str | None:
         if not self.is_gpu:

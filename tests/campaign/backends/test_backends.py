@@ -182,3 +182,28 @@ def test_a_scan_with_graph_breaks_allowed_is_inductors_known_bug_not_a_finding()
         "(pytorch#153437): DataDependentOutputException: aten._local_scalar_dense.default")
     assert "post_grad.body_fn" in r.frames
     assert _agrees(m, make_backend("inductor?dialect=hop").evaluate(m))
+
+
+LOOP_WITH_COUNTER = """graph main(%n: i64[], %x: f32[3]) {
+  %y = loop(%n, %x) : f32[3] {
+    graph body(%i: i64[], %a: f32[3]) {
+      %f = cast[to=f32](%i) : f32[]
+      %b = add(%a, %f) : f32[3]
+      return %b
+    }
+  }
+  return %y
+}"""
+
+
+def test_a_python_int_loop_carry_is_inductors_known_bug_only_in_that_form():
+    """pytorch#166525: Inductor fails on a torch.while_loop carrying a Python int, which the
+    form `scalars=number` makes of a loop's counter (`WHILE_LOOP_INT_CARRY`); the table of the
+    default form (counters as 0-d tensors) does not hold it."""
+    from campaign.backends.inductor import WHILE_LOOP_INT_CARRY
+
+    assert WHILE_LOOP_INT_CARRY not in make_backend("inductor?dialect=hop").known_unsupported()
+    r = make_backend("inductor?dialect=hop&scalars=number").evaluate(case(LOOP_WITH_COUNTER))
+    assert (r.verdict, r.stage) == (Verdict.UNSUPPORTED, Stage.COMPILE), r.error_msg
+    assert r.error_msg.startswith("torch.while_loop carrying a Python int fails in Inductor "
+                                  "(pytorch#166525): AssertionError: A subgraph argument")
