@@ -41,9 +41,20 @@ class Trigger:
     backend: str
     sigs: frozenset[str]
     edges: frozenset[tuple[str, str]]
+    #: the bucket's (reduced) configuration: the options the failure needs ('' none)
+    config: str = ""
 
     def matches(self, sigs: frozenset[str], edges: frozenset[tuple[str, str]]) -> bool:
         return self.sigs <= sigs and self.edges <= edges
+
+    def holds_for(self, backend: str) -> bool:
+        """Whether the bug can hit every test of backend spec `backend`: its configuration
+        is empty or the spec itself sets it. A bug that needs a drawn option (`fullgraph=
+        false` on `inductor?dialect=mixed`) holds back nothing: most of that backend's tests
+        run without the option, and a test is matched before its configuration is drawn."""
+        from campaign.triage.buckets import config_covers
+
+        return config_covers(self.config, backend.partition("?")[2])
 
 
 def skeleton(g: Graph) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
@@ -76,7 +87,7 @@ def skeleton(g: Graph) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
 def matching(triggers: Iterable[Trigger], g: Graph, backends: Iterable[str]) -> dict[str, str]:
     """backend -> the bucket of the first trigger of that backend `g` matches."""
     wanted = set(backends)
-    mine = [t for t in triggers if t.backend in wanted]
+    mine = [t for t in triggers if t.backend in wanted and t.holds_for(t.backend)]
     if not mine:
         return {}
     sigs, edges = skeleton(g)
@@ -114,7 +125,8 @@ def load_triggers(paths: Iterable[str | Path]) -> list[Trigger]:
                 log.warning("known bug %s: no trigger (%s: %s)", row["bucket"], type(e).__name__, e)
                 continue
             seen.add(row["bucket"])
-            out.append(Trigger(row["bucket"], row["backend"], sigs, edges))
+            out.append(Trigger(row["bucket"], row["backend"], sigs, edges,
+                               row.get("backend_config") or ""))
     return out
 
 
@@ -151,6 +163,7 @@ def db_triggers(path: str | Path) -> list[Trigger]:
         except Exception as e:
             log.warning("known bug %s: no trigger (%s: %s)", bug.bug, type(e).__name__, e)
             continue
-        out += [Trigger(ref["bucket"], ref["backend"], sigs, edges) for ref in bug.buckets
+        out += [Trigger(ref["bucket"], ref["backend"], sigs, edges,
+                        ref.get("backend_config") or "") for ref in bug.buckets
                 if ref.get("kind") == _BUG and ref["backend"] == bug.graph_backend]
     return out

@@ -61,6 +61,19 @@ def test_a_trigger_matches_the_bug_again_but_not_a_new_pattern():
     assert matching(known, parse(in_f64), ["tvm"]) == {}
 
 
+def test_a_bug_that_needs_a_drawn_option_holds_back_only_on_a_spec_that_sets_it():
+    """A bucket reduced to `fullgraph=false` of `inductor?dialect=mixed` (a drawn option):
+    most of that backend's tests run without it, so its trigger holds back nothing there; on
+    a backend spec that sets the option itself it holds back its repeats."""
+    ops, edges = skeleton(parse(REDUCED))
+    drawn = Trigger("inductor-crash-0123456789", "inductor?dialect=mixed", ops, edges,
+                    "fullgraph=false")
+    assert matching([drawn], parse(SAME_AGAIN), ["inductor?dialect=mixed"]) == {}
+    spec = "inductor?dialect=mixed&fullgraph=false"
+    own = Trigger("inductor-crash-9876543210", spec, ops, edges, "fullgraph=false")
+    assert matching([own], parse(SAME_AGAIN), [spec]) == {spec: "inductor-crash-9876543210"}
+
+
 def test_load_triggers_from_a_bugs_table(tmp_path):
     reduced = parse(REDUCED)
     bug = Bucket(BucketKey("tvm", "cpu", "crash", "compile", "InternalError: x"),
