@@ -5,59 +5,23 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
 
 import pyarrow.parquet as pq
 import ray.cloudpickle
+import stage_doubles
+from stage_doubles import Cfg, Report, base_row
 
 from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
 from campaign.coverage_log import CampaignCoverage
 from campaign.driver import Stages, run_campaign
-from campaign.row import ResultRow
 from campaign.storage import read_results
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@dataclass
-class Cfg:
-    backends: list
-    out: str = ""
-
-
-@dataclass
-class Report:
-    rows: list
-    findings: list = field(default_factory=list)
-    coverage: list = field(default_factory=list)
-
-
-@dataclass
-class Made:
-    test_id: str
-    seed: int
-    case: object
-    base: object
-    report: object
-    ms: float = 0.1
-
-
-def _base(tid: str, seed: int) -> dict:
-    return ResultRow.graphless(tid, seed, graph_hash="h", n_insts=1, n_inputs=1, dialect="eager",
-                               gen_ms=0.1, host="h", worker="gen").to_dict()
-
-
-class Gen:
-    def __init__(self, cfg: Cfg, name: str):
-        self.cfg = cfg
-
-    def generate(self, items):
-        return [Made(t, s, f"{t}|{s}", _base(t, s), None) for t, s, *_ in items]
-
+class Gen(stage_doubles.Gen):
     def coverage_feedback(self, outcomes):
-        with open(self.cfg.out, "a") as f:
-            f.write(json.dumps(outcomes) + "\n")
-        return 0
+        return self.record(outcomes)
 
 
 def index(tid: str) -> int:
@@ -75,7 +39,7 @@ class Ev:
         out = []
         for case in cases:
             tid, seed = case.split("|")
-            row = {**_base(tid, int(seed)), "backend": self.backend, "target": "cpu",
+            row = {**base_row(tid, int(seed)), "backend": self.backend, "target": "cpu",
                    "verdict": "pass"}
             cov = [] if index(tid) == 4 else [(tid, self.backend,
                                                {"/x/c.py": frozenset({index(tid) % 3})})]

@@ -4,56 +4,21 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
 
 import ray.cloudpickle
+import stage_doubles
+from stage_doubles import Cfg, Report, base_row
 
 from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
 from campaign.driver import Stages, run_campaign
-from campaign.row import ResultRow
 from campaign.storage import read_results
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@dataclass
-class Cfg:
-    backends: list
-    out: str = ""
-
-
-@dataclass
-class Report:
-    rows: list
-    findings: list = field(default_factory=list)
-
-
-@dataclass
-class Made:
-    test_id: str
-    seed: int
-    case: object
-    base: object
-    report: object
-    ms: float = 0.1
-
-
-def _base(tid: str, seed: int) -> dict:
-    return ResultRow.graphless(tid, seed, graph_hash="h", n_insts=1, n_inputs=1, dialect="eager",
-                               gen_ms=0.1, host="h", worker="gen").to_dict()
-
-
-class Gen:
-    def __init__(self, cfg: Cfg, name: str):
-        self.cfg = cfg
-
-    def generate(self, items):
-        return [Made(t, s, f"{t}|{s}", _base(t, s), None) for t, s, *_ in items]
-
+class Gen(stage_doubles.Gen):
     def feedback(self, outcomes):
-        with open(self.cfg.out, "a") as f:
-            f.write(json.dumps(outcomes) + "\n")
-        return 0
+        return self.record(outcomes)
 
 
 class Ev:
@@ -65,7 +30,7 @@ class Ev:
         for case in cases:
             tid, seed = case.split("|")
             verdict = "crash" if tid.endswith("3") else "pass"
-            out.append(Report([{**_base(tid, int(seed)), "backend": self.backend, "target": "cpu",
+            out.append(Report([{**base_row(tid, int(seed)), "backend": self.backend, "target": "cpu",
                                 "verdict": verdict, "error_sig": "Boom" if verdict == "crash" else None}]))
         return out
 
