@@ -37,9 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from campaign.artifacts import Materialized  # noqa: E402
 from campaign.backends import make_backend  # noqa: E402
 from campaign.coverage import CoverageSpec, size  # noqa: E402
-from campaign.reference import run_reference  # noqa: E402
 from campaign.sandbox import Job, Sandbox, SandboxConfig  # noqa: E402
-from campaign.worker import FuzzWorker, WorkerConfig, set_single_thread  # noqa: E402
+from campaign.worker import set_single_thread  # noqa: E402
 from ir import GenConfig  # noqa: E402
 
 #: short names -> backend specs (the Inductor of cpu_dynamic's hop dialect)
@@ -56,21 +55,21 @@ def spread(xs: list[float]) -> str:
     return f"{med:9.2f} [{p10:.2f}, {p90:.2f}]"
 
 
+def _bench_eval():
+    """bench/eval.py, loaded by path: this script keeps bench/ off sys.path (its coverage.py
+    would shadow the coverage package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_eval", Path(__file__).with_name("eval.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def valid_tests(n: int, gen: GenConfig) -> list[tuple[Materialized, Job]]:
-    """The first `n` generated tests whose reference is valid (the worker's own make_test)."""
-    worker = FuzzWorker(WorkerConfig(generator=gen, backends=["ort"], sandbox=False))
-    out: list[tuple[Materialized, Job]] = []
-    seed = 0
-    while len(out) < n and seed < 50 * n:
-        try:
-            m = Materialized(worker.make_test(f"b{seed}", seed))
-            m.onnx_bytes  # noqa: B018 (builds and checks it)
-            if run_reference(m).problem is None:
-                out.append((m, Job.of(m)))
-        except Exception:  # a generator failure: not this benchmark's business
-            pass
-        seed += 1
-    return out
+    """The first `n` generated tests whose reference is valid (`bench/eval.py`'s)."""
+    return _bench_eval().valid_tests(n, gen)
 
 
 def arcs_sandbox(backend, cfg: SandboxConfig, spec: CoverageSpec) -> Sandbox:

@@ -58,10 +58,9 @@ def spread(xs: list[float]) -> str:
     return f"{med:8.2f} [{p10:.2f}, {p90:.2f}]"
 
 
-def valid_tests(n: int, nodes: int) -> list[tuple[Materialized, Job]]:
+def valid_tests(n: int, gen: GenConfig) -> list[tuple[Materialized, Job]]:
     """The first `n` generated tests whose reference is valid (the worker's own make_test)."""
-    worker = FuzzWorker(WorkerConfig(generator=GenConfig(nodes=nodes), backends=["ort"],
-                                     sandbox=False))
+    worker = FuzzWorker(WorkerConfig(generator=gen, backends=["ort"], sandbox=False))
     out: list[tuple[Materialized, Job]] = []
     seed = 0
     while len(out) < n and seed < 50 * n:
@@ -138,7 +137,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=10)
     args = ap.parse_args()
     set_single_thread()
-    tests = valid_tests(args.tests + 1, args.nodes)
+    tests = valid_tests(args.tests + 1, GenConfig(nodes=args.nodes))
     print(f"{len(tests)} valid tests of {args.nodes} nodes; figures: median [p10, p90]")
     for name in args.backends:
         backend = NullBackend() if name == "null" else make_backend(name)
