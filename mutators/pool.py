@@ -162,13 +162,7 @@ class SeedPool:
             return False
         self.seen_signatures |= new
         self.counts["new_signatures"] += len(new)
-        e = self.entries.get(test_id)
-        if e is not None:
-            e.new_signature = True
-            return True
-        r = self.recent.pop(test_id, None)
-        if r is not None and r.valid:
-            self._keep(test_id, r.graph, r.lineage, r.parent, True)
+        self._late_find(test_id, signature=True)
         return True
 
     def coverage_feedback(self, test_id: str, new_lines: int) -> bool:
@@ -178,14 +172,23 @@ class SeedPool:
         if new_lines <= 0:
             return False
         self.counts["new_coverage"] += 1
+        return self._late_find(test_id, signature=False)
+
+    def _late_find(self, test_id: str, signature: bool) -> bool:
+        """A test found novel after it was added, by a new verdict signature (`signature`) or
+        by new compiler lines: its entry is marked, or, if it is still among the recent tests
+        and was valid, it is kept now. Returns whether it is an entry."""
         e = self.entries.get(test_id)
         if e is not None:
-            e.new_coverage = True
+            if signature:
+                e.new_signature = True
+            else:
+                e.new_coverage = True
             return True
         r = self.recent.pop(test_id, None)
         if r is None or not r.valid:
             return False
-        self._keep(test_id, r.graph, r.lineage, r.parent, False, new_coverage=True)
+        self._keep(test_id, r.graph, r.lineage, r.parent, signature, new_coverage=not signature)
         return True
 
     def _keep(self, test_id: str, graph: Graph, lineage, parent: str | None,
