@@ -985,7 +985,19 @@ class _Campaign:
                 except Exception:  # already gone
                     pass
 
-    def actor_table(self) -> list[dict[str, Any]]:
+    def actor_table(self, settle_s: float = 5.0) -> list[dict[str, Any]]:
+        """Where each actor landed. A short run can end before an actor's start-up check came
+        back: those get up to `settle_s` to report; one still not up has an empty node_id."""
+        starting = [s.starting for p in self.pools for s in p.slots if s.starting is not None]
+        if starting:
+            ray.wait(starting, num_returns=len(starting), timeout=settle_s)
+            for p in self.pools:
+                for s in p.slots:
+                    if s.starting is not None and ray.wait([s.starting], timeout=0)[0]:
+                        try:
+                            self._started(s)
+                        except CampaignError:
+                            s.starting = None
         nodes = {n["NodeID"]: n for n in ray.nodes()} if ray.is_initialized() else {}
         return [{"name": s.name, "stage": p.stage, "node_id": s.node_id,
                  "node_ip": nodes.get(s.node_id, {}).get("NodeManagerAddress", ""),
