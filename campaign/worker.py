@@ -362,17 +362,19 @@ class FuzzWorker:
     def run(self, test_id: str, seed: int) -> TestReport:
         """Make test `test_id` from `seed` and evaluate it on every backend."""
         prep = self.make_prepared(test_id, seed)
-        return prep if isinstance(prep, TestReport) else self._evaluate_all(prep)
+        return prep if isinstance(prep, TestReport) else self.evaluate_all(prep)
 
     def run_case(self, tc: TestCase, gen_ms: float = 0.0) -> TestReport:
         """Evaluate a ready test case (reference, then every backend) into rows and findings."""
         prep = self.prepare(tc, gen_ms)
-        return prep if isinstance(prep, TestReport) else self._evaluate_all(prep)
+        return prep if isinstance(prep, TestReport) else self.evaluate_all(prep)
 
-    def _evaluate_all(self, prep: Prepared) -> TestReport:
+    def evaluate_all(self, prep: Prepared, backends: Sequence[str] | None = None) -> TestReport:
+        """A prepared test on the backends named (None: all of this worker's): rows, findings,
+        and the coverage each added, which this worker's own seed pool hears of at once."""
         rows, findings, coverage = [], [], []
         job = Job.of(prep.m) if self.sandboxes else None
-        for backend in self.backends:
+        for backend in self._chosen(backends):
             result = self.evaluate(backend, prep.m, job)
             row, found = self.judge(backend, prep, result)
             rows.append(row.to_dict())
