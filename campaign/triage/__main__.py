@@ -6,7 +6,8 @@ The bug database's own commands (`campaign.triage.dbcli`):
   python -m campaign.triage recheck DB [--timeout S] [--bug ID ...]
   python -m campaign.triage show DB [--all]
   python -m campaign.triage mark DB BUG STATUS [--note TEXT] [--merged-into BUG]
-  python -m campaign.triage import-findings DB [docs/findings.md]"""
+  python -m campaign.triage import-findings DB [docs/findings]
+  python -m campaign.triage findings [DB] [--notes docs/findings] [--out docs/findings.md] [--check]"""
 from __future__ import annotations
 
 import argparse

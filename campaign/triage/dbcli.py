@@ -5,20 +5,26 @@
   (`campaign.triage.recheck`);
 - `show DB [--all]`: the bugs, open ones first (`--all`: every status);
 - `mark DB BUG STATUS [--note TEXT] [--merged-into BUG]`: set a bug's status and note;
-- `import-findings DB [FILE]`: the rows of the hand-written docs/findings.md as bugs, with
-  their statuses and notes (`campaign.triage.findings_import`; made if missing).
+- `import-findings DB [NOTES]`: the findings' notes (docs/findings/<bug>.md) as bugs, with
+  their statuses (`campaign.triage.findings_import`; the database is made if missing);
+- `findings [DB] [--notes DIR] [--out FILE] [--check]`: write docs/findings.md from the notes
+  (and the database's bugs without notes, when given); `--check` writes nothing and exits 1
+  when the file is not what the notes make (`campaign.triage.findings_page`).
 
-Exit status 0; 2 with a one-line `error: ...` naming the file when the database cannot be used
-(nothing is written then).
+Exit status 0; 2 with a one-line `error: ...` naming the file when the database or a notes file
+cannot be used (nothing is written then).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from campaign.triage.bugdb import OPEN, STATUSES, BugDb, BugDbError
+from campaign.triage.findings_page import PAGE
+from campaign.triage.notes import NOTES_DIR, NotesError
 
-COMMANDS = ("recheck", "show", "mark", "import-findings")
+COMMANDS = ("recheck", "show", "mark", "import-findings", "findings")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,20 +46,49 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("status", choices=STATUSES)
     m.add_argument("--note", default=None)
     m.add_argument("--merged-into", default=None, help="with status merged: the other bug")
-    i = sub.add_parser("import-findings", help="the rows of docs/findings.md as bugs")
+    i = sub.add_parser("import-findings", help="the findings' notes as bugs")
     i.add_argument("db")
-    i.add_argument("file", nargs="?", default="docs/findings.md")
+    i.add_argument("notes", nargs="?", default=str(NOTES_DIR))
+    f = sub.add_parser("findings", help="write docs/findings.md from the notes (and a database)")
+    f.add_argument("db", nargs="?", default=None,
+                   help="a bug database: its status beside each note's, its bugs without notes")
+    f.add_argument("--notes", default=str(NOTES_DIR), help="the notes (default %(default)s)")
+    f.add_argument("--out", default=str(PAGE), help="the page (default %(default)s)")
+    f.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 when --out is not what the notes make")
     return p
+
+
+def _findings(a: argparse.Namespace) -> int:
+    """The `findings` command."""
+    from campaign.triage.findings_page import Page
+    from campaign.triage.notes import load_notes
+
+    bugs = BugDb.open(a.db, create=False).read() if a.db is not None else None
+    out = Path(a.out)
+    notes = load_notes(Path(a.notes))
+    text = Page(notes, bugs, Path(a.notes), out).text()
+    if a.check:
+        same = out.is_file() and out.read_text(encoding="utf-8") == text
+        print(f"findings: {out} is " + ("up to date" if same else
+              f"not what {a.notes} makes: run python -m campaign.triage findings --out {out}"))
+        return 0 if same else 1
+    out.write_text(text, encoding="utf-8")
+    print(f"findings: {out} written from {len(notes)} notes"
+          + (f" and {a.db}" if a.db is not None else ""))
+    return 0
 
 
 def run_command(argv: list[str]) -> int:
     a = _parser().parse_args(argv)
     try:
+        if a.command == "findings":
+            return _findings(a)
         db = BugDb.open(a.db, create=a.command == "import-findings")
         if a.command == "import-findings":
             from campaign.triage.findings_import import import_findings
 
-            added = import_findings(db, a.file)
+            added = import_findings(db, Path(a.notes))
             print(f"import-findings: {len(added)} bugs added to {db.path}")
         elif a.command == "recheck":
             from campaign.triage.recheck import recheck
@@ -69,7 +104,7 @@ def run_command(argv: list[str]) -> int:
         else:
             b = db.set_status(a.bug, a.status, a.note, a.merged_into)
             print(f"{b.bug}: {b.status}" + (f" (into {b.merged_into})" if b.merged_into else ""))
-    except BugDbError as e:
+    except (BugDbError, NotesError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

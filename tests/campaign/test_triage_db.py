@@ -1,6 +1,7 @@
 """The bug database across campaigns (campaign/triage/bugdb.py, sightings.py, recheck.py,
 upstream.py, dbcli.py): two triages into one database, re-check of open bugs, atomic and
-concurrent writes, the report.md per bug, and the exact error messages."""
+concurrent writes, the report.md per bug, and the exact error messages (the findings page and
+the notes' import: test_triage_findings.py)."""
 from __future__ import annotations
 
 import os
@@ -329,30 +330,3 @@ def test_held_bugs_of_the_database_give_triggers(tmp_path):
     assert (t.bucket, t.backend) == ("x", "ort") and ("relu", "add") in t.edges
     db.set_status("x", "fixed")  # a fixed bug's repeats go through: a regression is seen
     assert db_triggers(db.path) == []
-
-
-def test_todays_findings_import_with_the_tracker_checks_statuses(tmp_path, capsys):
-    from collections import Counter
-
-    from campaign.triage.findings_import import parse
-
-    db = tmp_path / "db"
-    findings = REPO / "docs" / "findings.md"
-    n = len(parse(findings.read_text()))
-    assert main(["import-findings", str(db), str(findings)]) == 0
-    assert capsys.readouterr().out == f"import-findings: {n} bugs added to {db}\n"
-    bugs = BugDb(db).read()
-    assert len(bugs) == n >= 22
-    by = Counter(b.status for b in bugs.values())
-    assert (by["known-upstream"], by["limitation"], by["merged"]) == (2, 2, 2)
-    assert by["known"] == n - 6
-    merged = {b.bug: b.merged_into for b in bugs.values() if b.status == "merged"}
-    assert merged == {
-        next(i for i in bugs if "unfold_single_window" in i): "F07-torch_functionalize_views-case2",
-        next(i for i in bugs if "bool_write_through_expand" in i):
-            "F08-torch_functionalize_views-case3"}
-    hard = next(b for b in bugs.values() if "HardSwish" in b.title)
-    assert hard.status == "limitation" and "float32 attribute" in hard.note
-    assert all("tracker: " in b.note for b in bugs.values())
-    assert main(["import-findings", str(db), str(findings)]) == 0  # again: nothing new
-    assert "0 bugs added" in capsys.readouterr().out

@@ -1,0 +1,134 @@
+"""docs/findings.md, generated (`python -m campaign.triage findings [DB] [--notes DIR] [--out
+FILE] [--check]`): the page of the real bugs dynsmith found, made from the hand-written notes
+(`campaign.triage.notes`, docs/findings/<bug>.md) and, when given, a bug database.
+
+The page: a header saying it is generated and how to regenerate it, then one table per status
+group, each ordered by compiler project, compiler and bug id: the bugs (`new`, `known`), those
+already reported upstream (`known-upstream`), the fixed ones, the limitations (not bugs), and
+dynsmith's own (`ours`); empty groups are left out. A `merged` note is folded into the row of
+the bug it repeats (its compiler, what, how found and reproducer in that row's cells), so no
+row is lost and none is listed twice. Each row links its notes file and says what the
+compiler's tracker held.
+
+Without a database the page is the notes alone: that is the committed docs/findings.md
+(tests/campaign/test_triage_findings.py checks it equals what this module makes). With one,
+the page also says, for a noted bug whose database status differs from its note, the database's
+status (the note is not changed: a person settles it), and lists apart the database's bugs
+that have no notes yet: the open and fixed ones one row each, the `ours`, `limitation` and
+`merged` ones counted. That page is for reading locally; it is not the committed one.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from campaign.triage.bugdb import Bug
+from campaign.triage.notes import NOTES_DIR, Note
+
+PAGE = Path("docs/findings.md")
+#: status groups in page order: (statuses, heading, a line under it, how the summary counts it)
+GROUPS: tuple[tuple[tuple[str, ...], str, str, str], ...] = (
+    (("new", "known"), "Bugs", "Open, not found in the compiler's tracker (or not looked up).",
+     "open bugs"),
+    (("known-upstream",), "Already reported upstream",
+     "Real bugs the compiler's tracker already had.", "already reported upstream"),
+    (("fixed",), "Fixed", "Their reproducer no longer fails on a later version.", "fixed"),
+    (("limitation",), "Limitations, not bugs",
+     "Documented behaviour of the compiler (its spec, its source), so not reported.",
+     "limitations"),
+    (("ours",), "dynsmith's own bugs", "False alarms whose cause was dynsmith.", "ours"),
+)
+_HEADER = "| bug | compiler | what | how found | reproducer | tracker |\n|---|---|---|---|---|---|\n"
+#: database statuses of bugs without notes that are counted, not listed
+_COUNTED = ("ours", "limitation", "merged")
+
+
+def _cell(text: str) -> str:
+    """`text` safe in a table cell (one line, no column break)."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+@dataclass
+class Page:
+    """What the page is made of: the notes by id, and the database's bugs (None: no database)."""
+
+    notes: dict[str, Note]
+    bugs: dict[str, Bug] | None = None
+    #: the notes directory as the page names it (links are relative to the page)
+    notes_dir: Path = NOTES_DIR
+    page: Path = PAGE
+
+    def _link(self, note: Note) -> str:
+        rel = Path(os.path.relpath(self.notes_dir / note.path.name, self.page.parent))
+        return f"[{note.bug}]({rel.as_posix()})"
+
+    def _row(self, note: Note, merged: list[Note]) -> str:
+        what, how, repro = note.what, note.how_found, note.reproducer
+        for m in merged:  # a repeat's cells go into the row of the bug it repeats
+            what += f"<br>**The same bug, listed as** {self._link(m)} ({m.compiler}): {m.what}"
+            how += f"<br>**{m.bug}:** {m.how_found}"
+            repro += f"<br>**{m.bug}:** {m.reproducer}"
+        tracker = note.tracker.text()
+        db = (self.bugs or {}).get(note.bug)
+        if db is not None and db.status != note.status:
+            tracker += f"<br>**Database status:** {db.status} (the note says {note.status})"
+        cells = (self._link(note), note.compiler, what, how, repro, tracker)
+        return "| " + " | ".join(_cell(c) for c in cells) + " |\n"
+
+    def _group(self, statuses: tuple[str, ...]) -> list[Note]:
+        return sorted((n for n in self.notes.values() if n.status in statuses),
+                      key=lambda n: (n.project, n.compiler, n.bug))
+
+    def _unnoted(self) -> Iterable[str]:
+        bugs = [b for b in (self.bugs or {}).values() if b.bug not in self.notes]
+        listed = [b for b in bugs if b.status not in _COUNTED]
+        counted = {s: sum(b.status == s for b in bugs) for s in _COUNTED}
+        yield "## In the bug database, without notes\n\n"
+        yield (f"{len(listed)} bugs to write up (a note in {self.notes_dir}/<bug>.md), and "
+               + ", ".join(f"{n} {s}" for s, n in counted.items()) + " not listed.\n\n")
+        if listed:
+            yield ("| bug | status | title | campaigns | tests | last seen |\n"
+                   "|---|---|---|---|---|---|\n")
+        for b in listed:
+            seen = b.last_seen.date().isoformat() if b.last_seen else ""
+            cells = (b.bug, b.status, b.title or "", str(b.campaigns), str(b.tests), seen)
+            yield "| " + " | ".join(_cell(c) for c in cells) + " |\n"
+        yield "\n"
+
+    def text(self) -> str:
+        """The page."""
+        merged: dict[str, list[Note]] = {}
+        for n in sorted(self.notes.values(), key=lambda n: n.bug):
+            if n.merged_into is not None:
+                merged.setdefault(n.merged_into, []).append(n)
+        counts = {c: len(self._group(s)) for s, _, _, c in GROUPS}
+        out = [
+            "# Findings: real bugs dynsmith found\n\n",
+            "<!-- Generated: do not edit. Edit the notes, then regenerate. -->\n",
+            f"*Generated from the notes in [{self.notes_dir}/]({self._rel(self.notes_dir)}/) "
+            "(one file per bug, named by its id in the bug database) by "
+            f"`python -m campaign.triage findings --out {self.page}`; add a bug database "
+            "(`findings DB`) to see its bugs without notes. Edit the notes, not this file: "
+            "`tests/campaign/test_triage_findings.py` checks it is up to date.*\n\n",
+            "Each entry was reduced by hand from a campaign finding and checked outside dynsmith. "
+            "A reproducer is a self-contained script in `docs/bugs/` where one exists. The "
+            "tracker column says whether the bug was looked up in the compiler's tracker, and "
+            "what was found there. A bug that repeats another is listed in that one's row.\n\n",
+            ", ".join(f"{n} {c}" for c, n in counts.items() if n)
+            + f"; {sum(len(v) for v in merged.values())} more repeat one of these (merged).\n\n",
+        ]
+        for statuses, heading, line, _ in GROUPS:
+            notes = self._group(statuses)
+            if not notes:
+                continue
+            out += [f"## {heading}\n\n", f"{line}\n\n", _HEADER]
+            out += [self._row(n, merged.get(n.bug, [])) for n in notes]
+            out.append("\n")
+        if self.bugs is not None:
+            out += list(self._unnoted())
+        return "".join(out).rstrip("\n") + "\n"
+
+    def _rel(self, path: Path) -> str:
+        return Path(os.path.relpath(path, self.page.parent)).as_posix()
