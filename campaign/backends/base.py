@@ -237,6 +237,11 @@ class Backend(abc.ABC):
     #: next to no Python (ORT: a C++ library behind a thin binding), which is not measured;
     #: `campaign.coverage.packages.<spec>` overrides it
     COVERAGE_PACKAGES: ClassVar[tuple[str, ...]] = ()
+    #: the front end another library provides that this backend's import stage runs
+    #: (`torch.export`: the exporter and TVM's torch frontend both export, then decompose):
+    #: an import failure with one cause signature in two compilers of one front end is one
+    #: bug (`campaign.triage.grouping`); None: the importer is the compiler's own
+    FRONTEND: ClassVar[str | None] = None
     #: the configurations worth fuzzing (`campaign.backends.configs`): constructor options with
     #: their values; a test draws one by its seed when `sample_configs` > 0
     CONFIG_SPACE: ClassVar[tuple[Option, ...]] = ()
@@ -463,6 +468,16 @@ def register(name: str, factory: BackendFactory | None = None, **defaults: Any):
         return f
 
     return deco(factory) if factory is not None else deco
+
+
+def frontend_of(spec: str) -> str | None:
+    """The shared front end (`Backend.FRONTEND`) of a backend spec; None if it has none or
+    the spec does not resolve."""
+    try:
+        factory, _ = _resolve(spec)
+    except ValueError:
+        return None
+    return getattr(factory, "FRONTEND", None)
 
 
 def _parse_value(text: str) -> Any:

@@ -67,6 +67,7 @@ class OnnxExportBackend(Backend):
     CONFIG_SPACE = ONNX_EXPORT_SPACE
     #: torch.export and the exporter's translation and rewriting (ORT, which runs the model,
     #: has next to no Python)
+    FRONTEND = "torch.export"
     COVERAGE_PACKAGES = ("torch/export", "torch/onnx/_internal", "onnxscript", "onnx_ir")
     dialect: str  # always set (the torch module's dialect)
 

@@ -86,6 +86,7 @@ class TvmTorchBackend(RelaxBackend):
     dialect: str = "hop"
     UNSUPPORTED = TVM_TORCH_UNSUPPORTED
     LACKS = TVM_TORCH_LACKS
+    FRONTEND = "torch.export"
     CONFIG_SPACE: ClassVar[tuple[Option, ...]] = (*TVM_SPACE, *FORM_SPACE)
 
     def __init__(self, target: str = "llvm", opt_level: int = 3, pipeline: str = "fused",

@@ -24,10 +24,20 @@ configuration and the spec's options do not make another compiler) and one verdi
    configuration), fails with the other's verdict, stage and cause signature. At most
    `max_reruns` re-runs, biggest buckets first.
 
+Across compilers, two more rules:
+
+5. `front end`: two compilers whose import stage runs one shared front end
+   (`Backend.FRONTEND`: the exporter and TVM's torch frontend both run `torch.export` and its
+   decompositions) fail at import, crash-like, with the same cause signature (whose throwing
+   site is part of it), unless both were reduced and their cores differ;
+6. `reference`: dynsmith's own `invalid` buckets (`ours`) with the same signature, whatever
+   the backend: an invalid test fails the reference run, which no backend takes part in, so
+   its rows on every backend are one cause.
+
 Links are transitive (a bug is a connected component). A bug's id is the id of its oldest
 bucket (earliest `first_seen`, then the most rows, then the smallest id), so it stays what it
 was as long as that bucket is in the table; buckets keep their own ids. Buckets that are not
-compiler bugs (`ours`, `known`) are bugs of their own.
+compiler bugs (`ours`, `known`) are bugs of their own, but for rule 6.
 
 Pure: buckets, their reduced graphs and an optional re-run callable in, a `Grouping` out; no
 compiler is called here (the triage passes a callable that runs its sandboxes).
@@ -65,6 +75,8 @@ class BucketEvidence:
     first_seen: datetime | None = None
     count: int = 0
     graph: Graph | None = None
+    #: the backend's shared front end (`Backend.FRONTEND`, e.g. `torch.export`), if any
+    frontend: str | None = None
 
     @property
     def compiler(self) -> str:
@@ -211,6 +223,13 @@ def _age(b: BucketEvidence) -> tuple:
     return (b.first_seen is None, b.first_seen or datetime.min, -b.count, b.bucket)
 
 
+def _one_front_end(bugs: list[BucketEvidence]) -> list[tuple[BucketEvidence, BucketEvidence]]:
+    """Pairs of import-stage buckets of two compilers that share a front end."""
+    imported = [b for b in bugs if b.frontend and b.stage == "import"]
+    return [(a, b) for i, a in enumerate(imported) for b in imported[i + 1:]
+            if a.compiler != b.compiler and a.frontend == b.frontend]
+
+
 def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
           max_reruns: int = 20) -> Grouping:
     """Group `buckets` into bugs (module doc). `rerun(a, b)` re-runs `a`'s reduced graph on
@@ -228,6 +247,19 @@ def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
 
     pairs = [(a, b) for i, a in enumerate(bugs) for b in bugs[i + 1:]
              if a.compiler == b.compiler and a.verdict == b.verdict]
+    for a, b in _one_front_end(bugs):
+        differ = a.bucket in cores and b.bucket in cores and cores[a.bucket] != cores[b.bucket]
+        if a.cause and a.cause == b.cause and a.verdict == b.verdict and not differ:
+            link(a, b, "front end", f"{a.frontend}: {a.cause}")
+    # an invalid test fails dynsmith's reference, which no backend takes part in: the same
+    # reference failure on several backends' rows is one cause
+    first_of: dict[str, BucketEvidence] = {}
+    for b in sorted((b for b in buckets if b.kind == "ours" and b.verdict == "invalid"
+                     and b.error_sig), key=_age):
+        if b.error_sig in first_of:
+            link(first_of[b.error_sig], b, "reference", b.error_sig or "")
+        else:
+            first_of[b.error_sig or ""] = b
     for a, b in pairs:
         reduced = a.bucket in shapes and b.bucket in shapes
         if reduced and shapes[a.bucket] == shapes[b.bucket]:

@@ -489,6 +489,7 @@ class _Triage:
     def group(self) -> None:
         """Set each bucket's bug (`campaign.triage.grouping`): evidence from the reduced graphs
         (`best`), the signatures, and cross re-runs of reduced graphs while time is left."""
+        from campaign.backends.base import frontend_of
         from campaign.triage.grouping import BucketEvidence, group
 
         evidence = []
@@ -497,7 +498,7 @@ class _Triage:
             graph = red.graph if red is not None and red.status in ("reduced", "cached") else None
             evidence.append(BucketEvidence(key.id, key.backend, key.verdict, key.kind, key.stage,
                                            key.error_sig, key.config, b.first_seen, b.count,
-                                           graph))
+                                           graph, frontend_of(key.backend)))
         grouping = group(evidence, self.cross_rerun, self.cfg.group_reruns)
         reasons: dict[str, str] = {}
         for link in grouping.links:

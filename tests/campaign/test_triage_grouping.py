@@ -110,9 +110,9 @@ def _t(minute: int) -> datetime:
 
 def _b(bucket: str, sig: str | None, graph: str | None = None, *, backend: str = "tvm",
        verdict: str = "crash", stage: str = "import", minute: int = 0, count: int = 1,
-       kind: str = "bug", config: str = "") -> BucketEvidence:
+       kind: str = "bug", config: str = "", frontend: str | None = None) -> BucketEvidence:
     return BucketEvidence(bucket, backend, verdict, kind, stage, sig, config, _t(minute), count,
-                          _g(graph) if graph else None)
+                          _g(graph) if graph else None, frontend)
 
 
 # ---- graph evidence ------------------------------------------------------------------------------
@@ -224,9 +224,48 @@ def test_what_is_never_grouped():
         _b("mine", OPERATOR_SIG, BN_RELU),
         _b("other-stage", OPERATOR_SIG, None, stage="compile"),
         _b("ours-1", "InvalidReference: x", kind="ours", verdict="invalid"),
-        _b("ours-2", "InvalidReference: x", kind="ours", verdict="invalid"),
+        _b("ours-2", "InvalidReference: y", kind="ours", verdict="invalid"),
+        # one message on two compilers without a shared front end (TVM's ONNX importer)
+        _b("ort-sig", FUNCTIONAL_SIG, backend="ort"),
+        _b("tvm-sig", FUNCTIONAL_SIG, backend="tvm", minute=1),
     ])
     assert all(bug == bucket for bucket, bug in g.bug.items())
+
+
+FUNCTIONAL_SIG = ("RuntimeError: Attempting to use FunctionalTensor on its own. Instead, please "
+                  "use it with a corresponding FunctionalTensorMode() @ <eval_with_key>.forward")
+
+
+def test_one_import_failure_of_a_shared_front_end_is_one_bug_across_compilers():
+    g = group([
+        _b("export", FUNCTIONAL_SIG, backend="onnx_export", frontend="torch.export"),
+        _b("tvm_torch", FUNCTIONAL_SIG, backend="tvm_torch", frontend="torch.export", minute=1),
+        # the same message at another stage is not the front end's
+        _b("late", FUNCTIONAL_SIG, backend="tvm_torch?opt_level=0", frontend="torch.export",
+           stage="compile", minute=2),
+    ])
+    assert g.bug == {"export": "export", "tvm_torch": "export", "late": "late"}
+    assert [(x.rule, x.detail) for x in g.links] == [
+        ("front end", "torch.export: " + cause_signature(FUNCTIONAL_SIG))]
+
+
+def test_two_front_end_buckets_whose_reduced_cores_differ_stay_apart():
+    g = group([
+        _b("export", FUNCTIONAL_SIG, BN_ADD, backend="onnx_export", frontend="torch.export"),
+        _b("tvm_torch", FUNCTIONAL_SIG, EQ_BOOL, backend="tvm_torch", frontend="torch.export"),
+    ])
+    assert g.bug == {"export": "export", "tvm_torch": "tvm_torch"}
+
+
+def test_one_reference_failure_on_several_backends_is_one_bug():
+    sig = "InvalidReference: inst N (scan) > body: inst N (gt): inputs outside the op's safe domain"
+    g = group([_b(f"{be}-invalid", sig, backend=be, kind="ours", verdict="invalid", minute=i)
+               for i, be in enumerate(["ort", "onnx_export", "inductor?dialect=hop"])]
+              + [_b("other", sig.replace("gt", "sqrt"), backend="ort", kind="ours",
+                    verdict="invalid")])
+    assert g.bug == {"ort-invalid": "ort-invalid", "onnx_export-invalid": "ort-invalid",
+                     "inductor?dialect=hop-invalid": "ort-invalid", "other": "other"}
+    assert {x.rule for x in g.links} == {"reference"}
 
 
 # ---- the cause signature ---------------------------------------------------------------------------
