@@ -37,9 +37,13 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
+def _unit_for(longest_s: float) -> tuple[float, str]:
+    """Divisor and name of the time unit for an axis up to `longest_s` seconds."""
+    return (60.0, "minutes") if longest_s > 180 else (1.0, "seconds")
+
+
 def time_unit(data: ReportData) -> tuple[float, str]:
-    longest = max((r.duration_s for r in data.runs), default=0.0)
-    return (60.0, "minutes") if longest > 180 else (1.0, "seconds")
+    return _unit_for(max((r.duration_s for r in data.runs), default=0.0))
 
 
 def progress(data: ReportData) -> go.Figure:
@@ -142,10 +146,17 @@ def buckets_over_time(data: ReportData) -> go.Figure:
     return _layout(fig, 400)
 
 
+def _runs_title(name: str, pts: list[dict]) -> str:
+    """A panel's title: its name, and how many runs its median is over where several."""
+    n = max(p["n_runs"] for p in pts)
+    return f"{name} ({n} runs)" if n > 1 else name
+
+
 def coverage_over_time(data: ReportData) -> go.Figure:
     """Compiler lines covered against campaign time, one panel per campaign x backend (their
-    scales differ tenfold: Inductor's packages against TVM's), two panels a row."""
-    div, unit = time_unit(data)
+    scales differ tenfold: Inductor's packages against TVM's), two panels a row; the time
+    unit follows the curves' own span (campaign time, not the span of every run's results)."""
+    div, unit = _unit_for(max((p["t"] for p in data.coverage.curves), default=0.0))
     groups, n_runs = _curve_groups(data.coverage.curves)
     cols = 2 if len(groups) > 1 else 1
     nrows = max(1, -(-len(groups) // cols))
@@ -153,7 +164,7 @@ def coverage_over_time(data: ReportData) -> go.Figure:
     height = top + 50 + 300 * nrows
     fig = make_subplots(rows=nrows, cols=cols, horizontal_spacing=0.1,
                         vertical_spacing=100 / (height - top - 50),  # px: x title, next title
-                        subplot_titles=[name for name, _ in groups] or None)
+                        subplot_titles=[_runs_title(name, pts) for name, pts in groups] or None)
     for k, (name, pts) in enumerate(groups):
         _add_band(fig, pts, name, PALETTE[k % len(PALETTE)], div, unit, "lines",
                   row=k // cols + 1, col=k % cols + 1)

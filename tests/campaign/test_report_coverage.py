@@ -177,6 +177,7 @@ def test_page_draws_the_curves_and_tables(three_runs, tmp_path):
     n = len([1 for u in _union(three_runs["dirs"][0]) if u["backend"] == "tvm"])
     assert f"<td>camp/run0</td><td>tvm</td><td class=num>{n:,}</td>" in section
     assert "median of the runs, band min–max (up to 3 runs)" in page
+    assert '"text":"tvm (3 runs)"' in page and '"text":"inductor (3 runs)"' in page
 
 
 def test_a_resumed_runs_curve_starts_from_what_the_earlier_run_left(tmp_path):
