@@ -582,8 +582,8 @@ def _coverage(db: _Db, runs: list[Run], present: dict[str, str]) -> CoverageData
 
 def _load_coverage_file(db: _Db, runs: list[Run], name: str, table: str) -> list[int]:
     """Load `coverage/<name>` of every run that has a readable one into `table` (run, backend
-    labelled as in the rows, the file's columns, rn = row number in the file); return those
-    runs."""
+    labelled as in the rows, the file's columns, rn = row number in the file); return the runs
+    it has rows of (an empty file: a run that measured nothing)."""
     need = _COVERAGE_COLUMNS[name]
     files: list[tuple[str, int]] = []
     for run in runs:
@@ -610,7 +610,7 @@ def _load_coverage_file(db: _Db, runs: list[Run], name: str, table: str) -> list
         JOIN {table}_files f USING (filename)
         LEFT JOIN (SELECT run, backend, any_value(blabel) AS blabel FROM r GROUP BY ALL) b
           ON b.run = f.run AND b.backend = p.backend""")
-    return sorted({i for _, i in files})
+    return sorted(r["run"] for r in db.q(f"SELECT DISTINCT run FROM {table}"))
 
 
 def _coverage_curves(db: _Db, runs: list[Run], points: int = 100) -> list[dict]:
@@ -623,6 +623,8 @@ def _coverage_curves(db: _Db, runs: list[Run], points: int = 100) -> list[dict]:
     ends = [(run.idx, run.campaign, max(run.testing_s if run.testing_s is not None
                                         else run.duration_s, last_t[run.idx]))
             for run in runs if run.idx in last_t]
+    if not ends:
+        return []
     db.x("CREATE TABLE cov_end (run INTEGER, campaign VARCHAR, d DOUBLE)")
     db.con.executemany("INSERT INTO cov_end VALUES (?, ?, ?)", ends)
     return db.q(f"""

@@ -262,10 +262,11 @@ NO_COVERAGE = ("No compiler coverage data in these runs: no coverage/ folder and
                "rows (cov_new). Coverage was off (campaign.coverage.enabled), or the results "
                "predate it.")
 #: ... when rows were measured but no run has a growth file to draw
-NO_CURVES = ("No run has a readable coverage/growth.parquet (a campaign writes it when it ends: "
-             "a run still going, or killed, has none): no curve.")
+NO_CURVES = ("No run has coverage growth (coverage/growth.parquet: a campaign writes it when it "
+             "ends, so a run still going, or killed, has none): no curve.")
 #: the runs left out of the curves, named after this
-NOT_IN_CURVES = "Runs without a readable coverage/growth.parquet, not in the curves: "
+NOT_IN_CURVES = ("Runs without coverage growth (no readable coverage/growth.parquet, or an empty "
+                 "one), not in the curves: ")
 
 
 def _coverage_body(data: ReportData) -> str:

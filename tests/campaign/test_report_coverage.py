@@ -211,6 +211,11 @@ def test_runs_without_coverage_render_a_section_that_says_so(tmp_path):
     page = out.read_text()
     assert ('<section id="s-fig-coverage"><h2>Compiler coverage</h2>' in page
             and f'<p id="cov-none">{NO_COVERAGE}</p>' in page)
+    # coverage files that hold nothing (a campaign whose measured backends ran no test)
+    CampaignCoverage().write(d / "coverage")
+    res = build_report([tmp_path / "c"], out, op_registry=False)
+    assert res.data.coverage.empty and res.data.coverage.growth_runs == []
+    assert f'<p id="cov-none">{NO_COVERAGE}</p>' in out.read_text()
     # results from before coverage: no cov_new nor step_mutators column at all
     f = next((d / "results").glob("part-*.parquet"))
     pq.write_table(pq.read_table(f).drop_columns(["cov_new", "step_mutators"]), f)
