@@ -13,6 +13,11 @@ core accounting of the core scheduler (generation and each backend: share, core-
 evaluated, tests not applicable, held back, skipped, cut off); older summaries lack those fields
 and give what they have.
 
+Compiler coverage (docs/coverage.md), where a run measured it: the union's growth from
+`<run>/coverage/growth.parquet` (time there is seconds since the campaign started, `t_s`), its
+final size per file from `coverage/union.parquet`, and each row's `cov_new` (new compiler lines
+the test added for that backend) summed per mutator the test applied itself and per feature.
+
 Buckets come from the triage `bugs` table of a run (`<run>/bugs.parquet` or
 `<run>/bugs/*.parquet`) where there is one; otherwise they are derived from the rows by
 (backend, target, verdict, stage, error_sig), the same key triage uses for crashes.
@@ -44,7 +49,17 @@ FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Scan", ("n_scan",)),
     ("RNN", ("n_rnn",)),
     ("In-place", ("n_inplace", "n_view_writes")),
+    ("Dynamic shapes", ("dyn_dims",)),
 )
+#: feature columns that are lists (a test has the feature when the list is not empty)
+LIST_FEATURE_COLUMNS = ("dyn_dims",)
+#: where a run keeps its compiler coverage (campaign/driver.py `COVERAGE_DIR`)
+COVERAGE_DIR = "coverage"
+#: the union's growth (campaign/coverage_log.py) and the union, in COVERAGE_DIR
+GROWTH_FILE = "growth.parquet"
+UNION_FILE = "union.parquet"
+#: the group of tests that applied no mutator (generated graphs)
+NO_MUTATOR = "(none: generated)"
 #: where a run keeps its triage table
 BUGS_GLOBS = ("bugs.parquet", "bugs/*.parquet")
 #: bugs-table columns, by role, under the names the triage table may give them (first found wins)
@@ -74,8 +89,10 @@ _WANTED = {
     "campaign": "VARCHAR", "run_id": "VARCHAR", "test_id": "VARCHAR", "mutators": "VARCHAR[]",
     "ops": "VARCHAR[]", "backend": "VARCHAR", "target": "VARCHAR", "verdict": "VARCHAR",
     "stage": "VARCHAR", "error_class": "VARCHAR", "error_sig": "VARCHAR",
-    "finding_dir": "VARCHAR", "ts": "TIMESTAMPTZ",
-    **{c: "INTEGER" for _, cols in FEATURES for c in cols},
+    "finding_dir": "VARCHAR", "ts": "TIMESTAMPTZ", "step_mutators": "VARCHAR[]",
+    "cov_new": "INTEGER",
+    **{c: "VARCHAR[]" if c in LIST_FEATURE_COLUMNS else "INTEGER"
+       for _, cols in FEATURES for c in cols},
 }
 
 
@@ -142,6 +159,30 @@ class Run:
 
 
 @dataclass
+class CoverageData:
+    """The runs' compiler coverage, ready to plot: the union's growth per backend over campaign
+    time, its final size per run, and the new lines (`cov_new`) per mutator and per feature."""
+    #: campaign, backend, t (seconds since the run started), med, lo, hi, n_runs: lines covered
+    #: by time t, median / min / max over the campaign's runs that measured the backend and
+    #: lasted until t (101 grid points per campaign)
+    curves: list[dict] = field(default_factory=list)
+    #: run, backend, lines, files: the union at the end of each run (`union.parquet`)
+    totals: list[dict] = field(default_factory=list)
+    #: name, backend, measured (tests with a `cov_new`), with_new (of them > 0), lines (sum)
+    by_mutator: list[dict] = field(default_factory=list)
+    by_feature: list[dict] = field(default_factory=list)
+    #: backends with a measured test or a growth curve, in label order
+    backends: list[str] = field(default_factory=list)
+    #: runs (idx) that have coverage/growth.parquet
+    growth_runs: list[int] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """No run measured compiler coverage (coverage off, or results from before it)."""
+        return not self.curves and not self.by_mutator and not self.totals
+
+
+@dataclass
 class ReportData:
     """Query results, ready to plot (plain Python lists and dicts)."""
     runs: list[Run]
@@ -163,6 +204,8 @@ class ReportData:
     #: distinct bugs (causes) of the bugs tables' finding buckets (`bug`, else the bucket);
     #: None without a bugs table
     n_finding_bugs: int | None = None
+    #: compiler coverage (docs/coverage.md); all empty when no run measured it
+    coverage: CoverageData = field(default_factory=CoverageData)
     query_s: float = 0.0
 
 
@@ -233,7 +276,8 @@ def load(dirs: Sequence[Path], *, max_buckets: int = 500, op_registry: bool = Tr
     db.x(f"""
         CREATE TABLE t AS
         SELECT run, test_id, any_value(campaign) AS campaign, min(el) AS el,
-          any_value(mutators) AS mutators, any_value(ops) AS ops,
+          any_value(mutators) AS mutators, any_value(step_mutators) AS step_mutators,
+          any_value(ops) AS ops,
           {", ".join(f"max({c}) AS {c}" for c in feat_cols)},
           bool_or(is_finding) AS hit, bool_or(verdict = 'invalid') AS inv
         FROM r GROUP BY run, test_id""")
@@ -264,6 +308,7 @@ def load(dirs: Sequence[Path], *, max_buckets: int = 500, op_registry: bool = Tr
             f"FROM bugs WHERE verdict IN ({', '.join(_sql_str(v) for v in FINDING_VERDICTS)})"
         )[0]["n"]
     data.buckets, data.n_buckets_total = _derived_buckets(db, runs, bug_runs, max_buckets)
+    data.coverage = _coverage(db, runs, present)
     data.query_s = time.perf_counter() - t0
     return data
 
@@ -452,27 +497,47 @@ def _yield(db: _Db, source: str) -> list[dict]:
 
 
 def _mutator_yield(db: _Db) -> list[dict]:
-    return _yield(db, """
-        SELECT run, test_id, unnest(CASE WHEN len(coalesce(mutators, [])) = 0
-                                         THEN ['(none: generated)']
-                                         ELSE list_distinct(mutators) END) AS name
-        FROM t""")
+    return _yield(db, _mutator_groups("mutators"))
 
 
-def _feature_yield(db: _Db, present: dict[str, str]) -> list[dict]:
-    parts, any_feature = [], []
+def _has_feature(col: str) -> str:
+    """SQL: the test (table t) has the feature counted by `col`."""
+    if col in LIST_FEATURE_COLUMNS:
+        return f"len(coalesce({col}, [])) > 0"
+    return f"coalesce({col}, 0) > 0"
+
+
+def _feature_groups(present: dict[str, str]) -> tuple[str, list[str]]:
+    """SQL selecting (run, test_id, name) of each test per feature it has (`none (static)`
+    for none), and the names in order: the features whose columns exist, then `none (static)`."""
+    parts, any_feature, order = [], [], []
     for label, cols in FEATURES:
         have = [c for c in cols if c in present]
         if not have:
             continue
-        cond = " OR ".join(f"coalesce({c}, 0) > 0" for c in have)
+        cond = " OR ".join(_has_feature(c) for c in have)
         any_feature.append(f"({cond})")
         parts.append(f"SELECT run, test_id, {_sql_str(label)} AS name FROM t WHERE {cond}")
+        order.append(label)
     none = " OR ".join(any_feature) or "false"
     parts.append(f"SELECT run, test_id, 'none (static)' AS name FROM t WHERE NOT ({none})")
-    rows = {r["name"]: r for r in _yield(db, " UNION ALL ".join(parts))}
+    return " UNION ALL ".join(parts), order + ["none (static)"]
+
+
+def _mutator_groups(column: str) -> str:
+    """SQL selecting (run, test_id, name) of each test per distinct mutator in its list
+    `column` of table t (NO_MUTATOR for an empty list)."""
+    return f"""
+        SELECT run, test_id, unnest(CASE WHEN len(coalesce({column}, [])) = 0
+                                         THEN [{_sql_str(NO_MUTATOR)}]
+                                         ELSE list_distinct({column}) END) AS name
+        FROM t"""
+
+
+def _feature_yield(db: _Db, present: dict[str, str]) -> list[dict]:
+    source, order = _feature_groups(present)
+    rows = {r["name"]: r for r in _yield(db, source)}
     # every feature whose columns exist gets a bar, even with no test
-    order = [lbl for lbl, cols in FEATURES if any(c in present for c in cols)] + ["none (static)"]
     return [rows.get(n, {"name": n, "tests": 0, "hits": 0, "invalid": 0, "buckets": 0})
             for n in order]
 
@@ -482,6 +547,127 @@ def _op_coverage(db: _Db) -> list[dict]:
         WITH o AS (SELECT unnest(list_distinct(ops)) AS op, hit FROM t)
         SELECT op, count(*) AS tests, count(*) FILTER (WHERE hit) AS hits
         FROM o GROUP BY op ORDER BY tests DESC, op""")
+
+
+#: the columns a coverage file must have to be read (campaign/coverage_log.py's schemas)
+_COVERAGE_COLUMNS = {GROWTH_FILE: ("backend", "t_s", "lines"), UNION_FILE: ("backend", "file")}
+
+
+def _coverage(db: _Db, runs: list[Run], present: dict[str, str]) -> CoverageData:
+    """The runs' compiler coverage: growth curves, final unions, `cov_new` per mutator (those
+    the test applied itself, `step_mutators`, each credited in full, as the seed pool credits
+    them) and per feature. Empty where no run measured any."""
+    cov = CoverageData()
+    cov.growth_runs = _load_coverage_file(db, runs, GROWTH_FILE, "growth")
+    if cov.growth_runs:
+        cov.curves = _coverage_curves(db, runs)
+    if _load_coverage_file(db, runs, UNION_FILE, "cunion"):
+        cov.totals = db.q("""
+            SELECT run, backend, count(*) AS lines, count(DISTINCT file) AS files
+            FROM cunion GROUP BY ALL ORDER BY run, backend""")
+    if "cov_new" in present:
+        by_mut = _coverage_by(db, _mutator_groups("step_mutators"))
+        total: dict[str, int] = {}
+        for row in by_mut:
+            total[row["name"]] = total.get(row["name"], 0) + row["lines"]
+        cov.by_mutator = sorted(by_mut, key=lambda r: (-total[r["name"]], r["name"],
+                                                       r["backend"]))
+        source, order = _feature_groups(present)
+        cov.by_feature = sorted(_coverage_by(db, source),
+                                key=lambda r: (order.index(r["name"]), r["backend"]))
+    cov.backends = sorted({p["backend"] for p in cov.curves} | {r["backend"] for r in cov.totals}
+                          | {r["backend"] for r in cov.by_mutator})
+    return cov
+
+
+def _load_coverage_file(db: _Db, runs: list[Run], name: str, table: str) -> list[int]:
+    """Load `coverage/<name>` of every run that has a readable one into `table` (run, backend
+    labelled as in the rows, the file's columns, rn = row number in the file); return the runs
+    it has rows of (an empty file: a run that measured nothing)."""
+    need = _COVERAGE_COLUMNS[name]
+    files: list[tuple[str, int]] = []
+    for run in runs:
+        path = run.dir / COVERAGE_DIR / name
+        if not path.is_file():
+            continue
+        try:
+            cols = _present_columns(db, [str(path)])
+        except duckdb.Error:  # damaged: that run shows no coverage of this kind
+            continue
+        if all(c in cols for c in need):
+            files.append((str(path), run.idx))
+    if not files:
+        return []
+    db.x(f"CREATE TABLE {table}_files (filename VARCHAR, run INTEGER)")
+    db.con.executemany(f"INSERT INTO {table}_files VALUES (?, ?)", files)
+    rest = ", ".join(f"p.{c}" for c in need if c != "backend")
+    db.x(f"""
+        CREATE TABLE {table} AS
+        SELECT f.run, coalesce(b.blabel, p.backend) AS backend, {rest},
+          p.file_row_number AS rn
+        FROM read_parquet({_sql_list([f for f, _ in files])}, union_by_name=true,
+                          filename=true, file_row_number=true, hive_partitioning=false) p
+        JOIN {table}_files f USING (filename)
+        LEFT JOIN (SELECT run, backend, any_value(blabel) AS blabel FROM r GROUP BY ALL) b
+          ON b.run = f.run AND b.backend = p.backend""")
+    return sorted(r["run"] for r in db.q(f"SELECT DISTINCT run FROM {table}"))
+
+
+def _coverage_curves(db: _Db, runs: list[Run], points: int = 100) -> list[dict]:
+    """Lines covered by campaign time t, per campaign x backend: median, min and max over the
+    campaign's runs whose growth has that backend and that lasted at least t. A run's end is
+    its testing time from summary.json, else its span of results (never before its last
+    growth row). A resumed run's growth.parquet holds the earlier runs' rows first (t_s
+    restarts at 0): its curve is the last run's, starting from what the earlier ones left."""
+    last_t = {r["run"]: r["t"] for r in db.q("SELECT run, max(t_s) AS t FROM growth GROUP BY run")}
+    ends = [(run.idx, run.campaign, max(run.testing_s if run.testing_s is not None
+                                        else run.duration_s, last_t[run.idx]))
+            for run in runs if run.idx in last_t]
+    if not ends:
+        return []
+    db.x("CREATE TABLE cov_end (run INTEGER, campaign VARCHAR, d DOUBLE)")
+    db.con.executemany("INSERT INTO cov_end VALUES (?, ?, ?)", ends)
+    return db.q(f"""
+        WITH lagged AS (
+          SELECT *, lag(t_s) OVER (PARTITION BY run, backend ORDER BY rn) AS prev FROM growth),
+        seg AS (
+          SELECT *, sum(CASE WHEN t_s < prev THEN 1 ELSE 0 END)
+                      OVER (PARTITION BY run, backend ORDER BY rn) AS seg
+          FROM lagged),
+        last AS (SELECT run, backend, max(seg) AS seg FROM seg GROUP BY ALL),
+        base AS (
+          SELECT seg.run, seg.backend,
+            coalesce(max(seg.lines) FILTER (WHERE seg.seg < last.seg), 0) AS base
+          FROM seg JOIN last USING (run, backend) GROUP BY ALL),
+        cur AS (
+          SELECT seg.run, seg.backend, seg.t_s, seg.lines
+          FROM seg JOIN last USING (run, backend) WHERE seg.seg = last.seg),
+        gmax AS (SELECT campaign, max(d) AS m FROM cov_end GROUP BY campaign),
+        grid AS (
+          SELECT campaign, m * i / {points}.0 AS t FROM gmax, range(0, {points + 1}) g(i)),
+        pts AS (
+          SELECT e.campaign, base.backend, base.run, grid.t,
+            greatest(any_value(base.base), coalesce(max(cur.lines), 0)) AS n
+          FROM base JOIN cov_end e USING (run)
+          JOIN grid ON grid.campaign = e.campaign AND grid.t <= e.d + 1e-9
+          LEFT JOIN cur ON cur.run = base.run AND cur.backend = base.backend
+            AND cur.t_s <= grid.t
+          GROUP BY e.campaign, base.backend, base.run, grid.t)
+        SELECT campaign, backend, t, median(n) AS med, min(n) AS lo, max(n) AS hi,
+          count(*) AS n_runs
+        FROM pts GROUP BY ALL ORDER BY campaign, backend, t""")
+
+
+def _coverage_by(db: _Db, source: str) -> list[dict]:
+    """Per group `name` of tests (`source` selects run, test_id, name) and backend: tests
+    measured (a `cov_new`), those with new lines, and the sum of their new lines."""
+    return db.q(f"""
+        WITH g AS ({source})
+        SELECT g.name, r.blabel AS backend, count(*) AS measured,
+          count(*) FILTER (WHERE r.cov_new > 0) AS with_new,
+          CAST(sum(r.cov_new) AS BIGINT) AS lines
+        FROM g JOIN r USING (run, test_id) WHERE r.cov_new IS NOT NULL
+        GROUP BY ALL ORDER BY g.name, backend""")
 
 
 def _registered_ops() -> list[str] | None:

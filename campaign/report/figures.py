@@ -37,9 +37,13 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
+def _unit_for(longest_s: float) -> tuple[float, str]:
+    """Divisor and name of the time unit for an axis up to `longest_s` seconds."""
+    return (60.0, "minutes") if longest_s > 180 else (1.0, "seconds")
+
+
 def time_unit(data: ReportData) -> tuple[float, str]:
-    longest = max((r.duration_s for r in data.runs), default=0.0)
-    return (60.0, "minutes") if longest > 180 else (1.0, "seconds")
+    return _unit_for(max((r.duration_s for r in data.runs), default=0.0))
 
 
 def progress(data: ReportData) -> go.Figure:
@@ -92,39 +96,87 @@ def verdicts(data: ReportData) -> go.Figure:
     return _layout(fig, max(260, 70 + 38 * len(ys)))
 
 
+def _curve_groups(curves: list[dict]) -> tuple[list[tuple[str, list[dict]]], int]:
+    """Median/band curves (campaign, backend, t, med, lo, hi, n_runs) grouped per campaign x
+    backend, sorted, with their names (`campaign · backend` when there are several
+    campaigns), and the most runs any group has."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for p in curves:
+        groups.setdefault((p["campaign"], p["backend"]), []).append(p)
+    multi = len({c for c, _ in groups}) > 1
+    named = [(f"{camp} · {backend}" if multi else backend, pts)
+             for (camp, backend), pts in sorted(groups.items())]
+    return named, max((p["n_runs"] for p in curves), default=0)
+
+
+def _add_band(fig: go.Figure, pts: list[dict], name: str, color: str, div: float, unit: str,
+              noun: str, **where: int) -> None:
+    """One campaign x backend's step curve: the median over its runs, and where it has several
+    a min-max band beneath (hover: min, max and runs). `where`: row/col of a subplot."""
+    x = [p["t"] / div for p in pts]
+    n_runs = max(p["n_runs"] for p in pts)
+    if n_runs > 1:
+        fig.add_trace(go.Scatter(x=x, y=[p["lo"] for p in pts], mode="lines",
+                                 line=dict(width=0, shape="hv"), legendgroup=name,
+                                 showlegend=False, hoverinfo="skip"), **where)
+        fig.add_trace(go.Scatter(x=x, y=[p["hi"] for p in pts], mode="lines",
+                                 line=dict(width=0, shape="hv"), fill="tonexty",
+                                 fillcolor=_rgba(color, 0.2), legendgroup=name,
+                                 showlegend=False, hoverinfo="skip"), **where)
+    fig.add_trace(go.Scatter(
+        x=x, y=[p["med"] for p in pts], mode="lines", line=dict(color=color, shape="hv"),
+        name=name + (f" (median of {n_runs} runs, band min–max)" if n_runs > 1 else ""),
+        legendgroup=name, customdata=[[p["lo"], p["hi"], p["n_runs"]] for p in pts],
+        hovertemplate=("%{y:,} " + noun + " at %{x:.2f} " + unit +
+                       (" (min %{customdata[0]:,}, max %{customdata[1]:,}, "
+                        "%{customdata[2]} runs)" if n_runs > 1 else "")
+                       + "<extra>" + name + "</extra>")), **where)
+
+
 def buckets_over_time(data: ReportData) -> go.Figure:
     div, unit = time_unit(data)
     fig = go.Figure()
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for p in data.bucket_curves:
-        groups.setdefault((p["campaign"], p["backend"]), []).append(p)
-    multi = len({c for c, _ in groups}) > 1
-    any_found = any(p["hi"] > 0 for p in data.bucket_curves)
-    for k, ((camp, backend), pts) in enumerate(sorted(groups.items())):
-        color = PALETTE[k % len(PALETTE)]
-        name = f"{camp} · {backend}" if multi else backend
-        x = [p["t"] / div for p in pts]
-        n_runs = max(p["n_runs"] for p in pts)
-        if n_runs > 1:
-            fig.add_trace(go.Scatter(x=x, y=[p["lo"] for p in pts], mode="lines",
-                                     line=dict(width=0, shape="hv"), legendgroup=name,
-                                     showlegend=False, hoverinfo="skip"))
-            fig.add_trace(go.Scatter(x=x, y=[p["hi"] for p in pts], mode="lines",
-                                     line=dict(width=0, shape="hv"), fill="tonexty",
-                                     fillcolor=_rgba(color, 0.2), legendgroup=name,
-                                     showlegend=False, hoverinfo="skip"))
-        fig.add_trace(go.Scatter(
-            x=x, y=[p["med"] for p in pts], mode="lines", line=dict(color=color, shape="hv"),
-            name=name + (f" (median of {n_runs} runs, band min–max)" if n_runs > 1 else ""),
-            legendgroup=name, customdata=[[p["lo"], p["hi"], p["n_runs"]] for p in pts],
-            hovertemplate=("%{y} buckets at %{x:.2f} " + unit +
-                           (" (min %{customdata[0]}, max %{customdata[1]}, %{customdata[2]} runs)"
-                            if n_runs > 1 else "") + "<extra>" + name + "</extra>")))
+    groups, _ = _curve_groups(data.bucket_curves)
+    for k, (name, pts) in enumerate(groups):
+        _add_band(fig, pts, name, PALETTE[k % len(PALETTE)], div, unit, "buckets")
     fig.update_xaxes(title_text=f"time since the run's first result ({unit})")
     fig.update_yaxes(title_text="distinct buckets", rangemode="tozero")
-    if not any_found:
+    if not any(p["hi"] > 0 for p in data.bucket_curves):
         _empty(fig, "no " + "/".join(FINDING_VERDICTS) + " findings in these runs")
     return _layout(fig, 400)
+
+
+def _runs_title(name: str, pts: list[dict]) -> str:
+    """A panel's title: its name, and how many runs its median is over where several."""
+    n = max(p["n_runs"] for p in pts)
+    return f"{name} ({n} runs)" if n > 1 else name
+
+
+def coverage_over_time(data: ReportData) -> go.Figure:
+    """Compiler lines covered against campaign time, one panel per campaign x backend (their
+    scales differ tenfold: Inductor's packages against TVM's), two panels a row; the time
+    unit follows the curves' own span (campaign time, not the span of every run's results)."""
+    div, unit = _unit_for(max((p["t"] for p in data.coverage.curves), default=0.0))
+    groups, n_runs = _curve_groups(data.coverage.curves)
+    cols = 2 if len(groups) > 1 else 1
+    nrows = max(1, -(-len(groups) // cols))
+    top = 80 if n_runs > 1 else 50
+    height = top + 50 + 300 * nrows
+    fig = make_subplots(rows=nrows, cols=cols, horizontal_spacing=0.1,
+                        vertical_spacing=100 / (height - top - 50),  # px: x title, next title
+                        subplot_titles=[_runs_title(name, pts) for name, pts in groups] or None)
+    for k, (name, pts) in enumerate(groups):
+        _add_band(fig, pts, name, PALETTE[k % len(PALETTE)], div, unit, "lines",
+                  row=k // cols + 1, col=k % cols + 1)
+    fig.update_xaxes(title_text=f"time since the run started ({unit})", rangemode="tozero")
+    fig.update_yaxes(title_text="lines covered", rangemode="tozero")
+    fig.update_annotations(font=dict(size=12))
+    if not groups:
+        _empty(fig, "no coverage/growth.parquet in these runs")
+    if n_runs > 1:
+        fig.update_layout(title=dict(text=f"median of the runs, band min–max (up to {n_runs} "
+                                     "runs)", font=dict(size=12), x=0))
+    return _layout(fig, height, showlegend=False, margin=dict(l=70, r=20, t=top, b=50))
 
 
 def yield_bars(rows: list[dict], note: str | None = None) -> go.Figure:

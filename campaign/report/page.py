@@ -249,6 +249,88 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
+_COVERAGE_NOTE = (
+    "Lines of each backend's compiler packages (Python; docs/coverage.md) that its measured "
+    "tests ran: the union over time, and the new lines (cov_new) the tests of each mutator "
+    "and each feature brought. Backends without packages (ORT, eager) are not measured. "
+    "The curves: lines covered by time since the run started (the campaign's clock, t_s of "
+    "coverage/growth.parquet), one panel per backend; several runs of a campaign give the "
+    "median and a band from min to max over the runs that measured the backend and lasted "
+    "that long.")
+#: the coverage section's text when no run measured coverage
+NO_COVERAGE = ("No compiler coverage data in these runs: no coverage/ folder and no measured "
+               "rows (cov_new). Coverage was off (campaign.coverage.enabled), or the results "
+               "predate it.")
+#: ... when rows were measured but no run has a growth file to draw
+NO_CURVES = ("No run has coverage growth (coverage/growth.parquet: a campaign writes it when it "
+             "ends, so a run still going, or killed, has none): no curve.")
+#: the runs left out of the curves, named after this
+NOT_IN_CURVES = ("Runs without coverage growth (no readable coverage/growth.parquet, or an empty "
+                 "one), not in the curves: ")
+
+
+def _coverage_body(data: ReportData) -> str:
+    """The coverage section below its figure: notes, the union at each run's end, and the new
+    lines per mutator and per feature (or the line saying there is no coverage data)."""
+    cov = data.coverage
+    if cov.empty:
+        return f'<p id="cov-none">{E(NO_COVERAGE)}</p>'
+    labels = {r.idx: r.label for r in data.runs}
+    parts = []
+    if not cov.curves:
+        parts.append(f'<p class="note">{E(NO_CURVES)}</p>')
+    missing = [r.label for r in data.runs if r.idx not in cov.growth_runs]
+    if cov.curves and missing:
+        parts.append('<p class="note">' + E(NOT_IN_CURVES + ", ".join(missing)) + ".</p>")
+    if cov.totals:
+        rows = "".join(
+            f"<tr><td>{E(labels.get(t['run'], '?'))}</td><td>{E(t['backend'])}</td>"
+            f"<td class=num>{t['lines']:,}</td><td class=num>{t['files']:,}</td></tr>"
+            for t in cov.totals)
+        parts.append('<h3>Lines covered at the end of each run (coverage/union.parquet)</h3>'
+                     '<div class="tablewrap"><table id="cov-totals"><thead><tr><th>run</th>'
+                     "<th>backend</th><th class=num>lines</th><th class=num>files</th></tr>"
+                     f"</thead><tbody>{rows}</tbody></table></div>")
+    if cov.by_mutator:
+        parts.append(
+            "<h3>New compiler lines per mutator</h3><p class=\"note\">Per mutator the test "
+            "applied itself (step_mutators; a test with several credits each in full, as the "
+            "seed pool does; (none: generated) for generated graphs) and per backend: the sum "
+            "of cov_new, the tests measured, and those that brought new lines. A line counts "
+            "for the first measured test that ran it, so the first tests of a backend bring "
+            "most of its lines.</p>" + _coverage_table(cov.by_mutator, cov.backends,
+                                                       "mutator", "cov-mutators"))
+        parts.append(
+            "<h3>New compiler lines per dynamic feature</h3><p class=\"note\">The same per "
+            "feature the test contains (as in the yield per dynamic feature; a test with "
+            "several counts for each).</p>"
+            + _coverage_table(cov.by_feature, cov.backends, "feature", "cov-features"))
+    return "".join(parts)
+
+
+def _coverage_table(rows: list[dict], backends: list[str], what: str, table_id: str) -> str:
+    """A group x backend table: per backend, new lines (sum of cov_new), tests measured and
+    those with new lines; a group's rows in the order given."""
+    cells: dict[tuple[str, str], dict] = {(r["name"], r["backend"]): r for r in rows}
+    names = list(dict.fromkeys(r["name"] for r in rows))
+    shown = [b for b in backends if any((n, b) in cells for n in names)]
+    head = (f"<tr><th rowspan=2>{E(what)}</th>"
+            + "".join(f"<th colspan=3 class=num>{E(b)}</th>" for b in shown)
+            + "</tr><tr>" + "<th class=num>new lines</th><th class=num>measured</th>"
+            "<th class=num>with new</th>" * len(shown) + "</tr>")
+    body = []
+    for n in names:
+        row = f"<td>{E(n)}</td>"
+        for b in shown:
+            c = cells.get((n, b))
+            row += (f"<td class=num>{_cell(None, 'int')}</td>" * 3 if c is None else
+                    f"<td class=num>{c['lines']:,}</td><td class=num>{c['measured']:,}</td>"
+                    f"<td class=num>{c['with_new']:,}</td>")
+        body.append(f"<tr>{row}</tr>")
+    return (f'<div class="tablewrap"><table id="{table_id}"><thead>{head}</thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
 def render(data: ReportData, out: Path, *, title: str | None = None,
            inputs: Sequence[Path] = ()) -> list[str]:
     """Write the page to `out`; return the ids of the plot divs it holds."""
@@ -261,9 +343,15 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
     total_s = sum(r.duration_s for r in data.runs)
 
     plots: list[tuple[str, str, str, str]] = []  # id, heading, note, html
+    plot_ids: list[str] = []
 
-    def add(div_id: str, heading: str, note: str, fig: go.Figure) -> None:
-        plots.append((div_id, heading, note, _fig_html(fig, div_id)))
+    def add(div_id: str, heading: str, note: str, fig: go.Figure | None,
+            extra: str = "") -> None:
+        """A section `s-<div_id>`: its figure (none: `extra` alone) and `extra` below."""
+        if fig is not None:
+            plot_ids.append(div_id)
+        plots.append((div_id, heading, note,
+                      (_fig_html(fig, div_id) if fig is not None else "") + extra))
 
     add("fig-progress", "Tests over time and throughput",
         "Distinct tests finished since each run's first result, and tests per second in time "
@@ -288,8 +376,12 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
                  if absent else None)
     add("fig-features", "Yield per dynamic feature",
         "Tests containing each feature (If: n_if, Loop: n_loop, Scan: n_scan, RNN: n_rnn, "
-        "In-place: n_inplace or n_view_writes > 0); a test with several counts for each.",
+        "In-place: n_inplace or n_view_writes > 0, Dynamic shapes: dyn_dims not empty); a test "
+        "with several counts for each.",
         figures.yield_bars(data.feature_yield, feat_note))
+    cov = data.coverage
+    add("fig-coverage", "Compiler coverage", _COVERAGE_NOTE,
+        figures.coverage_over_time(data) if cov.curves else None, _coverage_body(data))
     ops_note = f"{len(data.op_coverage)} distinct ops in these tests"
     if data.registered_ops is None:
         ops_note += " (the op registry could not be imported: ops never generated are not listed)."
@@ -372,5 +464,5 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     os.replace(tmp, out)
-    return [p[0] for p in plots]
+    return plot_ids
 

@@ -2,7 +2,9 @@
 campaign's (written through `campaign.storage.ResultSink` with the real schema), with verdicts,
 Zipf-distributed error signatures per backend (so new buckets keep appearing, more slowly over
 time), finding folders for the first members of each signature, and optionally a triage `bugs`
-table and extra columns (e.g. `n_inplace`) the schema does not have yet.
+table, extra columns (e.g. `n_inplace`) the schema does not have yet, and compiler coverage
+(`cov_new` in the rows, `coverage/union.parquet` and `growth.parquet` written by the driver's
+own `CampaignCoverage`).
 
     python -m campaign.report.synthetic /tmp/synth --tests 5000 --runs 2
 """
@@ -19,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from campaign.coverage_log import CampaignCoverage
 from campaign.schema import RESULT_SCHEMA
 from campaign.storage import RESULTS_DIR, ResultSink
 
@@ -46,6 +49,10 @@ VERDICT_P = (("mismatch", 0.010), ("crash", 0.010), ("signal", 0.003), ("timeout
              ("invalid", 0.020), ("unsupported", 0.030))
 STAGES = {"mismatch": "compare", "crash": "compile", "signal": "run", "timeout": "compile",
           "invalid": "reference", "unsupported": "import"}
+#: backends whose compiler coverage is not measured (no Python packages: docs/coverage.md)
+UNMEASURED = ("ort", "ort_noopt", "eager")
+#: seconds between a synthetic campaign's start and its first result (actors starting)
+COVERAGE_WARMUP_S = 3.0
 ERROR_CLASS = {"mismatch": "Mismatch", "crash": "RuntimeError", "signal": "SIGSEGV",
                "timeout": "Timeout", "invalid": "InvalidReference", "unsupported": "Fail"}
 
@@ -83,11 +90,14 @@ def write_run(
     bugs_table: bool = False,
     repro_scripts: bool = True,
     op_names: Sequence[str] | None = None,
+    coverage_rate: float = 0.0,
 ) -> int:
     """Write one synthetic run under `out_dir` (results/, findings/, maybe bugs.parquet); return
     the number of rows. `op_names`: the op names to draw from (default: the IR's registry).
     `extra_columns` (name -> int type) adds count columns the schema lacks,
-    written straight with pyarrow since ResultSink rejects unknown columns."""
+    written straight with pyarrow since ResultSink rejects unknown columns. `coverage_rate` > 0:
+    that fraction of the tests of every backend but UNMEASURED's is measured (`cov_new`; a
+    signal or timeout loses its lines, as in a campaign), and `coverage/` is written."""
     rng = random.Random(seed)
     out_dir = Path(out_dir)
     start = start or dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -95,6 +105,7 @@ def write_run(
     extra_columns = dict(extra_columns or {})
     rows: list[dict] = []
     sig_seen: dict[str, int] = {}
+    cov = CampaignCoverage()
     sig_weights = [1.0 / (k + 1) ** 1.3 for k in range(n_signatures)]
     pool = _ops_pool() if op_names is None else tuple(op_names)
     op_weights = [1.0 / (1 + (j * 7919) % 13) for j in range(len(pool))]
@@ -106,6 +117,7 @@ def write_run(
         n_ops = rng.randint(3, 12)
         ops = sorted(set(rng.choices(pool, weights=op_weights, k=n_ops)))
         mut = [] if rng.random() < 0.6 else rng.sample(MUTATORS, rng.choice((1, 1, 2)))
+        step = mut[-1 - i % 2:]  # this test's own step: the chain's end (one or two mutators)
         n_if, n_loop = ops.count("if") * rng.randint(1, 2), ops.count("loop")
         n_scan = ops.count("scan")
         n_rnn = ops.count("lstm") + ops.count("gru") + ops.count("rnn")
@@ -123,13 +135,17 @@ def write_run(
             row: dict[str, Any] = {
                 "test_id": test_id, "seed": seed * 1_000_000 + i,
                 "lineage": json.dumps([{"seed": i}] + [{"mutator": m} for m in mut]),
-                "mutators": mut, "graph_hash": f"{rng.getrandbits(64):016x}",
+                "mutators": mut, "step_mutators": step,
+                "graph_hash": f"{rng.getrandbits(64):016x}",
                 "n_insts": n_ops + dyn, "n_inputs": rng.randint(1, 3),
                 "n_params": rng.randint(0, 3),
                 "max_depth": 1 if (n_if or n_loop or n_scan) else 0, "n_if": n_if,
                 "n_loop": n_loop, "n_scan": n_scan, "n_rnn": n_rnn, "n_input_sets": 1,
                 "branch_coverage": 1.0 if n_if else None, "n_if_both": n_if or None,
                 "trip_counts": [], "ops": ops,
+                # every 7th test has a dynamic batch dim (docs/dynshape.md)
+                "dyn_dims": ["x0[0]=B"] if i % 7 == 3 else [],
+                "dyn_shapes": ["B=2", "B=5"] if i % 7 == 3 else [],
                 "dtypes": ["f32"], "dialect": "python" if dyn else "eager", "backend": b,
                 "target": "cpu", "verdict": verdict, "gen_ms": rng.uniform(5, 50),
                 "ref_ms": rng.uniform(1, 10), "compile_ms": rng.uniform(10, 300),
@@ -149,6 +165,10 @@ def write_run(
                     fdir = Path("findings") / b / verdict / test_id
                     _write_finding(out_dir / fdir, row, repro_scripts)
                     row["finding_dir"] = fdir.as_posix()
+            if (coverage_rate > 0 and b not in UNMEASURED and rng.random() < coverage_rate
+                    and verdict not in ("signal", "timeout")):
+                row["cov_new"] = cov.add(b, test_id, _covered(rng, b, ops, step),
+                                         COVERAGE_WARMUP_S + el)
             for name in extra_columns:
                 row[name] = n_inplace if name == "n_inplace" else n_inplace // 2
             full = {f.name: row[f.name] if f.name in row else _default(f, ts)
@@ -172,7 +192,19 @@ def write_run(
             sink.add_many(rows)
     if bugs_table:
         _write_bugs(out_dir, rows)
+    if coverage_rate > 0:
+        cov.write(out_dir / "coverage")
     return len(rows)
+
+
+def _covered(rng: random.Random, backend: str, ops: Sequence[str],
+             step: Sequence[str]) -> dict[str, frozenset[int]]:
+    """Compiler lines a synthetic test runs: the backend's core, a random prefix of each op's
+    lowering (so new lines keep trickling in) and of each mutator's pass."""
+    lines = {f"{backend}/core.py": frozenset(range(1, 101))}
+    for name in list(ops) + [f"pass_{m}" for m in step]:
+        lines[f"{backend}/{name}.py"] = frozenset(range(1, 1 + rng.randint(5, 40)))
+    return lines
 
 
 def _write_finding(d: Path, row: dict, repro: bool) -> None:
@@ -231,11 +263,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=600.0, help="seconds per run")
     ap.add_argument("--inplace", action="store_true", help="add n_inplace/n_view_writes columns")
     ap.add_argument("--bugs", action="store_true", help="write a triage bugs table per run")
+    ap.add_argument("--coverage", type=float, default=0.0, metavar="RATE",
+                    help="measure compiler coverage of this fraction of the tests")
     a = ap.parse_args(argv)
     extra = {"n_inplace": pa.int32(), "n_view_writes": pa.int32()} if a.inplace else None
     dirs = write_campaign(a.root, n_runs=a.runs, n_tests=a.tests, campaign=a.campaign,
                           backends=a.backends.split(","), duration_s=a.duration,
-                          extra_columns=extra, bugs_table=a.bugs)
+                          extra_columns=extra, bugs_table=a.bugs, coverage_rate=a.coverage)
     for d in dirs:
         print(d)
     return 0

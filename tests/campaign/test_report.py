@@ -26,24 +26,28 @@ from campaign.report.synthetic import write_run
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ("ort", "tvm", "inductor")
 PLOT_IDS = ["fig-progress", "fig-verdicts", "fig-buckets", "fig-mutators", "fig-features",
-            "fig-ops"]
+            "fig-coverage", "fig-ops"]
+#: the plots of runs without compiler coverage (its section says so instead)
+PLOT_IDS_NO_COVERAGE = [i for i in PLOT_IDS if i != "fig-coverage"]
 INPLACE = {"n_inplace": pa.int32(), "n_view_writes": pa.int32()}
 
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     """Two runs of one campaign, 10,200 rows: run A through ResultSink with today's schema, run B
-    with the in-place columns and a triage bugs table. The report is built once."""
+    with the in-place columns and a triage bugs table; both measure compiler coverage of half
+    their tests (tests/campaign/test_report_coverage.py checks its numbers). The report is
+    built once."""
     root = tmp_path_factory.mktemp("report") / "runs"
     import datetime as dt
     t0 = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
     a = root / "camp" / "20260101-120000"
     b = root / "camp" / "20260101-130000"
     n = write_run(a, campaign="camp", n_tests=1700, backends=BACKENDS, seed=1, start=t0,
-                  duration_s=900)
+                  duration_s=900, coverage_rate=0.5)
     n += write_run(b, campaign="camp", n_tests=1700, backends=BACKENDS, seed=2,
                    start=t0 + dt.timedelta(hours=1), duration_s=700, extra_columns=INPLACE,
-                   bugs_table=True)
+                   bugs_table=True, coverage_rate=0.5)
     out = root / "report.html"
     res = build_report([root], out)
     return {"root": root, "a": a, "b": b, "rows": n, "out": out, "res": res}
@@ -89,13 +93,16 @@ def test_counts_agree_with_pyarrow(campaign):
 
     # yield per feature: In-place only where the columns exist (run B)
     feats = {f["name"]: f for f in data.feature_yield}
-    assert list(feats) == ["If", "Loop", "Scan", "RNN", "In-place", "none (static)"]
+    assert list(feats) == ["If", "Loop", "Scan", "RNN", "In-place", "Dynamic shapes",
+                           "none (static)"]
     assert data.absent_features == []
     assert feats["If"]["tests"] == sum(t["n_if"] > 0 for t in tests.values())
     assert feats["In-place"]["tests"] == sum(
         (t.get("n_inplace") or 0) > 0 or (t.get("n_view_writes") or 0) > 0
         for t in tests.values()) > 0
     assert feats["RNN"]["hits"] == sum(t["hit"] for t in tests.values() if t["n_rnn"] > 0)
+    assert feats["Dynamic shapes"]["tests"] == sum(bool(t["dyn_dims"])
+                                                   for t in tests.values()) > 0
 
     # operator coverage: tests containing each op
     ops = Counter(op for t in tests.values() for op in set(t["ops"]))
@@ -175,10 +182,12 @@ def test_absent_columns_leave_their_feature_out(tmp_path):
     pq.write_table(t, f)
     data = load([tmp_path / "old"])
     assert data.absent_features == ["Scan", "In-place"]
-    assert [x["name"] for x in data.feature_yield] == ["If", "Loop", "RNN", "none (static)"]
+    assert [x["name"] for x in data.feature_yield] == ["If", "Loop", "RNN", "Dynamic shapes",
+                                                       "none (static)"]
     out = tmp_path / "r.html"
     res = build_report([tmp_path / "old"], out)
-    assert res.plot_ids == PLOT_IDS
+    # no compiler coverage: its section says so, without a plot
+    assert res.plot_ids == PLOT_IDS_NO_COVERAGE
     assert "n_scan, n_inplace, n_view_writes are in none of these results" in out.read_text()
 
 
@@ -349,7 +358,7 @@ def test_where_the_cores_went(tmp_path):
     assert 'title="loop 120, scan 80, if 5">205</span>' in page
     assert 'title="ort|crash|&lt;sig&gt; 9, ort|mismatch|x 4">13</span>' in page
     assert "<sig>" not in page
-    assert res.plot_ids == PLOT_IDS
+    assert res.plot_ids == PLOT_IDS_NO_COVERAGE
 
 
 def test_where_the_cores_went_without_the_scheduler_fields(tmp_path):
