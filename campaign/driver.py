@@ -30,7 +30,11 @@ Invariants:
   dead actor had not come back, it is blamed; when several had (a batch, or calls queued behind
   it), which one killed it is ambiguous, so each is re-run alone on a fresh actor (a "suspect")
   and only one that kills its actor again is blamed. A hang blames the running test when it ran
-  alone; else the tests of its batch are re-run alone likewise;
+  alone; else the tests of its batch are re-run alone likewise. An actor Ray kills because the
+  node ran low on memory (`OutOfMemoryError`: Ray picks by its policy, not by culprit; another
+  process may hold the memory) is replaced and its tests are re-run alone as suspects, even a
+  single one: only a test killed so again alone is blamed (`NodeOutOfMemory`). Past
+  `MAX_NODE_OOM` such kills the campaign stops with that reason, keeping its rows;
 - rows are flushed as whole Parquet files (campaign.storage) every `flush_every_s` seconds or
   `flush_rows` rows, also on Ctrl-C (the summary is printed, exit 130), on SIGTERM (exit 143)
   and on errors: a driver
@@ -59,7 +63,7 @@ from typing import Any
 
 import ray
 from omegaconf import DictConfig, OmegaConf
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -87,6 +91,8 @@ UNMEASURED_S = 1.0
 MERGE_WAIT_FRACTION = 0.25
 #: backend verdicts go to the generation actors' seed pools at most this often
 FEEDBACK_S = 0.5
+#: node-memory kills of actors by Ray (`OutOfMemoryError`) before the campaign stops
+MAX_NODE_OOM = 20
 #: the campaign's compiler coverage (union, growth), beside results/ (docs/coverage.md)
 COVERAGE_DIR = "coverage"
 #: packed tests per evaluation call at most, in bytes (below Ray's 100 KiB inline limit)
@@ -876,7 +882,7 @@ class _Campaign:
         self.verdicts: dict[str, Counter[str]] = {}
         #: per backend: CPU-seconds its rows measured (`cpu_ms`: the compiler's own work)
         self.cpu_s: Counter[str] = Counter()
-        self.deaths = self.timeouts = self.errors = self.requeued = 0
+        self.deaths = self.timeouts = self.errors = self.requeued = self.node_oom = 0
         self.consecutive_failures = 0
         self.t_start = time.monotonic()
         self.bar: tqdm | None = None
@@ -973,6 +979,10 @@ class _Campaign:
             info = ray.get(slot.starting)
         except RayActorError as e:
             raise CampaignError(f"actor {slot.name} failed to start: {_last_line(e)}") from None
+        except OutOfMemoryError as e:  # killed by Ray while starting: no test's doing
+            slot.starting = None
+            self.retire(slot, Verdict.CRASH, "NodeOutOfMemory", e)
+            return
         slot.starting = None
         slot.head_since = time.monotonic()
         slot.host, slot.node_id = info["host"], info["node_id"]
@@ -996,7 +1006,7 @@ class _Campaign:
                     if s.starting is not None and ray.wait([s.starting], timeout=0)[0]:
                         try:
                             self._started(s)
-                        except CampaignError:
+                        except Exception:  # not up: no node to show
                             s.starting = None
         nodes = {n["NodeID"]: n for n in ray.nodes()} if ray.is_initialized() else {}
         return [{"name": s.name, "stage": p.stage, "node_id": s.node_id,
@@ -1244,6 +1254,9 @@ class _Campaign:
         except RayActorError as e:
             self.retire(slot, Verdict.CRASH, "WorkerDied", e)
             return
+        except OutOfMemoryError as e:
+            self.retire(slot, Verdict.CRASH, "NodeOutOfMemory", e)
+            return
         except RayTaskError as e:
             pool.pop(call)
             log.warning("actor %s raised: %s", slot.name, _last_line(e))
@@ -1276,6 +1289,16 @@ class _Campaign:
         pool = slot.pool
         if isinstance(cause, RayActorError) and cause.actor_init_failed:
             raise CampaignError(f"actor {slot.name} failed to start: {_last_line(cause)}")
+        oom = isinstance(cause, OutOfMemoryError)
+        if oom:
+            self.node_oom += 1
+            log.warning("actor %s was killed by Ray: the node ran low on memory (%d so far)",
+                        slot.name, self.node_oom)
+            if self.node_oom > MAX_NODE_OOM:
+                raise CampaignError(
+                    f"Ray killed actors {self.node_oom} times because the node ran low on "
+                    f"memory (another process, or actors that need more than it has: see "
+                    f"`ray memory`, campaign.backend_options.<b>.actors): {_last_line(cause)}")
         try:
             ray.kill(slot.actor, no_restart=True)
         except Exception:
@@ -1292,7 +1315,7 @@ class _Campaign:
                 try:
                     self._results(pool, c, ray.get(c.ref))
                     continue
-                except RayActorError as e:
+                except (RayActorError, OutOfMemoryError) as e:
                     cause = cause or e
                 except RayTaskError as e:
                     self._raised(pool, c, slot, e)
@@ -1313,6 +1336,12 @@ class _Campaign:
                 self._blame(pool, running[0], slot, verdict, error_class, msg, "hung")
             else:
                 self._suspect(pool, running, slot, "hung")
+        elif oom:  # Ray chose the actor to kill: only a test that gets it killed alone again
+            again = [it for it in items if it.suspect and len(items) == 1]
+            for it in again:
+                self._blame(pool, it, slot, verdict, error_class, msg, "was killed for memory")
+            if items and not again:
+                self._suspect(pool, items, slot, "was killed for memory")
         elif len(items) == 1:
             self._blame(pool, items[0], slot, verdict, error_class, msg, "died")
         elif items:

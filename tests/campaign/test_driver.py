@@ -359,6 +359,59 @@ def test_evaluation_actor_killed_with_sigkill_is_replaced_and_its_test_recorded(
     assert all(r["error_class"] is None for r in rows)
 
 
+def _node_oom_on(monkeypatch, backend: str, index: int, times: int) -> dict:
+    """`ray.get` in the driver raises Ray's OutOfMemoryError (an actor killed by the node's
+    memory monitor) on the first `times` calls whose results hold test `index` of `backend`
+    (each time it is asked for them); returns call -> how many tests it held."""
+    import ray.exceptions
+
+    import campaign.driver as driver
+
+    real, killed = driver.ray.get, {}
+
+    def get(refs, *args, **kwargs):
+        value = real(refs, *args, **kwargs)
+        key = id(refs) if isinstance(refs, list) else refs  # a call's result fails each time
+        if key not in killed and isinstance(value, list) and len(killed) < times and any(
+                isinstance(r, FakeReport) and r.rows[0]["backend"] == backend
+                and index_of(r.rows[0]["test_id"]) == index for r in value):
+            killed[key] = len(value)
+        if key in killed:
+            raise ray.exceptions.OutOfMemoryError("Task was killed due to the node running "
+                                                  "low on memory.")
+        return value
+
+    monkeypatch.setattr(driver.ray, "get", get)
+    return killed
+
+
+def test_an_actor_killed_for_node_memory_is_replaced_and_its_tests_rerun_unblamed(
+        cluster, tmp_path, monkeypatch):
+    killed = _node_oom_on(monkeypatch, "ort", 5, times=1)
+    summary = run_campaign(config(budget="12", workers=1), tmp_path,
+                           stages=stages(["ort", "ort_noopt"]))
+    assert len(killed) == 1 and summary.worker_deaths == 1
+    tests = by_test(read_results(tmp_path).to_pylist())
+    assert sorted(tests) == list(range(12))
+    # Ray chose that actor, not test 5: re-run alone on a fresh actor, it gets its own row
+    assert {r["backend"]: r["verdict"] for r in tests[5]} == {"ort": "mismatch",
+                                                              "ort_noopt": "mismatch"}
+    assert all(r["error_class"] is None for rs in tests.values() for r in rs)
+
+
+def test_a_test_killed_for_node_memory_again_alone_is_blamed(cluster, tmp_path, monkeypatch):
+    killed = _node_oom_on(monkeypatch, "ort", 5, times=2)
+    summary = run_campaign(config(budget="12", workers=1), tmp_path,
+                           stages=stages(["ort", "ort_noopt"]))
+    assert list(killed.values())[1] == 1 and summary.worker_deaths == 2  # then alone
+    tests = by_test(read_results(tmp_path).to_pylist())
+    assert sorted(tests) == list(range(12))
+    row = next(r for r in tests[5] if r["backend"] == "ort")
+    assert (row["verdict"], row["error_class"]) == ("crash", "NodeOutOfMemory")
+    assert row["error_msg"].startswith("(re-run alone on a fresh actor) ")
+    assert [r["error_class"] for rs in tests.values() for r in rs].count(None) == 2 * 12 - 1
+
+
 def test_a_slow_backend_never_stalls_a_fast_one_and_rates_sample_by_seed(cluster, tmp_path,
                                                                          monkeypatch):
     import campaign.driver as d
