@@ -1755,7 +1755,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
             try:
                 summary = camp.summary(interrupted)
             except Exception:  # e.g. the cluster went away: the summary without the actor table
-                camp.actor_table = lambda: []  # type: ignore[method-assign]  # (a patch, for this call)
+                camp.actor_table = lambda settle_s=0.0: []  # type: ignore[method-assign]  # (a patch, for this call)
                 summary = camp.summary(interrupted)
             summary.stopped, summary.signal = stopped, by_signal
             summary.rows_spilled, summary.spill_file = spill
