@@ -59,7 +59,22 @@ for NNSmith's semantics is its torch materialization, `nnsmith.materialize.torch
     than NNSmith's, e.g. f64 tan/atan/asin/acos/gelu/leaky_relu/pool/conv; pool kernels > 5;
     pads of leading dims).
 
-Figures (measured on this machine, see the report in the commit message): filled in below.
+Figures (this machine, 2 shared cores, nodes 10, seeds 0..299, `--check`):
+  - `--opset onnx` (default): 300 generated, 103 converted (34.3%), 0 check failures.
+    Not converted: dtypes dynsmith lacks (complex64/128 34, uint8 16, int16 13, int8 11),
+    float -> int casts (CastI32/CastI64 41: dynsmith's cast refuses them by design), f64 where
+    dynsmith's op is f16/f32 only (LeakyReLU 12, Asin 10, GELU 8, Tan 7, Atan 7, Acos 4,
+    AvgPool2d/MaxPool2d some), interpolation (Trilinear 6, Bicubic 5, non-multiple sizes 8,
+    3-D nearest 4), pool kernels > 5, a reflect pad > 3.
+  - `--opset ort` (NNSmith's ORT campaign op set): 300 generated, 172 converted (57.3%),
+    0 check failures. Not converted: float -> int casts 47, uint8 18, int16 16, int8 11, GELU on
+    f64 17, interpolation 15, pools 4.
+  - the check ran every converted model on 3 input draws (one skipped: a value > 4M elements);
+    every dynsmith op the mapping emits occurred in checked models (conv1d/conv2d/batch_norm/
+    resize/pads among them). A per-op run (model_gen with a one-op op set, 6 seeds per op of
+    the onnx set) also found no disagreement.
+  - time: generation + conversion ~13 ms CPU per model after ~2 s of start-up (import, op
+    set); the conversion itself (build + verify) 0.4-0.5 ms per model.
 """
 from __future__ import annotations
 
