@@ -31,6 +31,8 @@ for NNSmith's semantics is its torch materialization, `nnsmith.materialize.torch
     searches them); `--check` takes them from NNSmith's own torch model.
   - dtypes f16/f32/f64/i32/i64/bool map one to one; any other dtype (NNSmith also draws int8,
     int16, uint8, complex) is not converted.
+  - outputs: NNSmith's (its leaf vars, in order) less repeats and inputs/params (from an
+    identity mapping or an unused placeholder), unless none would be left.
   - one-to-one: elementwise ops (Abs, Neg, ReLU, GELU (exact), LeakyReLU (alpha 0.01), Sigmoid,
     Sin, Cos, Tan, Asin, Acos, Atan, Ceil, Floor, Round, Sqrt), Clip (torch bounds +-1.5 for
     floats, +-1 for ints), broadcasting binaries (Add, Sub, Mul, Div, Pow, Max, Min, Equal,
@@ -130,6 +132,8 @@ class Converted:
     inputs: dict[str, str]
     #: dynsmith param name -> its value's place in NNSmith's torch model
     weights: dict[str, WeightSource]
+    #: for each dynsmith output, the index of NNSmith's output (a leaf var) it is
+    kept: list[int]
 
 
 @dataclass
@@ -523,12 +527,27 @@ def convert(gir: Any) -> Converted:
                 raise Unconvertible(f"{name}: result {b.types[o]} is not NNSmith's {want}")
             env[r] = o
         index += 1
-    g = b.graph([env[v] for v in gir.leaf_var()])
+    outs, kept = pick_outputs([env[v] for v in gir.leaf_var()], {v.name for v in (*b.inputs, *b.params)})
+    g = b.graph(outs)
     try:
         verify(g)
     except VerifyError as e:
         raise Unconvertible(f"verify: {str(e).splitlines()[0]}") from None
-    return Converted(g, inputs, b.weights)
+    return Converted(g, inputs, b.weights, kept)
+
+
+def pick_outputs(outs: list[str], placeholders: set[str]) -> tuple[list[str], list[int]]:
+    """NNSmith's outputs less repeats and inputs/params (what an identity mapping or a leaf
+    placeholder makes; they compute nothing), unless nothing else is left."""
+    seen: set[str] = set()
+    kept = []
+    for i, o in enumerate(outs):
+        if o not in seen and o not in placeholders:
+            seen.add(o)
+            kept.append(i)
+    if not kept:
+        kept = [0]
+    return [outs[i] for i in kept], kept
 
 
 # ---- NNSmith ---------------------------------------------------------------------------------------
@@ -628,6 +647,7 @@ def check(gir: Any, conv: Converted, seed: int) -> str | None:
             want = net(*[feeds[k] for k in gir.input_var()])
             values = Interpreter().run(conv.graph, env)
         got = [values[o] for o in conv.graph.outputs]
+        want = [want[i] for i in conv.kept]
         for i, (w, g) in enumerate(zip(want, got, strict=True)):
             problem = compare(w, g)
             if problem:
