@@ -108,7 +108,7 @@ class NNSmithGraphs:
     def __init__(self, python: str, seed_start: int):
         self.proc = subprocess.Popen(
             [python, str(HERE / "nnsmith_graphs.py"), "--seed-start", str(seed_start),
-             "--count", "0", "--nodes", str(NODES), "--lockstep"],
+             "--count", "0", "--nodes", str(NODES), "--opset", "ort", "--lockstep"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.skipped: dict[str, int] = {}
 

@@ -738,6 +738,10 @@ def main() -> None:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--opset", choices=("onnx", "ort"), default="onnx",
                     help="onnx: Model.init('onnx').operators(); ort: NNSmith's ORT campaign op set")
+    ap.add_argument("--lockstep", action="store_true",
+                    help="make each seed's model only when a line arrives on stdin (a reader "
+                         "that takes graphs on demand, e.g. bench/coverage_race.py: no work "
+                         "done ahead of it); ends at end of input")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
@@ -748,6 +752,8 @@ def main() -> None:
     seed = args.seed_start
     try:
         while args.count == 0 or seed < args.seed_start + args.count:
+            if args.lockstep and not sys.stdin.readline():
+                break
             row = run_seed(opset, seed, args.nodes, args.check, tally)
             print(json.dumps({"seed": seed, "cpu_s": round(time.process_time(), 3), **row}), flush=True)
             seed += 1
