@@ -1298,7 +1298,7 @@ class _Campaign:
                 raise CampaignError(
                     f"Ray killed actors {self.node_oom} times because the node ran low on "
                     f"memory (another process, or actors that need more than it has: see "
-                    f"`ray memory`, campaign.backend_options.<b>.actors): {_last_line(cause) if cause else ""}")
+                    f"`ray memory`, campaign.backend_options.<b>.actors): {_last_line(cause) if cause else ''}")
         try:
             ray.kill(slot.actor, no_restart=True)
         except Exception:
