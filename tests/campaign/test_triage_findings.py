@@ -52,7 +52,7 @@ def _rows(text: str) -> list[list[str]]:
 def test_the_notes_keep_every_row_of_the_hand_written_table_and_issue_20s_statuses():
     rows = _rows(HANDWRITTEN.read_text())
     notes = load_notes(REPO / NOTES_DIR)
-    assert len(rows) == len(notes) == 30
+    assert len(rows) == 30 and len(notes) >= 30  # notes added since are checked below
     for n, (compiler, what, how, repro) in enumerate(rows, 1):
         (note,) = [v for k, v in notes.items() if k.startswith(f"F{n:02d}-")]
         t = note.tracker
@@ -65,9 +65,10 @@ def test_the_notes_keep_every_row_of_the_hand_written_table_and_issue_20s_status
             compiler, what, how, repro), note.bug
         # every bug says whether it was looked up in its compiler's tracker (all were)
         assert t.looked_up and t.result, note.bug
-    status = {k: v.status for k, v in notes.items()}
+    status = {k: v.status for k, v in notes.items() if int(k[1:3]) <= 30}
     assert Counter(status.values()) == {"known": 24, "known-upstream": 2, "limitation": 2,
                                         "merged": 2}
+    assert all(n.tracker.looked_up and n.tracker.result for n in notes.values())
     assert sorted(k for k, s in status.items() if s == "known-upstream") == [
         "F05-export_fails_when_a_torch", "F06-torch_functionalize_views-case1"]
     assert "FunctionalTensor on its own" in notes["F05-export_fails_when_a_torch"].what
@@ -134,7 +135,8 @@ def test_a_page_from_a_small_database_and_notes(tmp_path, capsys):
 def test_import_findings_puts_the_notes_statuses_in_the_database(tmp_path, capsys):
     db = tmp_path / "db"
     assert main(["import-findings", str(db), str(REPO / NOTES_DIR)]) == 0
-    assert capsys.readouterr().out == f"import-findings: 30 bugs added to {db}\n"
+    n = len(load_notes(REPO / NOTES_DIR))
+    assert capsys.readouterr().out == f"import-findings: {n} bugs added to {db}\n"
     bugs = BugDb(db).read()
     assert Counter(b.status for b in bugs.values())["merged"] == 2
     assert bugs["F19-torch_compile_unfold_single_window_overlap"].merged_into == (
