@@ -17,8 +17,8 @@ configuration and the spec's options do not make another compiler) and one verdi
 3. `signature`: crash-like (not a timeout: where a killed process was says nothing), same
    stage and the same **cause signature** (`campaign.signature.cause_signature`: exception
    type, message head with names, numbers, argument lists and shapes stripped, the throwing
-   site), unless both were reduced and their cores differ (the reduced graphs say they are
-   two causes that share a message);
+   site), unless both were reduced and their graphs share no op but control flow (the reduced
+   graphs say they are two causes that share a message);
 4. `re-run`: a `rerun` callable is given, the two ran on different backend specs or
    configurations, one was reduced, and its reduced graph, re-run on the other's (backend and
    configuration), fails with the other's verdict, stage and cause signature. At most
@@ -29,7 +29,7 @@ Across compilers, two more rules:
 5. `front end`: two compilers whose import stage runs one shared front end
    (`Backend.FRONTEND`: the exporter and TVM's torch frontend both run `torch.export` and its
    decompositions) fail at import, crash-like, with the same cause signature (whose throwing
-   site is part of it), unless both were reduced and their cores differ;
+   site is part of it), unless both were reduced and their graphs share no op but control flow;
 6. `reference`: dynsmith's own `invalid` buckets (`ours`) with the same signature, whatever
    the backend: an invalid test fails the reference run, which no backend takes part in, so
    its rows on every backend are one cause.
@@ -44,6 +44,7 @@ compiler is called here (the triage passes a callable that runs its sandboxes).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -198,6 +199,17 @@ def _ops(entries: tuple[str, ...]) -> int:
     return sum(" -> " not in e for e in entries)
 
 
+def _apart(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Two reduced structures that say "two causes": they share no op other than control
+    flow. A shared op (`view_diagonal(f32)->f32` in both, each with another producer or
+    consumer the reducer could not drop) is what one cause with one message leaves in both."""
+    def ops(core: tuple[str, ...]) -> set[str]:
+        # an entry is `if>loop>op(...)->...`: the op without the control flow around it
+        return {re.sub(r"^(?:\w+>)+", "", e) for e in core if " -> " not in e and "(" in e}
+
+    return not ops(a) & ops(b)
+
+
 # ---- grouping ------------------------------------------------------------------------------------
 
 class _Union:
@@ -248,7 +260,8 @@ def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
     pairs = [(a, b) for i, a in enumerate(bugs) for b in bugs[i + 1:]
              if a.compiler == b.compiler and a.verdict == b.verdict]
     for a, b in _one_front_end(bugs):
-        differ = a.bucket in cores and b.bucket in cores and cores[a.bucket] != cores[b.bucket]
+        differ = a.bucket in shapes and b.bucket in shapes and _apart(shapes[a.bucket],
+                                                                      shapes[b.bucket])
         if a.cause and a.cause == b.cause and a.verdict == b.verdict and not differ:
             link(a, b, "front end", f"{a.frontend}: {a.cause}")
     # an invalid test fails dynsmith's reference, which no backend takes part in: the same
@@ -268,7 +281,7 @@ def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
               and _ops(cores[a.bucket]) >= MIN_CORE_OPS):
             link(a, b, "shared core", "; ".join(cores[a.bucket]))
         elif (a.cause and a.cause == b.cause and a.stage == b.stage
-              and not (reduced and cores[a.bucket] != cores[b.bucket])):
+              and not (reduced and _apart(shapes[a.bucket], shapes[b.bucket]))):
             link(a, b, "signature", a.cause)
     reruns = 0
     if rerun is not None:

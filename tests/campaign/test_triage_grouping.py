@@ -236,6 +236,32 @@ FUNCTIONAL_SIG = ("RuntimeError: Attempting to use FunctionalTensor on its own. 
                   "use it with a corresponding FunctionalTensorMode() @ <eval_with_key>.forward")
 
 
+DIAGONAL_SUM = """graph main(%x0: f32[1,1,2], %r0: i64[]) {
+  %v3 = reduce_sum[axis=0, keepdim=false](%x0) : f32[1,2]
+  %v0 = view_diagonal[offset=-1, dim1=1, dim2=0](%v3) : f32[1]
+  %v6 = add_(%v0, %v0) : f32[1]
+  return %r0
+}"""
+DIAGONAL_CLAMP = """graph main(%x0: f32[1,1,1,2]) {
+  %v10 = view_diagonal[offset=-1, dim1=3, dim2=0](%x0) : f32[1,1,1]
+  %v11 = clamp_[lo=-0.25, hi=0.75](%v10) : f32[1,1,1]
+  return %x0
+}"""
+COPY_TO_SIG = ("AssertionError: aot_autograd expected to have an entirely functional graph, but "
+               "found %copy_to : [num_users=N] = call_function[target=torch.ops.prims.copy_to."
+               "default](args = (%diagonal_N, %add), kwargs = {}) @ functional_utils."
+               "assert_functional_graph")
+
+
+def test_one_message_whose_reduced_cores_share_an_op_is_one_bug():
+    # a write through diagonal() (the exporter's functionalization): the reducer kept another
+    # producer in each graph (a reduce_sum; none), so the cores differ but share the view
+    g = group([_b("sum", COPY_TO_SIG, DIAGONAL_SUM, backend="onnx_export"),
+               _b("clamp", COPY_TO_SIG, DIAGONAL_CLAMP, backend="onnx_export", minute=1)])
+    assert g.bug == {"sum": "sum", "clamp": "sum"}
+    assert [x.rule for x in g.links] == ["signature"]
+
+
 def test_one_import_failure_of_a_shared_front_end_is_one_bug_across_compilers():
     g = group([
         _b("export", FUNCTIONAL_SIG, backend="onnx_export", frontend="torch.export"),
