@@ -318,6 +318,10 @@ def union_of(ends: list[dict[str, Any]], backend: str) -> set[str]:
 
 def summarize(out: Path, arms: list[str], repeats: int, budget_s: float) -> None:
     runs: Runs = {(a, r): load(out, a, r) for a in arms for r in range(repeats)}
+    done = {k for k, (_, end) in runs.items() if end is not None}  # the figures: finished runs
+    if len(done) < len(runs):
+        print(f"note: {', '.join(f'{a}-{r}' for a, r in sorted(set(runs) - done))} not finished: "
+              "left out of the figures")
     print(f"\n== covered lines per backend at quarters of {budget_s / 60:g} CPU-minutes: "
           "median [min, max] over repeats")
     for b in BACKENDS:
@@ -326,7 +330,7 @@ def summarize(out: Path, arms: list[str], repeats: int, budget_s: float) -> None
             cells = []
             for q in (0.25, 0.5, 0.75, 1.0):
                 cells.append(spread([lines_at(runs[a, r][0], q * budget_s, b)
-                                     for r in range(repeats) if runs[a, r][0]]))
+                                     for r in range(repeats) if (a, r) in done]))
             print(f"   {a:9} " + "  ".join(f"{c:>22}" for c in cells))
     if "nnsmith" in arms:
         print("\n== lines reached at the end, as a ratio to NNSmith's (per repeat, paired)")
@@ -336,6 +340,8 @@ def summarize(out: Path, arms: list[str], repeats: int, budget_s: float) -> None
                     continue
                 ratios = []
                 for r in range(repeats):
+                    if not {(a, r), ("nnsmith", r)} <= done:
+                        continue
                     ours, theirs = (lines_at(runs[x, r][0], budget_s, b) for x in (a, "nnsmith"))
                     if theirs:
                         ratios.append(ours / theirs)
