@@ -213,7 +213,7 @@ def run_arm(arm: str, repeat: int, cpu_minutes: float, nnsmith_python: str) -> N
     t0, budget = tree_cpu_s(), cpu_minutes * 60.0
     seed = repeat * 1_000_000
     try:
-        while (spent := tree_cpu_s() - t0) < budget:
+        while tree_cpu_s() - t0 < budget:
             seed += 1
             test_id = f"{arm}-{repeat}-{seed}"
             prep = worker.make_prepared(test_id, seed)
@@ -225,7 +225,7 @@ def run_arm(arm: str, repeat: int, cpu_minutes: float, nnsmith_python: str) -> N
             state.add(rows)
             if arm in ("dynamic", "feedback"):
                 worker.feedback([(r["test_id"], verdict_signature(r)) for r in rows])
-            print(json.dumps({"cpu_s": round(spent, 2), "tests": state.tests,
+            print(json.dumps({"cpu_s": round(tree_cpu_s() - t0, 2), "tests": state.tests,
                               "lines": {b: len(u) for b, u in worker.unions.items()},
                               "buckets": len(state.buckets)}), flush=True)
         unions = {b: sorted(f"{_site_relative(f)}:{n}" for f, n in u.rows())
