@@ -1000,10 +1000,10 @@ class _Campaign:
         back: those get up to `settle_s` to report; one still not up has an empty node_id."""
         starting = [s.starting for p in self.pools for s in p.slots if s.starting is not None]
         if starting:
-            ray.wait(starting, num_returns=len(starting), timeout=settle_s)
+            ready = set(ray.wait(starting, num_returns=len(starting), timeout=settle_s)[0])
             for p in self.pools:
                 for s in p.slots:
-                    if s.starting is not None and ray.wait([s.starting], timeout=0)[0]:
+                    if s.starting in ready:
                         try:
                             self._started(s)
                         except Exception:  # not up: no node to show
@@ -1337,10 +1337,9 @@ class _Campaign:
             else:
                 self._suspect(pool, running, slot, "hung")
         elif oom:  # Ray chose the actor to kill: only a test that gets it killed alone again
-            again = [it for it in items if it.suspect and len(items) == 1]
-            for it in again:
-                self._blame(pool, it, slot, verdict, error_class, msg, "was killed for memory")
-            if items and not again:
+            if len(items) == 1 and items[0].suspect:
+                self._blame(pool, items[0], slot, verdict, error_class, msg, "was killed for memory")
+            elif items:
                 self._suspect(pool, items, slot, "was killed for memory")
         elif len(items) == 1:
             self._blame(pool, items[0], slot, verdict, error_class, msg, "died")

@@ -267,12 +267,11 @@ def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
     # an invalid test fails dynsmith's reference, which no backend takes part in: the same
     # reference failure on several backends' rows is one cause
     first_of: dict[str, BucketEvidence] = {}
-    for b in sorted((b for b in buckets if b.kind == "ours" and b.verdict == "invalid"
-                     and b.error_sig), key=_age):
-        if b.error_sig in first_of:
-            link(first_of[b.error_sig], b, "reference", b.error_sig or "")
-        else:
-            first_of[b.error_sig or ""] = b
+    for b in sorted((b for b in buckets if b.kind == "ours" and b.verdict == "invalid"), key=_age):
+        if b.error_sig:
+            first = first_of.setdefault(b.error_sig, b)
+            if first is not b:
+                link(first, b, "reference", b.error_sig)
     for a, b in pairs:
         reduced = a.bucket in shapes and b.bucket in shapes
         if reduced and shapes[a.bucket] == shapes[b.bucket]:

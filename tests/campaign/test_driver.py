@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 import ray
 import ray.cloudpickle
+from stage_doubles import Made
 
 from campaign.config import BackendOptions, CampaignConfig, Config, GenerationOptions, RayConfig
 from campaign.driver import CampaignError, Stages, run_campaign
@@ -69,17 +70,6 @@ class FakeFinding:
 
 
 @dataclass
-class FakeGenerated:
-    test_id: str
-    seed: int
-    case: object
-    base: object
-    report: object
-    ms: float = 0.1
-    known: dict = field(default_factory=dict)
-
-
-@dataclass
 class FakeError:
     message: str
 
@@ -123,7 +113,7 @@ class FakeGenerator:
             known = ({b: "known-bug" for b in self.cfg.known_for}
                      if self.cfg.known_every and i % self.cfg.known_every == 0 else {})
             case = f"{tid}|{seed}|{','.join(base['ops'])}|{','.join(avoid)}"
-            out.append(FakeGenerated(tid, seed, case, base, None, known=known))
+            out.append(Made(tid, seed, case, base, None, known=known))
         _trace(self.cfg, "generate", t0)
         return out
 

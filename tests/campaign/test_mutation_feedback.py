@@ -7,7 +7,7 @@ import sys
 
 import ray.cloudpickle
 import stage_doubles
-from stage_doubles import Cfg, Report, base_row
+from stage_doubles import Cfg, Report
 
 from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
 from campaign.driver import Stages, run_campaign
@@ -21,18 +21,11 @@ class Gen(stage_doubles.Gen):
         return self.record(outcomes)
 
 
-class Ev:
-    def __init__(self, cfg: Cfg, backend: str, name: str):
-        self.backend = backend
-
-    def evaluate(self, cases):
-        out = []
-        for case in cases:
-            tid, seed = case.split("|")
-            verdict = "crash" if tid.endswith("3") else "pass"
-            out.append(Report([{**base_row(tid, int(seed)), "backend": self.backend, "target": "cpu",
-                                "verdict": verdict, "error_sig": "Boom" if verdict == "crash" else None}]))
-        return out
+class Ev(stage_doubles.Ev):
+    def report(self, tid, row):
+        crash = tid.endswith("3")
+        return Report([{**row, "verdict": "crash" if crash else "pass",
+                        "error_sig": "Boom" if crash else None}])
 
 
 def test_backend_verdicts_reach_the_generation_actors(ray_cluster, tmp_path):
