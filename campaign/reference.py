@@ -28,11 +28,13 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.oracle import Truths
+from campaign.testcase import TestCase
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import Op
+from ir.materialize.grad import GradSpec, trainable_params, training_step, vjp
 from ir.materialize.to_torch import evaluate_torch
-from ir.numerics.domain import evaluate_checked
+from ir.numerics.domain import differentiable, evaluate_checked
 
 
 @dataclass
@@ -60,6 +62,8 @@ def run_reference(m: Materialized) -> ReferenceResult:
     Taken as they are when the input-set search computed them already (`TestCase.ref_outputs`:
     the same evaluation, `ir.numerics.coverage.Covered.outputs`)."""
     t0 = time.perf_counter()
+    if m.tc.grad is not None:
+        return run_grad_reference(m.tc.graph, m.tc, m.tc.grad, t0)
     if m.tc.ref_outputs is not None and m.tc.dynshape is None:
         return ReferenceResult(list(m.tc.ref_outputs), (time.perf_counter() - t0) * 1e3)
     g = m.tc.graph
@@ -78,6 +82,52 @@ def run_reference(m: Materialized) -> ReferenceResult:
             return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
                                    where + violation.message, "InvalidReference")
         outputs += [values[o].numpy() for o in g.outputs]
+    return ReferenceResult(outputs, (time.perf_counter() - t0) * 1e3)
+
+
+def grad_module(g: Graph, tc: TestCase, spec: GradSpec, params: dict[str, np.ndarray],
+                dialect: str = "python") -> torch.nn.Module:
+    """The eager module a gradient test's reference (and, widened, its shadow) trains."""
+    from ir.materialize.dynshape import torch_module
+
+    return torch_module(g, tc.dynshape, params, dialect=dialect,
+                        trainable=spec.param_leaves(g))
+
+
+def run_grad_reference(g: Graph, tc: TestCase, spec: GradSpec, t0: float) -> ReferenceResult:
+    """A gradient test's reference (docs/training.md): per input set, every value checked
+    valid and differentiable (`ir.numerics.domain.differentiable`), then eager autograd's
+    training step (`ir.materialize.grad.training_step`): the outputs, then each leaf's
+    gradient, which must be finite. Invalid when eager refuses the backward."""
+    module = grad_module(g, tc, spec, tc.params())
+    params = trainable_params(module)
+    outputs: list[np.ndarray] = []
+    sets = tc.value_sets()
+    for k, env in enumerate(sets):
+        gk = tc.graph_of(k)
+        where = f"input set {k}: " if len(sets) > 1 else ""
+        try:
+            with torch.no_grad(), differentiable():
+                _, violation = evaluate_checked(gk, torch_env(env))
+        except Exception as e:
+            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                   f"{where}eager raised: {e}", type(e).__name__)
+        if violation is not None:
+            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                   where + violation.message, "InvalidReference")
+        inputs = [torch.from_numpy(np.asarray(env[v.name], order="C")).clone() for v in gk.inputs]
+        try:
+            result = training_step(module, gk, inputs, spec, k, params)
+        except Exception as e:  # eager refuses the backward: our generator's bug
+            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                   f"{where}eager autograd raised: {e}", "EagerAutogradError")
+        n = len(gk.outputs)
+        for leaf, gr in zip(spec.leaves, result[n:], strict=True):
+            if not bool(torch.isfinite(gr).all()):
+                return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                       f"{where}the gradient of %{leaf} is not finite",
+                                       "InvalidReference")
+        outputs += [t.numpy() for t in result]
     return ReferenceResult(outputs, (time.perf_counter() - t0) * 1e3)
 
 
@@ -131,13 +181,15 @@ EXACT_OPS = frozenset({
 
 
 def _nudge(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """`t` (float) with every finite element moved one ulp up or down at random."""
+    """`t` (float) with every finite element moved one ulp up or down at random (the move is
+    a constant to autograd: the gradient passes through unchanged)."""
     if not t.dtype.is_floating_point or t.numel() == 0:
         return t
     inf = torch.tensor(float("inf"), dtype=t.dtype)
     up = torch.rand(t.shape, generator=gen) < 0.5
-    moved = torch.where(up, torch.nextafter(t, inf), torch.nextafter(t, -inf))
-    return torch.where(torch.isfinite(t), moved, t)
+    d = t.detach()
+    moved = torch.where(up, torch.nextafter(d, inf), torch.nextafter(d, -inf))
+    return t + (torch.where(torch.isfinite(d), moved, d) - d)
 
 
 def evaluate_perturbed(g: Graph, env: dict[str, torch.Tensor], gen: torch.Generator
@@ -155,27 +207,37 @@ def evaluate_perturbed(g: Graph, env: dict[str, torch.Tensor], gen: torch.Genera
 
 
 def rounding_spread(g: Graph, env: dict[str, np.ndarray], truths: list[np.ndarray],
-                    samples: int = ROUNDING_SAMPLES) -> list[np.ndarray | None]:
+                    samples: int = ROUNDING_SAMPLES, grad: GradSpec | None = None,
+                    k: int = 0) -> list[np.ndarray | None]:
     """For each output of `g` on one input set, elementwise: the max over `samples`
     evaluations with perturbed rounding (`evaluate_perturbed` of the pure form, seeded 0, 1, ..)
     of |output - truth| (inf where an evaluation went non-finite). None for a non-float output,
     or when no evaluation gave it with the truth's shape (one that raises or changes a shape
-    is left out: it measures nothing)."""
+    is left out: it measures nothing). A gradient test (`grad`, input set `k`) gets the
+    spread of each gradient too, after the outputs: the backward of each perturbed forward
+    (the forward's rounding reaches the gradients through the values the backward reads; the
+    backward's own rounding is not perturbed)."""
     from ir.analysis.inplace import pure_form
 
-    spread: list[np.ndarray | None] = [None] * len(g.outputs)
+    n = len(g.outputs) + (len(grad.leaves) if grad else 0)
+    spread: list[np.ndarray | None] = [None] * n
     try:
         pure = pure_form(g)
     except Exception:
         return spread
     for s in range(samples):
         try:
-            with torch.no_grad():
-                values = evaluate_perturbed(pure, torch_env(env), torch.Generator().manual_seed(s))
+            with torch.set_grad_enabled(grad is not None):
+                env_t = torch_env(env)
+                leaves = [env_t[x].requires_grad_(True) for x in grad.leaves] if grad else []
+                values = evaluate_perturbed(pure, env_t, torch.Generator().manual_seed(s))
+                results = [values[o] for o in pure.outputs]
+                if grad is not None:
+                    results += vjp(results, g.outputs, leaves, grad.cotangents[k])
         except Exception:
             continue
-        for i, (o, truth) in enumerate(zip(pure.outputs, truths, strict=True)):
-            y = values[o]
+        for i, (y, truth) in enumerate(zip(results, truths, strict=True)):
+            y = y.detach()
             if not y.dtype.is_floating_point or tuple(y.shape) != np.shape(truth):
                 continue
             err = np.nan_to_num(np.abs(y.to(torch.float64).numpy() - truth), nan=np.inf)
@@ -191,16 +253,26 @@ def run_shadow(m: Materialized, samples: int = ROUNDING_SAMPLES) -> Truths:
     0: not measured). Raises what eager raises."""
     out: list[np.ndarray] = []
     spread: list[np.ndarray | None] = []
+    grad = m.tc.grad
+    module = None
+    if grad is not None:  # one float64 module trains every set (dynamic shapes too)
+        params = {k: v.astype(np.float64) if v.dtype.kind == "f" else v
+                  for k, v in m.tc.params().items()}
+        module = grad_module(widen_graph(m.tc.graph), m.tc, grad, params)
     for k, env in enumerate(m.tc.value_sets()):
         g = m.tc.graph_of(k)  # dynamic shapes: each set's own concrete graph
         wide = widen_graph(g)
-        with torch.no_grad():
-            values = evaluate_torch(wide, torch_env(env, widen=True))
-        truths = []
-        for o in wide.outputs:
-            t = values[o]
-            truths.append((t.to(torch.float64) if t.dtype.is_floating_point else t).numpy())
+        if module is not None and grad is not None:
+            wenv = torch_env(env, widen=True)
+            results = training_step(module, wide, [wenv[v.name] for v in wide.inputs], grad, k,
+                                    trainable_params(module))
+        else:
+            with torch.no_grad():
+                values = evaluate_torch(wide, torch_env(env, widen=True))
+            results = [values[o] for o in wide.outputs]
+        truths = [(t.to(torch.float64) if t.dtype.is_floating_point else t).numpy()
+                  for t in results]
         out += truths
-        spread += (rounding_spread(g, env, truths, samples) if samples
+        spread += (rounding_spread(g, env, truths, samples, grad, k) if samples
                    else [None] * len(truths))
     return Truths(out, spread)

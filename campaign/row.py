@@ -84,6 +84,8 @@ class ResultRow:
     ops: list[str] = field(default_factory=list)
     dtypes: list[str] = field(default_factory=list)
     dialect: str = ""
+    mode: str = "infer"
+    grad_leaves: int = 0
     backend: str = ""
     target: str = ""
     verdict: str = ""
@@ -162,8 +164,8 @@ class ResultRow:
             n_if_both=coverage.get("ifs_both_branches") if counts["if"] else None,
             trip_counts=coverage.get("trip_counts", []),
             ops=sorted(counts), dtypes=sorted({v.type.dtype.short for v in g.all_values()}),
-            dialect="eager", gen_ms=gen_ms,
-            dyn_dims=dyn.input_dims(g) if dyn is not None else [],
+            dialect="eager", mode=tc.mode, grad_leaves=len(tc.grad.leaves) if tc.grad else 0,
+            gen_ms=gen_ms, dyn_dims=dyn.input_dims(g) if dyn is not None else [],
             dyn_shapes=dyn.shape_labels() if dyn is not None else [],
             host=host, worker=worker)
 

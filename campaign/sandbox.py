@@ -165,6 +165,8 @@ class Job:
     extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
     #: dynamic shapes (`ir.materialize.dynshape.DynShape`, plain data), None for a static test
     dynshape: Any = None
+    #: a gradient test's leaves and cotangents (`ir.materialize.grad.GradSpec`), else None
+    grad: Any = None
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
@@ -176,7 +178,7 @@ class Job:
             onnx_bytes = None
         return Job(tc.test_id, tc.seed, tc.graph, dict(tc.values),
                    [v.name for v in tc.graph.inputs], onnx_bytes, list(tc.lineage),
-                   list(tc.extra_inputs), tc.dynshape)
+                   list(tc.extra_inputs), tc.dynshape, tc.grad)
 
     def pack(self) -> bytes:
         """The job as bytes (computed once: every sandbox of a test gets the same)."""
@@ -185,7 +187,7 @@ class Job:
             _JobPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(
                 {k: getattr(self, k) for k in ("test_id", "seed", "graph", "values",
                                                "input_names", "onnx_bytes", "lineage",
-                                               "extra_inputs", "dynshape")})
+                                               "extra_inputs", "dynshape", "grad")})
             self._packed = buf.getvalue()
         return self._packed
 
@@ -200,7 +202,7 @@ class JobMaterialized(Materialized):
 
     def __init__(self, job: Job):
         super().__init__(TestCase(job.test_id, job.seed, job.graph, job.values, job.lineage,
-                                  job.extra_inputs, dynshape=job.dynshape))
+                                  job.extra_inputs, dynshape=job.dynshape, grad=job.grad))
         self.job = job
         #: per input set, graph input name -> value, in order (`backends.base.input_feed_sets`)
         self.feed_sets = [{n: s[n] for n in job.input_names}

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ir.core.graph import Graph
+from ir.materialize.grad import GradSpec
 from ir.numerics.values import random_values
 
 __all__ = ["TestCase", "npz_bytes", "random_values"]
@@ -40,6 +41,9 @@ class TestCase:
     #: the reference outputs of every set (`ir.numerics.coverage.Covered.outputs`), when the input-set
     #: search computed them already; None: `campaign.reference.run_reference` runs the sets
     ref_outputs: list[np.ndarray] | None = None
+    #: a gradient test's leaves and cotangents (`ir.materialize.grad.GradSpec`,
+    #: docs/training.md); None: an inference test
+    grad: GradSpec | None = None
 
     def graph_of(self, k: int) -> Graph:
         """The concrete graph input set `k` runs: `graph`, unless the sets differ in shape."""
@@ -51,6 +55,16 @@ class TestCase:
 
             sets = self.__dict__["_graph_sets"] = GraphSets(self.graph, self.dynshape)
         return sets(k)
+
+    @property
+    def mode(self) -> str:
+        """`grad` for a gradient test, else `infer` (the rows' `mode`)."""
+        return "infer" if self.grad is None else "grad"
+
+    def n_results(self) -> int:
+        """Arrays per input set in the reference's result: the outputs, and a gradient test's
+        gradients."""
+        return len(self.graph.outputs) + (len(self.grad.leaves) if self.grad else 0)
 
     @property
     def n_sets(self) -> int:

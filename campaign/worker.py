@@ -30,20 +30,27 @@ from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult, make_backend
 from campaign.coverage import CoverageConfig, CoverageSpec, CoverageUnion, Covered, run_measured, size
 from campaign.dynshape import add_shapes, classify, failing_sets
-from campaign.oracle import Judgement, judge_sets
+from campaign.oracle import Judgement, Truths, judge_sets
 from campaign.reference import ReferenceResult, run_reference, run_shadow
 from campaign.row import ResultRow
 from campaign.sandbox import Job, JobMaterialized, Sandbox, SandboxConfig
 from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
-from ir.analysis.precision import output_precisions, output_tolerances
+from ir.analysis.precision import (
+    gradient_precisions,
+    gradient_tolerances,
+    output_precisions,
+    output_tolerances,
+)
 from ir.core.graph import Graph
 from ir.core.text import print_graph
 from ir.gen.builder import GenConfig
 from ir.gen.dynshape import generate_dyn, wants_dynshape
 from ir.gen.generate import generate
 from ir.numerics.coverage import CoverConfig, cover
+from ir.numerics.domain import differentiable
+from ir.numerics.grad import draw_grad, wants_grad
 from ir.numerics.input_search import make_valid, search_inputs
 from mutators import MutationConfig
 from mutators.source import MutationSource
@@ -119,6 +126,31 @@ class Prepared:
             self.shadow.append(run_shadow(self.m))
         return self.shadow[0]
 
+    def labels(self, trains: bool) -> list[str]:
+        """What each array of one input set's result is (`output i`, `grad %x`)."""
+        g = self.tc.graph
+        if trains and self.tc.grad is not None:
+            return self.tc.grad.labels(g)
+        return [f"output {i}" for i in range(len(g.outputs))]
+
+    def expected(self, trains: bool) -> tuple[list, int, list, list, Any]:
+        """What a backend's result is judged against: the reference's arrays, how many per
+        input set, their tolerances and precisions, and the shadow. A gradient test on a
+        backend that does not train is judged on its forward outputs alone."""
+        assert self.ref.outputs is not None
+        n_all = self.tc.n_results()
+        if trains or self.tc.grad is None:
+            return list(self.ref.outputs), n_all, self.tolerances, self.precisions, self.truth
+        n = len(self.tc.graph.outputs)
+        keep = [i for i in range(len(self.ref.outputs)) if i % n_all < n]
+
+        def forward_truth() -> Truths:
+            whole = self.truth()
+            return Truths([whole[i] for i in keep], [whole.spread[i] for i in keep])
+
+        return ([self.ref.outputs[i] for i in keep], n, self.tolerances[:n],
+                self.precisions[:n], forward_truth)
+
 
 def dynshape_fields(prep: Prepared, row: ResultRow, result: BackendResult) -> dict[str, Any]:
     """Compiles counted, and for a dynamic-shape test the kind of its finding
@@ -160,7 +192,7 @@ def damage_fields(row: ResultRow, result: BackendResult) -> dict[str, Any]:
 
 
 #: the row columns a finding's info.json repeats
-FINDING_COLUMNS = ("test_id", "seed", "backend", "backend_config", "dialect", "target",
+FINDING_COLUMNS = ("test_id", "seed", "backend", "backend_config", "dialect", "mode", "target",
                    "verdict", "stage", "error_class",
                    "error_sig", "error_msg", "max_abs_err", "max_rel_err", "mismatch_output",
                    "mismatch_input_set", "n_compiles", "dyn_finding", "timeout_confirmed",
@@ -181,6 +213,8 @@ def make_finding(m: Materialized, row: ResultRow, ref: ReferenceResult | None,
         files[f"inputs_set{k}.npz"] = npz_bytes(extra)
     if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
         files["dynshape.json"] = tc.dynshape.dumps().encode()
+    if tc.grad is not None and row.mode == "grad":  # leaves and cotangents (docs/training.md)
+        files.update(tc.grad.files())
     try:
         files["model.onnx"] = m.onnx_bytes
     except Exception:  # the ONNX build itself failed; info.json says how
@@ -309,32 +343,42 @@ class FuzzWorker:
         its other shapes (`campaign.dynshape.add_shapes`)."""
         if dynshape is None:
             dynshape = wants_dynshape(seed, self.cfg.generator)
+        # a gradient test (docs/training.md): float graphs, and every check below also wants
+        # the ops differentiable where the inputs land
+        grad = wants_grad(seed, self.cfg.generator.p_grad)
+        gen = self.cfg.generator.for_training() if grad else self.cfg.generator
         if dynshape:
             # symbolic dims (docs/dynshape.md); not mutated: mutators rewrite the seed pool's
             # concrete graphs, and `avoid` is not applied
-            g, dseed = generate_dyn(seed, self.cfg.generator)
+            g, dseed = generate_dyn(seed, gen)
             lineage: list[dict[str, Any]] = [{"seed": seed}]
         else:
             # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
-            g, lineage = self.mutation.make(test_id, seed)
+            g, lineage = self.mutation.make(test_id, seed, gen)
             dseed = None
             avoid = frozenset(avoid)
             if avoid:
                 g, lineage = self._without(g, lineage, seed, avoid)
-        # inputs for which every value is valid (NNSmith-style gradient search), dropping the
-        # instructions no input can make valid; if nothing valid remains, the plain search's
-        # last try is kept and the reference marks the test invalid
-        valid = make_valid(g, seed)
-        if valid is None:
-            return TestCase(test_id, seed, g, search_inputs(g, seed).values, lineage)
-        if valid.dropped:
-            lineage.append({"repair": "drop", "insts": valid.dropped})
-        g, values = valid.graph, valid.search.values
-        # more input sets, so every `if` takes both branches and loops run other trip counts
-        covered = cover(g, values, seed, self.cfg.coverage)
-        tc = TestCase(test_id, seed, g, values, lineage, covered.extra,
-                      covered.coverage.summary(), ref_outputs=covered.outputs)
-        return add_shapes(tc, dseed, self.cfg.generator) if dynshape else tc
+        with differentiable(grad):
+            # inputs for which every value is valid (NNSmith-style gradient search), dropping
+            # the instructions no input can make valid; if nothing valid remains, the plain
+            # search's last try is kept and the reference marks the test invalid
+            valid = make_valid(g, seed)
+            if valid is None:
+                return TestCase(test_id, seed, g, search_inputs(g, seed).values, lineage)
+            if valid.dropped:
+                lineage.append({"repair": "drop", "insts": valid.dropped})
+            g, values = valid.graph, valid.search.values
+            # more input sets, so every `if` takes both branches and loops run other trip
+            # counts
+            covered = cover(g, values, seed, self.cfg.coverage)
+            tc = TestCase(test_id, seed, g, values, lineage, covered.extra,
+                          covered.coverage.summary(), ref_outputs=covered.outputs)
+            if dynshape:
+                tc = add_shapes(tc, dseed, self.cfg.generator)
+        if grad:
+            tc.grad = draw_grad(tc.graph, seed, [tc.graph_of(k) for k in range(tc.n_sets)])
+        return tc
 
     def _without(self, g: Graph, lineage: list[dict[str, Any]], seed: int,
                  avoid: frozenset[str]) -> tuple[Graph, list[dict[str, Any]]]:
@@ -343,8 +387,11 @@ class FuzzWorker:
         if not avoid & set(g.op_counts()):
             lineage[0]["avoid"] = sorted(avoid)
             return g, lineage
-        return generate(seed, self.cfg.generator.without(avoid)), [{"seed": seed, "seed_id": f"gen/{seed}",
-                                      "avoid": sorted(avoid)}]
+        gen = self.cfg.generator
+        if wants_grad(seed, gen.p_grad):
+            gen = gen.for_training()
+        return generate(seed, gen.without(avoid)), [{"seed": seed, "seed_id": f"gen/{seed}",
+                                                    "avoid": sorted(avoid)}]
 
     def make_prepared(self, test_id: str, seed: int, avoid: Iterable[str] = (),
                       backends: Sequence[str] | None = None) -> Prepared | TestReport:
@@ -403,15 +450,22 @@ class FuzzWorker:
             return self._invalid_all(m, base, backends, Stage.REFERENCE,
                                      ref.error_class or "InvalidReference", ref.problem,
                                      ref_ms=ref.ms)
-        # per graph output, the same in every input set
-        return Prepared(m, ref, base, output_tolerances(tc.graph), output_precisions(tc.graph))
+        # per graph output (then per gradient), the same in every input set
+        tolerances, precisions = output_tolerances(tc.graph), output_precisions(tc.graph)
+        if tc.grad is not None:
+            tolerances += gradient_tolerances(tc.graph, tc.grad.leaves)
+            precisions += gradient_precisions(tc.graph, tc.grad.leaves)
+        return Prepared(m, ref, base, tolerances, precisions)
 
     def judge(self, backend: Backend, prep: Prepared,
               result: BackendResult) -> tuple[ResultRow, Finding | None]:
         """The row of one backend's result on a prepared test, and its finding if not a pass."""
+        # a gradient test trains on a backend that can (`Backend.TRAINS`), else runs forward
+        trains = prep.tc.grad is not None and backend.TRAINS
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,
                                     cpu_ms=result.cpu_ms, backend_config=result.backend_config,
+                                    mode="grad" if trains else "infer",
                                     **timeout_fields(result))
         dialect = result.dialect or backend.dialect
         if dialect:
@@ -424,9 +478,9 @@ class FuzzWorker:
             use_shadow = self.cfg.float64_shadow and backend.shadow_judged
             # a finished run has outputs (`BackendResult`), a prepared test its reference's
             assert result.outputs is not None and prep.ref.outputs is not None
-            j = judge_sets(prep.ref.outputs, result.outputs, len(prep.tc.graph.outputs),
-                           prep.tolerances, prep.precisions, prep.truth if use_shadow else None)
-            row.update(**self._judgement_fields(j))
+            expected, n, tols, precs, truth = prep.expected(trains)
+            j = judge_sets(expected, result.outputs, n, tols, precs, truth if use_shadow else None)
+            row.update(**self._judgement_fields(j, prep.labels(trains)))
         row.update(**dynshape_fields(prep, row, result))
         row.update(**damage_fields(row, result))
         if Verdict(row.verdict).is_finding:
@@ -464,7 +518,7 @@ class FuzzWorker:
                 "error_class": error_class, "error_sig": sig, "error_msg": msg}
 
     @staticmethod
-    def _judgement_fields(j: Judgement) -> dict[str, Any]:
+    def _judgement_fields(j: Judgement, labels: list[str]) -> dict[str, Any]:
         c = j.comparison
         if j.verdict is Verdict.PASS:
             # a pass decided by the shadow keeps its note (the reference was the inaccurate one)
@@ -476,8 +530,10 @@ class FuzzWorker:
         if j.verdict is Verdict.INVALID:
             return {**fields, "verdict": Verdict.INVALID.value, "error_class": "IllConditioned",
                     "error_sig": f"IllConditioned: output {c.output}"}
+        what = labels[c.output] if c.output is not None and c.output < len(labels) else \
+            f"output {c.output}"
         return {**fields, "verdict": Verdict.MISMATCH.value, "error_class": "Mismatch",
-                "error_sig": f"Mismatch: output {c.output}"}
+                "error_sig": f"Mismatch: {what}"}
 
     # ---- rows of tests that fail before any backend ------------------------------------------
     def _invalid_all(self, m: Materialized, base: ResultRow, backends: Sequence[str] | None,

@@ -176,8 +176,11 @@ class MutationSource:
                 pass
 
     # ---- making a graph --------------------------------------------------------------------
-    def make(self, test_id: str, seed: int) -> tuple[Graph, list[dict[str, Any]]]:
-        """The graph of test `test_id` and its lineage (see the module doc)."""
+    def make(self, test_id: str, seed: int,
+             gen: GenConfig | None = None) -> tuple[Graph, list[dict[str, Any]]]:
+        """The graph of test `test_id` and its lineage (see the module doc); `gen`: the
+        generator's config for a graph generated here (default: the source's own)."""
+        gen = gen or self.gen
         rng = random.Random(seed ^ 0x5EED)
         discarded = 0
         if self.active:
@@ -193,14 +196,14 @@ class MutationSource:
                     steps = [{**s, "test": test_id} for s in out.steps]
                     return out.graph, [head, *parent.lineage[1:], *steps]
             else:  # an empty pool (no seeds configured): mutate a generated graph
-                g = generate(seed, self.gen)
+                g = generate(seed, gen)
                 out = self.engine.mutate(g, rng)
                 head = {"seed": seed, "seed_id": f"gen/{seed}", "discarded": out.discarded}
                 return out.graph, [head, *({**s, "test": test_id} for s in out.steps)]
         gen_head: dict[str, Any] = {"seed": seed, "seed_id": f"gen/{seed}"}
         if discarded:
             gen_head["discarded"] = discarded
-        return generate(seed, self.gen), [gen_head]
+        return generate(seed, gen), [gen_head]
 
     # ---- feedback --------------------------------------------------------------------------
     def novel(self, graph: Graph) -> bool | None:

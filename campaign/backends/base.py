@@ -221,6 +221,9 @@ class Backend(abc.ABC):
     target: str = "cpu"  #: `cpu` or `cuda` (the row's `target`)
     #: whether the worker may judge this backend's float mismatches with the float64 shadow
     shadow_judged: ClassVar[bool] = True
+    #: whether it runs a gradient test's training step (forward outputs, then each leaf's
+    #: gradient: docs/training.md); a backend that does not runs such a test's forward alone
+    TRAINS: ClassVar[bool] = False
     #: how the torch module it compiles expresses control flow (`hop`, `python`, or `mixed`:
     #: per test, see `dialect_of`); None for backends that take the ONNX model (the row's
     #: `dialect` then stays the test's)
@@ -245,6 +248,9 @@ class Backend(abc.ABC):
     #: the configurations worth fuzzing (`campaign.backends.configs`): constructor options with
     #: their values; a test draws one by its seed when `sample_configs` > 0
     CONFIG_SPACE: ClassVar[tuple[Option, ...]] = ()
+    #: options drawn only for a gradient test on a backend that trains (`TRAINS`): what
+    #: shapes the backward
+    TRAINING_SPACE: ClassVar[tuple[Option, ...]] = ()
     #: the fraction of tests that get a configuration drawn from `CONFIG_SPACE` (0: every test
     #: runs the spec's own; `campaign.backend_options.<b>.configs`, set by the worker)
     sample_configs: float = 0.0
@@ -293,11 +299,14 @@ class Backend(abc.ABC):
         return "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
 
     # ---- configurations ----------------------------------------------------------------------
-    def config_of(self, seed: int, graph: Graph | None = None) -> dict[str, Any]:
+    def config_of(self, seed: int, graph: Graph | None = None,
+                  trains: bool = False) -> dict[str, Any]:
         """The configuration a test of this seed (and `graph`, when known: options that do
         not apply to it are not drawn) runs (`campaign.backends.configs.draw`: {} is the
-        backend's own; the same test always gets the same one)."""
-        return draw(self.CONFIG_SPACE, self._fixed, self.name, seed, self.sample_configs, graph)
+        backend's own; the same test always gets the same one); `trains`: a gradient test,
+        which draws from `TRAINING_SPACE` too."""
+        space = self.CONFIG_SPACE + (self.TRAINING_SPACE if trains and self.TRAINS else ())
+        return draw(space, self._fixed, self.name, seed, self.sample_configs, graph)
 
     def merge_key(self, seed: int, graph: Graph | None = None) -> tuple[str | None, str]:
         """What tests merged into one module must share: the dialect and the configuration
@@ -323,7 +332,8 @@ class Backend(abc.ABC):
     # ---- evaluation --------------------------------------------------------------------------
     def evaluate(self, m: Materialized) -> BackendResult:
         """Evaluate `m` in the configuration its seed draws (`config_of`)."""
-        config = self.config_of(m.tc.seed, m.tc.graph) if self.sample_configs > 0 else {}
+        config = (self.config_of(m.tc.seed, m.tc.graph, m.tc.grad is not None)
+                  if self.sample_configs > 0 else {})
         if not config:
             return self._evaluate_as_configured(m)
         result = self.variant(config)._evaluate_as_configured(m)
@@ -576,8 +586,9 @@ def make_backend(spec: str) -> Backend:
     backend.name = spec
     backend._factory, backend._options = factory, dict(options)
     backend._fixed = frozenset(parse_spec(spec)[1])
-    if backend.CONFIG_SPACE:
+    if backend.CONFIG_SPACE or backend.TRAINING_SPACE:
         from campaign.backends.configs import check_space
 
-        check_space(backend.CONFIG_SPACE, list(inspect.signature(factory).parameters), spec)
+        check_space(backend.CONFIG_SPACE + backend.TRAINING_SPACE,
+                    list(inspect.signature(factory).parameters), spec)
     return backend

@@ -68,6 +68,21 @@ WHILE_LOOP_INT_CARRY = KnownUnsupported(
     r"A subgraph argument other than striding has been modified; FakeTensorUpdater cannot "
     r"update this argument")
 
+#: gradient tests (docs/training.md): the backward of a torch.cond (or scan) with a bool or int
+#: output beside a float one fails in the higher-order op's autograd, eager HOP included
+#: (docs/findings F32, found by dynsmith): a known bug, not found again
+COND_NON_FLOAT_BACKWARD = KnownUnsupported(
+    "torch.cond/scan backward with a non-float output fails (F32)", None,
+    r"InductorError|AssertionError", r"outs_to_grad length \(\d+\) != tangents length")
+
+#: gradient tests: a compiled LSTM whose input does not require grad but whose weights do takes
+#: the mkldnn inference path, whose workspace is None (docs/findings F33, pytorch#185163, open)
+LSTM_MKLDNN_BACKWARD = KnownUnsupported(
+    "compiled LSTM with a frozen input takes mkldnn's inference path (F33, pytorch#185163)", None,
+    r"InductorError|AssertionError|TypeError",
+    r"tensors_saved_with_vc_check to be Tensors|expected Tensor\(\) for op: "
+    r"torch\.ops\.aten\.mkldnn_rnn_layer")
+
 #: the configurations (cpp_wrapper or not) this process has compiled once already
 _warmed: set[bool] = set()
 
@@ -131,6 +146,34 @@ INDUCTOR_SPACE = (
 )
 
 
+#: AOT autograd's options that shape a gradient test's backward (torch/_functorch/config.py),
+#: drawn only for gradient tests (`Backend.TRAINING_SPACE`); docs/configs.md says why each
+TRAINING_FLAGS = {
+    "memory_budget": "activation_memory_budget",
+    "donated_buffer": "donated_buffer",
+    "recompute_views": "recompute_views",
+    "ban_recompute_reductions": "ban_recompute_reductions",
+    "ban_recompute_not_in_allowlist": "ban_recompute_not_in_allowlist",
+    "eager_backward_lowering": "force_non_lazy_backward_lowering",
+}
+
+TRAINING_SPACE = (
+    Option("memory_budget", (None, 0.0, 0.5), "the partitioner's activation memory budget: "
+           "0 saves nothing and recomputes the forward in the backward, 0.5 solves which "
+           "activations to save (the knapsack of the min-cut partitioner)"),
+    Option("donated_buffer", (None, False), "no donation of saved activations' buffers to "
+           "the backward"),
+    Option("recompute_views", (None, True), "views recomputed in the backward instead of "
+           "saved"),
+    Option("ban_recompute_reductions", (None, False), "the partitioner may recompute "
+           "reductions"),
+    Option("ban_recompute_not_in_allowlist", (None, False), "the partitioner may recompute "
+           "ops outside its allow-list"),
+    Option("eager_backward_lowering", (None, True), "the backward graph compiled with the "
+           "forward instead of at its first call"),
+)
+
+
 def _torch_input_sets(m: Materialized, device: str) -> list[list]:
     """Per input set, the graph inputs as tensors on `device`, in order."""
     import torch
@@ -143,19 +186,30 @@ def _copies(args: list) -> list:
     return [a.clone() for a in args]
 
 
-class CompileCounter:
-    """A torch.compile backend that counts the FX graphs it compiles with Inductor (each
-    compile and recompile of each graph-broken piece), under `config_patches` (options of
-    `torch._inductor.config` for these compiles only)."""
+#: the torch.compile backends this module runs (`compiler`): Inductor, and the stages before
+#: it, which tell AOT autograd's faults from Inductor's (docs/training.md)
+COMPILERS = ("inductor", "aot_eager", "aot_eager_decomp_partition", "eager")
 
-    def __init__(self, config_patches: dict[str, Any] | None = None) -> None:
+
+class CompileCounter:
+    """A torch.compile backend that counts the FX graphs it compiles with `compiler` (each
+    compile and recompile of each graph-broken piece), under `config_patches` (options of
+    `torch._inductor.config` for these compiles only: Inductor's)."""
+
+    def __init__(self, config_patches: dict[str, Any] | None = None,
+                 compiler: str = "inductor") -> None:
         self.n = 0
         self.config_patches = dict(config_patches or {})
+        self.compiler = compiler
 
     def __call__(self, gm, example_inputs):
+        self.n += 1
+        if self.compiler != "inductor":
+            from torch._dynamo.backends.registry import lookup_backend
+
+            return lookup_backend(self.compiler)(gm, example_inputs)
         from torch._inductor.compile_fx import compile_fx
 
-        self.n += 1
         return compile_fx(gm, example_inputs, config_patches=self.config_patches)
 
 
@@ -166,10 +220,14 @@ def _outputs_numpy(out) -> list[np.ndarray]:
 
 
 class InductorBackend(Backend):
-    """`torch.compile(module, backend="inductor")` on one device."""
+    """`torch.compile(module, backend="inductor")` on one device (or one of the stages before
+    Inductor, `compiler`). A gradient test trains: each call's forward outputs, then the
+    gradients of its leaves by the compiled backward (`ir.materialize.grad.training_step`)."""
 
     UNSUPPORTED = INDUCTOR_UNSUPPORTED
     CONFIG_SPACE = INDUCTOR_SPACE
+    TRAINING_SPACE = TRAINING_SPACE
+    TRAINS = True
     #: Dynamo, AOT autograd, the higher-order ops, Inductor's lowering and scheduling
     COVERAGE_PACKAGES = ("torch/_dynamo", "torch/_functorch", "torch/_higher_order_ops",
                          "torch/_inductor")
@@ -186,7 +244,12 @@ class InductorBackend(Backend):
                  joint_graph_constant_folding: bool | None = None,
                  comprehensive_padding: bool | None = None, simdlen: int | None = None,
                  loop_tail_vec: bool | None = None, tiling_heuristics: bool | None = None,
-                 scalars: str = "tensor", params: str = "buffer", inplace: str = "written"):
+                 scalars: str = "tensor", params: str = "buffer", inplace: str = "written",
+                 compiler: str = "inductor", memory_budget: float | None = None,
+                 donated_buffer: bool | None = None, recompute_views: bool | None = None,
+                 ban_recompute_reductions: bool | None = None,
+                 ban_recompute_not_in_allowlist: bool | None = None,
+                 eager_backward_lowering: bool | None = None):
         if device not in ("cpu", "cuda"):
             raise ValueError(f"inductor: device must be cpu or cuda, got {device!r}")
         if dialect not in ("hop", "python", "mixed"):
@@ -215,6 +278,19 @@ class InductorBackend(Backend):
                      comprehensive_padding=comprehensive_padding, simdlen=simdlen,
                      loop_tail_vec=loop_tail_vec, tiling_heuristics=tiling_heuristics)
         self.flags = {INDUCTOR_FLAGS[k]: v for k, v in given.items() if v is not None}
+        if compiler not in COMPILERS:
+            raise ValueError(f"inductor: compiler must be one of {', '.join(COMPILERS)}, "
+                             f"got {compiler!r}")
+        #: the torch.compile backend: Inductor, or a stage before it (`aot_eager`)
+        self.compiler = compiler
+        #: `torch._functorch.config` keys set for this backend's compiles (TRAINING_FLAGS)
+        training = dict(memory_budget=memory_budget, donated_buffer=donated_buffer,
+                        recompute_views=recompute_views,
+                        ban_recompute_reductions=ban_recompute_reductions,
+                        ban_recompute_not_in_allowlist=ban_recompute_not_in_allowlist,
+                        eager_backward_lowering=eager_backward_lowering)
+        self.training_flags = {TRAINING_FLAGS[k]: v for k, v in training.items()
+                               if v is not None}
         #: dynamic-shape tests: mark their symbolic dims unbacked (no 0/1 specialization, no
         #: guards on them) instead of dynamic
         self.unbacked = bool(unbacked)
@@ -245,9 +321,13 @@ class InductorBackend(Backend):
         if self.target == "cpu":
             # the C++ wrapper builds its own precompiled header on its first compile
             f = torch.compile(lambda x: torch.relu(x) * 2 + 1, fullgraph=True,
-                              backend=CompileCounter(self._config_patches()))
+                              backend=CompileCounter(self._config_patches(), self.compiler))
             with torch.no_grad():
                 f(torch.ones(4))
+            torch._dynamo.reset()
+            # and a backward once: AOT autograd's partitioner and the backward's compile
+            x = torch.ones(4, requires_grad=True)
+            f(x).sum().backward()
             torch._dynamo.reset()
         _warmed.add(self.cpp_wrapper)
 
@@ -275,7 +355,7 @@ class InductorBackend(Backend):
         clear_caches()
 
     def known_unsupported(self) -> tuple[KnownUnsupported, ...]:
-        known = list(self.UNSUPPORTED)
+        known = [*self.UNSUPPORTED, COND_NON_FLOAT_BACKWARD, LSTM_MKLDNN_BACKWARD]
         if not self.fullgraph:
             known.append(SCAN_WITH_GRAPH_BREAKS)
         if self.form.numbers:
@@ -305,14 +385,17 @@ class InductorBackend(Backend):
         fullgraph = self.fullgraph and not (self.dialect == "mixed" and dialect == "python")
 
         dyn = m.tc.dynshape  # dynamic shapes: one module, its symbolic dims marked dynamic
-        counter = CompileCounter(self._config_patches())
+        counter = CompileCounter(self._config_patches(), self.compiler)
+        grad = m.tc.grad
+        holder: dict[str, Any] = {}
 
         def build():
             from ir.materialize.dynshape import torch_module
 
+            trainable = grad.param_leaves(m.tc.graph) if grad is not None else frozenset()
             module = torch_module(m.tc.graph, dyn, m.tc.params(), dialect=dialect,
-                                  form=self.form)
-            module = module.to(self.target).eval()
+                                  form=self.form, trainable=trainable)
+            module = holder["module"] = module.to(self.target).eval()
             return torch.compile(module, backend=counter, fullgraph=fullgraph,
                                  dynamic=None if dyn is not None else self.dynamic)
 
@@ -332,18 +415,30 @@ class InductorBackend(Backend):
                 mark_dynamic(fresh, m.tc.graph, dyn, unbacked=self.unbacked, maybe=True)
             return fresh
 
+        if grad is not None:
+            from ir.materialize.grad import trainable_params, training_step
+
+            params = trainable_params(holder["module"])
+
+            def call(k: int, args: list) -> list:
+                return training_step(compiled, m.tc.graph_of(k), args_of(args), grad, k, params)
+        else:
+            def call(k: int, args: list) -> list:
+                return compiled(*args_of(args))
+
         outs: list[np.ndarray] = []
-        with torch.no_grad():
-            # the first call compiles (for set 0); the others run what guards allow, so a set
-            # taking another Python-dialect branch, or of another shape, may compile again:
-            # counted per set (`result.compiles`), as run time
-            self.stage(Stage.COMPILE, lambda: compiled(*args_of(sets[0])), result, "compile_ms")
+        with torch.set_grad_enabled(grad is not None), self._training_patches():
+            # the first call compiles (for set 0: a gradient test's forward, then its
+            # backward); the others run what guards allow, so a set taking another
+            # Python-dialect branch, or of another shape, may compile again: counted per set
+            # (`result.compiles`), as run time
+            self.stage(Stage.COMPILE, lambda: call(0, sets[0]), result, "compile_ms")
             compiles = [counter.n]
             for k, args in enumerate(sets):
                 before = counter.n
                 result.input_set = k
                 outs += _outputs_numpy(self.stage(Stage.RUN,
-                                                  lambda: compiled(*args_of(args)),  # noqa: B023 (called at once)
+                                                  lambda: call(k, args),  # noqa: B023 (called at once)
                                                   result, "run_ms"))
                 if k:
                     compiles.append(counter.n - before)
@@ -353,7 +448,18 @@ class InductorBackend(Backend):
             result.compiles = compiles
         return outs
 
+    def _training_patches(self) -> Any:
+        """AOT autograd's options of this configuration (`TRAINING_FLAGS`), for its compiles."""
+        import contextlib
+
+        import torch._functorch.config as fcfg
+
+        return fcfg.patch(self.training_flags) if self.training_flags else contextlib.nullcontext()
+
 
 register("inductor", InductorBackend, device="cpu")
 register("inductor_cuda", InductorBackend, device="cuda")
 register("inductor_dynamic", InductorBackend, device="cpu", dynamic=True)
+#: AOT autograd with eager kernels: Dynamo and AOT autograd's joint graph and partitioning
+#: without Inductor, which tells their faults from Inductor's (docs/training.md)
+register("aot_eager", InductorBackend, device="cpu", compiler="aot_eager")

@@ -8,6 +8,18 @@ Relax pipeline under `PassContext(opt_level)`; run = build the VM, copy the inpu
 `RelaxBackend` is the compile and run every TVM backend shares: `tvm` here imports the ONNX
 model, `tvm_torch` (`campaign.backends.tvm_torch`) the `torch.export` of the torch module.
 
+Gradient tests (docs/training.md): `tvm` trains with TVM's own reverse mode, a second autodiff
+beside eager autograd. Import: the ONNX model with the leaf params moved from initializers to
+graph inputs (after the graph inputs, in graph order), so `main` takes every leaf as a param.
+Compile: `main`'s bindings re-emitted into one function `loss(inputs..., leaf params...,
+cotangents...)` returning `(L, outputs...)`, with `L = sum_i sum(o_i * c_i)` over the float
+outputs with a cotangent (each term cast to float32: dL/dterm is 1 whatever the sum's dtype);
+`relax.transform.Gradient("loss", require_grads=<the leaves, in GradSpec order>)` adds
+`loss_adjoint`, which returns `((L, outputs...), (grad per leaf...))`; the module (without
+`loss`) is built as an inference one. Run: `loss_adjoint` per input set; its outputs, then its
+gradients. What the pass cannot differentiate (an op without `FPrimalGradient`, a `call_tir`,
+control flow: `TVM_GRADIENT_UNSUPPORTED`) is verdict `unsupported`.
+
 Registered: `tvm` (llvm), `tvm_cuda`. Options: `target` (`llvm` | `cuda`), `opt_level` (0-3,
 default 3), `pipeline`: `fused` (default: `relax.get_default_pipeline(target)`, which fuses
 operators) or `default` (TVM's `default_build` pipeline: legalize and build, no fusion).
@@ -15,7 +27,8 @@ operators) or `default` (TVM's `default_build` pipeline: legalize and build, no 
 from __future__ import annotations
 
 import abc
-from typing import Any, ClassVar
+import contextlib
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +36,10 @@ from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, KnownUnsupported, input_feed_sets, register
 from campaign.backends.configs import Option
 from campaign.verdict import Stage
+
+if TYPE_CHECKING:
+    from ir.core.graph import Graph
+    from ir.materialize.grad import GradSpec
 
 #: TVM 0.27's Relax ONNX importer has no converter for these: a gap, not a bug. Any other op
 #: in the same message is a new gap and stays a crash, so it is seen.
@@ -36,6 +53,34 @@ _MISSING = "|".join(TVM_MISSING_CONVERTERS)
 TVM_LAYER_NORM_DTYPES = KnownUnsupported(
     "TVM's layer_norm supports only float32 and float16", Stage.COMPILE, r"InternalError",
     r"layer_norm: only support float32 and float16")
+
+#: `relax.transform.Gradient` (src/relax/transform/gradient.cc) in TVM 0.27: what it cannot
+#: differentiate, a documented gap of the pass (a gradient test's compile stage), never a bug.
+#: The ops with a gradient are those `tvm/relax/op/_op_gradient.py` registers: elementwise
+#: arithmetic and comparisons, abs/cos/exp/log/negative/sigmoid/sin/sqrt/tanh, sum/mean/
+#: variance, permute_dims/concat/split/expand_dims/reshape/cumsum/broadcast_to/take/where,
+#: matmul, astype, relu/silu/softmax/log_softmax, conv2d, max_pool2d/avg_pool2d (and the
+#: creation ops). Probed per GraphIR op: no gradient for acos/asin/atan/cosh/sinh/tan, ceil/
+#: floor/round/sign, erf and gelu, leaky_relu, hardsigmoid/hardswish (relax.clip),
+#: batch_norm/layer_norm, reduce_max/reduce_min/max/min, reduce_prod, slice (strided_slice),
+#: squeeze, tril, conv1d, conv_transpose2d, avgpool1d/maxpool1d, resize_*, writes through
+#: views (scatter_elements, scatter_nd); a call_tir for clip, pad_*, tile, instance_norm
+TVM_GRADIENT_UNSUPPORTED = (
+    # the Relax op the importer lowered a GraphIR op to has no registered gradient
+    KnownUnsupported(
+        "TVM's Gradient pass has no gradient for this Relax op", Stage.COMPILE,
+        r"InternalError", r"Attribute FPrimalGradient has not been registered for relax\."),
+    # a TIR function the importer emitted (`emit_te`) has no gradient either
+    KnownUnsupported(
+        "TVM's Gradient pass cannot differentiate a call_tir", Stage.COMPILE, r"InternalError",
+        r"Differentiation of call_tir op without registering corresponding gradient function "
+        r"is not supported yet"),
+    # control flow: the importer gives a graph with an If no dataflow block, and the pass
+    # takes one dataflow block only
+    KnownUnsupported(
+        "TVM's Gradient pass takes no control flow", Stage.COMPILE, r"InternalError",
+        r"now only support one dataflow block"),
+)
 
 TVM_UNSUPPORTED = (
     KnownUnsupported(
@@ -150,14 +195,31 @@ class RelaxBackend(Backend):
         """The test as a Relax `IRModule` whose `main` takes the graph inputs positionally,
         and per input set those inputs in that order; wraps its work in `stage(IMPORT)`."""
 
-    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
-        mod, sets = self._import(m, result)
-        return self.compile_and_run(mod, sets, result)
+    def _import_training(self, m: Materialized,
+                         result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
+        """A gradient test as a Relax `IRModule` whose `main` takes the graph inputs, then the
+        leaf params (in graph order), and per input set those values in that order; only a
+        backend that trains (`TRAINS`) implements it."""
+        raise NotImplementedError(f"{self.kind} does not train")
 
-    def compile_and_run(self, mod: Any, sets: list[list[np.ndarray]],
-                        result: BackendResult) -> list[np.ndarray]:
-        """Compile `mod` (stage compile), build the VM and call `main` on each input set
-        (stage run); the outputs of every set, in order, as one flat list."""
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        grad = m.tc.grad if self.TRAINS else None
+        if grad is None:
+            mod, sets = self._import(m, result)
+            return self.compile_and_run(mod, sets, result)
+        mod, sets = self._import_training(m, result)
+        g = m.tc.graph
+        adjoint, cts = self.stage(Stage.COMPILE, lambda: gradient_module(mod, g, grad), result,
+                                  "compile_ms")
+        sets = [feeds + [np.asarray(grad.cotangents[k][g.outputs[i]]) for i in cts]
+                for k, feeds in enumerate(sets)]
+        return self.compile_and_run(adjoint, sets, result, func=ADJOINT, unpack=_training_results)
+
+    def compile_and_run(self, mod: Any, sets: list[list[np.ndarray]], result: BackendResult,
+                        func: str = "main", unpack: Any = None) -> list[np.ndarray]:
+        """Compile `mod` (stage compile), build the VM and call `func` on each input set
+        (stage run); the outputs of every set, in order, as one flat list (`unpack`: the VM
+        result of one set as arrays, default `_to_numpy`)."""
         import tvm
         from tvm import relax
 
@@ -176,16 +238,19 @@ class RelaxBackend(Backend):
 
         def run(feeds: list[np.ndarray]) -> list[np.ndarray]:
             args = [tvm.runtime.tensor(np.asarray(x), dev) for x in feeds]
-            return _to_numpy(vm["main"](*args))
+            return (unpack or _to_numpy)(vm[func](*args))
 
         return self.run_sets(sets, run, result)
 
 
 class TvmBackend(RelaxBackend):
-    """TVM Relax through its ONNX importer."""
+    """TVM Relax through its ONNX importer; trains gradient tests with TVM's reverse mode."""
 
-    UNSUPPORTED = TVM_UNSUPPORTED
+    #: the importer's gaps, and the Gradient pass's (met by gradient tests only)
+    UNSUPPORTED = TVM_UNSUPPORTED + TVM_GRADIENT_UNSUPPORTED
     LACKS = TVM_LACKS
+    #: a gradient test trains with `relax.transform.Gradient` (the module doc)
+    TRAINS = True
 
     def prepare(self) -> None:
         super().prepare()
@@ -197,6 +262,106 @@ class TvmBackend(RelaxBackend):
         model = m.onnx_model
         mod = self.stage(Stage.IMPORT, lambda: from_onnx(model), result, "compile_ms")
         return mod, [list(feeds.values()) for feeds in input_feed_sets(m)]
+
+    def _import_training(self, m: Materialized,
+                         result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
+        from tvm.relax.frontend.onnx import from_onnx
+
+        assert m.tc.grad is not None
+        model, values = leaf_params_as_inputs(m.onnx_model, m.tc.graph, m.tc.grad.leaves)
+        mod = self.stage(Stage.IMPORT, lambda: from_onnx(model), result, "compile_ms")
+        return mod, [list(feeds.values()) + values for feeds in input_feed_sets(m)]
+
+
+#: the function `relax.transform.Gradient` makes of the loss function `loss`
+ADJOINT = "loss_adjoint"
+
+
+def leaf_params_as_inputs(model: Any, g: Graph,
+                          leaves: tuple[str, ...]) -> tuple[Any, list[np.ndarray]]:
+    """A copy of the ONNX `model` of `g` whose leaf params (of `leaves`) are graph inputs,
+    after the graph's own, in graph order, instead of initializers; and their values (the
+    initializers'), in that order."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    inits = {init.name: init for init in out.graph.initializer}
+    values = []
+    for p in g.params:
+        if p.name not in leaves:
+            continue
+        init = inits[p.name]
+        values.append(numpy_helper.to_array(init))
+        out.graph.initializer.remove(init)
+        out.graph.input.append(helper.make_tensor_value_info(p.name, init.data_type,
+                                                             list(init.dims)))
+    return out, values
+
+
+def gradient_module(mod: Any, g: Graph, spec: GradSpec) -> tuple[Any, list[int]]:
+    """The module whose `loss_adjoint` trains the gradient test of `g` (`spec`), from the
+    imported `mod` whose `main` takes the graph inputs, then the leaf params (graph order):
+    `relax.transform.Gradient` of the loss function (the module doc); and the indices of the
+    outputs with a cotangent, whose cotangents `loss_adjoint` takes after `main`'s params."""
+    import tvm
+    from tvm import relax
+
+    main = mod["main"]
+    params = list(main.params)
+    n_in = len(g.inputs)
+    leaf_params = [p.name for p in g.params if p.name in spec.leaves]
+    if len(params) != n_in + len(leaf_params):
+        raise ValueError(f"the imported main takes {len(params)} params, expected {n_in} "
+                         f"inputs and {len(leaf_params)} leaf params")
+    position = {v.name: i for i, v in enumerate(g.inputs)}
+    position.update({name: n_in + j for j, name in enumerate(leaf_params)})
+
+    ret = main.ret_ty
+    n_out = len(ret.fields) if isinstance(ret, relax.TupleType) else 1
+    if n_out != len(g.outputs):
+        raise ValueError(f"the imported main returns {n_out} values, the graph {len(g.outputs)}")
+    types = list(ret.fields) if isinstance(ret, relax.TupleType) else [ret]
+    cts = [i for i, o in enumerate(g.outputs) if o in spec.cotangents[0]]
+    ct_vars = [relax.Var(f"cotangent{i}", types[i]) for i in cts]
+
+    body = main.body
+    dataflow = all(isinstance(b, relax.DataflowBlock) for b in body.blocks)
+    bb = relax.BlockBuilder()
+    with bb.function("loss", params=params + ct_vars):
+        with bb.dataflow() if dataflow else contextlib.nullcontext():
+            for block in body.blocks:
+                for binding in block.bindings:
+                    bb.emit_normalized(binding)
+            outs = ([bb.emit(relax.TupleGetItem(body.body, i)) for i in range(n_out)]
+                    if isinstance(ret, relax.TupleType) else [body.body])
+            loss = None
+            for i, c in zip(cts, ct_vars, strict=True):
+                term = bb.emit(relax.op.astype(relax.op.sum(relax.op.multiply(outs[i], c)),
+                                               "float32"))
+                loss = term if loss is None else bb.emit(relax.op.add(loss, term))
+            if loss is None:  # no float output: L = 0
+                loss = bb.emit(relax.const(0.0, "float32"))
+            emit = bb.emit_output if dataflow else bb.emit
+            returned = [emit(x) for x in (loss, *outs)]
+        bb.emit_func_output(relax.Tuple(returned))
+    loss_mod = bb.get()
+    for gv, func in mod.functions_items():  # the importer's other functions, if any
+        if gv.name_hint != "main":
+            loss_mod[gv] = func
+    loss_params = list(loss_mod["loss"].params)
+    require = [loss_params[position[x]] for x in spec.leaves]
+    graded = relax.transform.Gradient("loss", require_grads=require)(loss_mod)
+    kept = {gv: f for gv, f in graded.functions_items() if gv.name_hint != "loss"}
+    return tvm.IRModule(kept), cts
+
+
+def _training_results(out: Any) -> list[np.ndarray]:
+    """`loss_adjoint`'s result `((L, outputs...), (grads...))` as the outputs, then the
+    gradients."""
+    forward, grads = out
+    return [o.numpy() for o in list(forward)[1:]] + [x.numpy() for x in grads]
 
 
 def _to_numpy(out: Any) -> list[np.ndarray]:

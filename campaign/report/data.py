@@ -50,6 +50,7 @@ FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("RNN", ("n_rnn",)),
     ("In-place", ("n_inplace", "n_view_writes")),
     ("Dynamic shapes", ("dyn_dims",)),
+    ("Gradients", ("grad_leaves",)),
 )
 #: feature columns that are lists (a test has the feature when the list is not empty)
 LIST_FEATURE_COLUMNS = ("dyn_dims",)

@@ -17,6 +17,11 @@ must still be a mismatch (confirmed by the shadow: an ill-conditioned candidate 
 never accepted). Candidates run on one input set: the one that failed when that alone
 reproduces the finding, else every set (extra sets follow a candidate while its inputs keep
 their names and types).
+
+A gradient test stays one (docs/training.md): every candidate is run in grad mode, with the
+finding's leaves and cotangents refitted to it (`ir.numerics.grad.refit_grad`: the leaves it
+still has, the cotangents of the outputs it keeps, fresh ones for changed outputs); a
+candidate left without a leaf is rejected.
 """
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ class FindingCase:
     values: dict[str, np.ndarray]
     #: sets 1..: graph inputs only
     extra_sets: list[dict[str, np.ndarray]]
+    #: a gradient test's leaves and cotangents (`grad.json`, `cotangents.npz`), else None
+    grad: Any = None
 
     @property
     def backend(self) -> str:
@@ -103,9 +110,15 @@ def load_finding(folder: Path) -> FindingCase | None:
         while (folder / f"inputs_set{k}.npz").is_file():
             extra.append(_npz(folder / f"inputs_set{k}.npz"))
             k += 1
+        grad = None
+        if (folder / "grad.json").is_file():
+            from ir.materialize.grad import GradSpec
+
+            grad = GradSpec.from_files((folder / "grad.json").read_bytes(),
+                                       (folder / "cotangents.npz").read_bytes())
     except Exception:  # unreadable artifacts: bucketed, not reduced
         return None
-    return FindingCase(folder, info, graph, values, extra)
+    return FindingCase(folder, info, graph, values, extra, grad)
 
 
 def same_failure(expect: dict[str, Any], row: dict[str, Any]) -> bool:
@@ -182,14 +195,22 @@ class BackendRunner:
         return self.worker_for("")
 
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
-            extra_sets: Sequence[dict[str, np.ndarray]] = (), config: str = ""
-            ) -> tuple[dict[str, Any], Any, Any]:
-        """(row, finding or None, test case) of one evaluation in configuration `config`."""
+            extra_sets: Sequence[dict[str, np.ndarray]] = (), config: str = "",
+            grad: Any = None) -> tuple[dict[str, Any], Any, Any]:
+        """(row, finding or None, test case) of one evaluation in configuration `config`;
+        `grad`: a gradient test's spec (`GradSpec`, refitted to `graph`; the row of a graph
+        left without a leaf is `invalid`)."""
         from campaign.testcase import TestCase
 
         worker = self.worker_for(config)
         self.calls += 1
         tc = TestCase(test_id, seed, graph, dict(values), [{"seed": seed}], list(extra_sets))
+        if grad is not None:
+            from ir.numerics.grad import refit_grad
+
+            tc.grad = refit_grad(grad, graph, [graph] * tc.n_sets, seed)
+            if tc.grad is None:
+                return {"verdict": "invalid", "error_sig": "no leaf left"}, None, tc
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             for sb in worker.sandboxes.values():
@@ -272,7 +293,7 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     expect = dict(case.info)
     config = case.config
     row, finding, tc = runner.run(case.test_id, case.seed, case.graph, case.values,
-                                  case.extra_sets, config=config)
+                                  case.extra_sets, config=config, grad=case.grad)
     if not same_failure(expect, row):
         return Reduction(case, "not reproducible", case.graph, case.values, case.extra_sets,
                          row, note=f"re-run gave {row.get('verdict')}: {row.get('error_sig')}")
@@ -282,14 +303,18 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     first = expect.get("mismatch_input_set") or 0
     order = [first] + [k for k in range(len(sets)) if k != first] if len(sets) > 1 else []
     values, extra = case.values, list(case.extra_sets)
+    grad = case.grad
     deadline = runner.deadline
     for k in order:
         if deadline is not None and time.monotonic() >= deadline:
             break
-        r, f, t = runner.run(case.test_id, case.seed, case.graph, sets[k], [], config=config)
+        grad_k = case.grad.of_sets([k]) if case.grad is not None else None
+        r, f, t = runner.run(case.test_id, case.seed, case.graph, sets[k], [], config=config,
+                             grad=grad_k)
         if same_failure(expect, r):
             values, extra = sets[k], []
             best = {"row": r, "finding": f, "tc": t}
+            grad = grad_k
             break
     if deadline is not None:
         max_seconds = min(max_seconds, deadline - time.monotonic())
@@ -297,7 +322,7 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
             files = finding.files if finding is not None else {}
             return Reduction(case, "confirmed", case.graph, case.values, list(case.extra_sets),
                              row, files, tc, note="no time left to reduce it")
-    red = _Reducing(case, runner, expect, best, extra, max_tests, max_seconds, log)
+    red = _Reducing(case, runner, expect, best, extra, max_tests, max_seconds, log, grad)
     graph, values = red.run(case.graph, values, config)
     t = red.best["tc"]
     files = red.best["finding"].files if red.best["finding"] is not None else {}
@@ -312,8 +337,10 @@ class _Reducing:
 
     def __init__(self, case: FindingCase, runner: BackendRunner, expect: dict[str, Any],
                  best: dict[str, Any], extra: list[dict[str, np.ndarray]], max_tests: int,
-                 max_seconds: float, log: Callable[[str], None]):
+                 max_seconds: float, log: Callable[[str], None], grad: Any = None):
         self.case, self.runner, self.expect, self.best = case, runner, expect, best
+        #: a gradient test's spec, for the input sets the reduction runs
+        self.grad = grad
         self.extra = extra
         self.max_tests, self.max_seconds = max_tests, max_seconds
         self.log = log
@@ -333,7 +360,7 @@ class _Reducing:
         """Does `g` on `vals` in `config` fail the same way? (keeps the evaluation if so)"""
         r, f, t = self.runner.run(f"{self.case.test_id}-r{self.runner.calls + 1}",
                                   self.case.seed, g, vals, _sets_for(g, self.extra),
-                                  config=config)
+                                  config=config, grad=self.grad)
         ok = same_failure(self.expect, r)
         if ok:
             self.best.update(row=r, finding=f, tc=t)

@@ -68,7 +68,8 @@ def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
     if isinstance(b, InductorBackend):
         return "inductor", {"device": b.target, "fullgraph": b.fullgraph, "dynamic": b.dynamic,
                             "dialect": b.dialect, "cpp_wrapper": b.cpp_wrapper,
-                            "mode": b.mode, "flags": dict(b.flags), "form": b.form}
+                            "mode": b.mode, "flags": dict(b.flags), "form": b.form,
+                            "compiler": b.compiler, "training_flags": dict(b.training_flags)}
     if isinstance(b, OnnxExportBackend):
         return "onnx_export", {"optimize": b.optimize, "opt_level": b.opt_level,
                                "device": b.target, "dialect": b.dialect, "opset": b.opset,
@@ -87,8 +88,13 @@ import numpy as np
 faulthandler.enable()
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECT = {expect}
-#: (rtol, atol) per graph output: |actual - expected| <= atol + rtol * |expected|
+#: (rtol, atol) per graph output (then per gradient, for a gradient test):
+#: |actual - expected| <= atol + rtol * |expected|
 TOLERANCES = {tolerances}
+#: what each result of an input set is
+LABELS = {labels}
+#: a gradient test (outputs, then the leaves' gradients: train_step)
+GRADIENTS = {gradients}
 INPUTS = {inputs}
 PARAMS = {params}
 STAGE = None
@@ -181,7 +187,8 @@ def judge(outs):
     for i, a in enumerate(outs):
         a, e = np.asarray(a), expected[f"out{{i}}"]
         if a.shape != e.shape or a.dtype != e.dtype:
-            return f"output {{i}}: {{a.dtype}}{{list(a.shape)}}, expected {{e.dtype}}{{list(e.shape)}}"
+            return (f"{{LABELS[i % len(LABELS)]}}: {{a.dtype}}{{list(a.shape)}}, "
+                    f"expected {{e.dtype}}{{list(e.shape)}}")
         rtol, atol = TOLERANCES[i % len(TOLERANCES)]
         af, ef = a.astype(np.float64), e.astype(np.float64)
         bad = ~(np.abs(af - ef) <= atol + rtol * np.abs(ef))
@@ -193,7 +200,8 @@ def judge(outs):
             where = [tuple(int(k) for k in ix) for ix in np.argwhere(bad)[:4]]
             shown = "; ".join(f"at {{ix}} got {{float(af[ix]):.9g}}, expected {{float(ef[ix]):.9g}}"
                              for ix in where)
-            return (f"output {{i}} (input set {{i // len(TOLERANCES)}}): {{int(bad.sum())}}/{{a.size}} "
+            return (f"{{LABELS[i % len(LABELS)]}} (input set {{i // len(TOLERANCES)}}): "
+                    f"{{int(bad.sum())}}/{{a.size}} "
                     f"elements differ, max abs err {{float(np.nanmax(err)) if err.size else 0:.3g}}; "
                     f"{{shown}}")
     return None
@@ -206,6 +214,36 @@ def finish(outs):
     if EXPECT["verdict"] == "mismatch":
         done(1, f"REPRODUCED: mismatch: {{problem}}")
     done(2, f"DIFFERENT FAILURE: mismatch: {{problem}} (expected {{EXPECT['verdict']}})")
+'''
+
+#: a gradient test's training step (dynsmith docs/training.md), for the torch repros
+_TRAIN = '''
+#: the gradient test: L = sum over float outputs of <out_i, c_i>, differentiated with respect
+#: to LEAVES (graph inputs and params); cotangents.npz holds each c_i ("s<k>/<output>" for
+#: input set k). A result is the outputs, then the gradient of every leaf.
+LEAVES = {leaves}
+OUTPUTS = {outputs}
+
+
+def train_step(fn, model, xs, k):
+    """The outputs of fn(*xs), then the gradient of every leaf of L (zeros where none flows)."""
+    import torch
+
+    cts = {{name.partition("/")[2]: c for name, c in load("cotangents.npz").items()
+           if name.startswith(f"s{{k}}/")}}
+    xs = [x.detach().requires_grad_(True) if n in LEAVES else x for n, x in zip(INPUTS, xs)]
+    with torch.enable_grad():
+        outs = list(fn(*xs))
+        named = dict(zip(INPUTS, xs))
+        leaves = [named[n] if n in named else getattr(model, f"p_{{n}}") for n in LEAVES]
+        terms = [(o * torch.from_numpy(cts[n]).to(o)).sum() for o, n in zip(outs, OUTPUTS)
+                 if n in cts and o.requires_grad]
+        if terms:
+            grads = torch.autograd.grad(torch.stack(terms).sum(), leaves, allow_unused=True,
+                                        materialize_grads=True)
+        else:
+            grads = [torch.zeros_like(x) for x in leaves]
+    return [o.detach() for o in outs] + [g.detach() for g in grads]
 '''
 
 _ORT = '''
@@ -330,7 +368,7 @@ def main():
     icfg.compile_threads = 1
     icfg.fx_graph_cache = False
     icfg.cpp_wrapper = {cpp_wrapper}
-{config_block}    print(f"torch {{torch.__version__}}: torch.compile(backend='inductor', fullgraph={fullgraph}, "
+{config_block}    print(f"torch {{torch.__version__}}: torch.compile(backend='{compiler}', fullgraph={fullgraph}, "
           f"dynamic={dynamic}), cpp_wrapper={cpp_wrapper}, on {device}", flush=True)
     sets = input_sets()
     stage("import")
@@ -342,20 +380,25 @@ def main():
                 for s in sets]
     except Exception as e:
         failed(e)
+
+    def call(k, xs):
+        if GRADIENTS:  # forward, then the compiled backward
+            return train_step(compiled, model, [x.clone() for x in xs], k)
+        with torch.no_grad():
+            return compiled(*xs)
+
     outs = []
-    with torch.no_grad():
-        stage("compile")
-        try:
-            compiled(*args[0])
-        except Exception as e:
-            failed(e)
-        stage("run")
-        try:
-            for xs in args:
-                out = compiled(*xs)
-                outs += [o.detach().cpu().numpy() for o in out]
-        except Exception as e:
-            failed(e)
+{training_block}    stage("compile")
+    try:
+        call(0, args[0])
+    except Exception as e:
+        failed(e)
+    stage("run")
+    try:
+        for k, xs in enumerate(args):
+            outs += [o.detach().cpu().numpy() for o in call(k, xs)]
+    except Exception as e:
+        failed(e)
     finish(outs)
 '''
 
@@ -424,15 +467,25 @@ WATCHDOG_GRACE_S = 10
 
 
 def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
-                 tolerances: list[tuple[float, float]], header: str, seed: int = 0) -> str:
-    """The text of `repro.py` for a backend kind (see `backend_kind`)."""
+                 tolerances: list[tuple[float, float]], header: str, seed: int = 0,
+                 grad=None) -> str:
+    """The text of `repro.py` for a backend kind (see `backend_kind`); `grad`: a gradient
+    test's `GradSpec` (its leaves; the cotangents go in the folder), which a backend that
+    trains differentiates."""
     from campaign.triage.torchgen import torch_source
     from ir.materialize.form import DEFAULT_FORM
 
+    trains = grad is not None and kind == "inductor"
+    labels = (grad.labels(graph) if trains else
+              [f"output {i}" for i in range(len(graph.outputs))])
     prelude = _PRELUDE.format(expect=_pyrepr(expect), tolerances=_pyrepr(tolerances),
                               inputs=_pyrepr([v.name for v in graph.inputs]),
                               params=_pyrepr([p.name for p in graph.params]),
+                              labels=_pyrepr(labels), gradients=trains,
                               grace=WATCHDOG_GRACE_S)
+    if trains:
+        prelude += _TRAIN.format(leaves=_pyrepr(list(grad.leaves)),
+                                 outputs=_pyrepr(list(graph.outputs)))
     if kind == "ort":
         body = _ORT.format(**{**opts, **_ort_config(opts)})
     elif kind == "tvm":
@@ -447,7 +500,8 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
         fullgraph = opts.get("fullgraph", True)
         if kind == "inductor" and opts["dialect"] == "mixed" and dialect == "python":
             fullgraph = False
-        src = torch_source(graph, dialect, opts.get("form", DEFAULT_FORM))
+        src = torch_source(graph, dialect, opts.get("form", DEFAULT_FORM),
+                           grad.param_leaves(graph) if trains else frozenset())
         src = "\n".join(line for line in src.splitlines() if line != "import torch")
         body = "\nimport torch\n" + src + "\n"
         if kind == "tvm_torch":
@@ -504,19 +558,35 @@ _INDUCTOR_PATCHES = """    # the failing configuration's torch._inductor.config 
 """
 
 
+_TRAINING_PATCHES = """    # the failing configuration's AOT autograd options (torch._functorch.config), as the
+    # fuzzer set them for its compiles
+    import torch._functorch.config as fcfg
+
+    for key, value in {flags!r}.items():
+        setattr(fcfg, key, value)
+    print(f"torch._functorch.config: {flags!r}", flush=True)
+"""
+
+
 def _inductor_config(opts: dict[str, Any]) -> dict[str, str]:
     """The `_INDUCTOR` fields of Inductor's options: `torch._inductor.config` flags and `mode`
     (what `list_mode_options` sets: torch.compile takes no mode beside a backend function) as
-    compile_fx's `config_patches`, as `InductorBackend._config_patches` does."""
+    compile_fx's `config_patches`, as `InductorBackend._config_patches` does; the stage before
+    Inductor it ran (`compiler`: `aot_eager`) and AOT autograd's options."""
+    training = dict(opts.get("training_flags") or {})
+    out = {"training_block": _TRAINING_PATCHES.format(flags=training) if training else ""}
+    compiler = opts.get("compiler", "inductor")
+    if compiler != "inductor":
+        return {**out, "config_block": "", "backend_expr": repr(compiler)}
     flags, mode = dict(opts.get("flags") or {}), opts.get("mode")
     if not flags and mode is None:
-        return {"config_block": "", "backend_expr": '"inductor"'}
+        return {**out, "config_block": "", "backend_expr": '"inductor"'}
     mode_line = ("    from torch._inductor import list_mode_options\n\n"
                  f"    patches.update(list_mode_options({mode!r}))\n" if mode is not None else "")
     block = _INDUCTOR_PATCHES.format(
         flags=flags, mode_line=mode_line,
         mode_note=f",\n    # with what mode={mode!r} sets" if mode is not None else "")
-    return {"config_block": block, "backend_expr": "inductor_with_config"}
+    return {**out, "config_block": block, "backend_expr": "inductor_with_config"}
 
 
 def _export_config(opts: dict[str, Any]) -> dict[str, str]:
@@ -544,10 +614,14 @@ def _export_config(opts: dict[str, Any]) -> dict[str, str]:
     return {"export_block": block, "export_note": note}
 
 
-def _tolerances(graph) -> list[tuple[float, float]]:
-    from ir.analysis.precision import output_tolerances
+def _tolerances(graph, grad=None) -> list[tuple[float, float]]:
+    """Per output (then per leaf's gradient, for a gradient test `grad`): (rtol, atol)."""
+    from ir.analysis.precision import gradient_tolerances, output_tolerances
 
-    return [(t.rtol, t.atol) for t in output_tolerances(graph)]
+    tols = output_tolerances(graph)
+    if grad is not None:
+        tols += gradient_tolerances(graph, grad.leaves)
+    return [(t.rtol, t.atol) for t in tols]
 
 
 def _truth(tc) -> dict[str, np.ndarray] | None:
@@ -586,6 +660,8 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
     tc = red.tc or TestCase(red.case.test_id, seed, g, red.values, [{"seed": seed}],
                             red.extra_sets)
     files = dict(red.files)
+    if tc.grad is not None:  # the leaves and cotangents (docs/training.md)
+        files.update(tc.grad.files())
     files["graph.gir"] = print_graph(g).encode()
     files["original.gir"] = print_graph(red.case.graph).encode()
     files["inputs.npz"] = npz_bytes({v.name: red.values[v.name] for v in (*g.inputs, *g.params)})
@@ -649,8 +725,10 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                                       f"+ {cold_start_s:g} s for a cold start")
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
-            files["repro.py"] = repro_source(kind, opts, g, expect, _tolerances(g), header,
-                                             seed).encode()
+            trains = tc.grad is not None and kind == "inductor"
+            files["repro.py"] = repro_source(kind, opts, g, expect,
+                                             _tolerances(g, tc.grad if trains else None),
+                                             header, seed, tc.grad if trains else None).encode()
             written["repro"] = True
         except Exception as e:
             written["codegen_error"] = f"{type(e).__name__}: {e}"

@@ -456,11 +456,13 @@ def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str,
     return emit(inst, args, types, em, indent, dialect, keep, [em.fresh("r") for _ in inst.results])
 
 
-def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FORM) -> str:
+def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FORM,
+                 trainable: frozenset[str] = frozenset()) -> str:
     """Python source defining `Model(params)`: an `nn.Module` whose buffers (or parameters, or
     numbers: `form`) are the params (`p_<name>`, like `ir.materialize.to_torch.GraphModule`) and
     whose forward takes the graph inputs in order and returns the tuple of the outputs, in
-    control-flow `dialect` and `form` (module doc). Raises CodegenError."""
+    control-flow `dialect` and `form` (module doc); a gradient test's leaf params
+    (`trainable`) are `nn.Parameter`s that require grad. Raises CodegenError."""
     from ir.analysis.inplace import has_effects, pure_form, torch_plan
 
     if form.inplace == "functional":
@@ -472,7 +474,8 @@ def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FO
     # the 0-d params the number form holds as Python numbers (as `FormParams` decides)
     fixed = torch_plan(g).fixed_inputs() if has_effects(g) else frozenset()
     number_params = sorted(p.name for p in g.params
-                           if form.numbers and p.type.rank == 0 and p.name not in fixed)
+                           if form.numbers and p.type.rank == 0 and p.name not in fixed
+                           and p.name not in trainable)
     for p in g.params:
         em.lines.append(f"{ind}{py_name(p.name)} = self.p_{p.name}")
         env[p.name] = py_name(p.name)
@@ -493,6 +496,11 @@ def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FO
                     "                torch.from_numpy(value), requires_grad=False))"]
     else:
         register = ["            self.register_buffer(f\"p_{name}\", torch.from_numpy(value))"]
+    if trainable:  # a gradient test's leaf params
+        register = [f"            if name in {sorted(trainable)!r}:",
+                    "                self.register_parameter(f\"p_{name}\", torch.nn.Parameter(",
+                    "                    torch.from_numpy(value)))",
+                    "                continue", *register]
     if number_params:  # the number form's 0-d params: Python numbers
         register = [f"            if name in {number_params!r}:",
                     "                setattr(self, f\"p_{name}\", value.item())",

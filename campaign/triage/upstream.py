@@ -160,9 +160,25 @@ def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
 
             seed = info.get("seed") or 0
             dialect = "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
-        src = torch_source(load(folder / "graph.gir"), dialect, opts.get("form", DEFAULT_FORM))
+        g = load(folder / "graph.gir")
+        grad = None
+        if kind == "inductor" and (folder / "grad.json").is_file():
+            from ir.materialize.grad import GradSpec
+
+            grad = GradSpec.from_files((folder / "grad.json").read_bytes(),
+                                       (folder / "cotangents.npz").read_bytes())
+        src = torch_source(g, dialect, opts.get("form", DEFAULT_FORM),
+                           grad.param_leaves(g) if grad is not None else frozenset())
         out += ["As PyTorch (`Model(...)(*inputs)`, inputs in `inputs.npz`):", "",
                 "```python", src.rstrip(), "```", ""]
+        if grad is not None:
+            out += ["A training step: the loss `L = sum_i (out_i * c_i).sum()` over the float "
+                    "outputs, with the fixed cotangents `c_i` of `cotangents.npz`, "
+                    "differentiated by `torch.autograd.grad` with respect to "
+                    + ", ".join(f"`{x}`" for x in grad.leaves)
+                    + " (inputs that require grad, and `nn.Parameter`s); the expected outputs "
+                    "and gradients are eager autograd's (`expected.npz`, float64 in "
+                    "`truth.npz`). `repro.py` (`train_step`) computes and compares them.", ""]
     except Exception as e:
         out += [f"(no torch source: {type(e).__name__}: {e})", ""]
     if kind in ("ort", "tvm") and (folder / "model.onnx").is_file():

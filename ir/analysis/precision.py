@@ -6,6 +6,7 @@ bodies included, conservatively: every float value inside a body counts for all 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ir.core.dtypes import DType
@@ -125,4 +126,53 @@ def output_tolerances(g: Graph) -> list[Tolerance]:
         factor = min(factor, MAX_FACTOR)
         base = BASE_TOLERANCE[p]
         out.append(Tolerance(base.rtol * factor, base.atol * factor))
+    return out
+
+
+#: what a gradient's tolerance has over the forward's: the backward sums over every broadcast,
+#: reused and reduced value (docs/training.md)
+BACKWARD_FACTOR = 2.0
+
+
+def gradient_tolerances(g: Graph, leaves: Sequence[str]) -> list[Tolerance]:
+    """The tolerance of each leaf's gradient: its cone is every output the leaf reaches with
+    the cones of those outputs (the backward reads the forward's values there), so the least
+    precise float there, loosened by the family factors there (capped at MAX_FACTOR) and then
+    by BACKWARD_FACTOR."""
+    from ir.analysis.autograd import grad_values
+
+    g = _pure(g)
+    prec = value_precisions(g)
+    fams = _cone_families(g)
+    out = []
+    for leaf in leaves:
+        reached = [o for o in g.outputs if o in grad_values(g, [leaf]) and prec[o] is not None]
+        p = _own(g.types()[leaf].dtype)
+        families: frozenset[str] = frozenset()
+        for o in reached:
+            p = _least(p, prec[o])
+            families |= fams[o]
+        factor = 1.0
+        for fam in families:
+            factor *= FAMILY_FACTOR.get(fam, 1.0)
+        factor = min(factor, MAX_FACTOR) * BACKWARD_FACTOR
+        base = BASE_TOLERANCE[p or DType.float32]
+        out.append(Tolerance(base.rtol * factor, base.atol * factor))
+    return out
+
+
+def gradient_precisions(g: Graph, leaves: Sequence[str]) -> list[DType | None]:
+    """The least precise float dtype in each leaf's gradient's cone (see
+    `gradient_tolerances`)."""
+    from ir.analysis.autograd import grad_values
+
+    g = _pure(g)
+    prec = value_precisions(g)
+    out: list[DType | None] = []
+    for leaf in leaves:
+        p = _own(g.types()[leaf].dtype)
+        for o in g.outputs:
+            if o in grad_values(g, [leaf]):
+                p = _least(p, prec[o])
+        out.append(p)
     return out

@@ -93,6 +93,11 @@ class Op:
     #: placed by the plain generator step (`GenConfig.enabled_ops`); False for ops only
     #: `ir.gen.inplace` places (views, in-place writes) and functionalization's helpers
     generic: ClassVar[bool] = True
+    #: autograd: whether the op's backward may read its operands or its results (what torch
+    #: saves for backward, which an in-place write may then not change: eager's "modified by
+    #: an inplace operation", `ir.analysis.autograd`). True unless the op's derivative is a
+    #: constant map (add, neg, copies, concatenation, data movement): the safe default
+    saves_for_backward: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -179,6 +184,16 @@ class Op:
         search drives them to zero by gradient descent and the reference rejects a test whose
         values violate any of them, so undefined results (NaN, overflow) and discontinuities
         that amplify rounding (floor, comparisons) never become false alarms. Default: none."""
+        return []
+
+    def kinks(self, *xs: Any) -> list:
+        """Violations of the op's differentiability, for gradient tests: float torch tensors
+        >= 0 everywhere and == 0 exactly where the op is differentiable with a margin around
+        every point where its derivative jumps (relu and abs at 0, clip at its bounds, ties of
+        max/min, of sorting and of max-pooling windows), so that the gradient is well-defined
+        and no correct implementation can pick another one-sided derivative. Checked, with
+        `domain`, on every instruction of a gradient test (`ir.numerics.domain.differentiable`)
+        and driven to zero by the input search. Default: none (smooth where `domain` holds)."""
         return []
 
     # ---- materialization ---------------------------------------------------------------------

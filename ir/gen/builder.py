@@ -74,6 +74,10 @@ class GenConfig:
     p_dynshape: float = 0.0
     dyn_dims: list[str] = field(default_factory=lambda: ["batch", "seq", "spatial"])
     dyn_sets: int = 4
+    #: gradient tests (docs/training.md): the share of tests that also differentiate their
+    #: outputs (leaves, cotangents: `ir.numerics.grad`); drawn by seed on an RNG of its own, so
+    #: inference tests are made as before. 0: none (the default)
+    p_grad: float = 0.0
 
     def enabled_ops(self) -> list[type[Op]]:
         unknown = sorted(set(self.ops_include + self.ops_exclude) - set(OP_REGISTRY))
@@ -86,6 +90,13 @@ class GenConfig:
 
     def enabled_dtypes(self) -> list[DType]:
         return [DType.from_name(d) for d in self.dtypes]
+
+    def for_training(self) -> GenConfig:
+        """This config for a gradient test's graph: values of the float dtypes that train
+        (float32, float64; docs/training.md) and no others, so that gradients reach most of
+        the graph (predicates and indices are made by the ops that need them)."""
+        floats = [d for d in self.dtypes if d in ("f32", "f64")] or ["f32"]
+        return dataclasses.replace(self, dtypes=floats)
 
     def without(self, ops: Iterable[str]) -> GenConfig:
         """This config generating none of `ops`: plain ops join `ops_exclude`, a control-flow

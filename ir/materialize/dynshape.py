@@ -610,7 +610,8 @@ def _module_class() -> type[torch.nn.Module]:
         call (ints in eager, SymInts under torch.compile / torch.export): `DynInterpreter`."""
 
         def __init__(self, g: Graph, dyn: DynShape, params: Mapping[str, np.ndarray],
-                     dialect: str = "python", form: TorchForm = DEFAULT_FORM):
+                     dialect: str = "python", form: TorchForm = DEFAULT_FORM,
+                     trainable: frozenset[str] = frozenset()):
             from ir.materialize.to_torch import FormParams
 
             super().__init__()
@@ -619,7 +620,7 @@ def _module_class() -> type[torch.nn.Module]:
             self.dialect = dialect
             self.form = form
             self.interpreter = DynInterpreter(g, dyn, dialect, form.numbers)
-            self.params_of = FormParams(self, g, params, form)
+            self.params_of = FormParams(self, g, params, form, trainable=trainable)
 
         def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
             g = self.graph
@@ -634,15 +635,16 @@ def _module_class() -> type[torch.nn.Module]:
 
 
 def torch_module(g: Graph, dyn: DynShape | None, params: Mapping[str, np.ndarray],
-                 dialect: str = "python", form: TorchForm = DEFAULT_FORM) -> torch.nn.Module:
+                 dialect: str = "python", form: TorchForm = DEFAULT_FORM,
+                 trainable: frozenset[str] = frozenset()) -> torch.nn.Module:
     """The torch module of a test in `dialect` and `form` (`ir.materialize.form`):
     `GraphModule` for a static one, `DynGraphModule` else (a dynamic-shape graph is pure, so
-    its `inplace` form changes nothing)."""
+    its `inplace` form changes nothing); `trainable`: a gradient test's leaf params."""
     if dyn is None:
         from ir.materialize.to_torch import GraphModule
 
-        return GraphModule(g, params, dialect=dialect, form=form)
-    return _module_class()(g, dyn, params, dialect, form)
+        return GraphModule(g, params, dialect=dialect, form=form, trainable=trainable)
+    return _module_class()(g, dyn, params, dialect, form, trainable)
 
 
 def export_dynamic_shapes(g: Graph, dyn: DynShape) -> tuple:

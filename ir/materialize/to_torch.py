@@ -62,19 +62,25 @@ def run_graph_torch(g: Graph, env: Mapping[str, torch.Tensor], dialect: str = "p
 class FormParams:
     """How a module holds a graph's params in a `TorchForm`: registered on `module` as buffers
     or `nn.Parameter`s (`p_<name>`), except the 0-d ones the `number` scalars form holds as
-    Python numbers (`numbers`; never one in `tensors_only`: those a fix must see as tensors)."""
+    Python numbers (`numbers`; never one in `tensors_only`: those a fix must see as tensors).
+    A gradient test's leaf params (`trainable`) are `nn.Parameter`s that require grad, in
+    every form."""
 
     def __init__(self, module: torch.nn.Module, g: Graph, params: Mapping[str, np.ndarray],
-                 form: TorchForm, tensors_only: frozenset[str] = frozenset()):
+                 form: TorchForm, tensors_only: frozenset[str] = frozenset(),
+                 trainable: frozenset[str] = frozenset()):
         #: param name -> its value as a Python number (the number form's 0-d params)
         self.numbers: dict[str, Any] = {}
         for p in g.params:
             value = np.asarray(params[p.name], order="C")
-            if form.numbers and p.type.rank == 0 and p.name not in tensors_only:
+            if (form.numbers and p.type.rank == 0 and p.name not in tensors_only
+                    and p.name not in trainable):
                 self.numbers[p.name] = value.item()
                 continue
             t = torch.from_numpy(value)
-            if form.params == "parameter":
+            if p.name in trainable:
+                module.register_parameter(f"p_{p.name}", torch.nn.Parameter(t.clone()))
+            elif form.params == "parameter":
                 module.register_parameter(f"p_{p.name}",
                                           torch.nn.Parameter(t, requires_grad=False))
             else:
@@ -92,7 +98,7 @@ class GraphModule(torch.nn.Module):
     materializes `pure_form(g)`, whose `graph` attribute it keeps)."""
 
     def __init__(self, g: Graph, params: Mapping[str, np.ndarray], dialect: str = "python",
-                 form: TorchForm = DEFAULT_FORM):
+                 form: TorchForm = DEFAULT_FORM, trainable: frozenset[str] = frozenset()):
         super().__init__()
         if form.inplace == "functional":
             g = pure_form(g)
@@ -102,7 +108,8 @@ class GraphModule(torch.nn.Module):
         #: views and in-place writes (docs/inplace.md): forward writes its input tensors
         self.plan = torch_plan(g) if has_effects(g) else None
         self.params_of = FormParams(self, g, params, form,
-                                    self.plan.fixed_inputs() if self.plan else frozenset())
+                                    self.plan.fixed_inputs() if self.plan else frozenset(),
+                                    trainable)
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         env = {v.name: x for v, x in zip(self.graph.inputs, inputs, strict=True)}

@@ -9,7 +9,9 @@ zero, (2) every float result is finite and (3) every int result satisfies
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -36,6 +38,28 @@ class Violation:
     #: found in a body the run did not run (explore mode: an if's other branch, the body of a
     #: loop at zero trips), not on the path the inputs run
     not_taken: bool = False
+
+
+#: whether validity includes differentiability (`differentiable`)
+_DIFFERENTIABLE: ContextVar[bool] = ContextVar("differentiable", default=False)
+
+
+@contextmanager
+def differentiable(on: bool = True) -> Iterator[None]:
+    """Within it, a value set is valid only where every op is also differentiable
+    (`Op.kinks` joins `Op.domain`): what a gradient test's inputs must meet. Every check
+    made inside (the input search, the repair, the coverage sets, the reference) sees it, as
+    `torch.enable_grad` reaches every call under it."""
+    token = _DIFFERENTIABLE.set(on)
+    try:
+        yield
+    finally:
+        _DIFFERENTIABLE.reset(token)
+
+
+def checks_kinks() -> bool:
+    """Whether validity includes differentiability here (`differentiable`)."""
+    return _DIFFERENTIABLE.get()
 
 
 def int_limit(dtype: torch.dtype) -> int:
@@ -110,6 +134,8 @@ class _Checked(Interpreter):
         self.scope = scope
         self.label, self.here = "", ""
         self.ran: list[int] = []
+        #: gradient tests: differentiability is checked too (`differentiable`)
+        self.kinks = checks_kinks()
 
     # override ignored: this interpreter takes the caller's dict itself, not any mapping
     def start(self, g: Graph, env: dict[str, torch.Tensor]  # type: ignore[override]
@@ -124,6 +150,11 @@ class _Checked(Interpreter):
         if penalties:
             raise _Invalid(Violation(index, f"{label}: inputs outside the op's safe domain",
                                      penalties, Site((index,))))
+        if self.kinks:
+            penalties = [p for p in inst.op.kinks(*args) if any_positive(p)]
+            if penalties:
+                raise _Invalid(Violation(index, f"{label}: inputs at a point where the op is "
+                                         "not differentiable", penalties, Site((index,))))
         if self.explore and is_control(inst.op):
             for k, body_args, note in inst.op.unexplored(args):
                 body = inst.blocks[k]

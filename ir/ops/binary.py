@@ -5,7 +5,8 @@ Semantics kept equal on both sides:
     truncates integers.
   - `pow` is float only with base >= margin and |exponent * log(base)| <= 10, so the result is
     defined, finite and not steep.
-  - comparisons on floats need |x - y| above a margin (rounding noise flips a near-tie).
+  - comparisons on floats need |x - y| above a margin (rounding noise flips a near-tie); so do
+    `max` and `min` in gradient tests (`kinks`: at a tie the gradient may go to either operand).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from ir.ops.common import (
     margin,
     ordered,
     same_dtype,
+    tie_apart,
 )
 
 if TYPE_CHECKING:
@@ -105,7 +107,9 @@ class Binary(Broadcasting):
     result: ClassVar[DType | None] = None
     torch_name: ClassVar[str]
     onnx_name: ClassVar[str]
+    #: float (x, y) -> violation of the safe domain; `kink`: of differentiability (`Op.kinks`)
     safe: ClassVar[Callable | None] = None
+    kink: ClassVar[Callable | None] = None
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -120,6 +124,12 @@ class Binary(Broadcasting):
             return []
         return [safe(x, y)]
 
+    def kinks(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        kink = type(self).kink
+        if kink is None or not (is_float(x) or is_float(y)):
+            return []
+        return [kink(x, y)]
+
     def torch(self, x: Tensor, y: Tensor) -> Tensor:
         import torch
 
@@ -131,13 +141,16 @@ class Binary(Broadcasting):
 
 def _binary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType] = NUMERIC,
             result: DType | None = None, safe: Callable | None = None, doc: str = "",
-            family: str = "binary", number: bool = True) -> type[Binary]:
+            family: str = "binary", number: bool = True, kink: Callable | None = None,
+            saves: bool = True) -> type[Binary]:
+    """A `Binary` subclass; `saves`: its `saves_for_backward`."""
     cls = type(
         "".join(p.capitalize() for p in name.split("_")),
         (Binary,),
         {"name": name, "torch_name": torch_name, "onnx_name": onnx_name, "dtypes": dtypes,
-         "result": result, "safe": staticmethod(safe) if safe else None, "family": family,
-         "number_operand": 1 if number else None,
+         "result": result, "safe": staticmethod(safe) if safe else None,
+         "kink": staticmethod(kink) if kink else None, "saves_for_backward": saves,
+         "family": family, "number_operand": 1 if number else None,
          "__module__": __name__,
          "__doc__": doc or f"Broadcasting {name}."},
     )
@@ -161,7 +174,8 @@ def _pow_safe(x: Tensor, y: Tensor) -> Tensor:
 
 def _apart(x: Tensor, y: Tensor) -> Tensor:
     """Violation of |x - y| >= margin(max(|x|, |y|)); none when x and y are the same value
-    (the comparison of a value with itself is exact)."""
+    (the comparison of a value with itself is exact; max(x, x)'s gradient is x's whichever
+    operand gets it)."""
     import torch
 
     if x is y:
@@ -170,31 +184,45 @@ def _apart(x: Tensor, y: Tensor) -> Tensor:
     return apart(xf - yf, torch.maximum(xf.abs(), yf.abs()), x.dtype)
 
 
-Add = _binary("add", "add", "Add")
-Sub = _binary("sub", "sub", "Sub")
+def _tie_apart(x: Tensor, y: Tensor) -> Tensor:
+    """max/min's kink: `_apart`, except an exact tie at 0, which carries no gradient
+    (`ir.ops.common.tie_apart`)."""
+    import torch
+
+    if x is y:
+        return torch.zeros(x.shape, dtype=as_float(x).dtype)
+    xf, yf = torch.broadcast_tensors(as_float(x), as_float(y))
+    return tie_apart(xf, yf, x.dtype)
+
+
+Add = _binary("add", "add", "Add", saves=False)
+Sub = _binary("sub", "sub", "Sub", saves=False)
 Mul = _binary("mul", "mul", "Mul")
 Div = _binary("div", "div", "Div", FLOATS, safe=_divisor,
               doc="Float division; |y| >= margin (int division differs: true vs truncating).")
 Pow = _binary("pow", "pow", "Pow", FLOATS, safe=_pow_safe,
               doc="x ** y on floats with x > 0 and a bounded result.", family="transcendental")
-# torch.maximum / minimum take tensors only
-Maximum = _binary("max", "maximum", "Max", number=False)
-Minimum = _binary("min", "minimum", "Min", number=False)
-BitwiseAnd = _binary("bitwise_and", "bitwise_and", "BitwiseAnd", INTS)
-BitwiseOr = _binary("bitwise_or", "bitwise_or", "BitwiseOr", INTS)
-BitwiseXor = _binary("bitwise_xor", "bitwise_xor", "BitwiseXor", INTS)
+# torch.maximum / minimum take tensors only; at a tie torch splits the gradient evenly
+Maximum = _binary("max", "maximum", "Max", number=False, kink=_tie_apart)
+Minimum = _binary("min", "minimum", "Min", number=False, kink=_tie_apart)
+# int and bool only (no gradient), and comparisons (not differentiable): nothing saved
+BitwiseAnd = _binary("bitwise_and", "bitwise_and", "BitwiseAnd", INTS, saves=False)
+BitwiseOr = _binary("bitwise_or", "bitwise_or", "BitwiseOr", INTS, saves=False)
+BitwiseXor = _binary("bitwise_xor", "bitwise_xor", "BitwiseXor", INTS, saves=False)
 
 # comparisons -> bool; float operands must differ by the margin
-Equal = _binary("eq", "eq", "Equal", ALL, DType.bool, _apart, "x == y (bool).")
-Less = _binary("lt", "lt", "Less", NUMERIC, DType.bool, _apart, "x < y (bool).")
-Greater = _binary("gt", "gt", "Greater", NUMERIC, DType.bool, _apart, "x > y (bool).")
-LessEqual = _binary("le", "le", "LessOrEqual", NUMERIC, DType.bool, _apart, "x <= y (bool).")
-GreaterEqual = _binary("ge", "ge", "GreaterOrEqual", NUMERIC, DType.bool, _apart, "x >= y (bool).")
+Equal = _binary("eq", "eq", "Equal", ALL, DType.bool, _apart, "x == y (bool).", saves=False)
+Less = _binary("lt", "lt", "Less", NUMERIC, DType.bool, _apart, "x < y (bool).", saves=False)
+Greater = _binary("gt", "gt", "Greater", NUMERIC, DType.bool, _apart, "x > y (bool).", saves=False)
+LessEqual = _binary("le", "le", "LessOrEqual", NUMERIC, DType.bool, _apart, "x <= y (bool).",
+                    saves=False)
+GreaterEqual = _binary("ge", "ge", "GreaterOrEqual", NUMERIC, DType.bool, _apart, "x >= y (bool).",
+                       saves=False)
 
 # torch.logical_* take tensors only
-LogicalAnd = _binary("logical_and", "logical_and", "And", BOOL, number=False)
-LogicalOr = _binary("logical_or", "logical_or", "Or", BOOL, number=False)
-LogicalXor = _binary("logical_xor", "logical_xor", "Xor", BOOL, number=False)
+LogicalAnd = _binary("logical_and", "logical_and", "And", BOOL, number=False, saves=False)
+LogicalOr = _binary("logical_or", "logical_or", "Or", BOOL, number=False, saves=False)
+LogicalXor = _binary("logical_xor", "logical_xor", "Xor", BOOL, number=False, saves=False)
 
 
 @dataclass(frozen=True)

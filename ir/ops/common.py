@@ -11,6 +11,9 @@ is rejected. The margin is absolute plus relative to the magnitude, larger for f
 exactly on the discontinuity is rejected too: an exact 0 may be a cancellation that another
 implementation rounds to +-tiny, and a value does not tell how it was made. (A comparison of a
 value with itself is the one exact case: the same tensor, not an equal one.)
+
+Kink measures (`Op.kinks`: where the derivative jumps, for gradient tests) are built the same
+way, with the same margins: two correct implementations may land on either side of a kink.
 """
 from __future__ import annotations
 
@@ -166,7 +169,8 @@ def away_from_integers(x: Tensor, offset: float = 0.0) -> Tensor:
 
 
 def float_only(fn: Callable[..., list[Tensor]]) -> Callable[..., list[Tensor]]:
-    """Decorator for `domain`: integer and bool inputs are exact, so they have no domain."""
+    """Decorator for `domain` and `kinks`: integer and bool inputs are exact (and carry no
+    gradient), so they have neither."""
 
     def domain(self: Op, *xs: Tensor) -> list[Tensor]:
         if not any(is_float(x) for x in xs):
@@ -178,10 +182,23 @@ def float_only(fn: Callable[..., list[Tensor]]) -> Callable[..., list[Tensor]]:
     return domain
 
 
-def distinct_sorted(x: Tensor, dim: int, count: int | None = None, largest: bool = True) -> Tensor | None:
+def tie_apart(hi: Tensor, lo: Tensor, dtype: torch.dtype) -> Tensor:
+    """Violation of: two competing values (a max's candidates) differ by the margin, except
+    an exact tie at 0: a structural zero (relu's, padding's, a mask's) that carries no
+    gradient, so either element may take it (relu then max-pooling ties its negative windows
+    exactly, which no input search can move)."""
+    import torch
+
+    gap = apart(hi - lo, torch.maximum(hi.abs(), lo.abs()), dtype)
+    return torch.where((hi == 0) & (lo == 0), torch.zeros_like(gap), gap)
+
+
+def distinct_sorted(x: Tensor, dim: int, count: int | None = None, largest: bool = True,
+                    zero_ties: bool = False) -> Tensor | None:
     """Violation of: the `count` largest (or smallest) values along `dim` and the next one differ
     pairwise by the margin (all values when `count` is None). Ties in argmax/topk are broken
-    differently by different implementations, and near-ties flip with rounding."""
+    differently by different implementations, and near-ties flip with rounding. `zero_ties`:
+    exact ties at 0 are allowed (`tie_apart`: a max's gradient, not an index)."""
     import torch
 
     n = x.shape[dim]
@@ -192,6 +209,8 @@ def distinct_sorted(x: Tensor, dim: int, count: int | None = None, largest: bool
     upto = n - 1 if count is None else min(count, n - 1)
     hi = s.narrow(dim, 0, upto)
     lo = s.narrow(dim, 1, upto)
+    if zero_ties:
+        return tie_apart(hi, lo, x.dtype)
     return apart(hi - lo, torch.maximum(hi.abs(), lo.abs()), x.dtype)
 
 

@@ -11,6 +11,8 @@ Most map one-to-one onto a torch function and an ONNX op; the rest say how they 
     (cumsum of [h, -h]) that another correct implementation computes as +-tiny, and the value
     cannot tell a structural 0 (relu, padding) from such a one. `sqrt` likewise keeps x >= margin.
   - `clip`: the bounds are attributes, passed to ONNX Clip as constants of x's dtype (CastLike).
+Kinks (`kinks`, gradient tests): relu, abs, leaky_relu, selu and elu (alpha != 1) bend at 0,
+hardsigmoid and hardswish at -3 and 3, clip at its bounds; inputs keep the margin from them.
 Constants in ONNX compositions are float64 tensors cast to x's type with CastLike, so one graph
 serves every float dtype.
 """
@@ -52,13 +54,15 @@ if TYPE_CHECKING:
 class Unary(Op):
     """y = f(x). Subclasses name f for torch (`torch.<name>` or `F.<name>`, called with the
     attributes positionally after x) and ONNX (called with the attributes as ONNX attributes),
-    and may give `safe`: float x -> violation of the op's safe domain."""
+    and may give `safe`: float x -> violation of the op's safe domain, and `kink`: float x ->
+    violation of its differentiability (`Op.kinks`)."""
 
     family: ClassVar[str] = "unary"
     dtypes: ClassVar[frozenset[DType]] = FLOATS
     torch_name: ClassVar[str]
     onnx_name: ClassVar[str]
     safe: ClassVar[Callable | None] = None
+    kink: ClassVar[Callable | None] = None
     #: attribute name -> the values `sample` draws from
     choices: ClassVar[dict[str, tuple]] = {}
 
@@ -79,6 +83,12 @@ class Unary(Op):
             return []
         return [safe(x)]
 
+    def kinks(self, x: Tensor) -> list[Tensor]:
+        kink = type(self).kink
+        if kink is None or not is_float(x):
+            return []
+        return [kink(x)]
+
     def torch(self, x: Tensor) -> Tensor:
         import torch
         import torch.nn.functional as F
@@ -92,12 +102,15 @@ class Unary(Op):
 
 
 def _unary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType] = FLOATS,
-           safe: Callable | None = None, doc: str = "", family: str = "unary") -> type[Unary]:
+           safe: Callable | None = None, doc: str = "", family: str = "unary",
+           kink: Callable | None = None, saves: bool = True) -> type[Unary]:
+    """A `Unary` subclass; `saves`: its `saves_for_backward`."""
     cls = type(
         "".join(p.capitalize() for p in name.split("_")),
         (Unary,),
         {"name": name, "torch_name": torch_name, "onnx_name": onnx_name, "dtypes": dtypes,
-         "safe": staticmethod(safe) if safe else None, "family": family, "__module__": __name__,
+         "safe": staticmethod(safe) if safe else None, "kink": staticmethod(kink) if kink else None,
+         "saves_for_backward": saves, "family": family, "__module__": __name__,
          "__doc__": doc or f"Elementwise {name}."},
     )
     return dataclass(frozen=True)(cls)
@@ -114,7 +127,15 @@ def _positive(x: Tensor) -> Tensor:
 
 
 def _nonzero(x: Tensor) -> Tensor:
+    """Violation of |x| >= margin (sign's jump; the kink of relu, abs, ...)."""
     return apart(x, 0.0, x.dtype)
+
+
+def _off_hinges(x: Tensor) -> Tensor:
+    """Violation of |x + 3| >= margin and |x - 3| >= margin: relu6(x + 3), the hinge of
+    hardsigmoid and hardswish, bends at x = -3 and x = 3."""
+    xf = as_float(x)
+    return apart(xf + 3.0, 3.0, x.dtype) + apart(xf - 3.0, 3.0, x.dtype)
 
 
 def _small_argument(x: Tensor) -> Tensor:
@@ -133,9 +154,9 @@ def _off_poles(x: Tensor) -> Tensor:
 
 
 # ---- plain maps ---------------------------------------------------------------------------------
-Abs = _unary("abs", "abs", "Abs", NUMERIC)
-Neg = _unary("neg", "neg", "Neg", NUMERIC)
-Relu = _unary("relu", "relu", "Relu", NUMERIC)
+Abs = _unary("abs", "abs", "Abs", NUMERIC, kink=_nonzero)
+Neg = _unary("neg", "neg", "Neg", NUMERIC, saves=False)
+Relu = _unary("relu", "relu", "Relu", NUMERIC, kink=_nonzero)
 Sigmoid = _unary("sigmoid", "sigmoid", "Sigmoid", family=T)
 Tanh = _unary("tanh", "tanh", "Tanh", family=T)
 Sin = _unary("sin", "sin", "Sin", FLOATS, safe=_small_argument, family=T,
@@ -160,24 +181,28 @@ Sqrt = _unary("sqrt", "sqrt", "Sqrt", safe=_positive, family=T,
 Reciprocal = _unary("reciprocal", "reciprocal", "Reciprocal", safe=_nonzero,
                     doc="Elementwise 1/x; |x| >= margin.")
 Erf = _unary("erf", "erf", "Erf", F16_32, family=T)
-Floor = _unary("floor", "floor", "Floor", FLOATS, safe=away_from_integers,
+# floor, ceil, round, sign: a zero derivative (away from their jumps, which `safe` avoids)
+Floor = _unary("floor", "floor", "Floor", FLOATS, safe=away_from_integers, saves=False,
                doc="Elementwise floor; float inputs stay a margin away from integers, 0 too.")
-Ceil = _unary("ceil", "ceil", "Ceil", FLOATS, safe=away_from_integers,
+Ceil = _unary("ceil", "ceil", "Ceil", FLOATS, safe=away_from_integers, saves=False,
               doc="Elementwise ceil; float inputs stay a margin away from integers, 0 too.")
 Round = _unary("round", "round", "Round", FLOATS, safe=lambda x: away_from_integers(x, 0.5),
+               saves=False,
                doc="Round half to even (torch and ONNX agree); inputs stay away from halves.")
-Sign = _unary("sign", "sign", "Sign", NUMERIC, safe=_nonzero,
+Sign = _unary("sign", "sign", "Sign", NUMERIC, safe=_nonzero, saves=False,
               doc="Elementwise sign; float inputs stay a margin away from 0, even an exact 0.")
 Softplus = _unary("softplus", "F.softplus", "Softplus", FLOATS, safe=lambda x: at_most(x, 20.0),
                   doc="log(1 + exp(x)); x <= 20 (torch switches to x above 20, ONNX overflows "
                       "above 88 in float32).", family=T)
 Softsign = _unary("softsign", "F.softsign", "Softsign", FLOATS)
-Selu = _unary("selu", "F.selu", "Selu", F16_32, family=T,
-              doc="SELU with the standard constants (ONNX defaults; float32 attributes, so no f64).")
-Hardswish = _unary("hardswish", "F.hardswish", "HardSwish", F16_32,
+Selu = _unary("selu", "F.selu", "Selu", F16_32, family=T, kink=_nonzero,
+              doc="SELU with the standard constants (ONNX defaults; float32 attributes, so no f64); "
+                  "its slope jumps at 0 (1.05 to 1.76).")
+Hardswish = _unary("hardswish", "F.hardswish", "HardSwish", F16_32, kink=_off_hinges,
                   doc="Elementwise hardswish; no f64: ORT evaluates its 1/6 in float32 (6e-7 relative).")
-LogicalNot = _unary("logical_not", "logical_not", "Not", BOOL)
-BitwiseNot = _unary("bitwise_not", "bitwise_not", "BitwiseNot", INTS, doc="~x on integers.")
+# bool and int only: no gradient, so nothing saved
+LogicalNot = _unary("logical_not", "logical_not", "Not", BOOL, saves=False)
+BitwiseNot = _unary("bitwise_not", "bitwise_not", "BitwiseNot", INTS, doc="~x on integers.", saves=False)
 
 
 @dataclass(frozen=True)
@@ -187,6 +212,7 @@ class Hardsigmoid(Unary):
     name: ClassVar[str] = "hardsigmoid"
     torch_name: ClassVar[str] = "F.hardsigmoid"
     dtypes: ClassVar[frozenset[DType]] = F16_32  # ONNX float attributes are float32: no f64
+    kink: ClassVar[Callable | None] = staticmethod(_off_hinges)
 
     def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("HardSigmoid", ins, outs, alpha=1.0 / 6.0, beta=0.5)
@@ -215,7 +241,7 @@ class Gelu(Unary):
 # ---- maps with attributes -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class LeakyRelu(Unary):
-    """x if x >= 0 else alpha * x (continuous: no domain)."""
+    """x if x >= 0 else alpha * x (continuous: no domain; a kink at 0 unless alpha is 1)."""
 
     name: ClassVar[str] = "leaky_relu"
     torch_name: ClassVar[str] = "F.leaky_relu"
@@ -224,10 +250,13 @@ class LeakyRelu(Unary):
     choices: ClassVar[dict[str, tuple]] = {"alpha": (0.01, 0.1, 0.2, 0.5)}
     alpha: float
 
+    def kinks(self, x: Tensor) -> list[Tensor]:
+        return [] if self.alpha == 1.0 or not is_float(x) else [_nonzero(x)]
+
 
 @dataclass(frozen=True)
 class Elu(Unary):
-    """x if x > 0 else alpha * (exp(x) - 1)."""
+    """x if x > 0 else alpha * (exp(x) - 1); its slope jumps at 0 (alpha to 1) unless alpha is 1."""
 
     name: ClassVar[str] = "elu"
     family: ClassVar[str] = T
@@ -236,6 +265,9 @@ class Elu(Unary):
     dtypes: ClassVar[frozenset[DType]] = F16_32  # ONNX float attributes are float32: no f64
     choices: ClassVar[dict[str, tuple]] = {"alpha": (0.5, 1.0, 1.5)}
     alpha: float
+
+    def kinks(self, x: Tensor) -> list[Tensor]:
+        return [] if self.alpha == 1.0 or not is_float(x) else [_nonzero(x)]
 
 
 @dataclass(frozen=True)
@@ -260,6 +292,13 @@ class Clip(Unary):
     def requires(self, ins: Sequence[TensorType]) -> list:
         integral = self.lo == int(self.lo) and self.hi == int(self.hi)
         return [self.lo <= self.hi, integral or not ins[0].dtype.is_int]
+
+    def kinks(self, x: Tensor) -> list[Tensor]:
+        """Float x stays the margin away from both bounds (the slope jumps between 0 and 1)."""
+        if not is_float(x):
+            return []
+        xf = as_float(x)
+        return [apart(xf - self.lo, self.lo, x.dtype), apart(xf - self.hi, self.hi, x.dtype)]
 
     def torch(self, x: Tensor) -> Tensor:
         import torch

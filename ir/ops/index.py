@@ -4,7 +4,8 @@
     int64 constant in both forms, so they can never be out of range.
   - topk is sorted; which index a tie yields differs between implementations, so (on floats) the
     k largest values and the next one must differ pairwise by the margin. Integer inputs tie
-    exactly and often, so topk is declared for floats only.
+    exactly and often, so topk is declared for floats only. The margin also keeps its gradient
+    well-defined (it goes to the selected elements), so topk has no `kinks` of its own.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Gather(AxisOp):
 
     name: ClassVar[str] = "gather"
     family: ClassVar[str] = "index"
+    saves_for_backward: ClassVar[bool] = False  # torch saves the indices, a constant of its own
     indices: tuple[int, ...]
 
     @classmethod
@@ -109,6 +111,7 @@ class Trilu(Op):
 
     family: ClassVar[str] = "index"
     upper: ClassVar[bool]
+    saves_for_backward: ClassVar[bool] = False
     k: int
 
     @classmethod

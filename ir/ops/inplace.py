@@ -194,6 +194,7 @@ class BinaryInPlace(InPlace):
 class AddInPlace(BinaryInPlace):
     name: ClassVar[str] = "add_"
     pure: ClassVar[type[Op]] = Add
+    saves_for_backward: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,7 @@ class SubInPlace(BinaryInPlace):
     name: ClassVar[str] = "sub_"
     pure: ClassVar[type[Op]] = Sub
     no_bool: ClassVar[bool] = True
+    saves_for_backward: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
@@ -238,6 +240,11 @@ class UnaryInPlace(InPlace):
 
     def functional(self, f: FunctionalEmitter, region: str, args: list[str], hint: str) -> str:
         return f.emit(self.pure_op(), [region], hint)
+
+    def kinks(self, x: Tensor) -> list[Tensor]:
+        """The pure op's (relu_ bends where relu does, clamp_ where clip does). The checks see
+        the pure op anyway: they run on the functionalized graph."""
+        return self.pure_op().kinks(x)
 
     def torch(self, x: Tensor) -> Tensor:
         getattr(x, self.name)()
@@ -301,6 +308,7 @@ class CopyInPlace(InPlace):
 
     name: ClassVar[str] = "copy_"
     arity: ClassVar[int] = 2
+    saves_for_backward: ClassVar[bool] = False
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -334,6 +342,7 @@ class FillInPlace(InPlace):
     """x.fill_(value): value cast to x's dtype (truncated for ints, nonzero for bool)."""
 
     name: ClassVar[str] = "fill_"
+    saves_for_backward: ClassVar[bool] = False
     value: float
 
     @classmethod
@@ -411,6 +420,9 @@ class IndexPutBase(Op):
     (flattened), indexing x's leading `depth` axes; v broadcasts to [n, *x.shape[depth:]]."""
 
     arity: ClassVar[int] = 2
+    # torch saves the indices only, a constant of its own (the points are distinct or accumulated,
+    # so the gradient is well-defined: no kinks)
+    saves_for_backward: ClassVar[bool] = False
     depth: int
     indices: tuple[int, ...]
     accumulate: bool
@@ -513,6 +525,7 @@ class SetItem(InPlace):
 
     name: ClassVar[str] = "setitem"
     arity: ClassVar[int] = 2
+    saves_for_backward: ClassVar[bool] = False
     starts: tuple[int, ...]
     ends: tuple[int, ...]
     steps: tuple[int, ...]
@@ -599,6 +612,7 @@ class Fill(Op):
     name: ClassVar[str] = "fill"
     family: ClassVar[str] = "shape"
     generic: ClassVar[bool] = False
+    saves_for_backward: ClassVar[bool] = False
     value: float
 
     @classmethod

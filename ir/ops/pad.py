@@ -122,6 +122,8 @@ class PadConstant(Pad):
     name: ClassVar[str] = "pad_constant"
     mode: ClassVar[str] = "constant"
     onnx_mode: ClassVar[str] = "constant"
+    # reflect and replicate save their operand (torch's backward kernels take it)
+    saves_for_backward: ClassVar[bool] = False
     dtypes: ClassVar[frozenset[DType]] = ALL
     value: float
     pads: tuple[int, ...]

@@ -1,6 +1,8 @@
 """Max and average pooling over 1 or 2 trailing spatial dims (N, C, *S), floor mode.
 
-Max pooling's values are continuous in the input (only the argmax jumps), so it needs no domain.
+Max pooling's values are continuous in the input (only the argmax jumps), so it needs no domain;
+its gradient goes to the window's argmax, so gradient tests keep the largest value of every window
+a margin above the next (`kinks`: a tie's gradient may go to either element).
 Average pooling counts padded zeros (torch's default, ONNX count_include_pad=1); padding is at
 most half the window, as torch requires.
 """
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 from ir.core.dtypes import DType
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
-from ir.ops.common import F16_32, FLOATS, same_dtype
+from ir.ops.common import F16_32, FLOATS, as_float, float_only, same_dtype, tie_apart
 from ir.ops.conv import window_out
 
 if TYPE_CHECKING:
@@ -73,6 +75,28 @@ class Pool(Op):
 @dataclass(frozen=True)
 class MaxPool(Pool):
     dtypes: ClassVar[frozenset[DType]] = FLOATS
+
+    @float_only
+    def kinks(self, x: Tensor) -> list[Tensor]:
+        """Violation of: in every window the largest value and the next one differ by the margin.
+        Padding (-inf to max pooling) is no candidate: a window with one real element has no tie."""
+        import math
+
+        import torch
+        import torch.nn.functional as F
+
+        if math.prod(self.kernel) < 2:
+            return []
+        pads = [p for p in reversed(self.padding) for _ in range(2)]  # F.pad: innermost dim first
+        w = F.pad(as_float(x), pads, value=-math.inf)
+        for i in range(self.spatial):
+            w = w.unfold(2 + i, self.kernel[i], self.stride[i])
+        top = torch.topk(w.flatten(-self.spatial), 2, dim=-1).values
+        hi, lo = top[..., 0], top[..., 1]
+        real = torch.isfinite(lo)
+        # the -inf runner-up replaced before any arithmetic: its gradient stays finite (zero)
+        lo = torch.where(real, lo, hi)
+        return [torch.where(real, tie_apart(hi, lo, x.dtype), 0.0)]
 
     def torch(self, x: Tensor) -> Tensor:
         import torch.nn.functional as F

@@ -6,6 +6,9 @@ and the cumulative sum.
   - argmax/argmin return the first extreme index (torch; ONNX select_last_index=0). On floats a
     near-tie flips with rounding, so the top two values along the axis must differ by the margin.
   - cumsum: ONNX CumSum with exclusive=0, reverse=0 and the axis as a constant input.
+  - reduce_max/reduce_min in gradient tests (`kinks`): at a tie for the extreme value torch
+    splits the gradient among the tied elements, other implementations give it to one of them,
+    so (as for argmax) the top two values along the axis must differ by the margin.
 """
 from __future__ import annotations
 
@@ -75,6 +78,7 @@ class Reduce(AlongAxis):
 class ReduceSum(Reduce):
     name: ClassVar[str] = "reduce_sum"
     onnx_name: ClassVar[str] = "ReduceSum"
+    saves_for_backward: ClassVar[bool] = False
 
     def torch(self, x: Tensor) -> Tensor:
         return x.sum(dim=self.axis, keepdim=self.keepdim, dtype=x.dtype)
@@ -85,6 +89,7 @@ class ReduceMean(Reduce):
     name: ClassVar[str] = "reduce_mean"
     onnx_name: ClassVar[str] = "ReduceMean"
     dtypes: ClassVar[frozenset[DType]] = FLOATS
+    saves_for_backward: ClassVar[bool] = False
 
     def torch(self, x: Tensor) -> Tensor:
         return x.mean(dim=self.axis, keepdim=self.keepdim)
@@ -111,30 +116,41 @@ class ReduceProd(Reduce):
 
 
 @dataclass(frozen=True)
-class ReduceMax(Reduce):
-    """Max along the axis (continuous in the input: no domain)."""
+class Extreme(Reduce):
+    """The largest (or smallest) value along the axis: continuous in the input (no domain),
+    differentiable where it is attained by one element with a margin to the next."""
 
-    name: ClassVar[str] = "reduce_max"
-    onnx_name: ClassVar[str] = "ReduceMax"
+    largest: ClassVar[bool]
+
+    @float_only
+    def kinks(self, x: Tensor) -> list[Tensor]:
+        return nonempty([distinct_sorted(x, self.axis, 1, self.largest, zero_ties=True)])
 
     def torch(self, x: Tensor) -> Tensor:
-        return x.amax(dim=self.axis, keepdim=self.keepdim)
+        fn = x.amax if self.largest else x.amin
+        return fn(dim=self.axis, keepdim=self.keepdim)
 
 
 @dataclass(frozen=True)
-class ReduceMin(Reduce):
+class ReduceMax(Extreme):
+    name: ClassVar[str] = "reduce_max"
+    onnx_name: ClassVar[str] = "ReduceMax"
+    largest: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class ReduceMin(Extreme):
     name: ClassVar[str] = "reduce_min"
     onnx_name: ClassVar[str] = "ReduceMin"
-
-    def torch(self, x: Tensor) -> Tensor:
-        return x.amin(dim=self.axis, keepdim=self.keepdim)
+    largest: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
 class ArgReduce(Reduce):
-    """Index of the first extreme value along the axis, as int64."""
+    """Index of the first extreme value along the axis, as int64 (not differentiable)."""
 
     largest: ClassVar[bool]
+    saves_for_backward: ClassVar[bool] = False
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -145,7 +161,7 @@ class ArgReduce(Reduce):
 
     @float_only
     def domain(self, x: Tensor) -> list[Tensor]:
-        return nonempty([distinct_sorted(x, self.axis, 1, self.largest)])
+        return nonempty([distinct_sorted(x, self.axis, 1, self.largest, zero_ties=True)])
 
     def torch(self, x: Tensor) -> Tensor:
         import torch
@@ -176,6 +192,7 @@ class CumSum(AlongAxis):
     """Inclusive forward cumulative sum along the axis."""
 
     name: ClassVar[str] = "cumsum"
+    saves_for_backward: ClassVar[bool] = False
 
     def torch(self, x: Tensor) -> Tensor:
         return x.cumsum(dim=self.axis, dtype=x.dtype)

@@ -33,6 +33,7 @@ class Resize(Op):
     dtypes: ClassVar[frozenset[DType]] = F16_32
     torch_mode: ClassVar[tuple[str, str]]
     onnx_attrs: ClassVar[dict]
+    saves_for_backward: ClassVar[bool] = False  # linear in x, weights from the geometry
     scales: tuple[int, ...]
 
     @classmethod

@@ -40,7 +40,7 @@ from ir.core.dtypes import DType
 from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import eq
 from ir.core.types import TensorType
-from ir.ops.common import F16_32, ordered
+from ir.ops.common import F16_32, apart, as_float, is_float, ordered
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -244,6 +244,33 @@ class Rnn(Recurrent):
         if self.nonlinearity not in ("tanh", "relu"):
             return [False]
         return super().requires(ins)
+
+    def preactivations(self, x: Tensor, w: Tensor, r: Tensor, b: Tensor, *states: Tensor) -> Tensor:
+        """f's arguments x W^T + h R^T + Wb + Rb at every step, [nd, seq, batch, H] in sequence
+        order (float32 or float64), computed by the recurrence itself (the torch kernels do
+        not expose them). Differentiable in every operand."""
+        import torch
+
+        xf, wf, rf, bf = (as_float(t) for t in (x, w, r, b))
+        h_size, steps = self.hidden, range(x.shape[0])
+        act = torch.relu if self.nonlinearity == "relu" else torch.tanh
+        out = []
+        for d in range(self.num_directions):
+            h = as_float(states[0][d]) if states else xf.new_zeros((x.shape[1], h_size))
+            bias = bf[d, :h_size] + bf[d, h_size:]
+            backwards = self.direction == "reverse" or d == 1
+            pre: list[Tensor] = []
+            for t in reversed(steps) if backwards else steps:
+                pre.append(xf[t] @ wf[d].T + h @ rf[d].T + bias)
+                h = act(pre[-1])
+            out.append(torch.stack(pre[::-1] if backwards else pre))
+        return torch.stack(out)
+
+    def kinks(self, x: Tensor, w: Tensor, r: Tensor, b: Tensor, *states: Tensor) -> list[Tensor]:
+        """relu: every pre-activation keeps the margin from 0 (relu's kink); tanh is smooth."""
+        if self.nonlinearity != "relu" or not is_float(x) or not x.numel():
+            return []
+        return [apart(self.preactivations(x, w, r, b, *states), 0.0, x.dtype)]
 
     def _torch_kernel(self) -> Callable[..., tuple[Tensor, ...]]:
         import torch

@@ -26,6 +26,7 @@ class Movement(Op):
     """A one-input data-movement op (any dtype, result dtype = input dtype)."""
 
     family: ClassVar[str] = "shape"
+    saves_for_backward: ClassVar[bool] = False
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:

@@ -98,6 +98,7 @@ class ViewOp(Op):
     family: ClassVar[str] = "view"
     effect: ClassVar[Effect] = VIEW
     generic: ClassVar[bool] = False
+    saves_for_backward: ClassVar[bool] = False
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -358,6 +359,7 @@ class Scatter(Op):
     family: ClassVar[str] = "view"
     arity: ClassVar[int] = 2
     generic: ClassVar[bool] = False
+    saves_for_backward: ClassVar[bool] = False
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -478,6 +480,7 @@ class Clone(Op):
     name: ClassVar[str] = "clone"
     family: ClassVar[str] = "shape"
     generic: ClassVar[bool] = False
+    saves_for_backward: ClassVar[bool] = False
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:

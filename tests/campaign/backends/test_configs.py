@@ -325,7 +325,7 @@ def test_each_form_option_reaches_the_module_builder(monkeypatch, backend, name,
 
     built: list[tuple[str, TorchForm]] = []
 
-    def spy(g, dyn, params, dialect="python", form=DEFAULT_FORM):
+    def spy(g, dyn, params, dialect="python", form=DEFAULT_FORM, trainable=frozenset()):
         built.append((dialect, form))
         raise RuntimeError("recorded")
 

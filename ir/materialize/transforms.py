@@ -1,0 +1,639 @@
+"""Transforms as oracles: a test runs its graph under a `torch.func` transform, and the
+compiler under test must agree with eager on the transformed program.
+
+A *transform test* draws one transform T of `TRANSFORMS` and what T needs (`TransformSpec`,
+`draw_transform`). The program is `transformed(spec, f, k)`: T applied to a plain function
+`f(*leaf_tensors) -> tuple of outputs`, the graph's module with every input that is not a leaf
+bound (`leaf_function`). The same callable serves both sides: the compiler under test runs
+`torch.compile(transformed(spec, f, k))`, the reference calls it as it is, except for `vmap`,
+whose reference is not vmap at all but the per-sample results stacked (`stacked_reference`).
+
+Results (a flat list of tensors per input set; `TransformSpec.labels` names them):
+  - vmap:   every output of f, batched along a new axis 0 (out_dims=0; an output no batched
+            leaf reaches is expanded to B copies), for the batched leaves (`batch_inputs`);
+  - grad:   dL/dx for every leaf x, L = sum over the differentiated outputs o_i of <o_i, c_i>,
+            the loss of a gradient test (`ir.materialize.grad.loss_of`);
+  - vjp:    every output of f, then the pullback of the cotangents (c_i) to every leaf (the
+            same numbers as grad, computed by `torch.func.vjp` without a scalar loss);
+  - jvp:    every output of f, then the tangent of every differentiated output for the leaves'
+            tangents;
+  - jacrev, jacfwd: one Jacobian per (differentiated output o_i, leaf x_j) pair, output-major
+            (o_0 x_0, o_0 x_1, ..., o_1 x_0, ...), each of shape o_i.shape + x_j.shape.
+The differentiated outputs (`TransformSpec.outputs`) are float outputs of f.
+
+What torch 2.13 eager runs (measured on CPU, on hand-written graphs and on generated ones:
+tests/ir/materialize/test_transforms.py; `EAGER_SUPPORT` holds the same as data, and
+`draw_transform` draws only what it allows: a transform test eager refuses is our bug, never a
+finding):
+
+    transform  dialect  if (torch.cond)             loop (torch.while_loop)  scan
+    vmap       python   pred not batched [1]        trip not batched [2]     ok
+    vmap       hop      pred not batched and some   never, batched or not    an unbatched carry
+                        operand batched [3]; or a   [4]                      stays unbatched [5]
+                        batched pred and 1 result
+    grad/vjp/  python   ok                          ok                       ok
+    jvp/jacrev/
+    jacfwd
+    grad/vjp/  hop      never [6]                   never [6]                never [6]
+    jvp/jacrev/
+    jacfwd
+
+[1] `if bool(pred)` on a batched pred: "vmap: It looks like you're attempting to use a Tensor
+    in some data-dependent control flow."  [2] the same from `int(trip)`.
+[3] cond's vmap rule with nothing batched: "vmap: Expected at least one Tensor to vmap over";
+    with a batched pred it selects with `torch.where(p, t[0], f[0])`, the first result only:
+    with two results "treespec.unflatten(leaves): `leaves` has length 1 but the spec refers to
+    a pytree that holds 2 items".
+[4] while_loop has no vmap rule: "Cannot access storage of BatchedTensorImpl" (batched
+    operands) or "got KeyError(<TransformType.Vmap: 1>)" (none batched).
+[5] scan's vmap rule keeps each carry's batching: an unbatched init whose body output is
+    batched fails ("The size of tensor a (2) must match the size of tensor b (3)"); a batched
+    init whose output is not is fine.
+[6] called eagerly, the higher-order ops compile themselves with Dynamo
+    (`_hop_compile_and_call`), which cannot fake a functorch-wrapped tensor: "Expected
+    FakeTensor, got <class 'torch.Tensor'>" or "False != True" (grad, vjp, jacrev),
+    "attempted to apply meta conversion to view functorch tensor" (jvp, jacfwd); even when no
+    leaf reaches the op.
+Ops (`EAGER_OP_REFUSALS`), once an operand is batched (vmap) or has a tangent (jvp, jacfwd):
+lstm, gru and rnn have no batching rule ("Batching rule not implemented for aten::lstm.input.
+We could not generate a fallback."); float32 lstm runs mkldnn's kernel, which has no forward
+derivative ("Trying to use forward AD with mkldnn_rnn_layer that does not support it").
+No other op of the library failed under any transform drawn for generated graphs (seeds
+0-199 with control flow nested two deep, 0-149 without), and every result matched its independent
+computation (tests/ir/materialize/test_transforms.py: the stacked per-sample runs, the
+training step, torch.autograd.functional.jacobian).
+
+Compiled (torch.compile, backend aot_eager, torch 2.13), hop dialect: vmap of torch.cond and
+scan compiles and agrees; every derivative transform (grad, vjp, jvp, jacrev, jacfwd) of a
+torch.cond, torch.while_loop or scan fails while Dynamo speculates the op's body ("Expected
+FakeTensor, got <class 'torch.Tensor'>", in `check_aliasing_and_input_mutation`), also with
+fullgraph=True (tests mark it as an expected failure, strict). In the python dialect the
+`if` graph-breaks inside the transform, and Dynamo runs the transform eagerly (grad, jacrev
+and jacfwd of that graph compiled no frame at all): such a test mostly compares eager with
+eager.
+
+Graphs that write in place are not drawn (`torch.func` refuses writes of transformed values
+into bound tensors and to leaves): a transform test of such a graph runs its functional form
+(`ir.analysis.inplace.pure_form`).
+"""
+from __future__ import annotations
+
+import io
+import json
+import random
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ir.analysis.autograd import grad_values
+from ir.analysis.inplace import has_writes
+from ir.core.dtypes import DType
+from ir.core.graph import Graph
+from ir.materialize.grad import GradSpec
+from ir.ops.control import ControlFlow, If, Loop, Scan, is_control
+
+#: the transforms a test may draw (torch.func's names)
+TRANSFORMS: tuple[str, ...] = ("vmap", "grad", "vjp", "jvp", "jacrev", "jacfwd")
+#: the derivative transforms (leaves among the float inputs and params)
+DERIVATIVES: frozenset[str] = frozenset({"grad", "vjp", "jvp", "jacrev", "jacfwd"})
+#: the torch control-flow dialects (`ir.ops.control`)
+DIALECTS: tuple[str, ...] = ("python", "hop")
+
+#: What torch 2.13 eager runs: (transform, dialect) -> control-flow op -> its condition, one of
+#:   "ok": always; "never": raises whatever the data and the batching;
+#:   "pred_unbatched" / "trip_unbatched": the if's predicate / the loop's trip count is not
+#:     batched (python `bool()` / `int()` on a batched tensor raises);
+#:   "cond_batching": the predicate is not batched and some operand is, or the predicate is
+#:     batched and the if has one result (torch.cond's vmap rule);
+#:   "carries_keep_batching": no carry whose init is unbatched becomes batched in the body
+#:     (the scan's vmap rule).
+#: Measured on CPU (module doc, footnotes there); `eager_problem` applies it, nested bodies
+#: included, and `draw_transform` draws only what it allows.
+EAGER_SUPPORT: dict[tuple[str, str], dict[str, str]] = {
+    ("vmap", "python"): {"if": "pred_unbatched", "loop": "trip_unbatched", "scan": "ok"},
+    ("vmap", "hop"): {"if": "cond_batching", "loop": "never", "scan": "carries_keep_batching"},
+    **{(t, "python"): {"if": "ok", "loop": "ok", "scan": "ok"} for t in sorted(DERIVATIVES)},
+    **{(t, "hop"): {"if": "never", "loop": "never", "scan": "never"} for t in sorted(DERIVATIVES)},
+}
+
+#: Ops torch 2.13 eager cannot run under a transform once an operand carries its data (vmap:
+#: is batched; jvp, jacfwd: has a tangent), with eager's message (measured on CPU): the RNN
+#: kernels have no batching rule, and float32 LSTM runs mkldnn's kernel, which has no
+#: forward-mode derivative (float64 LSTM has one; refused all the same: conservative).
+EAGER_OP_REFUSALS: dict[str, dict[str, str]] = {
+    "vmap": {op: f"Batching rule not implemented for aten::{kernel}.input. We could not generate a fallback."
+             for op, kernel in (("lstm", "lstm"), ("gru", "gru"), ("rnn", "rnn_tanh/rnn_relu"))},
+    **{t: {"lstm": "Trying to use forward AD with mkldnn_rnn_layer that does not support it because "
+                   "it has not been implemented yet."} for t in ("jvp", "jacfwd")},
+}
+
+#: leaf dtypes of the derivative transforms (as `ir.numerics.grad.LEAF_DTYPES`: float16
+#: derivatives differ between correct implementations by more than a test can tell a bug by)
+LEAF_DTYPES = frozenset({DType.float32, DType.float64})
+#: the chance each candidate leaf (vmap: each float input) is drawn (at least one always is)
+P_LEAF = 0.6
+#: batch sizes of vmap
+BATCH_SIZES = (2, 3, 4)
+#: jacrev runs one backward per element of the differentiated outputs, jacfwd one forward per
+#: element of the leaves (vmapped): at most this many of each ...
+MAX_JACOBIAN_BASIS = 256
+#: ... and at most this many Jacobian elements in all
+MAX_JACOBIAN_ELEMS = 1 << 16
+
+
+def _numel(shape: Iterable[Any]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    """What a transform test runs: the transform and what it needs.
+
+    Invariants:
+      - `name` is one of `TRANSFORMS`; `dialects` the non-empty subset of `DIALECTS`, in that
+        order, that torch eager runs the test in (`EAGER_SUPPORT`);
+      - `leaves` are names in graph order: vmap's are float graph inputs (the batched ones),
+        a derivative transform's are float32/float64 inputs and params, inputs first;
+      - vmap: `in_dims[j]` in [0, rank of leaf j] is the axis leaf j is batched along;
+        `samples` (2 to 4 of them: the batch size B) are the input sets the batch elements come
+        from: element b is set `samples[b]`, whose inputs that are not leaves all equal those of
+        set `samples[0]` (`batch_inputs` stacks them); `outputs`, `cotangents` and `tangents`
+        are empty;
+      - a derivative transform: `outputs` are the indices of the differentiated graph outputs
+        (float ones, ascending, at least one); `cotangents[k]` (grad, vjp) holds, for input set
+        k, one array per differentiated output (by output name) of its shape and dtype in that
+        set; `tangents[k]` (jvp) one per leaf (by name) of the leaf's shape and dtype; each is
+        empty for the other transforms, as are `in_dims` and `samples`.
+    Plain data: `files()` writes it as json and npz (never pickle), `from_files` reads it back.
+    """
+
+    name: str
+    leaves: tuple[str, ...]
+    dialects: tuple[str, ...] = DIALECTS
+    in_dims: tuple[int, ...] = ()
+    samples: tuple[int, ...] = ()
+    outputs: tuple[int, ...] = ()
+    cotangents: tuple[Mapping[str, np.ndarray], ...] = field(default=())
+    tangents: tuple[Mapping[str, np.ndarray], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.name not in TRANSFORMS:
+            raise ValueError(f"transform spec: unknown transform {self.name!r}")
+        if not self.dialects or any(d not in DIALECTS for d in self.dialects):
+            raise ValueError(f"transform spec: dialects {self.dialects} not a subset of {DIALECTS}")
+        if self.name == "vmap" and (len(self.in_dims) != len(self.leaves)
+                                    or not BATCH_SIZES[0] <= len(self.samples) <= BATCH_SIZES[-1]):
+            raise ValueError("transform spec: vmap needs one in_dim per leaf and 2 to 4 samples")
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.samples)
+
+    def grad_spec(self) -> GradSpec:
+        """The gradient test of the same leaves and cotangents (grad, vjp): its training step
+        (`ir.materialize.grad.training_step`) computes what they do, with plain autograd."""
+        return GradSpec(self.leaves, self.cotangents)
+
+    def input_leaves(self, g: Graph) -> list[bool]:
+        """Per graph input: whether it is a leaf."""
+        return [v.name in self.leaves for v in g.inputs]
+
+    def param_leaves(self, g: Graph) -> frozenset[str]:
+        """The leaf params: the module must hold them as tensors (`GraphModule(...,
+        trainable=...)`), which `leaf_function` replaces."""
+        return frozenset(p.name for p in g.params if p.name in self.leaves)
+
+    def n_results(self, g: Graph) -> int:
+        return len(self.labels(g))
+
+    def labels(self, g: Graph) -> list[str]:
+        """What each result of one input set is (the module doc's order)."""
+        outs = [f"output {i}" for i in range(len(g.outputs))]
+        diff = [f"output {i}" for i in self.outputs]
+        if self.name == "vmap":
+            return [f"vmap {o}" for o in outs]
+        if self.name == "grad":
+            return [f"grad %{x}" for x in self.leaves]
+        if self.name == "vjp":
+            return outs + [f"vjp %{x}" for x in self.leaves]
+        if self.name == "jvp":
+            return outs + [f"jvp {o}" for o in diff]
+        return [f"{self.name} {o} / %{x}" for o in diff for x in self.leaves]
+
+    # ---- as files (a finding's folder: transform.json + transform.npz; never pickle) -------
+    def files(self) -> dict[str, bytes]:
+        arrays = {f"c{k}/{name}": np.asarray(c) for k, cts in enumerate(self.cotangents)
+                  for name, c in cts.items()}
+        arrays |= {f"t{k}/{name}": np.asarray(t) for k, ts in enumerate(self.tangents)
+                   for name, t in ts.items()}
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, mode="w", compression=zipfile.ZIP_STORED) as zf:
+            for key, a in arrays.items():
+                with zf.open(key + ".npy", "w") as f:
+                    np.lib.format.write_array(f, a, allow_pickle=False)
+        meta = {"name": self.name, "leaves": list(self.leaves), "dialects": list(self.dialects),
+                "in_dims": list(self.in_dims), "samples": list(self.samples),
+                "outputs": list(self.outputs), "cotangent_sets": len(self.cotangents),
+                "tangent_sets": len(self.tangents)}
+        return {"transform.json": json.dumps(meta).encode(), "transform.npz": buf.getvalue()}
+
+    @staticmethod
+    def from_files(transform_json: bytes, transform_npz: bytes) -> TransformSpec:
+        meta = json.loads(transform_json)
+        cts: list[dict[str, np.ndarray]] = [{} for _ in range(int(meta["cotangent_sets"]))]
+        tgs: list[dict[str, np.ndarray]] = [{} for _ in range(int(meta["tangent_sets"]))]
+        with np.load(io.BytesIO(transform_npz), allow_pickle=False) as z:
+            for key in z.files:
+                k, _, name = key.partition("/")
+                (cts if k[0] == "c" else tgs)[int(k[1:])][name] = z[key]
+        return TransformSpec(meta["name"], tuple(meta["leaves"]), tuple(meta["dialects"]),
+                             tuple(int(d) for d in meta["in_dims"]),
+                             tuple(int(s) for s in meta["samples"]),
+                             tuple(int(o) for o in meta["outputs"]), tuple(cts), tuple(tgs))
+
+
+# ---- the transformed program ------------------------------------------------------------------
+
+#: a graph's module as a function of its leaves: f(*leaf_tensors) -> tuple of outputs
+LeafFunction = Callable[..., Sequence[torch.Tensor]]
+
+
+def leaf_function(module: torch.nn.Module, g: Graph, inputs: Sequence[torch.Tensor],
+                  leaves: Sequence[str]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """`module` (an `ir.materialize.to_torch.GraphModule` of `g`) as a function of `leaves`
+    only: the other graph inputs are bound to `inputs` (one per graph input; the leaves'
+    entries unused), a leaf param replaces the module's `p_<name>` (`torch.func.functional_call`;
+    build the module with `trainable=spec.param_leaves(g)` so that it holds them as tensors)."""
+    position = {v.name: i for i, v in enumerate(g.inputs)}
+    bound = list(inputs)
+    names = tuple(leaves)
+
+    def f(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        args = list(bound)
+        params: dict[str, torch.Tensor] = {}
+        for name, x in zip(names, xs, strict=True):
+            if name in position:
+                args[position[name]] = x
+            else:
+                params[f"p_{name}"] = x
+        if params:
+            return tuple(torch.func.functional_call(module, params, tuple(args)))
+        return tuple(module(*args))
+    return f
+
+
+def leaf_values(module: torch.nn.Module, g: Graph, inputs: Sequence[torch.Tensor],
+                leaves: Sequence[str]) -> list[torch.Tensor]:
+    """The leaves' values (detached): from `inputs` (one per graph input) or the module's
+    params."""
+    position = {v.name: i for i, v in enumerate(g.inputs)}
+    return [(inputs[position[x]] if x in position else getattr(module, f"p_{x}")).detach()
+            for x in leaves]
+
+
+def _arrays(ms: Mapping[str, np.ndarray], names: Sequence[str]) -> list[torch.Tensor]:
+    return [torch.from_numpy(np.array(ms[n], order="C")) for n in names]
+
+
+def _like(t: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+    return t.to(device=o.device, dtype=o.dtype)
+
+
+def transformed(spec: TransformSpec, f: LeafFunction, k: int = 0,
+                output_names: Sequence[str] | None = None) -> Callable[..., list[torch.Tensor]]:
+    """`spec`'s transform of `f` (`leaf_function`) for input set `k`: a callable of the leaves'
+    values (vmap: of the batched leaves, `batch_inputs`) returning the results of the module
+    doc as a flat list. Pure: the same callable runs eagerly (the reference; not for vmap,
+    `stacked_reference`) and under `torch.compile` (the compiler under test).
+    `output_names` (the graph's outputs, `g.outputs`) name the cotangents (grad, vjp); needed
+    for those two."""
+    from torch import func
+
+    name = spec.name
+    diff = tuple(spec.outputs)
+    n = len(spec.leaves)
+    argnums = tuple(range(n))
+    if name == "vmap":
+        mapped = func.vmap(lambda *xs: tuple(f(*xs)), in_dims=tuple(spec.in_dims), out_dims=0)
+        return lambda *xs: list(mapped(*xs))
+
+    def differentiated(*xs: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        outs = tuple(f(*xs))
+        return tuple(outs[i] for i in diff), outs
+
+    if name in ("grad", "vjp"):
+        if output_names is None:
+            raise ValueError(f"transformed: {name} needs the output names (its cotangents')")
+        cts = _arrays(spec.cotangents[k], [output_names[i] for i in diff])
+        if name == "grad":
+            def loss(*xs: torch.Tensor) -> torch.Tensor:
+                ds, _ = differentiated(*xs)
+                terms = [(o * _like(c, o)).sum() for o, c in zip(ds, cts, strict=True)]
+                return torch.stack(terms).sum() if len(terms) > 1 else terms[0]
+            gradient = func.grad(loss, argnums=argnums)
+            return lambda *xs: list(gradient(*xs))
+
+        def pullback(*xs: torch.Tensor) -> list[torch.Tensor]:
+            # torch's stubs type vjp without has_aux (2 results)
+            res: Any = func.vjp(differentiated, *xs, has_aux=True)
+            ds, fn, outs = res
+            return [*outs, *fn(tuple(_like(c, o) for o, c in zip(ds, cts, strict=True)))]
+        return pullback
+    if name == "jvp":
+        tgs = _arrays(spec.tangents[k], spec.leaves)
+
+        def pushforward(*xs: torch.Tensor) -> list[torch.Tensor]:
+            res: Any = func.jvp(differentiated, xs,
+                                tuple(_like(t, x) for x, t in zip(xs, tgs, strict=True)), has_aux=True)
+            _, tangent_outs, outs = res
+            return [*outs, *tangent_outs]
+        return pushforward
+    jac = (func.jacrev if name == "jacrev" else func.jacfwd)(lambda *xs: differentiated(*xs)[0],
+                                                           argnums=argnums)
+    return lambda *xs: [j for per_output in jac(*xs) for j in per_output]
+
+
+def stacked_reference(f: LeafFunction, batched: Sequence[torch.Tensor],
+                      in_dims: Sequence[int]) -> list[torch.Tensor]:
+    """vmap's reference: f run per sample (each leaf's slice along its in_dim, contiguous:
+    the input set itself) and every output stacked along a new axis 0."""
+    size = {int(x.shape[d]) for x, d in zip(batched, in_dims, strict=True)}
+    if len(size) != 1:
+        raise ValueError(f"stacked_reference: batched leaves of sizes {sorted(size)}")
+    per = [list(f(*(x.select(d, b).contiguous() for x, d in zip(batched, in_dims, strict=True))))
+           for b in range(size.pop())]
+    return [torch.stack([p[i] for p in per]) for i in range(len(per[0]))]
+
+
+def batch_inputs(spec: TransformSpec, values: Sequence[Mapping[str, np.ndarray]]
+                 ) -> list[np.ndarray]:
+    """vmap's batched leaves: leaf j stacks, along axis `in_dims[j]`, its value in every input
+    set of `samples` (`values`: the test's input sets, each by input name)."""
+    return [np.array(np.stack([np.asarray(values[s][x]) for s in spec.samples], axis=d), order="C")
+            for x, d in zip(spec.leaves, spec.in_dims, strict=True)]
+
+
+def unbatched_inputs(g: Graph, spec: TransformSpec, values: Sequence[Mapping[str, np.ndarray]]
+                     ) -> dict[str, np.ndarray]:
+    """vmap's bound inputs: the graph inputs that are not leaves, as in set `samples[0]` (and
+    every other sample)."""
+    return {v.name: values[spec.samples[0]][v.name] for v in g.inputs if v.name not in spec.leaves}
+
+
+# ---- what eager supports ----------------------------------------------------------------------
+
+def _kind(op: ControlFlow) -> str:
+    if isinstance(op, If):
+        return "if"
+    if isinstance(op, Loop):
+        return "loop"
+    if isinstance(op, Scan):
+        return "scan"
+    raise ValueError(f"transforms: no eager support measured for control flow {op.name!r}")
+
+
+class _Refused(Exception):
+    pass
+
+
+def _flow(g: Graph, marked_in: Sequence[bool], transform: str, rules: Mapping[str, str],
+          where: str) -> list[bool]:
+    """Which outputs of level `g` carry the transform's data (vmap: are batched; a derivative:
+    depend on a leaf), given which inputs do; raises `_Refused` at an instruction eager
+    refuses (`EAGER_SUPPORT`'s `rules`, `EAGER_OP_REFUSALS`). Conservative: every result of an
+    op with a marked operand is marked, whatever its dtype."""
+    marked = {v.name for v, b in zip(g.inputs, marked_in, strict=True) if b}
+    refused_ops = EAGER_OP_REFUSALS.get(transform, {})
+    for i, inst in enumerate(g.insts):
+        args = [a in marked for a in inst.args]
+        at = f"{where}inst {i} ({inst.op.name})"
+        if is_control(inst.op):
+            outs = _flow_control(inst.op, inst.blocks, args, transform, rules, at)
+        elif any(args) and inst.op.name in refused_ops:
+            raise _Refused(f"{at}: eager cannot run it under {transform} ({refused_ops[inst.op.name]})")
+        else:
+            outs = [any(args)] * len(inst.results)
+        marked |= {r.name for r, b in zip(inst.results, outs, strict=True) if b}
+    return [o in marked for o in g.outputs]
+
+
+def _flow_control(op: ControlFlow, blocks: Sequence[Graph], args: list[bool], transform: str,
+                  rules: Mapping[str, str], at: str) -> list[bool]:
+    kind = _kind(op)
+    rule = rules[kind]
+    inner = f"{at} > "
+    if rule == "never":
+        raise _Refused(f"{at}: eager cannot run this dialect's {kind} under {transform}")
+    if kind == "if":
+        pred, operands = args[0], args[1:]
+        n_results = len(blocks[0].outputs)
+        if rule == "pred_unbatched" and pred:
+            raise _Refused(f"{at}: its predicate is batched (data-dependent python if)")
+        if rule == "cond_batching":
+            if pred and n_results != 1:
+                raise _Refused(f"{at}: a batched predicate and {n_results} results (torch.cond's vmap rule)")
+            if not pred and not any(operands):
+                raise _Refused(f"{at}: nothing batched (torch.cond's vmap rule)")
+        then_outs, else_outs = (_flow(b, operands, transform, rules, inner) for b in blocks)
+        if rule == "cond_batching":
+            return [True] * n_results  # the rule batches every result
+        return [a or b for a, b in zip(then_outs, else_outs, strict=True)]
+    (body,) = blocks
+    if kind == "loop":
+        if rule == "trip_unbatched" and args[0]:
+            raise _Refused(f"{at}: its trip count is batched (data-dependent python loop)")
+        carried = list(args[1:])
+        while True:  # python: a carried value may become marked at any trip
+            outs = _flow(body, [False, *carried], transform, rules, inner)
+            more = [c or o for c, o in zip(carried, outs, strict=True)]
+            if more == carried:
+                return carried
+            carried = more
+    assert isinstance(op, Scan)
+    nc = op.num_carries
+    carries, xs = list(args[:nc]), list(args[nc:])
+    while True:
+        outs = _flow(body, [*carries, *xs], transform, rules, inner)
+        if rule == "carries_keep_batching":
+            for j in range(nc):
+                if outs[j] and not carries[j]:
+                    raise _Refused(f"{at}: carry {j} is not batched but the body batches it "
+                                   f"(torch's scan vmap rule)")
+            return [c or o for c, o in zip(carries, outs[:nc], strict=True)] + outs[nc:]
+        more = [c or o for c, o in zip(carries, outs[:nc], strict=True)]
+        if more == carries:
+            return carries + outs[nc:]
+        carries = more
+
+
+def eager_problem(g: Graph, transform: str, leaves: Iterable[str], dialect: str) -> str | None:
+    """Why torch eager (2.13: `EAGER_SUPPORT`, `EAGER_OP_REFUSALS`) would refuse `transform`
+    of `g`'s module in `dialect` with these leaves (vmap: the batched inputs), or None. One
+    line naming the instruction."""
+    rules = EAGER_SUPPORT[(transform, dialect)]
+    chosen = set(leaves)
+    top = Graph(g.name, (*g.inputs, *g.params), g.insts, g.outputs)
+    try:
+        _flow(top, [v.name in chosen for v in top.inputs], transform, rules, "")
+    except _Refused as e:
+        return str(e)
+    return None
+
+
+# ---- drawing ----------------------------------------------------------------------------------
+
+def _shape_key(values: Mapping[str, np.ndarray], g: Graph) -> tuple:
+    return tuple((np.asarray(values[v.name]).shape, np.asarray(values[v.name]).dtype.str) for v in g.inputs)
+
+
+def _draw_vmap(g: Graph, rng: random.Random, values: Sequence[Mapping[str, np.ndarray]],
+               dialects: Sequence[str]) -> TransformSpec | None:
+    floats = [v.name for v in g.inputs if v.type.dtype.is_float]
+    if not floats or not values:
+        return None
+    size = rng.choice(BATCH_SIZES)
+    base = rng.randrange(len(values))
+    key = _shape_key(values[base], g)
+    others = [v.name for v in g.inputs if not v.type.dtype.is_float]
+
+    def fits(k: int) -> bool:  # same shapes, the same inputs that cannot be batched
+        return _shape_key(values[k], g) == key and all(
+            np.array_equal(values[k][x], values[base][x]) for x in others)
+
+    pool = [k for k in range(len(values)) if k != base and fits(k)]
+    rng.shuffle(pool)
+    rest = pool[:size - 1]
+    while len(rest) < size - 1:  # fewer sets than the batch: repeat some
+        rest.append(rng.choice([base, *rest]))
+    rng.shuffle(rest)
+    wanted = [x for x in floats if rng.random() < P_LEAF]
+    order = wanted + [x for x in floats if x not in wanted]
+
+    def runs(leaves: Sequence[str]) -> tuple[str, ...]:
+        return tuple(d for d in dialects if eager_problem(g, "vmap", leaves, d) is None)
+
+    for samples in ([base, *rest], [base] * size):  # distinct samples, else the same one B times
+        differ = [x for x in floats
+                  if any(not np.array_equal(values[s][x], values[base][x]) for s in samples)]
+        if differ and not runs(differ):
+            continue  # the inputs that differ must be batched, and eager cannot
+        # the leaves wanted if eager runs them, else as many of them as it does (greedy)
+        leaves = differ + [x for x in wanted if x not in differ]
+        if not leaves or not runs(leaves):
+            leaves = list(differ)
+            for x in order:
+                if x not in leaves and runs([*leaves, x]) and (x in wanted or not leaves):
+                    leaves.append(x)
+        ok = runs(leaves)
+        if not leaves or not ok:
+            continue
+        leaves = [x for x in floats if x in leaves]
+        types = g.types()
+        in_dims = tuple(0 if rng.random() < 0.6 else rng.randint(0, types[x].rank) for x in leaves)
+        return TransformSpec("vmap", tuple(leaves), ok, in_dims, tuple(samples))
+    return None
+
+
+def _candidate_leaves(g: Graph) -> list[str]:
+    float_outputs = {o for o, t in zip(g.outputs, g.output_types(), strict=True) if t.dtype.is_float}
+    return [v.name for v in (*g.inputs, *g.params)
+            if v.type.dtype in LEAF_DTYPES and grad_values(g, [v.name]) & float_outputs]
+
+
+def _draw_derivative(g: Graph, rng: random.Random, transform: str,
+                     runs: Callable[[Sequence[str]], tuple[str, ...]]
+                     ) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
+    candidates = _candidate_leaves(g)
+    if not candidates:
+        return None
+    rng.shuffle(candidates)
+    types = g.types()
+    chosen = [x for x in candidates if rng.random() < P_LEAF] or candidates[:1]
+    if not runs(chosen):  # as many of them as eager runs (greedy), else others
+        kept: list[str] = []
+        for x in chosen + [c for c in candidates if c not in chosen]:
+            if (x in chosen or not kept) and runs([*kept, x]):
+                kept.append(x)
+        if not kept:
+            return None
+        chosen = kept
+    outs = [i for i, t in enumerate(g.output_types()) if t.dtype.is_float]
+    reached = grad_values(g, chosen)
+    outs = [i for i in outs if g.outputs[i] in reached] or outs
+    if transform in ("jacrev", "jacfwd"):
+        size = {x: _numel(types[x].shape) for x in chosen}
+        out_size = {i: _numel(g.output_types()[i].shape) for i in outs}
+        # jacfwd: a forward per leaf element; jacrev: a backward per output element
+        leaves: list[str] = []
+        for x in sorted(chosen, key=lambda x: size[x]):
+            if transform == "jacrev" or sum(size[y] for y in leaves) + size[x] <= MAX_JACOBIAN_BASIS:
+                leaves.append(x)
+        rng.shuffle(outs)
+        picked: list[int] = []
+        for i in outs:
+            within = transform == "jacfwd" or sum(out_size[j] for j in picked) + out_size[i] <= MAX_JACOBIAN_BASIS
+            total = (sum(out_size[j] for j in picked) + out_size[i]) * sum(size[y] for y in leaves)
+            if within and total <= MAX_JACOBIAN_ELEMS:
+                picked.append(i)
+        if not leaves or not picked:
+            return None
+        chosen, outs = leaves, picked
+    order = [v.name for v in (*g.inputs, *g.params)]
+    return tuple(sorted(chosen, key=order.index)), tuple(sorted(outs))
+
+
+def draw_transform(g: Graph, seed: int, values: Sequence[Mapping[str, np.ndarray]],
+                   transform: str, dialect: str | None = None,
+                   sets: Sequence[Graph] | None = None) -> TransformSpec | None:
+    """A transform test of `g` under `transform`, deterministic in `seed` (its own RNG
+    stream); None when the transform makes no sense for the graph (vmap: no float input; a
+    derivative: no float32/float64 input or param a float output depends on; jacrev/jacfwd:
+    no Jacobian small enough), when the graph writes in place, or when torch eager runs it in
+    neither dialect (`dialect`: in that one; None: in any, the spec's `dialects` say which).
+
+    `values`: the test's input sets (valid ones: each batch element of vmap is one of them),
+    each a value for every graph input by name; `sets`: the concrete graph of each set (the
+    shapes of the cotangents and tangents; default `g` for all, a static graph)."""
+    if transform not in TRANSFORMS:
+        raise ValueError(f"draw_transform: unknown transform {transform!r}")
+    if has_writes(g):
+        return None
+    rng = random.Random(f"transform/{transform}/{seed}")
+    dialects = DIALECTS if dialect is None else (dialect,)
+    concrete = list(sets) if sets is not None else [g] * len(values)
+    if transform == "vmap":
+        return _draw_vmap(g, rng, values, dialects)
+    def runs(leaves: Sequence[str]) -> tuple[str, ...]:
+        return tuple(d for d in dialects if eager_problem(g, transform, leaves, d) is None)
+
+    derived = _draw_derivative(g, rng, transform, runs)
+    if derived is None:
+        return None
+    leaves, outs = derived
+    ok = runs(leaves)
+    if not ok:
+        return None
+    nprng = np.random.default_rng(rng.randrange(2**32))
+    cotangents: list[dict[str, np.ndarray]] = []
+    tangents: list[dict[str, np.ndarray]] = []
+    for gk in concrete:
+        types = gk.types()
+        if transform in ("grad", "vjp"):
+            cotangents.append({gk.outputs[i]: nprng.uniform(-1.0, 1.0, _dims(types[gk.outputs[i]].shape))
+                               .astype(types[gk.outputs[i]].dtype.numpy) for i in outs})
+        if transform == "jvp":
+            tangents.append({x: nprng.uniform(-1.0, 1.0, _dims(types[x].shape)).astype(types[x].dtype.numpy)
+                             for x in leaves})
+    return TransformSpec(transform, leaves, ok, outputs=outs, cotangents=tuple(cotangents),
+                         tangents=tuple(tangents))
+
+
+def _dims(shape: Iterable[Any]) -> tuple[int, ...]:
+    return tuple(int(d) for d in shape)
