@@ -82,6 +82,7 @@ def pack_case(prep: Prepared) -> bytes:
     payload = {
         "job": Job.of(prep.m).pack(), "coverage": prep.tc.coverage,
         "ref_outputs": prep.ref.outputs, "ref_ms": prep.ref.ms, "base": prep.base,
+        "ref_forward": prep.ref.forward,
         "tolerances": prep.tolerances, "precisions": prep.precisions,
     }
     return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
@@ -93,7 +94,8 @@ def unpack_case(data: bytes) -> Prepared:
     job._packed = p["job"]  # the sandbox process gets the bytes as they came
     m = JobMaterialized(job)
     m.tc.coverage = p["coverage"]
-    return Prepared(m, ReferenceResult(p["ref_outputs"], p["ref_ms"]), p["base"],
+    return Prepared(m, ReferenceResult(p["ref_outputs"], p["ref_ms"], forward=p["ref_forward"]),
+                    p["base"],
                     p["tolerances"], p["precisions"])
 
 

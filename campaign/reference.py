@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,6 +44,9 @@ class ReferenceResult:
     ms: float
     problem: str | None = None  #: why the test is invalid, None if valid
     error_class: str | None = None
+    #: a transform test's forward outputs of every set (what a backend that does not train
+    #: is judged on); None for other tests (a gradient test's are in `outputs`)
+    forward: list[np.ndarray] | None = None
 
 
 def torch_env(values: dict[str, np.ndarray], widen: bool = False) -> dict[str, torch.Tensor]:
@@ -62,6 +66,8 @@ def run_reference(m: Materialized) -> ReferenceResult:
     Taken as they are when the input-set search computed them already (`TestCase.ref_outputs`:
     the same evaluation, `ir.numerics.coverage.Covered.outputs`)."""
     t0 = time.perf_counter()
+    if m.tc.transform is not None:
+        return run_transform_reference(m, t0)
     if m.tc.grad is not None:
         return run_grad_reference(m.tc.graph, m.tc, m.tc.grad, t0)
     if m.tc.ref_outputs is not None and m.tc.dynshape is None:
@@ -85,7 +91,7 @@ def run_reference(m: Materialized) -> ReferenceResult:
     return ReferenceResult(outputs, (time.perf_counter() - t0) * 1e3)
 
 
-def grad_module(g: Graph, tc: TestCase, spec: GradSpec, params: dict[str, np.ndarray],
+def grad_module(g: Graph, tc: TestCase, spec: Any, params: dict[str, np.ndarray],
                 dialect: str = "python") -> torch.nn.Module:
     """The eager module a gradient test's reference (and, widened, its shadow) trains."""
     from ir.materialize.dynshape import torch_module
@@ -129,6 +135,32 @@ def run_grad_reference(g: Graph, tc: TestCase, spec: GradSpec, t0: float) -> Ref
                                        "InvalidReference")
         outputs += [t.numpy() for t in result]
     return ReferenceResult(outputs, (time.perf_counter() - t0) * 1e3)
+
+
+def run_transform_reference(m: Materialized, t0: float) -> ReferenceResult:
+    """A transform test's reference (docs/training.md): the forward of every set, as an
+    inference test's, then the transform's results in eager
+    (`ir.materialize.transforms.transform_reference`: vmap's per-sample results stacked),
+    which must be finite. Invalid when eager refuses the transform."""
+    from ir.materialize.transforms import transform_reference
+
+    tc, spec = m.tc, m.tc.transform
+    plain = Materialized(dataclasses.replace(tc, transform=None, grad=None))
+    forward = run_reference(plain)
+    if forward.problem is not None:
+        return forward
+    module = grad_module(tc.graph, tc, spec, tc.params())
+    try:
+        results = transform_reference(module, tc.graph, spec, tc.value_sets())
+    except Exception as e:  # eager refuses the transform: our generator's bug
+        return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                               f"eager {spec.name} raised: {e}", "EagerTransformError")
+    for label, t in zip(spec.labels(tc.graph), results, strict=True):
+        if t.dtype.is_floating_point and not bool(torch.isfinite(t).all()):
+            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                   f"{spec.name}: {label} is not finite", "InvalidReference")
+    return ReferenceResult([t.numpy() for t in results], (time.perf_counter() - t0) * 1e3,
+                           forward=forward.outputs)
 
 
 # ---- the float64 shadow --------------------------------------------------------------------
@@ -253,6 +285,8 @@ def run_shadow(m: Materialized, samples: int = ROUNDING_SAMPLES) -> Truths:
     0: not measured). Raises what eager raises."""
     out: list[np.ndarray] = []
     spread: list[np.ndarray | None] = []
+    if m.tc.transform is not None:
+        return _transform_shadow(m)
     grad = m.tc.grad
     module = None
     if grad is not None:  # one float64 module trains every set (dynamic shapes too)
@@ -276,3 +310,20 @@ def run_shadow(m: Materialized, samples: int = ROUNDING_SAMPLES) -> Truths:
         spread += (rounding_spread(g, env, truths, samples, grad, k) if samples
                    else [None] * len(truths))
     return Truths(out, spread)
+
+
+def _transform_shadow(m: Materialized) -> Truths:
+    """A transform test's results in float64: the widened module under the same transform
+    (vmap: per sample, stacked), float results as float64; no rounding spread."""
+    from ir.materialize.transforms import transform_reference
+
+    tc, spec = m.tc, m.tc.transform
+    params = {k: v.astype(np.float64) if v.dtype.kind == "f" else v
+              for k, v in tc.params().items()}
+    wide = widen_graph(tc.graph)
+    module = grad_module(wide, tc, spec, params)
+    sets = [{k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in s.items()}
+            for s in tc.value_sets()]
+    results = transform_reference(module, wide, spec, sets)
+    return Truths([(t.to(torch.float64) if t.dtype.is_floating_point else t).numpy()
+                   for t in results])

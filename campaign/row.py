@@ -86,6 +86,7 @@ class ResultRow:
     dialect: str = ""
     mode: str = "infer"
     grad_leaves: int = 0
+    transform: str = ""
     backend: str = ""
     target: str = ""
     verdict: str = ""
@@ -165,6 +166,7 @@ class ResultRow:
             trip_counts=coverage.get("trip_counts", []),
             ops=sorted(counts), dtypes=sorted({v.type.dtype.short for v in g.all_values()}),
             dialect="eager", mode=tc.mode, grad_leaves=len(tc.grad.leaves) if tc.grad else 0,
+            transform=tc.transform.name if tc.transform is not None else "",
             gen_ms=gen_ms, dyn_dims=dyn.input_dims(g) if dyn is not None else [],
             dyn_shapes=dyn.shape_labels() if dyn is not None else [],
             host=host, worker=worker)

@@ -167,6 +167,8 @@ class Job:
     dynshape: Any = None
     #: a gradient test's leaves and cotangents (`ir.materialize.grad.GradSpec`), else None
     grad: Any = None
+    #: a transform test's `ir.materialize.transforms.TransformSpec`, else None
+    transform: Any = None
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
@@ -178,7 +180,7 @@ class Job:
             onnx_bytes = None
         return Job(tc.test_id, tc.seed, tc.graph, dict(tc.values),
                    [v.name for v in tc.graph.inputs], onnx_bytes, list(tc.lineage),
-                   list(tc.extra_inputs), tc.dynshape, tc.grad)
+                   list(tc.extra_inputs), tc.dynshape, tc.grad, tc.transform)
 
     def pack(self) -> bytes:
         """The job as bytes (computed once: every sandbox of a test gets the same)."""
@@ -187,7 +189,8 @@ class Job:
             _JobPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(
                 {k: getattr(self, k) for k in ("test_id", "seed", "graph", "values",
                                                "input_names", "onnx_bytes", "lineage",
-                                               "extra_inputs", "dynshape", "grad")})
+                                               "extra_inputs", "dynshape", "grad",
+                                               "transform")})
             self._packed = buf.getvalue()
         return self._packed
 
@@ -202,7 +205,8 @@ class JobMaterialized(Materialized):
 
     def __init__(self, job: Job):
         super().__init__(TestCase(job.test_id, job.seed, job.graph, job.values, job.lineage,
-                                  job.extra_inputs, dynshape=job.dynshape, grad=job.grad))
+                                  job.extra_inputs, dynshape=job.dynshape, grad=job.grad,
+                                  transform=job.transform))
         self.job = job
         #: per input set, graph input name -> value, in order (`backends.base.input_feed_sets`)
         self.feed_sets = [{n: s[n] for n in job.input_names}

@@ -39,6 +39,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("dialect", pa.string(), nullable=False),
         pa.field("mode", pa.string(), nullable=False),
         pa.field("grad_leaves", pa.int32(), nullable=False),
+        pa.field("transform", pa.string(), nullable=False),
         pa.field("backend", pa.string(), nullable=False),
         pa.field("target", pa.string(), nullable=False),
         pa.field("verdict", pa.string(), nullable=False),

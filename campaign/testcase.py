@@ -44,6 +44,9 @@ class TestCase:
     #: a gradient test's leaves and cotangents (`ir.materialize.grad.GradSpec`,
     #: docs/training.md); None: an inference test
     grad: GradSpec | None = None
+    #: a transform test's transform (`ir.materialize.transforms.TransformSpec`: vmap, or a
+    #: torch.func derivative): its results replace the outputs and gradients (docs/training.md)
+    transform: Any = None
 
     def graph_of(self, k: int) -> Graph:
         """The concrete graph input set `k` runs: `graph`, unless the sets differ in shape."""
@@ -58,12 +61,17 @@ class TestCase:
 
     @property
     def mode(self) -> str:
-        """`grad` for a gradient test, else `infer` (the rows' `mode`)."""
+        """`transform` for a transform test, `grad` for a gradient test, else `infer` (the
+        rows' `mode`)."""
+        if self.transform is not None:
+            return "transform"
         return "infer" if self.grad is None else "grad"
 
     def n_results(self) -> int:
         """Arrays per input set in the reference's result: the outputs, and a gradient test's
-        gradients."""
+        gradients (a transform test: its results, on one set)."""
+        if self.transform is not None:
+            return self.transform.n_results(self.graph)
         return len(self.graph.outputs) + (len(self.grad.leaves) if self.grad else 0)
 
     @property

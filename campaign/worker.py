@@ -15,6 +15,7 @@ only when a float output mismatches) runs in the worker itself.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -50,7 +51,7 @@ from ir.gen.dynshape import generate_dyn, wants_dynshape
 from ir.gen.generate import generate
 from ir.numerics.coverage import CoverConfig, cover
 from ir.numerics.domain import differentiable
-from ir.numerics.grad import draw_grad, wants_grad
+from ir.numerics.grad import draw_grad, wants_grad, wants_transform
 from ir.numerics.input_search import make_valid, search_inputs
 from mutators import MutationConfig
 from mutators.source import MutationSource
@@ -129,6 +130,8 @@ class Prepared:
     def labels(self, trains: bool) -> list[str]:
         """What each array of one input set's result is (`output i`, `grad %x`)."""
         g = self.tc.graph
+        if trains and self.tc.transform is not None:
+            return self.tc.transform.labels(g)
         if trains and self.tc.grad is not None:
             return self.tc.grad.labels(g)
         return [f"output {i}" for i in range(len(g.outputs))]
@@ -139,9 +142,15 @@ class Prepared:
         backend that does not train is judged on its forward outputs alone."""
         assert self.ref.outputs is not None
         n_all = self.tc.n_results()
-        if trains or self.tc.grad is None:
+        if trains or (self.tc.grad is None and self.tc.transform is None):
             return list(self.ref.outputs), n_all, self.tolerances, self.precisions, self.truth
         n = len(self.tc.graph.outputs)
+        if self.tc.transform is not None:  # its forward, as an inference test's
+            assert self.ref.forward is not None
+            tols = output_tolerances(self.tc.graph)
+            return (list(self.ref.forward), n, tols, output_precisions(self.tc.graph),
+                    lambda: run_shadow(Materialized(dataclasses.replace(
+                        self.tc, transform=None, grad=None))))
         keep = [i for i in range(len(self.ref.outputs)) if i % n_all < n]
 
         def forward_truth() -> Truths:
@@ -150,6 +159,32 @@ class Prepared:
 
         return ([self.ref.outputs[i] for i in keep], n, self.tolerances[:n],
                 self.precisions[:n], forward_truth)
+
+
+def transform_tolerances(g: Graph, spec: Any) -> tuple[list, list]:
+    """The tolerance and precision of each result of a transform test (`spec`, a
+    `TransformSpec`, in its `labels` order): an output's own, a leaf's gradient's for what
+    differentiates with respect to that leaf (grad, vjp, the Jacobians), the loosest
+    gradient's for a forward tangent (jvp), which mixes every leaf."""
+    out_t, out_p = output_tolerances(g), output_precisions(g)
+    leaf_t = dict(zip(spec.leaves, gradient_tolerances(g, spec.leaves), strict=True))
+    leaf_p = dict(zip(spec.leaves, gradient_precisions(g, spec.leaves), strict=True))
+    n = len(g.outputs)
+    if spec.name == "vmap":
+        return out_t, out_p
+    by_leaf = ([leaf_t[x] for x in spec.leaves], [leaf_p[x] for x in spec.leaves])
+    if spec.name == "grad":
+        return by_leaf
+    if spec.name == "vjp":
+        return out_t + by_leaf[0], out_p + by_leaf[1]
+    loosest = max(leaf_t.values(), key=lambda t: (t.rtol, t.atol))
+    least = min((p for p in leaf_p.values() if p is not None), key=lambda d: d.numpy.itemsize,
+                default=None)
+    if spec.name == "jvp":
+        k = len(spec.outputs)
+        return out_t + [loosest] * k, out_p[:n] + [least] * k
+    pairs = [(o, x) for o in spec.outputs for x in spec.leaves]  # jacrev, jacfwd
+    return [leaf_t[x] for _, x in pairs], [leaf_p[x] for _, x in pairs]
 
 
 def dynshape_fields(prep: Prepared, row: ResultRow, result: BackendResult) -> dict[str, Any]:
@@ -215,6 +250,8 @@ def make_finding(m: Materialized, row: ResultRow, ref: ReferenceResult | None,
         files["dynshape.json"] = tc.dynshape.dumps().encode()
     if tc.grad is not None and row.mode == "grad":  # leaves and cotangents (docs/training.md)
         files.update(tc.grad.files())
+    if tc.transform is not None and row.mode == "transform":
+        files.update(tc.transform.files())
     try:
         files["model.onnx"] = m.onnx_bytes
     except Exception:  # the ONNX build itself failed; info.json says how
@@ -378,6 +415,11 @@ class FuzzWorker:
                 tc = add_shapes(tc, dseed, self.cfg.generator)
         if grad:
             tc.grad = draw_grad(tc.graph, seed, [tc.graph_of(k) for k in range(tc.n_sets)])
+            name = wants_transform(seed, gen.p_transform, gen.transforms)
+            if name is not None and tc.dynshape is None:
+                from ir.materialize.transforms import draw_transform
+
+                tc.transform = draw_transform(tc.graph, seed, tc.value_sets(), name)
         return tc
 
     def _without(self, g: Graph, lineage: list[dict[str, Any]], seed: int,
@@ -452,7 +494,9 @@ class FuzzWorker:
                                      ref_ms=ref.ms)
         # per graph output (then per gradient), the same in every input set
         tolerances, precisions = output_tolerances(tc.graph), output_precisions(tc.graph)
-        if tc.grad is not None:
+        if tc.transform is not None:
+            tolerances, precisions = transform_tolerances(tc.graph, tc.transform)
+        elif tc.grad is not None:
             tolerances += gradient_tolerances(tc.graph, tc.grad.leaves)
             precisions += gradient_precisions(tc.graph, tc.grad.leaves)
         return Prepared(m, ref, base, tolerances, precisions)
@@ -460,12 +504,13 @@ class FuzzWorker:
     def judge(self, backend: Backend, prep: Prepared,
               result: BackendResult) -> tuple[ResultRow, Finding | None]:
         """The row of one backend's result on a prepared test, and its finding if not a pass."""
-        # a gradient test trains on a backend that can (`Backend.TRAINS`), else runs forward
-        trains = prep.tc.grad is not None and backend.TRAINS
+        # a gradient or transform test trains on a backend that can (`Backend.TRAINS`), else
+        # runs forward
+        trains = (prep.tc.grad is not None or prep.tc.transform is not None) and backend.TRAINS
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,
                                     cpu_ms=result.cpu_ms, backend_config=result.backend_config,
-                                    mode="grad" if trains else "infer",
+                                    mode=prep.tc.mode if trains else "infer",
                                     **timeout_fields(result))
         dialect = result.dialect or backend.dialect
         if dialect:
@@ -532,6 +577,7 @@ class FuzzWorker:
                     "error_sig": f"IllConditioned: output {c.output}"}
         what = labels[c.output] if c.output is not None and c.output < len(labels) else \
             f"output {c.output}"
+        fields["error_msg"] = msg.replace(f"output {c.output}:", f"{what}:", 1)
         return {**fields, "verdict": Verdict.MISMATCH.value, "error_class": "Mismatch",
                 "error_sig": f"Mismatch: {what}"}
 

@@ -125,6 +125,11 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+class NotApplicable(Exception):
+    """Raised inside `Backend._evaluate` when this backend cannot run this test at all (e.g. a
+    transform torch eager runs only in another dialect): verdict `skipped`, never a finding."""
+
+
 class StageFailed(Exception):
     """Raised inside `Backend.evaluate` to attribute an exception to a stage."""
 
@@ -349,6 +354,11 @@ class Backend(abc.ABC):
                                  error_msg=reason)
         try:
             result.outputs = [np.asarray(o) for o in self._evaluate(m, result)]
+        except NotApplicable as e:
+            result.outputs = None
+            result.verdict = Verdict.SKIPPED
+            result.error_class = "NotApplicable"
+            result.error_msg = str(e)
         except StageFailed as f:
             root = root_error(f.error)
             result.outputs = None

@@ -11,6 +11,12 @@
   test's torch module in that control-flow dialect and form (`ir.materialize.form`), built as
   the torch backends build it and run eagerly: each form must compute the reference's outputs
   (bench/dialects.py), so a mismatch there is ours, or torch eager's.
+
+Gradient and transform tests train here too (docs/training.md): eager autograd's training step
+on the module in its dialect (`python` without one: the reference itself), and the transform
+run eagerly as it is, vmap included, which the reference replaces by per-sample runs stacked:
+so `eager?dialect=hop` tests the batching rules of torch.cond and scan, and the higher-order
+ops' own autograd. The float64 shadow gives its float64 results.
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import Backend, BackendResult, register
+from campaign.backends.base import Backend, BackendResult, NotApplicable, register
 from campaign.backends.forms import form_option
 from campaign.reference import run_shadow, torch_env
 from campaign.verdict import Stage
@@ -30,6 +36,7 @@ class EagerBackend(Backend):
 
     #: the worker must not judge this backend's mismatches with the shadow: it *is* the shadow
     shadow_judged: ClassVar[bool] = False
+    TRAINS = True
 
     def __init__(self, float64: bool = False, dialect: str | None = None,
                  scalars: str = "tensor", params: str = "buffer", inplace: str = "written"):
@@ -60,6 +67,9 @@ class EagerBackend(Backend):
         from ir.materialize.to_torch import evaluate_torch
 
         g = self.stage(Stage.IMPORT, lambda: m.tc.graph)
+        trains = m.tc.grad is not None or m.tc.transform is not None
+        if trains and not self.float64:
+            return self._train(m, result)
         if self.dialect is not None:
             return self._module(m, result)
         if self.float64:
@@ -77,6 +87,47 @@ class EagerBackend(Backend):
 
         return self.run_sets(list(enumerate(m.tc.value_sets())), run, result)
 
+
+    def _train(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        """A gradient test's training step, or a transform test's transform, run eagerly on
+        the module in this dialect and form (the reference's, `python`, without one)."""
+        import torch
+
+        from ir.materialize.dynshape import torch_module
+        from ir.materialize.grad import trainable_params, training_step
+
+        dialect = self.dialect or "python"
+        result.dialect = self.form.label(dialect)
+        tc = m.tc
+        spec = tc.transform if tc.transform is not None else tc.grad
+        assert spec is not None  # asked for gradient and transform tests only
+        module = self.stage(Stage.IMPORT, lambda: torch_module(
+            tc.graph, tc.dynshape, tc.params(), dialect=dialect, form=self.form,
+            trainable=spec.param_leaves(tc.graph)).eval())
+        if tc.transform is not None:
+            from ir.materialize.transforms import transform_program, transformed
+
+            t = tc.transform
+            if dialect not in t.dialects:
+                raise NotApplicable(f"{t.name}: torch eager runs this test only in the "
+                                    f"{' or '.join(t.dialects)} dialect, not {dialect}")
+            f, args = transform_program(module, tc.graph, t, tc.value_sets())
+            result.input_set = 0
+            outs = self.stage(Stage.RUN, lambda: transformed(t, f, 0, tc.graph.outputs)(*args),
+                              result, "run_ms")
+            result.input_set = None
+            return [o.detach().numpy() for o in outs]
+        params = trainable_params(module)
+        grad = tc.grad
+        assert grad is not None
+
+        def run(k_feeds: tuple[int, dict[str, np.ndarray]]) -> list[np.ndarray]:
+            k, feeds = k_feeds
+            xs = [torch.from_numpy(np.array(x, order="C", copy=True)) for x in feeds.values()]
+            return [o.numpy() for o in training_step(module, tc.graph_of(k), xs, grad, k,
+                                                     params)]
+
+        return self.run_sets(list(enumerate(tc.feed_sets())), run, result)
 
     def _module(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         """The test's torch module in this dialect and form, run eagerly on every set."""

@@ -37,7 +37,13 @@ from typing import Any
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
+from campaign.backends.base import (
+    Backend,
+    BackendResult,
+    KnownUnsupported,
+    NotApplicable,
+    register,
+)
 from campaign.backends.configs import Option
 from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.verdict import Stage
@@ -386,6 +392,8 @@ class InductorBackend(Backend):
 
         dyn = m.tc.dynshape  # dynamic shapes: one module, its symbolic dims marked dynamic
         counter = CompileCounter(self._config_patches(), self.compiler)
+        if m.tc.transform is not None:
+            return self._evaluate_transform(m, result, dialect, fullgraph, counter)
         grad = m.tc.grad
         holder: dict[str, Any] = {}
 
@@ -447,6 +455,39 @@ class InductorBackend(Backend):
             result.input_set = None
             result.compiles = compiles
         return outs
+
+    def _evaluate_transform(self, m: Materialized, result: BackendResult, dialect: str,
+                            fullgraph: bool, counter: CompileCounter) -> list[np.ndarray]:
+        """A transform test (docs/training.md): `torch.compile` of the transformed program
+        (`ir.materialize.transforms.transformed`: torch.func over the module as a function of
+        its leaves), called once to compile and once more for the results."""
+        import torch
+
+        from ir.materialize.dynshape import torch_module
+        from ir.materialize.transforms import transform_program, transformed
+
+        spec, g = m.tc.transform, m.tc.graph
+        if dialect not in spec.dialects:
+            raise NotApplicable(f"{spec.name}: torch eager runs this test only in the "
+                                f"{' or '.join(spec.dialects)} dialect, not {dialect}")
+        if self.is_gpu:
+            raise NotApplicable("transform tests run on the CPU only")
+
+        def build() -> tuple[Any, list]:
+            module = torch_module(g, None, m.tc.params(), dialect=dialect, form=self.form,
+                                  trainable=spec.param_leaves(g)).eval()
+            f, args = transform_program(module, g, spec, m.tc.value_sets())
+            return torch.compile(transformed(spec, f, 0, g.outputs), backend=counter,
+                                 fullgraph=fullgraph, dynamic=self.dynamic), args
+
+        compiled, args = self.stage(Stage.IMPORT, build, result, "compile_ms")
+        with self._training_patches():
+            self.stage(Stage.COMPILE, lambda: compiled(*args), result, "compile_ms")
+            result.input_set = 0
+            outs = self.stage(Stage.RUN, lambda: compiled(*args), result, "run_ms")
+            result.input_set = None
+        result.compiles = [counter.n]
+        return [o.detach().cpu().numpy() for o in outs]
 
     def _training_patches(self) -> Any:
         """AOT autograd's options of this configuration (`TRAINING_FLAGS`), for its compiles."""

@@ -713,7 +713,9 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
         written["timeout_s"] = limit + cold_start_s
         info["repro_wait_s"] = {"confirmed_limit_s": limit, "cold_start_s": cold_start_s}
         files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
-    if kind != "other":
+    if (Path(red.case.folder) / "transform.json").is_file():
+        written["codegen_error"] = "a transform test: no standalone repro yet (docs/training.md)"
+    elif kind != "other":
         # the failing row's details, or the finding's when the row failed otherwise (or none)
         src = row if row.get("verdict") == verdict else red.case.info
         expect = {"verdict": verdict, "stage": src.get("stage") or key_fields.get("stage"),

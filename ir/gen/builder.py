@@ -78,6 +78,11 @@ class GenConfig:
     #: outputs (leaves, cotangents: `ir.numerics.grad`); drawn by seed on an RNG of its own, so
     #: inference tests are made as before. 0: none (the default)
     p_grad: float = 0.0
+    #: transform tests (docs/training.md): the share of gradient tests run under a torch.func
+    #: transform instead, drawn among `transforms` (`ir.materialize.transforms.TRANSFORMS`)
+    p_transform: float = 0.0
+    transforms: list[str] = field(default_factory=lambda: ["vmap", "grad", "vjp", "jvp",
+                                                           "jacrev", "jacfwd"])
 
     def enabled_ops(self) -> list[type[Op]]:
         unknown = sorted(set(self.ops_include + self.ops_exclude) - set(OP_REGISTRY))

@@ -637,3 +637,30 @@ def draw_transform(g: Graph, seed: int, values: Sequence[Mapping[str, np.ndarray
 
 def _dims(shape: Iterable[Any]) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
+
+
+# ---- a transform test's run -----------------------------------------------------------------
+
+def transform_program(module: torch.nn.Module, g: Graph, spec: TransformSpec,
+                      sets: Sequence[Mapping[str, np.ndarray]]
+                      ) -> tuple[LeafFunction, list[torch.Tensor]]:
+    """`module` (built with `trainable=spec.param_leaves(g)`) as a function of the leaves
+    (`leaf_function`) and the arguments the transformed program takes: vmap's batched leaves
+    (`batch_inputs`, the other inputs bound to set `samples[0]`'s), else the leaves' values in
+    input set 0 (`sets`: the test's input sets, every input and param by name)."""
+    base = sets[spec.samples[0]] if spec.name == "vmap" else sets[0]
+    inputs = [torch.from_numpy(np.array(base[v.name], order="C")) for v in g.inputs]
+    f = leaf_function(module, g, inputs, spec.leaves)
+    if spec.name == "vmap":
+        return f, [torch.from_numpy(a) for a in batch_inputs(spec, sets)]
+    return f, leaf_values(module, g, inputs, spec.leaves)
+
+
+def transform_reference(module: torch.nn.Module, g: Graph, spec: TransformSpec,
+                        sets: Sequence[Mapping[str, np.ndarray]]) -> list[torch.Tensor]:
+    """What a transform test's results must be, in eager: vmap's per-sample results stacked
+    (`stacked_reference`), a derivative transform as it is (`transformed`, on input set 0)."""
+    f, args = transform_program(module, g, spec, sets)
+    if spec.name == "vmap":
+        return stacked_reference(f, args, spec.in_dims)
+    return [t.detach() for t in transformed(spec, f, 0, g.outputs)(*args)]

@@ -30,6 +30,15 @@ def wants_grad(seed: int, rate: float) -> bool:
     return rate > 0 and random.Random(f"grad/{seed}").random() < rate
 
 
+def wants_transform(seed: int, rate: float, transforms: Sequence[str]) -> str | None:
+    """The transform a gradient test of `seed` runs under, at `rate` (its own RNG stream),
+    or None."""
+    rng = random.Random(f"transform-test/{seed}")
+    if rate <= 0 or not transforms or rng.random() >= rate:
+        return None
+    return rng.choice(list(transforms))
+
+
 def candidate_leaves(g: Graph) -> list[str]:
     """Float inputs and params (of `LEAF_DTYPES`) some float output depends on, inputs first."""
     float_outputs = {o for o, t in zip(g.outputs, g.output_types(), strict=True)

@@ -1,0 +1,133 @@
+"""Gradient and transform tests through the worker (docs/training.md): drawn by seed without
+touching inference tests, judged output by output and gradient by gradient, named in their
+rows and findings, rebuilt from a finding's folder."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from campaign.backends import register
+from campaign.backends.eager import EagerBackend
+from campaign.triage.reduction import load_finding
+from campaign.worker import FuzzWorker, WorkerConfig
+from ir import parse, verify
+from ir.core.text import print_graph
+from ir.gen.builder import GenConfig
+from ir.materialize.grad import GradSpec
+from ir.numerics.grad import refit_grad, wants_grad
+from mutators import MutationConfig
+
+GEN = dict(nodes=6, p_if=0.3, p_loop=0.2, p_scan=0.2)
+
+
+def worker(backends: list[str], **gen: float) -> FuzzWorker:
+    return FuzzWorker(WorkerConfig(generator=GenConfig(**{**GEN, **gen}), backends=backends,
+                                   sandbox=False, mutation=MutationConfig(rate=0.0)))
+
+
+class WrongGradient(EagerBackend):
+    """Eager, with every gradient of a gradient test scaled by 1.5: a backward bug."""
+
+    def _evaluate(self, m, result):
+        outs = super()._evaluate(m, result)
+        if m.tc.grad is None:
+            return outs
+        n, k = len(m.tc.graph.outputs), m.tc.n_results()
+        return [o * 1.5 if i % k >= n else o for i, o in enumerate(outs)]
+
+
+register("wrong_gradient", WrongGradient)
+
+
+def test_gradient_tests_leave_the_inference_tests_of_other_seeds_unchanged():
+    plain, mixed = worker(["eager"]), worker(["eager"], p_grad=0.5)
+    grads = 0
+    for seed in range(12):
+        a, b = plain.make_test(f"t{seed}", seed), mixed.make_test(f"t{seed}", seed)
+        if wants_grad(seed, 0.5):  # made from float graphs (a leafless one stays inference)
+            grads += 1
+            assert b.mode == "grad" or b.grad is None
+            continue
+        assert print_graph(a.graph) == print_graph(b.graph)
+        assert all(np.array_equal(a.values[k], b.values[k]) for k in a.values)
+    assert 0 < grads < 12
+
+
+def test_gradient_tests_pass_on_eager_and_say_their_mode():
+    w = worker(["eager", "ort"], p_grad=1.0)
+    seen = 0
+    for seed in range(6):
+        rep = w.run(f"t{seed}", seed)
+        by = {r["backend"]: r for r in rep.rows}
+        if by["eager"]["grad_leaves"] == 0 or by["eager"]["verdict"] == "invalid":
+            continue
+        seen += 1
+        assert by["eager"]["verdict"] == "pass" and by["eager"]["mode"] == "grad"
+        # ORT does not train: it runs the forward, as an inference test
+        assert by["ort"]["verdict"] == "pass" and by["ort"]["mode"] == "infer"
+    assert seen >= 3
+
+
+def test_a_wrong_gradient_is_a_confirmed_mismatch_named_by_its_leaf(tmp_path):
+    w = worker(["wrong_gradient"], p_grad=1.0)
+    for seed in range(10):
+        tc = w.make_test(f"t{seed}", seed)
+        if tc.grad is None:
+            continue
+        rep = w.run_case(tc)
+        row = rep.rows[0]
+        if row["verdict"] == "invalid":
+            continue
+        if row["verdict"] == "pass":  # every gradient it scaled was zero
+            continue
+        assert row["verdict"] == "mismatch" and row["mode"] == "grad"
+        assert row["error_sig"].startswith("Mismatch: grad %")
+        assert row["error_sig"].removeprefix("Mismatch: grad %") in tc.grad.leaves
+        leaf = row["error_sig"].removeprefix("Mismatch: grad %")
+        assert f"grad %{leaf}:" in row["error_msg"]
+        # the finding's folder carries the leaves and cotangents, and the triage reads them
+        for name, data in rep.findings[0].files.items():
+            (tmp_path / name).write_bytes(data)
+        case = load_finding(tmp_path)
+        assert case is not None and case.grad is not None
+        assert case.grad.leaves == tc.grad.leaves
+        assert all(np.array_equal(case.grad.cotangents[k][o], c)
+                   for k, cts in enumerate(tc.grad.cotangents) for o, c in cts.items())
+        return
+    pytest.fail("no gradient test with a nonzero gradient in 10 seeds")
+
+
+def test_refitting_keeps_what_the_candidate_still_has():
+    """The finding's graph had leaves x, y, w and outputs a, b; the candidate lost y and b and
+    gained c."""
+    cts = {"a": np.ones(3, np.float32), "b": np.full(3, 2.0, np.float32)}
+    spec = GradSpec(("x", "y", "w"), (cts,))
+    smaller = verify(parse("""
+graph main(%x: f32[3], %w: param f32[3]) {
+  %a = mul(%x, %w) : f32[3]
+  %c = reduce_sum[axis=0, keepdim=false](%a) : f32[]
+  return %a, %c
+}
+"""))
+    fit = refit_grad(spec, smaller, [smaller], seed=1)
+    assert fit is not None and fit.leaves == ("x", "w")
+    assert np.array_equal(fit.cotangents[0]["a"], cts["a"])  # kept
+    assert fit.cotangents[0]["c"].shape == ()  # drawn for the new output
+    ints = verify(parse("graph main(%n: i64[3]) {\n  %m = add(%n, %n) : i64[3]\n  return %m\n}\n"))
+    assert refit_grad(spec, ints, [ints], seed=1) is None  # no leaf left: no gradient test
+
+
+def test_transform_tests_run_eagerly_and_skip_the_dialect_eager_refuses():
+    w = worker(["eager", "eager?dialect=hop"], p_grad=1.0, p_transform=1.0)
+    names = set()
+    for seed in range(10):
+        rep = w.run(f"t{seed}", seed)
+        for r in rep.rows:
+            if r["mode"] != "transform":
+                continue
+            names.add(r["transform"])
+            assert r["verdict"] in ("pass", "skipped"), r
+            if r["verdict"] == "skipped":
+                assert r["error_class"] == "NotApplicable"
+                assert "torch eager runs this test only in the" in r["error_msg"]
+    assert len(names) >= 3
