@@ -10,7 +10,12 @@ Arms (each its own process, `--arm NAME`):
 - `dynamic`: dynsmith with control flow (cpu_dynamic's probabilities), in-place writes, dynamic
   shapes and the mutation engine (seed corpus, verdict feedback), without coverage feedback;
 - `feedback`: the same with coverage feedback (a test reaching new compiler lines joins the
-  seed pool as novel, with energy: docs/coverage.md).
+  seed pool as novel, with energy: docs/coverage.md);
+- `train`: `dynamic` with gradient tests (docs/training.md: `p_grad` 0.85, `p_transform` 0.3,
+  cpu_train's shares): Inductor trains them (Dynamo, AOT autograd's joint graph and
+  partitioner in torch/_functorch, the backward's code), the exporter and TVM get their
+  forward (TVM trains where its reverse mode can: `unsupported` elsewhere). Not in the default
+  `--arms`: name it (`--arms nnsmith dynamic train`).
 
 The harness is the campaign's own (`campaign.worker.FuzzWorker`, in-process, no Ray): each
 test gets valid inputs by dynsmith's input search (NNSmith's graphs too), its reference run,
@@ -28,11 +33,14 @@ backend, distinct finding buckets; at its end the unions (file paths relative to
 site-packages). The parent runs `--repeats` of every arm, `--jobs` at a time (arms measured
 in CPU time, so two sharing the 2 cores does not cost either coverage), then prints per
 backend the lines each arm reached at quarters of the budget (median [min, max] over
-repeats), the ratio of each arm to NNSmith's (median of the per-repeat ratios, paired by
-repeat), and the distinct finding buckets (backend, verdict, error signature) per arm.
+repeats), the lines per package at the end (Inductor's: Dynamo, AOT autograd in _functorch,
+the higher-order ops, Inductor), the ratio of each arm to NNSmith's and to the `dynamic`
+(inference) arm's (median of the per-repeat ratios, paired by repeat), the lines one side
+reached and the other did not, and the distinct finding buckets (backend, verdict, error
+signature) per arm.
 
     python bench/coverage_race.py [--cpu-minutes 20] [--repeats 2] [--jobs 2]
-                                  [--arms nnsmith static dynamic feedback]
+                                  [--arms nnsmith static dynamic feedback [train]]
                                   [--nnsmith-python /tmp/nns/bin/python] [--out DIR]
 
 Prints figures; asserts nothing. Set up NNSmith as bench/nnsmith_graphs.py says; without it
@@ -41,6 +49,7 @@ the `nnsmith` arm is left out with a note.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -58,7 +67,11 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
-ARMS = ("nnsmith", "static", "dynamic", "feedback")
+ARMS = ("nnsmith", "static", "dynamic", "feedback", "train")
+#: the arms a run races unless `--arms` names others (`train`: by name)
+DEFAULT_ARMS = ("nnsmith", "static", "dynamic", "feedback")
+#: arms the others are compared with, in this order: NNSmith's, dynsmith's inference arm
+BASELINES = ("nnsmith", "dynamic")
 BACKENDS = ("inductor", "onnx_export", "tvm")
 NODES = 10
 FINDING_VERDICTS = ("crash", "signal", "timeout", "mismatch")
@@ -158,9 +171,11 @@ def arm_config(arm: str) -> Any:
     from ir import GenConfig
     from mutators.engine import MutationConfig
 
-    if arm in ("dynamic", "feedback"):
+    if arm in ("dynamic", "feedback", "train"):
         gen = GenConfig(nodes=NODES, p_if=0.15, p_loop=0.1, p_scan=0.1, max_depth=2,
                         p_inplace=0.2, p_dynshape=0.1)
+        if arm == "train":  # gradient tests (docs/training.md), cpu_train's shares
+            gen = dataclasses.replace(gen, p_grad=0.85, p_transform=0.3)
         mutation = MutationConfig()
     else:  # static DAGs (NNSmith's graphs arrive through ExternalSource)
         gen = GenConfig(nodes=NODES).without(["if", "loop", "scan", "lstm", "gru", "rnn"])
@@ -185,12 +200,16 @@ class ArmState:
     tests: int = 0
     verdicts: dict[str, dict[str, int]] = field(default_factory=dict)
     buckets: set[tuple[str, str, str]] = field(default_factory=set)
+    #: per backend, rows per `mode` (infer, grad: it trained, transform: docs/training.md)
+    modes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         self.tests += 1
         for r in rows:
             v = self.verdicts.setdefault(r["backend"], {})
             v[r["verdict"]] = v.get(r["verdict"], 0) + 1
+            modes, mode = self.modes.setdefault(r["backend"], {}), r.get("mode") or "infer"
+            modes[mode] = modes.get(mode, 0) + 1
             if r["verdict"] in FINDING_VERDICTS:
                 self.buckets.add((r["backend"], r["verdict"], r.get("error_sig") or ""))
 
@@ -202,7 +221,7 @@ def run_arm(arm: str, repeat: int, cpu_minutes: float, nnsmith_python: str) -> N
     from campaign.worker import FuzzWorker, TestReport
 
     worker = FuzzWorker(arm_config(arm), name=arm)
-    if arm == "dynamic":  # coverage measured (the race's yardstick), never fed back
+    if arm in ("dynamic", "train"):  # coverage measured (the race's yardstick), never fed back
         worker.coverage_feedback = lambda outcomes: 0  # type: ignore[method-assign]
     source = None
     if arm == "nnsmith":
@@ -223,7 +242,7 @@ def run_arm(arm: str, repeat: int, cpu_minutes: float, nnsmith_python: str) -> N
                 lacks = TVM_LACKS & set(prep.tc.graph.op_counts())
                 rows = worker.evaluate_all(prep, others if lacks else None).rows
             state.add(rows)
-            if arm in ("dynamic", "feedback"):
+            if arm in ("dynamic", "feedback", "train"):
                 worker.feedback([(r["test_id"], verdict_signature(r)) for r in rows])
             print(json.dumps({"cpu_s": round(tree_cpu_s() - t0, 2), "tests": state.tests,
                               "lines": {b: len(u) for b, u in worker.unions.items()},
@@ -231,7 +250,7 @@ def run_arm(arm: str, repeat: int, cpu_minutes: float, nnsmith_python: str) -> N
         unions = {b: sorted(f"{_site_relative(f)}:{n}" for f, n in u.rows())
                   for b, u in worker.unions.items()}
         print(json.dumps({"end": True, "cpu_s": round(tree_cpu_s() - t0, 2),
-                          "tests": state.tests, "verdicts": state.verdicts,
+                          "tests": state.tests, "verdicts": state.verdicts, "modes": state.modes,
                           "buckets": sorted(map(list, state.buckets)),
                           "skipped": source.skipped if source else {},
                           "unions": unions}), flush=True)
@@ -316,6 +335,25 @@ def union_of(ends: list[dict[str, Any]], backend: str) -> set[str]:
     return {x for end in ends for x in end["unions"].get(backend, [])}
 
 
+def package_of(line: str) -> str:
+    """The package of a covered line (`file:line`, from site-packages): `torch/_functorch`
+    (AOT autograd), `torch/_dynamo`, ..., else its top-level package (`onnxscript`, `tvm`)."""
+    parts = line.rsplit(":", 1)[0].split("/")
+    return "/".join(parts[:2]) if parts[0] == "torch" and len(parts) > 2 else parts[0]
+
+
+def compared(arms: list[str]) -> list[tuple[str, list[str]]]:
+    """(baseline, the arms compared with it) for each of `BASELINES` racing: NNSmith's arm
+    against every other, then the inference arm against the rest (nnsmith's arm left out)."""
+    bases = [b for b in BASELINES if b in arms]
+    pairs = []
+    for i, base in enumerate(bases):
+        others = [a for a in arms if a not in bases[:i + 1]]
+        if others:
+            pairs.append((base, others))
+    return pairs
+
+
 def summarize(out: Path, arms: list[str], repeats: int, budget_s: float) -> None:
     runs: Runs = {(a, r): load(out, a, r) for a in arms for r in range(repeats)}
     done = {k for k, (_, end) in runs.items() if end is not None}  # the figures: finished runs
@@ -332,20 +370,27 @@ def summarize(out: Path, arms: list[str], repeats: int, budget_s: float) -> None
                 cells.append(spread([lines_at(runs[a, r][0], q * budget_s, b)
                                      for r in range(repeats) if (a, r) in done]))
             print(f"   {a:9} " + "  ".join(f"{c:>22}" for c in cells))
-    if "nnsmith" in arms:
-        print("\n== lines reached at the end, as a ratio to NNSmith's (per repeat, paired)")
+    print("\n== lines per package at the end: median [min, max] over repeats")
+    for b in BACKENDS:
+        print(f"-- {b:34} " + "  ".join(f"{a:>22}" for a in arms))
+        packages = sorted({package_of(x) for a in arms for end in ends(runs, a)
+                           for x in end["unions"].get(b, [])})
+        for pkg in packages:
+            cells = [spread([sum(package_of(x) == pkg for x in end["unions"].get(b, []))
+                             for end in ends(runs, a)]) for a in arms]
+            print(f"   {pkg:34} " + "  ".join(f"{c:>22}" for c in cells))
+    for base, others in compared(arms):
+        print(f"\n== lines reached at the end, as a ratio to {base}'s (per repeat, paired)")
         for b in BACKENDS:
-            for a in arms:
-                if a == "nnsmith":
-                    continue
+            for a in others:
                 ratios = []
                 for r in range(repeats):
-                    if not {(a, r), ("nnsmith", r)} <= done:
+                    if not {(a, r), (base, r)} <= done:
                         continue
-                    ours, theirs = (lines_at(runs[x, r][0], budget_s, b) for x in (a, "nnsmith"))
+                    ours, theirs = (lines_at(runs[x, r][0], budget_s, b) for x in (a, base))
                     if theirs:
                         ratios.append(ours / theirs)
-                print(f"   {b:12} {a:9} / nnsmith  {spread(ratios, '{:.2f}')}")
+                print(f"   {b:12} {a:9} / {base:8} {spread(ratios, '{:.2f}')}")
     print("\n== tests, verdicts and distinct finding buckets (backend, verdict, signature)")
     for a in arms:
         for r in range(repeats):
@@ -354,21 +399,23 @@ def summarize(out: Path, arms: list[str], repeats: int, budget_s: float) -> None
                 print(f"   {a}-{r}: no end record ({len(trace)} samples): see {a}-{r}.err")
                 continue
             mix = {b: dict(sorted(v.items())) for b, v in end["verdicts"].items()}
+            # rows per mode, where some trained (records before the train arm have none)
+            modes = {b: dict(sorted(v.items())) for b, v in end.get("modes", {}).items()
+                     if set(v) - {"infer"}}
             print(f"   {a}-{r}: {end['tests']} tests in {end['cpu_s']:.0f} CPU-s; "
                   f"{len(end['buckets'])} buckets; verdicts {mix}"
+                  + (f"; modes {modes}" if modes else "")
                   + (f"; NNSmith models not converted {end['skipped']}" if end["skipped"] else ""))
         all_buckets = {tuple(x) for end in ends(runs, a) for x in end["buckets"]}
         print(f"   {a}: {len(all_buckets)} distinct buckets over the repeats")
-    if "nnsmith" in arms:
-        print("\n== lines only one side reached (union over repeats), per backend")
+    for base, others in compared(arms):
+        print(f"\n== lines only one side reached, against {base} (union over repeats), per backend")
         for b in BACKENDS:
-            base = union_of(ends(runs, "nnsmith"), b)
-            for a in arms:
-                if a == "nnsmith":
-                    continue
+            theirs = union_of(ends(runs, base), b)
+            for a in others:
                 reached = union_of(ends(runs, a), b)
-                print(f"   {b:12} {a:9}: {len(reached - base)} lines NNSmith did not reach; "
-                      f"NNSmith reached {len(base - reached)} it did not")
+                print(f"   {b:12} {a:9}: {len(reached - theirs)} lines {base} did not reach; "
+                      f"{base} reached {len(theirs - reached)} it did not")
 
 
 def main() -> None:
@@ -376,7 +423,8 @@ def main() -> None:
     ap.add_argument("--cpu-minutes", type=float, default=20.0)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
+    ap.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=ARMS,
+                    help="the arms to race (default: all but train)")
     ap.add_argument("--nnsmith-python", default="/tmp/nns/bin/python")
     ap.add_argument("--out", default="/tmp/coverage_race")
     ap.add_argument("--summarize", action="store_true", help="only print the figures of --out")

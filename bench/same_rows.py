@@ -60,6 +60,10 @@ for name, gen in [("dynamic", GenConfig(p_if=0.15, p_loop=0.1, p_scan=0.1, max_d
 
 COLUMNS = ["index", "backend", "seed", "graph_hash", "verdict", "n_if_both", "dialect",
            "n_input_sets", "error_sig"]
+#: not compared: whether the run made the test a gradient test (`generator.p_grad` of its
+#: config, drawn by seed: docs/training.md). Such a test is another test by design (a float
+#: graph that trains); `compare` checks the inference tests only, and counts the others
+GRAD_COLUMN = "grad_drawn"
 
 
 def preset_for_check(tree: Path, campaign: str, out: Path) -> str:
@@ -104,17 +108,27 @@ def run_mutants(tree: Path, tests: int, dest: Path) -> int:
 
 def write_rows(run_dir: Path, dest: Path) -> int:
     import pyarrow.dataset as ds
+    import yaml
 
     table = ds.dataset(run_dir / "results", format="parquet").to_table()
+    config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (
+        run_dir / "config.yaml").is_file() else {}
+    p_grad = float((config.get("generator") or {}).get("p_grad") or 0.0)
+    try:
+        from ir.numerics.grad import wants_grad
+    except ImportError:  # a tree from before gradient tests
+        def wants_grad(seed: int, rate: float) -> bool:
+            return False
     rows = []
     for r in table.to_pylist():
         index = int(r["test_id"].rsplit("-", 1)[1])
         rows.append([index, r["backend"], r["seed"], r["graph_hash"], r["verdict"],
-                     r["n_if_both"], r["dialect"], r["n_input_sets"], r["error_sig"] or ""])
+                     r["n_if_both"], r["dialect"], r["n_input_sets"], r["error_sig"] or "",
+                     int(wants_grad(r["seed"], p_grad))])
     rows.sort(key=lambda row: (row[0], row[1]))
     with dest.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(COLUMNS)
+        w.writerow([*COLUMNS, GRAD_COLUMN])
         w.writerows(rows)
     return len(rows)
 
@@ -137,6 +151,11 @@ def compare(a: Path, b: Path) -> int:
     differences = 0
     for campaign in CAMPAIGNS:
         ra, rb = read_rows(a / f"{campaign}.csv"), read_rows(b / f"{campaign}.csv")
+        grads = {k[0] for k, r in (*ra.items(), *rb.items()) if r.get(GRAD_COLUMN) == "1"}
+        if grads:
+            print(f"{campaign}: {len(grads)} tests are gradient tests in a run (not compared)")
+        ra = {k: r for k, r in ra.items() if k[0] not in grads}
+        rb = {k: r for k, r in rb.items() if k[0] not in grads}
         only_a, only_b = sorted(set(ra) - set(rb)), sorted(set(rb) - set(ra))
         changed = [(k, c) for k in sorted(set(ra) & set(rb)) for c in COLUMNS
                    if ra[k][c] != rb[k][c]]

@@ -51,9 +51,12 @@ FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("In-place", ("n_inplace", "n_view_writes")),
     ("Dynamic shapes", ("dyn_dims",)),
     ("Gradients", ("grad_leaves",)),
+    ("Transforms", ("transform",)),
 )
 #: feature columns that are lists (a test has the feature when the list is not empty)
 LIST_FEATURE_COLUMNS = ("dyn_dims",)
+#: feature columns that are strings (a test has the feature when the string is not empty)
+STRING_FEATURE_COLUMNS = ("transform",)
 #: where a run keeps its compiler coverage (campaign/driver.py `COVERAGE_DIR`)
 COVERAGE_DIR = "coverage"
 #: the union's growth (campaign/coverage_log.py) and the union, in COVERAGE_DIR
@@ -92,7 +95,8 @@ _WANTED = {
     "stage": "VARCHAR", "error_class": "VARCHAR", "error_sig": "VARCHAR",
     "finding_dir": "VARCHAR", "ts": "TIMESTAMPTZ", "step_mutators": "VARCHAR[]",
     "cov_new": "INTEGER",
-    **{c: "VARCHAR[]" if c in LIST_FEATURE_COLUMNS else "INTEGER"
+    **{c: "VARCHAR[]" if c in LIST_FEATURE_COLUMNS else
+       "VARCHAR" if c in STRING_FEATURE_COLUMNS else "INTEGER"
        for _, cols in FEATURES for c in cols},
 }
 
@@ -505,6 +509,8 @@ def _has_feature(col: str) -> str:
     """SQL: the test (table t) has the feature counted by `col`."""
     if col in LIST_FEATURE_COLUMNS:
         return f"len(coalesce({col}, [])) > 0"
+    if col in STRING_FEATURE_COLUMNS:
+        return f"coalesce({col}, '') <> ''"
     return f"coalesce({col}, 0) > 0"
 
 

@@ -147,7 +147,8 @@ def write_run(
                 "dyn_dims": ["x0[0]=B"] if i % 7 == 3 else [],
                 "dyn_shapes": ["B=2", "B=5"] if i % 7 == 3 else [],
                 # every 5th test is a gradient test (docs/training.md)
-                "mode": "grad" if i % 5 == 1 else "infer", "grad_leaves": 2 if i % 5 == 1 else 0, "transform": "",
+                "mode": "grad" if i % 5 == 1 else "infer", "grad_leaves": 2 if i % 5 == 1 else 0,
+                "transform": "vmap" if i % 10 == 1 else "",
                 "dtypes": ["f32"], "dialect": "python" if dyn else "eager", "backend": b,
                 "target": "cpu", "verdict": verdict, "gen_ms": rng.uniform(5, 50),
                 "ref_ms": rng.uniform(1, 10), "compile_ms": rng.uniform(10, 300),

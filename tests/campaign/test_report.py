@@ -94,7 +94,7 @@ def test_counts_agree_with_pyarrow(campaign):
     # yield per feature: In-place only where the columns exist (run B)
     feats = {f["name"]: f for f in data.feature_yield}
     assert list(feats) == ["If", "Loop", "Scan", "RNN", "In-place", "Dynamic shapes",
-                           "Gradients", "none (static)"]
+                           "Gradients", "Transforms", "none (static)"]
     assert data.absent_features == []
     assert feats["If"]["tests"] == sum(t["n_if"] > 0 for t in tests.values())
     assert feats["In-place"]["tests"] == sum(
@@ -184,7 +184,7 @@ def test_absent_columns_leave_their_feature_out(tmp_path):
     data = load([tmp_path / "old"])
     assert data.absent_features == ["Scan", "In-place"]
     assert [x["name"] for x in data.feature_yield] == ["If", "Loop", "RNN", "Dynamic shapes",
-                                                       "Gradients", "none (static)"]
+                                                       "Gradients", "Transforms", "none (static)"]
     out = tmp_path / "r.html"
     res = build_report([tmp_path / "old"], out)
     # no compiler coverage: its section says so, without a plot

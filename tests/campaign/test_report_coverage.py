@@ -157,7 +157,7 @@ def test_new_lines_per_feature(three_runs):
            for r in cov.by_feature}
     assert got == want
     assert {n for n, _ in got} == {"If", "Loop", "Scan", "RNN", "In-place", "Dynamic shapes",
-                                   "Gradients", "none (static)"}
+                                   "Gradients", "Transforms", "none (static)"}
     order = [lbl for lbl, _ in FEATURES] + ["none (static)"]
     assert [order.index(r["name"]) for r in cov.by_feature] == sorted(
         order.index(r["name"]) for r in cov.by_feature)

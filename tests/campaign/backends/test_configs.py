@@ -290,8 +290,22 @@ def test_docs_configs_lists_every_option_of_every_space():
 
     doc = (Path(__file__).resolve().parents[3] / "docs" / "configs.md").read_text()
     for name in ("ort", "tvm", "inductor", "onnx_export"):
-        for o in make_backend(name).CONFIG_SPACE:
+        b = make_backend(name)
+        for o in (*b.CONFIG_SPACE, *b.TRAINING_SPACE):
             assert f"| `{o.name}` |" in doc, (name, o.name)
+
+
+def test_training_options_are_drawn_only_for_tests_that_train():
+    b = make_backend("inductor")
+    b.sample_configs = 1.0
+    training = {o.name for o in b.TRAINING_SPACE}
+    inference = [b.config_of(s, GRAPH) for s in range(200)]
+    trains = [b.config_of(s, GRAPH, trains=True) for s in range(200)]
+    assert not any(training & set(c) for c in inference)
+    assert any(training & set(c) for c in trains)
+    # a backend that does not train never draws them, whatever the test
+    ort = make_backend("ort")
+    assert not ort.TRAINING_SPACE
 
 
 # ---- torch program forms (campaign/backends/forms.py) -------------------------------------------
