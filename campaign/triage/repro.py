@@ -564,7 +564,7 @@ _TRAINING_PATCHES = """    # the failing configuration's AOT autograd options (t
 
     for key, value in {flags!r}.items():
         setattr(fcfg, key, value)
-    print(f"torch._functorch.config: {flags!r}", flush=True)
+    print("torch._functorch.config:", {flags!r}, flush=True)
 """
 
 

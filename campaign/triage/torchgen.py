@@ -253,13 +253,23 @@ def _emit_plain(inst: Inst, arg_exprs: list[str], types: list[TensorType], em: _
         return name
 
     for func, fargs, kwargs, out in calls:
-        outs = _tensors_in(out)
-        if not outs:
-            continue  # shape queries and the like: their values are folded into later calls
         lit = lambda v: _literal(v, names, const)  # noqa: E731
         fname = getattr(func, "__name__", "")
         mname = _methods.get(id(func))
         recv = fargs[0] if fargs else None
+        if fname == "__setitem__" and isinstance(recv, torch.Tensor) and len(fargs) == 3:
+            # an indexed write (`setitem`): a statement, it returns None
+            em.lines.append(f"{indent}{lit(recv)}[{_index(fargs[1], names, const)}] = "
+                            f"{lit(fargs[2])}")
+            continue
+        if out is None:
+            # a call made for its effect alone (it returns nothing): dropping it would print
+            # a program without that write
+            raise CodegenError(f"{inst.op.name}: cannot print the torch call {func!r}, "
+                               "which returns nothing (an effect)")
+        outs = _tensors_in(out)
+        if not outs:
+            continue  # shape queries and the like: their values are folded into later calls
         if fname == "__getitem__" and isinstance(recv, torch.Tensor):
             expr = f"{lit(recv)}[{_index(fargs[1], names, const)}]"
         elif fname in _BINARY and len(fargs) == 2:
@@ -457,16 +467,30 @@ def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str,
 
 
 def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FORM,
-                 trainable: frozenset[str] = frozenset()) -> str:
+                 trainable: frozenset[str] = frozenset(), verify: bool = True) -> str:
     """Python source defining `Model(params)`: an `nn.Module` whose buffers (or parameters, or
     numbers: `form`) are the params (`p_<name>`, like `ir.materialize.to_torch.GraphModule`) and
     whose forward takes the graph inputs in order and returns the tuple of the outputs, in
     control-flow `dialect` and `form` (module doc); a gradient test's leaf params
-    (`trainable`) are `nn.Parameter`s that require grad. Raises CodegenError."""
+    (`trainable`) are `nn.Parameter`s that require grad. `verify`: the source is run against
+    the interpreter on example values first (`self_check`: outputs and written inputs).
+    Raises CodegenError (also when that check finds a difference)."""
     from ir.analysis.inplace import has_effects, pure_form, torch_plan
 
     if form.inplace == "functional":
         g = pure_form(g)
+    src = _source(g, dialect, form, trainable)
+    if verify:
+        problem = self_check(src, g, form)
+        if problem is not None:
+            raise CodegenError(f"the generated torch code computes something else than the "
+                               f"interpreter: {problem}")
+    return src
+
+
+def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str]) -> str:
+    from ir.analysis.inplace import has_effects, torch_plan
+
     keep: list = []  # keeps recorded tensors alive: their ids name them
     em = _Emitter(form)
     env = {v.name: py_name(v.name) for v in g.inputs}
@@ -516,13 +540,34 @@ def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FO
     return "\n".join(head + cls + em.lines) + "\n"
 
 
-def check_source(src: str, g: Graph, values: dict[str, np.ndarray]) -> str | None:
-    """Run the generated module (python dialect semantics) and the interpreter on `values`;
-    None when they agree, else what differs."""
+def _form_of(src: str) -> TorchForm:
+    """The form a `torch_source` module states in its docstring (the default when none)."""
+    import re
+
+    from ir.materialize.form import parse_label
+
+    m = re.search(r"The graph as plain torch code \(([^:()]*): control flow and form\)", src)
+    if m is None:
+        return DEFAULT_FORM
+    try:
+        return parse_label(m.group(1))[1]
+    except ValueError:
+        return DEFAULT_FORM
+
+
+def check_source(src: str, g: Graph, values: dict[str, np.ndarray],
+                 form: TorchForm | None = None) -> str | None:
+    """Run the generated module and the interpreter (`GraphModule`, python dialect, `form`:
+    by default the one the source states) on copies of `values`; None when they agree, else
+    what differs. Compared: the outputs, then every graph input afterwards, since a module
+    writes its arguments in place (`setitem`, `fill_`, ...: a write the source lacks shows
+    there even when no output reads it). The functional form writes nothing: its reference
+    is the graph's pure form."""
     import torch
 
     from ir.materialize.to_torch import GraphModule
 
+    form = _form_of(src) if form is None else form
     ns: dict[str, Any] = {}
     try:
         exec(compile(src, "<generated>", "exec"), ns)
@@ -534,14 +579,44 @@ def check_source(src: str, g: Graph, values: dict[str, np.ndarray]) -> str | Non
                     for v in g.inputs]
 
         with torch.no_grad():
-            got = model(*xs())
-            want = GraphModule(g, params).eval()(*xs())
+            got_in, want_in = xs(), xs()
+            got = model(*got_in)
+            want = GraphModule(g, params, form=form).eval()(*want_in)
     except Exception as e:
         return f"{type(e).__name__}: {e}"
-    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+    if len(got) != len(want):
+        return f"{len(got)} outputs vs {len(want)}"
+    labels = [f"output {k}" for k in range(len(want))] + \
+        [f"input %{v.name} (after the run)" for v in g.inputs]
+    for what, a, b in zip(labels, [*got, *got_in], [*want, *want_in], strict=True):
+        if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+            return f"{what}: {type(a).__name__} vs {type(b).__name__}"
         if a.shape != b.shape or a.dtype != b.dtype:
-            return f"output {k}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
+            return f"{what}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"
         if not torch.equal(a, b) and not torch.allclose(a.double(), b.double(), rtol=1e-6,
                                                         atol=1e-7, equal_nan=True):
-            return f"output {k}: values differ"
+            return f"{what}: values differ"
     return None
+
+
+def example_values(g: Graph) -> dict[str, np.ndarray]:
+    """Values of every input and param of `g` like the recording's examples (`_example`)."""
+    return {v.name: _example(v.type).numpy() for v in (*g.inputs, *g.params)}
+
+
+def self_check(src: str, g: Graph, form: TorchForm = DEFAULT_FORM) -> str | None:
+    """`check_source` on example values: what differs, or None (also when the interpreter
+    itself cannot run on them, e.g. values an op's validity depends on: nothing to judge)."""
+    import torch
+
+    from ir.materialize.to_torch import GraphModule
+
+    try:  # can the interpreter run on these values at all?
+        values = example_values(g)
+        params = {p.name: np.array(values[p.name], copy=True) for p in g.params}
+        with torch.no_grad():
+            GraphModule(g, params, form=form).eval()(
+                *[torch.from_numpy(np.array(values[v.name], copy=True)) for v in g.inputs])
+    except Exception:
+        return None
+    return check_source(src, g, values, form)

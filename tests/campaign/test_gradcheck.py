@@ -45,7 +45,10 @@ def gradcheck_test(tc: TestCase) -> None:
             # copies: an output may be a leaf itself, which gradcheck perturbs in place
             return tuple(values[g.outputs[i]].clone() for i in floats)
 
-        assert torch.autograd.gradcheck(f, tuple(leaves), eps=1e-6, atol=1e-5, rtol=1e-4,
+        # rtol 1e-3: central differences (eps 1e-6) are off by about f'''(x) eps^2 / 6, which a
+        # smooth but steep gradient reaches: divisions chained through a scan's steps gave a
+        # gradient of 5e4 whose finite difference was 6e-4 off (relative)
+        assert torch.autograd.gradcheck(f, tuple(leaves), eps=1e-6, atol=1e-5, rtol=1e-3,
                                         fast_mode=False), f"{tc.test_id} input set {k}"
 
 

@@ -131,3 +131,27 @@ def test_transform_tests_run_eagerly_and_skip_the_dialect_eager_refuses():
                 assert r["error_class"] == "NotApplicable"
                 assert "torch eager runs this test only in the" in r["error_msg"]
     assert len(names) >= 3
+
+
+def test_a_gradient_repro_trains_with_its_configuration():
+    """repro.py of a gradient finding: plain torch that trains (leaf params as nn.Parameters,
+    the cotangents from the folder), with the AOT autograd options the fuzzer set; valid
+    Python."""
+    from campaign.triage.repro import backend_kind, repro_source
+
+    g = verify(parse("""
+graph main(%x: f32[3], %w: param f32[3]) {
+  %a = mul(%x, %w) : f32[3]
+  %b = tanh(%a) : f32[3]
+  return %b
+}
+"""))
+    spec = GradSpec(("x", "w"), ({"b": np.ones(3, np.float32)},))
+    kind, opts = backend_kind("aot_eager?donated_buffer=false&memory_budget=0.0")
+    src = repro_source(kind, opts, g, {"verdict": "mismatch", "stage": "compare"},
+                       [(1e-3, 1e-4)] * 3, "header", grad=spec)
+    compile(src, "repro.py", "exec")
+    assert "LEAVES = ['x', 'w']" in src and "def train_step(" in src
+    assert "torch.compile(model, backend='aot_eager'" in src
+    assert "{'activation_memory_budget': 0.0, 'donated_buffer': False}" in src
+    assert 'self.register_parameter(f"p_{name}", torch.nn.Parameter(' in src
