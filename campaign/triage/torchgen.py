@@ -22,9 +22,13 @@ the op takes one (`Op.number_operand`) and as `torch.scalar_tensor(..., dtype=..
 `params=parameter` registers `nn.Parameter`s; `inplace=functional` prints the graph's
 `pure_form`.
 
-`torch_source(graph, dialect, form)` returns the module's source; `check_source` runs it against
-the interpreter (`ir.materialize.to_torch`) so a reproducer is only written from code that computes the
-same thing.
+Calls made only for their effect (they return None) are statements: `Tensor.__setitem__`
+(`setitem`) is printed as `x[idx] = y`; any other such call is a CodegenError, never dropped.
+
+`torch_source(graph, dialect, form)` returns the module's source, after running it against the
+interpreter (`ir.materialize.to_torch`) on example values (`self_check`: the outputs and the
+inputs it writes), so a reproducer is only written from code that computes the same thing;
+`check_source` is that comparison on given values.
 """
 from __future__ import annotations
 
@@ -475,13 +479,13 @@ def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FO
     (`trainable`) are `nn.Parameter`s that require grad. `verify`: the source is run against
     the interpreter on example values first (`self_check`: outputs and written inputs).
     Raises CodegenError (also when that check finds a difference)."""
-    from ir.analysis.inplace import has_effects, pure_form, torch_plan
+    from ir.analysis.inplace import pure_form
 
     if form.inplace == "functional":
         g = pure_form(g)
     src = _source(g, dialect, form, trainable)
     if verify:
-        problem = self_check(src, g, form)
+        problem = self_check(src, g, dialect, form)
         if problem is not None:
             raise CodegenError(f"the generated torch code computes something else than the "
                                f"interpreter: {problem}")
@@ -555,6 +559,12 @@ def _form_of(src: str) -> TorchForm:
         return DEFAULT_FORM
 
 
+#: how `check_source` starts its answer when the interpreter itself failed on the values, and
+#: when the generated code did
+INTERPRETER_FAILED = "the interpreter failed: "
+GENERATED_FAILED = "the generated code failed: "
+
+
 def check_source(src: str, g: Graph, values: dict[str, np.ndarray],
                  form: TorchForm | None = None) -> str | None:
     """Run the generated module and the interpreter (`GraphModule`, python dialect, `form`:
@@ -568,22 +578,25 @@ def check_source(src: str, g: Graph, values: dict[str, np.ndarray],
     from ir.materialize.to_torch import GraphModule
 
     form = _form_of(src) if form is None else form
+
+    def xs() -> list:  # fresh copies per run: a graph may write its inputs in place
+        return [torch.from_numpy(np.array(values[v.name], order="C", copy=True))
+                for v in g.inputs]
+
+    try:
+        params = {p.name: np.array(values[p.name], order="C", copy=True) for p in g.params}
+        got_in, want_in = xs(), xs()
+        with torch.no_grad():
+            want = GraphModule(g, params, form=form).eval()(*want_in)
+    except Exception as e:
+        return f"{INTERPRETER_FAILED}{type(e).__name__}: {e}"
     ns: dict[str, Any] = {}
     try:
         exec(compile(src, "<generated>", "exec"), ns)
-        params = {p.name: np.array(values[p.name], order="C", copy=True) for p in g.params}
-        model = ns["Model"](params)
-
-        def xs() -> list:  # fresh copies per run: a graph may write its inputs in place
-            return [torch.from_numpy(np.array(values[v.name], order="C", copy=True))
-                    for v in g.inputs]
-
         with torch.no_grad():
-            got_in, want_in = xs(), xs()
-            got = model(*got_in)
-            want = GraphModule(g, params, form=form).eval()(*want_in)
+            got = ns["Model"](params)(*got_in)
     except Exception as e:
-        return f"{type(e).__name__}: {e}"
+        return f"{GENERATED_FAILED}{type(e).__name__}: {e}"
     if len(got) != len(want):
         return f"{len(got)} outputs vs {len(want)}"
     labels = [f"output {k}" for k in range(len(want))] + \
@@ -599,24 +612,34 @@ def check_source(src: str, g: Graph, values: dict[str, np.ndarray],
     return None
 
 
-def example_values(g: Graph) -> dict[str, np.ndarray]:
-    """Values of every input and param of `g` like the recording's examples (`_example`)."""
-    return {v.name: _example(v.type).numpy() for v in (*g.inputs, *g.params)}
+def example_values(g: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Values of every input and param of `g` like the recording's examples (`_example`:
+    floats in [0.5, 1.5), ints 1, bools true), drawn from `seed`."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for v in (*g.inputs, *g.params):
+        t = v.type
+        shape = tuple(int(d) for d in t.shape)
+        out[v.name] = (rng.uniform(0.5, 1.5, shape).astype(t.dtype.numpy) if t.dtype.is_float
+                       else np.ones(shape, dtype=t.dtype.numpy))
+    return out
 
 
-def self_check(src: str, g: Graph, form: TorchForm = DEFAULT_FORM) -> str | None:
-    """`check_source` on example values: what differs, or None (also when the interpreter
-    itself cannot run on them, e.g. values an op's validity depends on: nothing to judge)."""
-    import torch
-
-    from ir.materialize.to_torch import GraphModule
-
-    try:  # can the interpreter run on these values at all?
+def self_check(src: str, g: Graph, dialect: str = "python",
+               form: TorchForm = DEFAULT_FORM) -> str | None:
+    """`check_source` on example values (`example_values`): what differs, or None, also when
+    there is nothing to judge: the interpreter itself fails on these values (values an op's
+    validity depends on), or the generated code of a higher-order-op `dialect` raises (eager
+    `torch.cond` and `torch.while_loop` run through Dynamo, whose failures can depend on what
+    ran before in the process; a reproducer that raises shows it, unlike one computing
+    something else)."""
+    try:
         values = example_values(g)
-        params = {p.name: np.array(values[p.name], copy=True) for p in g.params}
-        with torch.no_grad():
-            GraphModule(g, params, form=form).eval()(
-                *[torch.from_numpy(np.array(values[v.name], copy=True)) for v in g.inputs])
     except Exception:
         return None
-    return check_source(src, g, values, form)
+    problem = check_source(src, g, values, form)
+    if problem is None or problem.startswith(INTERPRETER_FAILED):
+        return None
+    if dialect != "python" and problem.startswith(GENERATED_FAILED):
+        return None
+    return problem
