@@ -154,7 +154,7 @@ class ExternalSource:
     def __init__(self, inner: Any, graphs: Iterator[Any]):
         self.inner, self.graphs = inner, graphs
 
-    def make(self, test_id: str, seed: int) -> tuple[Any, list[dict[str, Any]]]:
+    def make(self, test_id: str, seed: int, gen: Any = None) -> tuple[Any, list[dict[str, Any]]]:
         return next(self.graphs), [{"seed": seed, "seed_id": f"nnsmith/{seed}"}]
 
     def __getattr__(self, name: str) -> Any:
