@@ -69,7 +69,7 @@ def run_reference(m: Materialized) -> ReferenceResult:
     if m.tc.transform is not None:
         return run_transform_reference(m, t0)
     if m.tc.grad is not None:
-        return run_grad_reference(m.tc.graph, m.tc, m.tc.grad, t0)
+        return run_grad_reference(m.tc, m.tc.grad, t0)
     if m.tc.ref_outputs is not None and m.tc.dynshape is None:
         return ReferenceResult(list(m.tc.ref_outputs), (time.perf_counter() - t0) * 1e3)
     g = m.tc.graph
@@ -77,18 +77,28 @@ def run_reference(m: Materialized) -> ReferenceResult:
     outputs: list[np.ndarray] = []
     for k, env in enumerate(sets):
         g = m.tc.graph_of(k)  # dynamic shapes: each set's own concrete graph
-        where = f"input set {k}: " if len(sets) > 1 else ""
-        try:
-            with torch.no_grad():
-                values, violation = evaluate_checked(g, torch_env(env))
-        except Exception as e:
-            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
-                                   f"{where}eager raised: {e}", type(e).__name__)
-        if violation is not None:
-            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
-                                   where + violation.message, "InvalidReference")
+        values, invalid = _checked_set(g, env, k, len(sets), t0)
+        if invalid is not None:
+            return invalid
         outputs += [values[o].numpy() for o in g.outputs]
     return ReferenceResult(outputs, (time.perf_counter() - t0) * 1e3)
+
+
+def _checked_set(g: Graph, env: dict[str, np.ndarray], k: int, n_sets: int, t0: float
+                 ) -> tuple[dict[str, torch.Tensor], ReferenceResult | None]:
+    """Input set `k` evaluated and every value checked (`evaluate_checked`; differentiable
+    too inside `ir.numerics.domain.differentiable`): its values, or the invalid result."""
+    where = f"input set {k}: " if n_sets > 1 else ""
+    try:
+        with torch.no_grad():
+            values, violation = evaluate_checked(g, torch_env(env))
+    except Exception as e:
+        return {}, ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                   f"{where}eager raised: {e}", type(e).__name__)
+    if violation is not None:
+        return values, ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
+                                       where + violation.message, "InvalidReference")
+    return values, None
 
 
 def grad_module(g: Graph, tc: TestCase, spec: Any, params: dict[str, np.ndarray],
@@ -100,27 +110,22 @@ def grad_module(g: Graph, tc: TestCase, spec: Any, params: dict[str, np.ndarray]
                         trainable=spec.param_leaves(g))
 
 
-def run_grad_reference(g: Graph, tc: TestCase, spec: GradSpec, t0: float) -> ReferenceResult:
+def run_grad_reference(tc: TestCase, spec: GradSpec, t0: float) -> ReferenceResult:
     """A gradient test's reference (docs/training.md): per input set, every value checked
     valid and differentiable (`ir.numerics.domain.differentiable`), then eager autograd's
     training step (`ir.materialize.grad.training_step`): the outputs, then each leaf's
     gradient, which must be finite. Invalid when eager refuses the backward."""
-    module = grad_module(g, tc, spec, tc.params())
+    module = grad_module(tc.graph, tc, spec, tc.params())
     params = trainable_params(module)
     outputs: list[np.ndarray] = []
     sets = tc.value_sets()
     for k, env in enumerate(sets):
         gk = tc.graph_of(k)
         where = f"input set {k}: " if len(sets) > 1 else ""
-        try:
-            with torch.no_grad(), differentiable():
-                _, violation = evaluate_checked(gk, torch_env(env))
-        except Exception as e:
-            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
-                                   f"{where}eager raised: {e}", type(e).__name__)
-        if violation is not None:
-            return ReferenceResult(None, (time.perf_counter() - t0) * 1e3,
-                                   where + violation.message, "InvalidReference")
+        with differentiable():
+            _, invalid = _checked_set(gk, env, k, len(sets), t0)
+        if invalid is not None:
+            return invalid
         inputs = [torch.from_numpy(np.asarray(env[v.name], order="C")).clone() for v in gk.inputs]
         try:
             result = training_step(module, gk, inputs, spec, k, params)

@@ -7,14 +7,13 @@ same in every set). Several sets let one compiled model see an `if` take both br
 """
 from __future__ import annotations
 
-import io
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ir.core.graph import Graph
+from ir.core.npz import npz_bytes
 from ir.materialize.grad import GradSpec
 from ir.numerics.values import random_values
 
@@ -92,16 +91,3 @@ class TestCase:
 
     def params(self) -> dict[str, np.ndarray]:
         return {p.name: self.values[p.name] for p in self.graph.params}
-
-
-def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    """An .npz archive (never pickle: `allow_pickle` stays off for readers), written as
-    `np.savez` writes one (an uncompressed zip64 archive of .npy members) but with the names
-    never passed as keyword arguments: a value named `file` or `allow_pickle` (a valid GraphIR
-    name) would be taken for `np.savez`'s own parameter."""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for name, a in arrays.items():
-            with zf.open(name + ".npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
-    return buf.getvalue()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import json
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 
 from ir.core.graph import Graph
+from ir.core.npz import npz_bytes
 
 
 @dataclass(frozen=True)
@@ -57,15 +57,10 @@ class GradSpec:
 
     # ---- as files (a finding's folder: grad.json + cotangents.npz; never pickle) -----------
     def files(self) -> dict[str, bytes]:
-        arrays = {f"s{k}/{name}": np.asarray(c) for k, cts in enumerate(self.cotangents)
+        arrays = {f"s{k}/{name}": c for k, cts in enumerate(self.cotangents)
                   for name, c in cts.items()}
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, mode="w", compression=zipfile.ZIP_STORED) as zf:
-            for key, a in arrays.items():
-                with zf.open(key + ".npy", "w") as f:
-                    np.lib.format.write_array(f, a, allow_pickle=False)
         meta = {"leaves": list(self.leaves), "sets": len(self.cotangents)}
-        return {"grad.json": json.dumps(meta).encode(), "cotangents.npz": buf.getvalue()}
+        return {"grad.json": json.dumps(meta).encode(), "cotangents.npz": npz_bytes(arrays)}
 
     @staticmethod
     def from_files(grad_json: bytes, cotangents_npz: bytes) -> GradSpec:

@@ -81,7 +81,6 @@ from __future__ import annotations
 import io
 import json
 import random
-import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +92,7 @@ from ir.analysis.autograd import grad_values
 from ir.analysis.inplace import has_writes
 from ir.core.dtypes import DType
 from ir.core.graph import Graph
+from ir.core.npz import npz_bytes
 from ir.materialize.grad import GradSpec
 from ir.ops.control import ControlFlow, If, Loop, Scan, is_control
 
@@ -229,20 +229,15 @@ class TransformSpec:
 
     # ---- as files (a finding's folder: transform.json + transform.npz; never pickle) -------
     def files(self) -> dict[str, bytes]:
-        arrays = {f"c{k}/{name}": np.asarray(c) for k, cts in enumerate(self.cotangents)
+        arrays = {f"c{k}/{name}": c for k, cts in enumerate(self.cotangents)
                   for name, c in cts.items()}
-        arrays |= {f"t{k}/{name}": np.asarray(t) for k, ts in enumerate(self.tangents)
+        arrays |= {f"t{k}/{name}": t for k, ts in enumerate(self.tangents)
                    for name, t in ts.items()}
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, mode="w", compression=zipfile.ZIP_STORED) as zf:
-            for key, a in arrays.items():
-                with zf.open(key + ".npy", "w") as f:
-                    np.lib.format.write_array(f, a, allow_pickle=False)
         meta = {"name": self.name, "leaves": list(self.leaves), "dialects": list(self.dialects),
                 "in_dims": list(self.in_dims), "samples": list(self.samples),
                 "outputs": list(self.outputs), "cotangent_sets": len(self.cotangents),
                 "tangent_sets": len(self.tangents)}
-        return {"transform.json": json.dumps(meta).encode(), "transform.npz": buf.getvalue()}
+        return {"transform.json": json.dumps(meta).encode(), "transform.npz": npz_bytes(arrays)}
 
     @staticmethod
     def from_files(transform_json: bytes, transform_npz: bytes) -> TransformSpec:
