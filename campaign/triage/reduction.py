@@ -21,7 +21,9 @@ their names and types).
 A gradient test stays one (docs/training.md): every candidate is run in grad mode, with the
 finding's leaves and cotangents refitted to it (`ir.numerics.grad.refit_grad`: the leaves it
 still has, the cotangents of the outputs it keeps, fresh ones for changed outputs); a
-candidate left without a leaf is rejected.
+candidate left without a leaf is rejected. A transform test stays one too, under the same
+transform (`ir.materialize.transforms.refit_transform`), on all its input sets (its results
+are those of set 0, or of vmap's samples); a candidate that can no longer be one is rejected.
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ class FindingCase:
     extra_sets: list[dict[str, np.ndarray]]
     #: a gradient test's leaves and cotangents (`grad.json`, `cotangents.npz`), else None
     grad: Any = None
-    #: a transform test's spec (`transform.json`, `transform.npz`), else None: not reduced
+    #: a transform test's spec (`transform.json`, `transform.npz`), else None
     transform: Any = None
 
     @property
@@ -204,10 +206,13 @@ class BackendRunner:
 
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
             extra_sets: Sequence[dict[str, np.ndarray]] = (), config: str = "",
-            grad: Any = None) -> tuple[dict[str, Any], Any, Any]:
+            grad: Any = None, transform: Any = None, drawn_for: Graph | None = None
+            ) -> tuple[dict[str, Any], Any, Any]:
         """(row, finding or None, test case) of one evaluation in configuration `config`;
         `grad`: a gradient test's spec (`GradSpec`, refitted to `graph`; the row of a graph
-        left without a leaf is `invalid`)."""
+        left without a leaf is `invalid`); `transform`: a transform test's spec
+        (`TransformSpec`, drawn for the graph `drawn_for`, refitted to `graph`; invalid when
+        the graph can no longer be such a test)."""
         from campaign.testcase import TestCase
 
         worker = self.worker_for(config)
@@ -219,6 +224,12 @@ class BackendRunner:
             tc.grad = refit_grad(grad, graph, [graph] * tc.n_sets, seed)
             if tc.grad is None:
                 return {"verdict": "invalid", "error_sig": "no leaf left"}, None, tc
+        if transform is not None:
+            from ir.materialize.transforms import refit_transform
+
+            tc.transform = refit_transform(transform, drawn_for or graph, graph, tc.value_sets(), seed)
+            if tc.transform is None:
+                return {"verdict": "invalid", "error_sig": "no such transform test left"}, None, tc
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             for sb in worker.sandboxes.values():
@@ -298,14 +309,11 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     """Confirm, then reduce one finding (graph and configuration) on `runner`'s backend (see
     the module doc). `max_tests` and `max_seconds` bound both reducers together."""
     log = log or (lambda s: None)
-    if case.transform is not None:
-        return Reduction(case, "not reduced", case.graph, case.values, list(case.extra_sets),
-                         note="a transform test: its re-run and reduction under the transform "
-                              "are not built yet (docs/training.md)")
     expect = dict(case.info)
     config = case.config
     row, finding, tc = runner.run(case.test_id, case.seed, case.graph, case.values,
-                                  case.extra_sets, config=config, grad=case.grad)
+                                  case.extra_sets, config=config, grad=case.grad,
+                                  transform=case.transform, drawn_for=case.graph)
     if not same_failure(expect, row):
         return Reduction(case, "not reproducible", case.graph, case.values, case.extra_sets,
                          row, note=f"re-run gave {row.get('verdict')}: {row.get('error_sig')}")
@@ -314,6 +322,8 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     sets = [case.values] + [{**case.values, **s} for s in case.extra_sets]
     first = expect.get("mismatch_input_set") or 0
     order = [first] + [k for k in range(len(sets)) if k != first] if len(sets) > 1 else []
+    if case.transform is not None:  # its results are of set 0 (vmap: of its samples)
+        order = []
     values, extra = case.values, list(case.extra_sets)
     grad = case.grad
     deadline = runner.deadline
@@ -372,7 +382,8 @@ class _Reducing:
         """Does `g` on `vals` in `config` fail the same way? (keeps the evaluation if so)"""
         r, f, t = self.runner.run(f"{self.case.test_id}-r{self.runner.calls + 1}",
                                   self.case.seed, g, vals, _sets_for(g, self.extra),
-                                  config=config, grad=self.grad)
+                                  config=config, grad=self.grad,
+                                  transform=self.case.transform, drawn_for=self.case.graph)
         ok = same_failure(self.expect, r)
         if ok:
             self.best.update(row=r, finding=f, tc=t)

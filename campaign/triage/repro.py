@@ -402,6 +402,41 @@ def main():
     finish(outs)
 '''
 
+#: a transform test on Inductor (or the stage before it): torch.compile of the transformed
+#: program (repro_parts/transform.py), on the CPU, as `InductorBackend._evaluate_transform`
+_INDUCTOR_TRANSFORM = '''
+def main():
+    import torch._inductor.config as icfg
+
+    torch.set_num_threads(1)
+    icfg.compile_threads = 1
+    icfg.fx_graph_cache = False
+    icfg.cpp_wrapper = {cpp_wrapper}
+{config_block}    print(f"torch {{torch.__version__}}: torch.compile(<transformed program>, backend='{compiler}', "
+          f"fullgraph={fullgraph}, dynamic={dynamic}), cpp_wrapper={cpp_wrapper}, on cpu", flush=True)
+    sets = input_sets()
+    stage("import")
+    try:
+        model = Model({{n: np.array(sets[0][n], copy=True) for n in PARAMS}}).eval()
+        program, args, what = transform_program(model, sets, INPUTS, OUTPUTS, HERE)
+        print(f"[repro] the program: {{what}}", flush=True)
+        compiled = torch.compile(program, backend={backend_expr}, fullgraph={fullgraph},
+                                 dynamic={dynamic})
+    except Exception as e:
+        failed(e)
+{training_block}    stage("compile")
+    try:
+        compiled(*args)
+    except Exception as e:
+        failed(e)
+    stage("run")
+    try:
+        outs = [o.detach().cpu().numpy() for o in compiled(*args)]
+    except Exception as e:
+        failed(e)
+    finish(outs)
+'''
+
 _ONNX_EXPORT = '''
 import onnxruntime as ort
 
@@ -468,15 +503,18 @@ WATCHDOG_GRACE_S = 10
 
 def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
                  tolerances: list[tuple[float, float]], header: str, seed: int = 0,
-                 grad=None) -> str:
+                 grad=None, transform=None) -> str:
     """The text of `repro.py` for a backend kind (see `backend_kind`); `grad`: a gradient
     test's `GradSpec` (its leaves; the cotangents go in the folder), which a backend that
-    trains differentiates."""
+    trains differentiates; `transform`: a transform test's `TransformSpec` (transform.json and
+    transform.npz go in the folder), whose program Inductor compiles."""
+    from campaign.triage.repro_parts import source
     from campaign.triage.torchgen import torch_source
     from ir.materialize.form import DEFAULT_FORM
 
-    trains = grad is not None and kind == "inductor"
-    labels = (grad.labels(graph) if trains else
+    transforms = transform is not None and kind == "inductor"
+    trains = grad is not None and kind == "inductor" and not transforms
+    labels = (transform.labels(graph) if transforms else grad.labels(graph) if trains else
               [f"output {i}" for i in range(len(graph.outputs))])
     prelude = _PRELUDE.format(expect=_pyrepr(expect), tolerances=_pyrepr(tolerances),
                               inputs=_pyrepr([v.name for v in graph.inputs]),
@@ -486,6 +524,8 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
     if trains:
         prelude += _TRAIN.format(leaves=_pyrepr(list(grad.leaves)),
                                  outputs=_pyrepr(list(graph.outputs)))
+    if transforms:
+        prelude += f"OUTPUTS = {_pyrepr(list(graph.outputs))}\n\n" + source("transform")
     if kind == "ort":
         body = _ORT.format(**{**opts, **_ort_config(opts)})
     elif kind == "tvm":
@@ -500,16 +540,20 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
         fullgraph = opts.get("fullgraph", True)
         if kind == "inductor" and opts["dialect"] == "mixed" and dialect == "python":
             fullgraph = False
-        src = torch_source(graph, dialect, opts.get("form", DEFAULT_FORM),
-                           grad.param_leaves(graph) if trains else frozenset())
+        if transforms and dialect not in transform.dialects:
+            raise ValueError(f"{transform.name}: torch eager runs this test only in the "
+                             f"{' or '.join(transform.dialects)} dialect, not {dialect}")
+        leaf_params = (transform.param_leaves(graph) if transforms else
+                       grad.param_leaves(graph) if trains else frozenset())
+        src = torch_source(graph, dialect, opts.get("form", DEFAULT_FORM), leaf_params)
         src = "\n".join(line for line in src.splitlines() if line != "import torch")
         body = "\nimport torch\n" + src + "\n"
         if kind == "tvm_torch":
             opts = {**opts, **_tvm_config(opts)}
             body += _TVM_RUN.format(**opts) + _TVM_TORCH.format(**opts)
         else:
-            template, config = ((_INDUCTOR, _inductor_config(opts)) if kind == "inductor" else
-                                (_ONNX_EXPORT, _export_config(opts)))
+            template, config = ((_INDUCTOR_TRANSFORM if transforms else _INDUCTOR, _inductor_config(opts))
+                                if kind == "inductor" else (_ONNX_EXPORT, _export_config(opts)))
             body += template.format(**{**opts, "fullgraph": fullgraph, **config})
     else:
         raise ValueError(f"no standalone reproducer for backend kind {kind!r}")
@@ -614,10 +658,15 @@ def _export_config(opts: dict[str, Any]) -> dict[str, str]:
     return {"export_block": block, "export_note": note}
 
 
-def _tolerances(graph, grad=None) -> list[tuple[float, float]]:
-    """Per output (then per leaf's gradient, for a gradient test `grad`): (rtol, atol)."""
+def _tolerances(graph, grad=None, transform=None) -> list[tuple[float, float]]:
+    """Per output (then per leaf's gradient, for a gradient test `grad`), or per result of a
+    transform test (`transform`): (rtol, atol)."""
     from ir.analysis.precision import gradient_tolerances, output_tolerances
 
+    if transform is not None:
+        from campaign.worker import transform_tolerances
+
+        return [(t.rtol, t.atol) for t in transform_tolerances(graph, transform)[0]]
     tols = output_tolerances(graph)
     if grad is not None:
         tols += gradient_tolerances(graph, grad.leaves)
@@ -658,9 +707,11 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
     tmp.mkdir(parents=True)
     g = red.graph
     tc = red.tc or TestCase(red.case.test_id, seed, g, red.values, [{"seed": seed}],
-                            red.extra_sets)
+                            red.extra_sets, grad=red.case.grad, transform=red.case.transform)
     files = dict(red.files)
-    if tc.grad is not None:  # the leaves and cotangents (docs/training.md)
+    if tc.transform is not None:  # the transform and its cotangents (docs/training.md)
+        files.update(tc.transform.files())
+    elif tc.grad is not None:  # the leaves and cotangents
         files.update(tc.grad.files())
     files["graph.gir"] = print_graph(g).encode()
     files["original.gir"] = print_graph(red.case.graph).encode()
@@ -713,9 +764,7 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
         written["timeout_s"] = limit + cold_start_s
         info["repro_wait_s"] = {"confirmed_limit_s": limit, "cold_start_s": cold_start_s}
         files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
-    if (Path(red.case.folder) / "transform.json").is_file():
-        written["codegen_error"] = "a transform test: no standalone repro yet (docs/training.md)"
-    elif kind != "other":
+    if kind != "other":
         # the failing row's details, or the finding's when the row failed otherwise (or none)
         src = row if row.get("verdict") == verdict else red.case.info
         expect = {"verdict": verdict, "stage": src.get("stage") or key_fields.get("stage"),
@@ -728,9 +777,11 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
             trains = tc.grad is not None and kind == "inductor"
+            transform = tc.transform if kind == "inductor" else None
             files["repro.py"] = repro_source(kind, opts, g, expect,
-                                             _tolerances(g, tc.grad if trains else None),
-                                             header, seed, tc.grad if trains else None).encode()
+                                             _tolerances(g, tc.grad if trains else None, transform),
+                                             header, seed, tc.grad if trains else None,
+                                             transform).encode()
             written["repro"] = True
         except Exception as e:
             written["codegen_error"] = f"{type(e).__name__}: {e}"

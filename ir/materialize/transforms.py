@@ -634,6 +634,111 @@ def _dims(shape: Iterable[Any]) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
+# ---- refitting (the reducer's candidates) ----------------------------------------------------
+
+def _fresh(seed: int, what: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    rng = np.random.default_rng(random.Random(f"refit/{seed}/{what}").randrange(2**32))
+    return rng.uniform(-1.0, 1.0, shape).astype(dtype)
+
+
+def _kept(old: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], dtype: np.dtype,
+          seed: int, what: str) -> np.ndarray:
+    a = old.get(name)
+    if a is None or a.shape != shape or a.dtype != dtype:
+        return _fresh(seed, f"{what}/{name}", shape, dtype)
+    return a
+
+
+def refit_transform(spec: TransformSpec, old: Graph, g: Graph,
+                    values: Sequence[Mapping[str, np.ndarray]], seed: int,
+                    sets: Sequence[Graph] | None = None) -> TransformSpec | None:
+    """`spec`, drawn for graph `old`, for a changed graph `g` (the reducer's candidate;
+    `values`: its input sets, every input by name; `sets`: each set's concrete graph, default
+    `g`). The transform stays; what it needs follows the graph:
+      - vmap: the leaves `g` still has as float inputs (each in_dim at most the leaf's new
+        rank), plus any float input that now differs between the samples; the samples that
+        still exist, else set 0 B times; the batch size is kept;
+      - a derivative transform: the leaves that are still candidates (`_candidate_leaves`),
+        the differentiated outputs that `g` still has by name (else every float output the
+        leaves reach), each kept cotangent or tangent whose shape and dtype are unchanged and
+        fresh ones (from `seed` and the name) for the rest; a Jacobian past the size limits is
+        refused.
+    None when `g` writes in place, keeps no leaf, or eager runs it in none of `spec`'s
+    dialects: the candidate is no transform test of this kind."""
+    if has_writes(g) or not values:
+        return None
+    if spec.name == "vmap":
+        return _refit_vmap(spec, g, values)
+    def runs(leaves: Sequence[str]) -> tuple[str, ...]:
+        return tuple(d for d in spec.dialects if eager_problem(g, spec.name, leaves, d) is None)
+
+    candidates = set(_candidate_leaves(g))
+    leaves: list[str] = []
+    for x in spec.leaves:
+        if x in candidates and runs([*leaves, x]):
+            leaves.append(x)
+    if not leaves:
+        return None
+    wanted = {old.outputs[i] for i in spec.outputs if i < len(old.outputs)}
+    floats = [i for i, t in enumerate(g.output_types()) if t.dtype.is_float]
+    reached = grad_values(g, leaves)
+    outs = [i for i in floats if g.outputs[i] in wanted] or [i for i in floats if g.outputs[i] in reached]
+    if not outs:
+        return None
+    types = g.types()
+    if spec.name in ("jacrev", "jacfwd"):
+        leaf_elems = sum(_numel(types[x].shape) for x in leaves)
+        out_elems = sum(_numel(g.output_types()[i].shape) for i in outs)
+        basis = leaf_elems if spec.name == "jacfwd" else out_elems
+        if basis > MAX_JACOBIAN_BASIS or leaf_elems * out_elems > MAX_JACOBIAN_ELEMS:
+            return None
+    concrete = list(sets) if sets is not None else [g] * len(values)
+    cotangents: list[dict[str, np.ndarray]] = []
+    tangents: list[dict[str, np.ndarray]] = []
+    for k, gk in enumerate(concrete):
+        tk = gk.types()
+        if spec.name in ("grad", "vjp"):
+            before = spec.cotangents[k] if k < len(spec.cotangents) else {}
+            cotangents.append({gk.outputs[i]: _kept(before, gk.outputs[i], _dims(tk[gk.outputs[i]].shape),
+                                                    tk[gk.outputs[i]].dtype.numpy, seed, f"c{k}")
+                               for i in outs})
+        if spec.name == "jvp":
+            before = spec.tangents[k] if k < len(spec.tangents) else {}
+            tangents.append({x: _kept(before, x, _dims(tk[x].shape), tk[x].dtype.numpy, seed, f"t{k}")
+                             for x in leaves})
+    order = [v.name for v in (*g.inputs, *g.params)]
+    return TransformSpec(spec.name, tuple(sorted(leaves, key=order.index)), runs(leaves),
+                         outputs=tuple(outs), cotangents=tuple(cotangents),
+                         tangents=tuple(tangents))
+
+
+def _refit_vmap(spec: TransformSpec, g: Graph, values: Sequence[Mapping[str, np.ndarray]]
+                ) -> TransformSpec | None:
+    types = g.types()
+    floats = [v.name for v in g.inputs if v.type.dtype.is_float]
+    dims = {x: min(d, types[x].rank) for x, d in zip(spec.leaves, spec.in_dims, strict=True)
+            if x in floats}
+    samples = list(spec.samples) if all(s < len(values) for s in spec.samples) else [0] * spec.batch_size
+
+    def differ(ss: Sequence[int]) -> set[str]:
+        return {v.name for v in g.inputs
+                if any(not np.array_equal(values[s][v.name], values[ss[0]][v.name]) for s in ss)}
+
+    changed = differ(samples)
+    if changed - set(floats):  # a non-float input differs: it cannot be batched
+        samples = [samples[0]] * spec.batch_size
+        changed = set()
+    for x in changed:
+        dims.setdefault(x, 0)
+    leaves = [x for x in floats if x in dims]
+    if not leaves:
+        return None
+    ok = tuple(d for d in spec.dialects if eager_problem(g, "vmap", leaves, d) is None)
+    if not ok:
+        return None
+    return TransformSpec("vmap", tuple(leaves), ok, tuple(dims[x] for x in leaves), tuple(samples))
+
+
 # ---- a transform test's run -----------------------------------------------------------------
 
 def transform_program(module: torch.nn.Module, g: Graph, spec: TransformSpec,
