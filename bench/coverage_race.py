@@ -114,6 +114,10 @@ def tree_cpu_s(root: int | None = None) -> float:
 
 # ---- the graph sources ----------------------------------------------------------------------
 
+#: NNSmith models in a row that give no graph before the arm stops (about 57% convert)
+MAX_MISSES = 200
+
+
 class NNSmithGraphs:
     """NNSmith's graphs as dynsmith graphs, from `bench/nnsmith_graphs.py` in NNSmith's
     environment, one per `next()`; models it could not convert are skipped (and counted)."""
@@ -129,6 +133,7 @@ class NNSmithGraphs:
         from ir import parse
 
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        misses = 0
         while True:
             self.proc.stdin.write("next\n")  # lockstep: it makes one graph per request
             self.proc.stdin.flush()
@@ -137,10 +142,15 @@ class NNSmithGraphs:
                 raise RuntimeError("bench/nnsmith_graphs.py ended")
             rec = json.loads(line)
             if rec.get("gir"):
+                misses = 0
                 yield parse(rec["gir"])
             else:
                 why = str(rec.get("why") or "?").split(":")[0][:60]
                 self.skipped[why] = self.skipped.get(why, 0) + 1
+                misses += 1
+                if misses >= MAX_MISSES:  # a broken set-up, not bad luck: never spin on it
+                    raise RuntimeError(f"NNSmith gave no convertible graph in {misses} models in "
+                                       f"a row (last: {rec.get('why')})")
 
     def close(self) -> None:
         self.proc.kill()

@@ -552,11 +552,27 @@ def pick_outputs(outs: list[str], placeholders: set[str]) -> tuple[list[str], li
 
 # ---- NNSmith ---------------------------------------------------------------------------------------
 def compat() -> None:
-    """This machine's onnx lacks `onnx._serialize` (NNSmith 0.1.0 calls it)."""
+    """This machine's packages against NNSmith 0.1.0's: onnx lacks `onnx._serialize` (NNSmith
+    calls it), and torch 2.13's `torch.onnx.export` defaults to the dynamo exporter, which
+    cannot export NNSmith's models (its numeric check `torch.isinf(...).any()` is a
+    data-dependent guard: "Could not guard on data-dependent expression Eq(u0, 1)"), so every
+    op of the "ort" op set's inference failed and NNSmith cached an empty op set. NNSmith was
+    written for the TorchScript exporter: `dynamo=False` unless a caller says otherwise."""
+    import functools
+
     import onnx
+    import torch
 
     if not hasattr(onnx, "_serialize"):
         onnx._serialize = lambda proto: proto.SerializeToString()
+    export = torch.onnx.export
+    if not getattr(export, "_torchscript_default", False):
+        @functools.wraps(export)
+        def torchscript_export(*args, **kwargs):
+            kwargs.setdefault("dynamo", False)
+            return export(*args, **kwargs)
+        torchscript_export._torchscript_default = True
+        torch.onnx.export = torchscript_export
 
 
 def load_opset(kind: str) -> list[Any]:
@@ -571,15 +587,25 @@ def load_opset(kind: str) -> list[Any]:
         return Model.init("onnx").operators()
     from nnsmith.backends.factory import BackendFactory
     from nnsmith.error import InternalError
-    from nnsmith.narrow_spec import auto_opset
+    from nnsmith.narrow_spec import NNSMITH_CACHE_DIR, auto_opset, get_cache_name
 
     factory = BackendFactory.init("onnxruntime", target="cpu", optmax=True)
     for attempt in range(5):  # inferring the op set can trip NNSmith's Reshape check (random)
         try:
-            return auto_opset(Model.init("onnx"), factory, vulops=False)
+            ops = auto_opset(Model.init("onnx"), factory, vulops=False)
         except InternalError:
             if attempt == 4:
                 raise
+            continue
+        if ops:
+            return ops
+        # an empty op set (every op failed its trial, as with the dynamo exporter): a cache
+        # entry that would make every generation fail; dropped, so a fixed set-up infers again
+        cache = os.path.join(NNSMITH_CACHE_DIR, get_cache_name(Model.init("onnx"), factory) + ".yaml")
+        if os.path.exists(cache):
+            os.remove(cache)
+        raise RuntimeError(f"NNSmith inferred an empty ORT op set (every op failed its trial; "
+                           f"the cache {cache} was removed): check its exporter")
     raise AssertionError("unreachable")
 
 
