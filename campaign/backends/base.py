@@ -296,6 +296,14 @@ class Backend(abc.ABC):
     def is_gpu(self) -> bool:
         return self.target == "cuda"
 
+    def stage_spec(self, compiler: str) -> str | None:
+        """The backend spec that runs this backend's tests through an earlier stage of its
+        compiler, `compiler` (torch.compile's `aot_eager`: Dynamo and AOT autograd without
+        Inductor), with everything else as here; this backend's own spec when it is that
+        stage; None when it has no such stage (the triage's ablations ask it:
+        `campaign.triage.training_ablation`)."""
+        return None
+
     def dialect_of(self, seed: int) -> str | None:
         """The dialect a test of this seed is compiled in: `mixed` picks `hop` or `python` by
         the seed (the same test always gets the same one)."""

@@ -44,7 +44,7 @@ from campaign.backends.base import (
     NotApplicable,
     register,
 )
-from campaign.backends.configs import Option
+from campaign.backends.configs import Option, config_text
 from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.verdict import Stage
 
@@ -318,6 +318,21 @@ class InductorBackend(Backend):
         import torch
 
         return f"torch-{torch.__version__}"
+
+    def stage_spec(self, compiler: str) -> str | None:
+        """`torch.compile(backend=compiler)` on the same device, dialect, form, fullgraph,
+        dynamic and AOT autograd options (`TRAINING_SPACE`); Inductor's own options
+        (`CONFIG_SPACE`, the C++ wrapper, mode) do not apply before Inductor."""
+        if compiler not in COMPILERS:
+            raise ValueError(f"inductor: compiler must be one of {', '.join(COMPILERS)}, "
+                             f"got {compiler!r}")
+        if compiler == self.compiler:
+            return self.name
+        kept = {o.name for o in TRAINING_SPACE} | {"scalars", "params", "inplace"}
+        options = {k: v for k, v in self._options.items() if k in kept}
+        options.update(device=self.target, dialect=self.dialect, fullgraph=self.fullgraph,
+                       dynamic=self.dynamic, unbacked=self.unbacked)
+        return f"{compiler}?{config_text(options)}"
 
     def prepare(self) -> None:
         """Import Dynamo/Inductor and compile a trivial function once (no test code), so that

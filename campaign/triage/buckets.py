@@ -194,6 +194,11 @@ class Bucket:
     bug: str | None = None
     #: why it is in that bug: the grouping rule that linked it ('' for the representative)
     bug_reason: str | None = None
+    #: a training bug: which part of the training step is wrong, and how `aot_eager` fares
+    #: on the same test (`campaign.triage.training_ablation`); None: not a training bug, or
+    #: not ablated
+    wrong_part: str | None = None
+    aot_eager: str | None = None
 
     def add(self, ts: Any, test_id: str, finding_dir: str | None) -> None:
         self.count += 1
@@ -218,6 +223,7 @@ class Bucket:
             "reduction_tests": self.reduction_tests, "reduction_s": self.reduction_s,
             "confirmed": self.confirmed, "reduced_pattern": self.reduced_pattern,
             "repro": self.repro, "repro_status": self.repro_status, "note": self.note,
+            "wrong_part": self.wrong_part, "aot_eager": self.aot_eager,
         }
 
 
@@ -233,6 +239,7 @@ BUGS_SCHEMA = pa.schema([
     ("reduction_tests", pa.int32()), ("reduction_s", pa.float64()), ("confirmed", pa.bool_()),
     ("reduced_pattern", pa.string()),
     ("repro", pa.string()), ("repro_status", pa.string()), ("note", pa.string()),
+    ("wrong_part", pa.string()), ("aot_eager", pa.string()),
 ])
 
 BUGS_FILE = "bugs.parquet"

@@ -562,6 +562,26 @@ class _Triage:
         return record(self.db, self.out, rows, reports=reports)
 
     # ---- writing ---------------------------------------------------------------------------
+    def ablate(self, key: BucketKey, b: Bucket, red: Any) -> Any:
+        """A new training bug's ablation (`campaign.triage.training_ablation`), into `b`; None
+        when it is no such bug, or no time is left for two more runs of it."""
+        from campaign.triage.training_ablation import ablate
+
+        if (key.kind != "bug" or not b.new or red.status not in ("reduced", "confirmed")
+                or red.tc is None or red.tc.mode == "infer"
+                or not self.fits(2 * min(self.limit(red.case.info), MIN_REPRO_S))):
+            return None
+        self.tick(f"ablating {key.id}")
+        try:
+            res = ablate(red, lambda spec: self.runner(spec, self.limit(red.case.info)))
+        except Exception as e:  # a triage bug must not lose the campaign's results
+            self.log(f"triage: ablating {key.id} failed: {type(e).__name__}: {e}")
+            return None
+        if res is not None:
+            b.wrong_part, b.aot_eager = res.part, res.aot_eager
+            self.log(f"triage:   {key.id}: wrong part {res.part}; aot_eager {res.aot_eager}")
+        return res
+
     def write(self) -> Path:
         from campaign.triage.repro import check_repro, write_bug_folder
 
@@ -585,7 +605,10 @@ class _Triage:
             if red.status == "cached":
                 info = dest / "info.json"
                 if info.is_file():
-                    b.repro_status = json.loads(info.read_text()).get("repro_status")
+                    earlier = json.loads(info.read_text())
+                    b.repro_status = earlier.get("repro_status")
+                    b.wrong_part = (earlier.get("training_ablation") or {}).get("part")
+                    b.aot_eager = (earlier.get("training_ablation") or {}).get("aot_eager")
                 if (dest / "repro.py").is_file():
                     b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
                 continue
@@ -606,6 +629,7 @@ class _Triage:
                 b.note = f"writing the bug folder failed: {type(e).__name__}: {e}"[:500]
                 self.log(f"triage: {b.note}")
                 continue
+            ablation = self.ablate(key, b, red)
             if not written.get("repro"):
                 b.repro_status = "none"
                 if written.get("codegen_error"):
@@ -631,6 +655,9 @@ class _Triage:
             if info_path.is_file():
                 info = json.loads(info_path.read_text())
                 info["repro_status"] = b.repro_status
+                if ablation is not None:
+                    info["training_ablation"] = {"part": ablation.part,
+                                                 "aot_eager": ablation.aot_eager}
                 info_path.write_text(json.dumps(info, indent=2, default=str) + "\n")
         for b in self.buckets.values():
             if b.artifact_path is None:  # no bug folder (no graph, dynamic shapes): the finding's

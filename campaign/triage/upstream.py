@@ -104,6 +104,7 @@ def report_text(out_dir: Path, bug: str, row: dict[str, Any],
               + ", ".join(f"`{r['bucket']}`" for r in members),
               f"- Files (inputs, reference outputs, model): `{where}`", ""]
     lines += ["## Expected and actual", "", _expected(row, failed), "", _actual(row, failed), ""]
+    lines += _training_ablation(row)
     lines += ["## The smallest graph", ""] + _graph_code(folder, spec, info)
     lines += ["## Reproducer", ""]
     if (folder / "repro.py").is_file():
@@ -115,6 +116,30 @@ def report_text(out_dir: Path, bug: str, row: dict[str, Any],
         lines += ["No standalone repro.py for this backend: `graph.gir` and `inputs.npz` in the "
                   "folder above replay it with dynsmith.", ""]
     return "\n".join(lines)
+
+
+#: what the `aot_eager` column's values say about where the fault is
+AOT_EAGER_MEANS = {
+    "agrees": "`aot_eager` (Dynamo and AOT autograd, no Inductor) agrees with eager on the same "
+              "test: the fault is in Inductor.",
+    "fails the same way": "`aot_eager` (Dynamo and AOT autograd, no Inductor) fails the same "
+                          "way: the fault is before Inductor, in Dynamo or AOT autograd.",
+    "is the failing backend": "The failing backend is `aot_eager` itself: the fault is in "
+                              "Dynamo or AOT autograd.",
+}
+
+
+def _training_ablation(row: dict[str, Any]) -> list[str]:
+    """The training bug's ablation (`campaign.triage.training_ablation`), when it has one."""
+    if not row.get("wrong_part") and not row.get("aot_eager"):
+        return []
+    out = ["## Where", ""]
+    if row.get("wrong_part"):
+        out.append(f"- The wrong part of the training step: the {row['wrong_part']}.")
+    if row.get("aot_eager"):
+        out.append("- " + AOT_EAGER_MEANS.get(row["aot_eager"], f"`aot_eager` on the same test: "
+                                                                 f"{row['aot_eager']}."))
+    return out + [""]
 
 
 def _expected(row: dict[str, Any], failed: dict[str, Any]) -> str:

@@ -475,11 +475,11 @@ def _check_generated(n_graphs: int, hop_every: int, cfg: GenConfig = CONTROL) ->
 
 def test_generated_control_flow_agrees_with_ort():
     """200 graphs with if/loop/scan nested two levels: all verify, round-trip and agree with
-    ORT in the python dialect; every 8th also in the hop dialect (each hop call is a Dynamo
-    compile, ~1 s per graph: all 200 are in the slow variant)."""
-    stats = _check_generated(200, hop_every=8)
+    ORT in the python dialect; every 25th also in the hop dialect (each hop call is a Dynamo
+    compile, ~2 s per graph on CI's cores: all 200 are in the slow variant)."""
+    stats = _check_generated(200, hop_every=25)
     print(stats)
-    assert stats["hop"] == 25 and stats["depth2"] >= 100 and stats["scan"] >= 100, stats
+    assert stats["hop"] == 8 and stats["depth2"] >= 100 and stats["scan"] >= 100, stats
 
 
 @pytest.mark.slow
