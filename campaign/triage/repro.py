@@ -508,7 +508,6 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
     test's `GradSpec` (its leaves; the cotangents go in the folder), which a backend that
     trains differentiates; `transform`: a transform test's `TransformSpec` (transform.json and
     transform.npz go in the folder), whose program Inductor compiles."""
-    from campaign.triage.repro_parts import source
     from campaign.triage.torchgen import torch_source
     from ir.materialize.form import DEFAULT_FORM
 
@@ -525,7 +524,7 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
         prelude += _TRAIN.format(leaves=_pyrepr(list(grad.leaves)),
                                  outputs=_pyrepr(list(graph.outputs)))
     if transforms:
-        prelude += f"OUTPUTS = {_pyrepr(list(graph.outputs))}\n\n" + source("transform")
+        prelude += f"OUTPUTS = {_pyrepr(list(graph.outputs))}\n\n" + part_source("ir.materialize.torch_func")
     if kind == "ort":
         body = _ORT.format(**{**opts, **_ort_config(opts)})
     elif kind == "tvm":
@@ -558,6 +557,21 @@ def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
     else:
         raise ValueError(f"no standalone reproducer for backend kind {kind!r}")
     return f'"""{header}"""\n' + prelude + body + _MAIN
+
+
+def part_source(module: str) -> str:
+    """The text of module `module` (dotted name), to be copied into a repro script: a plain
+    Python file that ruff and mypy check and that imports only numpy, torch and the standard
+    library (`ir.materialize.torch_func`); without its `from __future__` line, which must
+    open a file."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"repro part {module!r}: no such module")
+    text = Path(spec.origin).read_text()
+    return "\n".join(line for line in text.splitlines()
+                     if line != "from __future__ import annotations") + "\n"
 
 
 def _pyrepr(v: Any) -> str:

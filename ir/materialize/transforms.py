@@ -94,6 +94,7 @@ from ir.core.dtypes import DType
 from ir.core.graph import Graph
 from ir.core.npz import npz_bytes
 from ir.materialize.grad import GradSpec
+from ir.materialize.torch_func import LeafFunction, bind_leaves, func_program
 from ir.ops.control import ControlFlow, If, Loop, Scan, is_control
 
 #: the transforms a test may draw (torch.func's names)
@@ -256,32 +257,14 @@ class TransformSpec:
 
 # ---- the transformed program ------------------------------------------------------------------
 
-#: a graph's module as a function of its leaves: f(*leaf_tensors) -> tuple of outputs
-LeafFunction = Callable[..., Sequence[torch.Tensor]]
-
-
 def leaf_function(module: torch.nn.Module, g: Graph, inputs: Sequence[torch.Tensor],
                   leaves: Sequence[str]) -> Callable[..., tuple[torch.Tensor, ...]]:
     """`module` (an `ir.materialize.to_torch.GraphModule` of `g`) as a function of `leaves`
-    only: the other graph inputs are bound to `inputs` (one per graph input; the leaves'
-    entries unused), a leaf param replaces the module's `p_<name>` (`torch.func.functional_call`;
-    build the module with `trainable=spec.param_leaves(g)` so that it holds them as tensors)."""
-    position = {v.name: i for i, v in enumerate(g.inputs)}
-    bound = list(inputs)
-    names = tuple(leaves)
-
-    def f(*xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        args = list(bound)
-        params: dict[str, torch.Tensor] = {}
-        for name, x in zip(names, xs, strict=True):
-            if name in position:
-                args[position[name]] = x
-            else:
-                params[f"p_{name}"] = x
-        if params:
-            return tuple(torch.func.functional_call(module, params, tuple(args)))
-        return tuple(module(*args))
-    return f
+    only (`ir.materialize.torch_func.bind_leaves`): the other graph inputs are bound to
+    `inputs` (one per graph input; the leaves' entries unused), a leaf param replaces the
+    module's `p_<name>` (build the module with `trainable=spec.param_leaves(g)` so that it
+    holds them as tensors)."""
+    return bind_leaves(module, inputs, [v.name for v in g.inputs], leaves)
 
 
 def leaf_values(module: torch.nn.Module, g: Graph, inputs: Sequence[torch.Tensor],
@@ -297,62 +280,22 @@ def _arrays(ms: Mapping[str, np.ndarray], names: Sequence[str]) -> list[torch.Te
     return [torch.from_numpy(np.array(ms[n], order="C")) for n in names]
 
 
-def _like(t: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
-    return t.to(device=o.device, dtype=o.dtype)
-
-
 def transformed(spec: TransformSpec, f: LeafFunction, k: int = 0,
                 output_names: Sequence[str] | None = None) -> Callable[..., list[torch.Tensor]]:
     """`spec`'s transform of `f` (`leaf_function`) for input set `k`: a callable of the leaves'
     values (vmap: of the batched leaves, `batch_inputs`) returning the results of the module
-    doc as a flat list. Pure: the same callable runs eagerly (the reference; not for vmap,
+    doc as a flat list (`ir.materialize.torch_func.func_program`, the program repro.py runs
+    too). Pure: the same callable runs eagerly (the reference; not for vmap,
     `stacked_reference`) and under `torch.compile` (the compiler under test).
     `output_names` (the graph's outputs, `g.outputs`) name the cotangents (grad, vjp); needed
     for those two."""
-    from torch import func
-
-    name = spec.name
-    diff = tuple(spec.outputs)
-    n = len(spec.leaves)
-    argnums = tuple(range(n))
-    if name == "vmap":
-        mapped = func.vmap(lambda *xs: tuple(f(*xs)), in_dims=tuple(spec.in_dims), out_dims=0)
-        return lambda *xs: list(mapped(*xs))
-
-    def differentiated(*xs: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-        outs = tuple(f(*xs))
-        return tuple(outs[i] for i in diff), outs
-
-    if name in ("grad", "vjp"):
+    cts: list[torch.Tensor] = []
+    if spec.name in ("grad", "vjp"):
         if output_names is None:
-            raise ValueError(f"transformed: {name} needs the output names (its cotangents')")
-        cts = _arrays(spec.cotangents[k], [output_names[i] for i in diff])
-        if name == "grad":
-            def loss(*xs: torch.Tensor) -> torch.Tensor:
-                ds, _ = differentiated(*xs)
-                terms = [(o * _like(c, o)).sum() for o, c in zip(ds, cts, strict=True)]
-                return torch.stack(terms).sum() if len(terms) > 1 else terms[0]
-            gradient = func.grad(loss, argnums=argnums)
-            return lambda *xs: list(gradient(*xs))
-
-        def pullback(*xs: torch.Tensor) -> list[torch.Tensor]:
-            # torch's stubs type vjp without has_aux (2 results)
-            res: Any = func.vjp(differentiated, *xs, has_aux=True)
-            ds, fn, outs = res
-            return [*outs, *fn(tuple(_like(c, o) for o, c in zip(ds, cts, strict=True)))]
-        return pullback
-    if name == "jvp":
-        tgs = _arrays(spec.tangents[k], spec.leaves)
-
-        def pushforward(*xs: torch.Tensor) -> list[torch.Tensor]:
-            res: Any = func.jvp(differentiated, xs,
-                                tuple(_like(t, x) for x, t in zip(xs, tgs, strict=True)), has_aux=True)
-            _, tangent_outs, outs = res
-            return [*outs, *tangent_outs]
-        return pushforward
-    jac = (func.jacrev if name == "jacrev" else func.jacfwd)(lambda *xs: differentiated(*xs)[0],
-                                                           argnums=argnums)
-    return lambda *xs: [j for per_output in jac(*xs) for j in per_output]
+            raise ValueError(f"transformed: {spec.name} needs the output names (its cotangents')")
+        cts = _arrays(spec.cotangents[k], [output_names[i] for i in spec.outputs])
+    tgs = _arrays(spec.tangents[k], spec.leaves) if spec.name == "jvp" else []
+    return func_program(spec.name, f, len(spec.leaves), spec.in_dims, spec.outputs, cts, tgs)
 
 
 def stacked_reference(f: LeafFunction, batched: Sequence[torch.Tensor],
