@@ -33,10 +33,6 @@ FRACTION_FALLBACK_S = 15 * 60.0
 _FRACTION = re.compile(r"(\d+(?:\.\d+)?)%")
 
 
-def is_fraction(text: str) -> bool:
-    return _FRACTION.fullmatch(str(text).strip()) is not None
-
-
 def triage_seconds(text: str, campaign_s: float | None) -> float:
     """`triage.budget` in seconds: `0`, a duration, or a percentage of `campaign_s` (a
     wall-clock campaign budget; None: a test budget, `FRACTION_FALLBACK_S`)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ir.core.dtypes import DType
-from ir.core.op import OP_REGISTRY, Op
+from ir.core.op import Op
 from ir.core.types import TensorType
 from ir.gen.builder import GenConfig
 
@@ -63,5 +63,3 @@ def fragile_deep(inst) -> bool:
         fragile_deep(x) for b in inst.blocks for x in b.insts)
 
 
-def op_named(name: str) -> type[Op]:
-    return OP_REGISTRY[name]

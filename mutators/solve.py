@@ -55,13 +55,3 @@ def solve(b: SymbolicGraphBuilder, op_cls: type[Op], args: Sequence[Value | str]
     return b.complete(op, vals, new, (n_dims, n_syms), targets, names)
 
 
-def signatures_to(op_cls: type[Op], first: DType, out: Sequence[DType], arity: int | None = None,
-                  enabled: Sequence[DType] | None = None) -> list[tuple[DType, ...]]:
-    """Input dtype tuples of `op_cls` starting with `first` and giving exactly `out`."""
-    found = []
-    for n in (op_cls.arities() if arity is None else [arity]):
-        for ins, outs in op_cls.signatures(n):
-            if ins[0] == first and tuple(outs) == tuple(out) and (
-                    enabled is None or all(d in enabled for d in ins)):
-                found.append(tuple(ins))
-    return found

@@ -214,10 +214,6 @@ class ReportData:
     query_s: float = 0.0
 
 
-def backend_label(backend: str, target: str) -> str:
-    return backend if target in ("cpu", "", None) else f"{backend}@{target}"
-
-
 class _Db:
     def __init__(self) -> None:
         self.con = duckdb.connect(":memory:")

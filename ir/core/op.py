@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
 import z3
 
 from ir.core.dtypes import DType
@@ -299,5 +298,3 @@ def lookup_op(name: str) -> type[Op]:
         raise OpError(f"unknown op {name!r}") from None
 
 
-def np_const(value: Any, dtype: DType) -> np.ndarray:
-    return np.asarray(value, dtype=dtype.numpy)

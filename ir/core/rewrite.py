@@ -113,14 +113,6 @@ def insert_insts(g: Graph, index: int, new: Iterable[Inst]) -> Graph:
     return g.with_insts(insts)
 
 
-def add_params(g: Graph, params: Iterable[Value]) -> Graph:
-    return replace(g, params=g.params + tuple(params))
-
-
-def add_inputs(g: Graph, inputs: Iterable[Value]) -> Graph:
-    return replace(g, inputs=g.inputs + tuple(inputs))
-
-
 def remove_unused(g: Graph, keep_inputs: bool = False) -> Graph:
     """Drop instructions (at this level) whose results are never read, and unread inputs/params
     unless `keep_inputs` (a body: its inputs are its signature). Control-flow instructions are

@@ -268,11 +268,6 @@ class DynShape:
             raise ExprError(f"symbol {missing[0]} is not a dim of any graph input")
         return out
 
-    def symbolic_outputs(self, g: Graph) -> list[tuple]:
-        """Per graph output, its dims (expressions or ints)."""
-        types = g.types()
-        return [tuple(self.dims.get(o, types[o].shape)) for o in g.outputs]
-
     # ---- plain data -----------------------------------------------------------------------------
     def to_json(self) -> dict:
         return {"symbols": self.symbols,

@@ -252,12 +252,6 @@ class Observation:
     anchor: str | None = None
 
 
-def _predicate_parts(scope_graph: Graph, inst: Inst) -> tuple[str, str, int] | None:
-    """(a, b, s) when `inst` is an if whose predicate is `a <cmp> b` computed in the same graph:
-    true iff (a - b) * s > 0."""
-    return _comparison(scope_graph, inst.args[0])
-
-
 def _comparison(scope_graph: Graph, name: str) -> tuple[str, str, int] | None:
     """(a, b, s) when value `name` is `a <cmp> b` computed in `scope_graph`."""
     for other in scope_graph.insts:
