@@ -24,6 +24,7 @@ from typing import Any
 
 from ir.core.graph import Graph, Inst, Value
 from ir.core.names import Names
+from ir.core.op import Op
 from ir.core.paths import Path
 from ir.core.paths import scopes as walk_scopes
 from ir.core.rewrite import remove_unused
@@ -95,15 +96,9 @@ def _put(g: Graph, path: Sequence[tuple[int, int]], body: Graph, needs: list[Nee
 
 # ---- regions -------------------------------------------------------------------------------------
 
-def pure(op) -> bool:
+def pure(op: Op) -> bool:
     """Neither a view nor an in-place write (`Op.effect`, docs/inplace.md)."""
-    effect = getattr(op, "effect", None)
-    return effect is None or effect.pure
-
-
-def writes(op) -> bool:
-    effect = getattr(op, "effect", None)
-    return effect is not None and effect.writes is not None
+    return op.effect.pure
 
 
 def pure_deep(inst: Inst) -> bool:
@@ -200,16 +195,7 @@ def _fresh_value(v: Value, names: dict[str, str], fresh, prefix: str) -> Value:
 def prune(g: Graph, root: bool) -> Graph:
     """Dead code out: at the top `ir.core.rewrite.remove_unused` (unread inputs and params too); in
     a body only instructions (its inputs are its signature)."""
-    if root:
-        return remove_unused(g)
-    live = set(g.outputs)
-    kept: list[Inst] = []
-    for inst in reversed(g.insts):
-        if any(r.name in live for r in inst.results) or writes(inst.op):
-            kept.append(inst)
-            live.update(inst.args)
-    kept.reverse()
-    return g.with_insts(kept)
+    return remove_unused(g, keep_inputs=not root)
 
 
 def values_before(g: Graph, index: int) -> list[Value]:

@@ -125,6 +125,12 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+class ExportedInputsMismatch(RuntimeError):
+    """The model a compiler made from the test's `torch.export` (the ONNX model of
+    torch.onnx.export, TVM's module from `from_exported_program`) takes another number of
+    inputs than the graph has: the feeds cannot be matched to it."""
+
+
 class NotApplicable(Exception):
     """Raised inside `Backend._evaluate` when this backend cannot run this test at all (e.g. a
     transform torch eager runs only in another dialect): verdict `skipped`, never a finding."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import Backend, BackendResult, KnownUnsupported, register
+from campaign.backends.base import Backend, BackendResult, ExportedInputsMismatch, KnownUnsupported, register
 from campaign.backends.configs import Option
 from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers, ort_session_options
@@ -54,10 +54,6 @@ ONNX_EXPORT_SPACE = (
            "without control flow", applies=lambda g: not any(i.blocks for i in g.insts)),
     *FORM_SPACE,
 )
-
-
-class ExportedInputsMismatch(RuntimeError):
-    """The exported model's inputs do not correspond to the graph inputs."""
 
 
 class OnnxExportBackend(Backend):

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import BackendResult, KnownUnsupported, register
+from campaign.backends.base import BackendResult, ExportedInputsMismatch, KnownUnsupported, register
 from campaign.backends.configs import Option
 from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.backends.tvm import TVM_LAYER_NORM_DTYPES, TVM_SPACE, RelaxBackend
@@ -73,10 +73,6 @@ TVM_TORCH_UNSUPPORTED = (
 #: `Backend.LACKS`). `if` (torch.cond -> Relax If) and the recurrent cells (lstm/gru/rnn,
 #: converted and unrolled) it takes.
 TVM_TORCH_LACKS = frozenset(TVM_TORCH_MISSING_CONVERTERS.values())
-
-
-class ExportedInputsMismatch(RuntimeError):
-    """The imported module's `main` does not take the graph inputs (our assumption broke)."""
 
 
 class TvmTorchBackend(RelaxBackend):
