@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Signature
-from ir.core.shapes import And, Or, eq, floordiv, product
+from ir.core.shapes import And, Dim, Or, eq, floordiv, product
 from ir.core.types import TensorType
 from ir.ops.common import ALL, AxisOp, same_dtype
 
@@ -143,6 +143,22 @@ class Unsqueeze(Movement):
         b.node("Unsqueeze", [ins[0], b.const_i64([self.axis])], outs)
 
 
+def expand_target(ctx: SampleContext, first: TensorType) -> tuple[Dim, ...]:
+    """A symbolic target shape to expand `first` to: its rank, or one more (at most 4)."""
+    extra = ctx.rng.randint(0, 1) if first.rank < 4 else 0
+    return tuple(ctx.sym("ex") for _ in range(first.rank + extra))
+
+
+def expands_to(shape: Sequence[Dim], target: Sequence[Dim]) -> list:
+    """The constraints of `shape` broadcasting to `target` (torch's `expand`): the same rank
+    or more, each dim its target's or 1, every target dim at least 1."""
+    if len(target) < len(shape):
+        return [False]
+    cons = [d >= 1 for d in target]
+    # zip strict=False: broadcast: trailing dims paired, ranks may differ
+    return cons + [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(target), reversed(shape), strict=False)]
+
+
 @dataclass(frozen=True)
 class Expand(ToShape):
     """Broadcast to `shape` (same rank or more): each input dim equals its target or is 1."""
@@ -156,16 +172,13 @@ class Expand(ToShape):
 
     @classmethod
     def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
-        extra = ctx.rng.randint(0, 1) if first.rank < 4 else 0
-        return cls(shape=tuple(ctx.sym("ex") for _ in range(first.rank + extra)))
+        return cls(shape=expand_target(ctx, first))
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         s = ins[0].shape
-        if len(self.shape) < len(s):
-            return [False]
-        cons = [d >= 1 for d in self.shape]
-        # zip strict=False: broadcast: trailing dims paired, ranks may differ
-        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]
+        cons = expands_to(s, self.shape)
+        if cons == [False]:
+            return cons
         # something must actually grow, else expand is a no-op
         # zip strict=False: broadcast: trailing dims paired, ranks may differ
         grows = [And(eq(d, 1), t > 1) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]

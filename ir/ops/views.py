@@ -36,7 +36,7 @@ from ir.core.op import Effect, Op, Signature
 from ir.core.shapes import Dim, Or, eq, floordiv
 from ir.core.types import TensorType
 from ir.ops.common import ALL, AxisOp, FunctionalEmitter, same_dtype
-from ir.ops.shape import Expand, Reshape, Slice, Transpose
+from ir.ops.shape import Expand, Reshape, Slice, Transpose, expand_target, expands_to
 
 if TYPE_CHECKING:
     from torch import SymInt, Tensor
@@ -274,21 +274,14 @@ class ViewExpand(ViewOp):
 
     @classmethod
     def first_ranks(cls) -> tuple[int, ...]:
-        return (0, 1, 2, 3, 4)
+        return Expand.first_ranks()
 
     @classmethod
     def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
-        extra = ctx.rng.randint(0, 1) if first.rank < 4 else 0
-        return cls(shape=tuple(ctx.sym("ex") for _ in range(first.rank + extra)))
+        return cls(shape=expand_target(ctx, first))
 
     def requires(self, ins: Sequence[TensorType]) -> list:
-        s = ins[0].shape
-        if len(self.shape) < len(s):
-            return [False]
-        cons = [d >= 1 for d in self.shape]
-        # zip strict=False: broadcast: trailing dims paired, ranks may differ
-        cons += [Or(eq(t, d), eq(d, 1)) for t, d in zip(reversed(self.shape), reversed(s), strict=False)]
-        return cons
+        return expands_to(ins[0].shape, self.shape)  # Expand's, a view that repeats nothing too
 
     def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(tuple(self.shape), ins[0].dtype)]
