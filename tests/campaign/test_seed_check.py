@@ -100,10 +100,17 @@ def test_skip_bad_seeds_warns_once_per_file_and_loads_the_good_ones(tmp_path, ca
 
 
 def test_seeds_do_not_matter_with_mutation_off(tmp_path):
+    """The same bad corpus that fails a campaign that mutates is not read by one that does
+    not: no error, and the budget parses as with no seeds at all."""
+    d = _seed_dir(tmp_path, bad=_bad("empty"))
     cfg = Config()
-    cfg.mutation.seeds = str(_seed_dir(tmp_path, bad=_bad("empty")))
+    cfg.mutation.seeds = str(d)
+    cfg.mutation.rate = 0.5
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert str(e.value) == f"mutation.seeds: {d / 'bad.gir'}:{_problem('empty')}{HINT}"
     cfg.mutation.rate = 0.0
-    validate(cfg)
+    assert validate(cfg) == validate(Config())
 
 
 def test_the_cli_exits_2_with_one_line_before_starting_anything(tmp_path):
