@@ -9,9 +9,9 @@ from campaign.backends.base import (
                                     BackendResult,
                                     KnownUnsupported,
                                     make_backend,
-                                    parse_spec,
                                     register,
 )
+from campaign.backends.configs import parse_spec
 
 __all__ = ["BACKENDS", "Backend", "BackendResult", "KnownUnsupported", "make_backend",
            "parse_spec", "register"]

@@ -39,7 +39,7 @@ from campaign.artifacts import Materialized
 
 if TYPE_CHECKING:
     from ir.core.graph import Graph
-from campaign.backends.configs import Option, config_text, draw
+from campaign.backends.configs import Option, config_text, draw, parse_spec
 from campaign.signature import python_frames
 from campaign.verdict import Stage, Verdict
 
@@ -512,35 +512,6 @@ def frontend_of(spec: str) -> str | None:
     except ValueError:
         return None
     return getattr(factory, "FRONTEND", None)
-
-
-def _parse_value(text: str) -> Any:
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    if low in ("none", "null"):
-        return None
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """`"tvm?opt_level=0&pipeline=default"` -> `("tvm", {"opt_level": 0, "pipeline": "default"})`
-    (values: int, float, true/false, none, else the string)."""
-    base, _, query = spec.partition("?")
-    options: dict[str, Any] = {}
-    for part in filter(None, query.split("&")):
-        key, eq, value = part.partition("=")
-        if not eq or not key.isidentifier():
-            raise ValueError(f"backend {spec!r}: bad option {part!r} (expected key=value)")
-        options[key] = _parse_value(value)
-    if not base:
-        raise ValueError(f"backend {spec!r}: empty name")
-    return base, options
 
 
 def _import_dotted(path: str) -> BackendFactory:

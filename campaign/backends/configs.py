@@ -57,8 +57,37 @@ class Option:
         return self.values[1:]
 
 
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """`"tvm?opt_level=0&pipeline=default"` -> `("tvm", {"opt_level": 0, "pipeline": "default"})`
+    (values: int, float, true/false, none, else the string)."""
+    base, _, query = spec.partition("?")
+    options: dict[str, Any] = {}
+    for part in filter(None, query.split("&")):
+        key, eq, value = part.partition("=")
+        if not eq or not key.isidentifier():
+            raise ValueError(f"backend {spec!r}: bad option {part!r} (expected key=value)")
+        options[key] = _parse_value(value)
+    if not base:
+        raise ValueError(f"backend {spec!r}: empty name")
+    return base, options
+
+
 def value_text(v: Any) -> str:
-    """A value as a backend spec writes it (`campaign.backends.base.parse_spec` reads it back)."""
+    """A value as a backend spec writes it (`parse_spec` reads it back)."""
     if v is None:
         return "none"
     if isinstance(v, bool):
@@ -73,8 +102,6 @@ def config_text(config: Mapping[str, Any]) -> str:
 
 def parse_config(text: str) -> dict[str, Any]:
     """The configuration of a `config_text` (the spec's option syntax)."""
-    from campaign.backends.base import parse_spec
-
     return parse_spec(f"config?{text}")[1] if text else {}
 
 
@@ -83,8 +110,6 @@ def with_config(spec: str, text: str | None) -> str:
     spec's of the same name)."""
     if not text:
         return spec
-    from campaign.backends.base import parse_spec
-
     base, options = parse_spec(spec)
     options.update(parse_config(text))
     return f"{base}?{config_text(options)}" if options else base

@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 
 from campaign.artifacts import Materialized
 from campaign.backends import BACKENDS, Backend, BackendResult, make_backend
-from campaign.backends.base import parse_spec
 from campaign.backends.configs import (
     Option,
     config_text,
     draw,
     parse_config,
+    parse_spec,
     with_config,
 )
 from campaign.backends.inductor import INDUCTOR_FLAGS, InductorBackend
