@@ -30,17 +30,8 @@ from ir.numerics.input_search import search_inputs
 from ir.numerics.values import random_values
 from ir.ops.rnn import RECURRENT
 
-__all__ = ["wants_dynshape", "make_dyn_test", "add_shapes", "unexpected_recompile",
+__all__ = ["wants_dynshape", "add_shapes", "unexpected_recompile",
            "classify", "failing_sets", "case_from_finding"]
-
-
-def make_dyn_test(cfg, test_id: str, seed: int) -> TestCase:
-    """A dynamic-shape test from `seed` whatever `GenConfig.p_dynshape` draws for it
-    (`cfg`: a `WorkerConfig`): `FuzzWorker.make_test` with its shapes step on (tests use it)."""
-    from campaign.worker import FuzzWorker
-
-    worker = FuzzWorker(dataclasses.replace(cfg, backends=[], sandbox=False))
-    return worker.make_test(test_id, seed, dynshape=True)
 
 
 def add_shapes(tc: TestCase, dseed: Any, gen: GenConfig) -> TestCase:

@@ -187,6 +187,13 @@ def transform_tolerances(g: Graph, spec: Any) -> tuple[list, list]:
     return [leaf_t[x] for _, x in pairs], [leaf_p[x] for _, x in pairs]
 
 
+def make_dyn_test(cfg: WorkerConfig, test_id: str, seed: int) -> TestCase:
+    """A dynamic-shape test from `seed` whatever `GenConfig.p_dynshape` draws for it:
+    `FuzzWorker.make_test` with its shapes step on (tests use it)."""
+    worker = FuzzWorker(dataclasses.replace(cfg, backends=[], sandbox=False))
+    return worker.make_test(test_id, seed, dynshape=True)
+
+
 def dynshape_fields(prep: Prepared, row: ResultRow, result: BackendResult) -> dict[str, Any]:
     """Compiles counted, and for a dynamic-shape test the kind of its finding
     (`campaign.dynshape.classify`)."""

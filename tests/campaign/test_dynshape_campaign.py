@@ -10,12 +10,12 @@ import pytest
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult
-from campaign.dynshape import classify, generic, make_dyn_test, unexpected_recompile
+from campaign.dynshape import classify, generic, unexpected_recompile
 from campaign.reference import run_reference
 from campaign.schema import COLUMNS
 from campaign.testcase import TestCase
 from campaign.verdict import Stage
-from campaign.worker import FuzzWorker, WorkerConfig
+from campaign.worker import FuzzWorker, WorkerConfig, make_dyn_test
 from ir.core.text import parse
 from ir.gen.builder import GenConfig
 from ir.materialize.dynshape import DynShape

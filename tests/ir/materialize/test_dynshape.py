@@ -234,10 +234,9 @@ def test_one_onnx_model_with_dim_params_and_one_torch_module_serve_every_shape()
 def _eager_equals_ort(seeds, cfg):
     from campaign.artifacts import Materialized
     from campaign.backends import make_backend
-    from campaign.dynshape import make_dyn_test
     from campaign.oracle import judge_sets
     from campaign.reference import run_reference, run_shadow
-    from campaign.worker import WorkerConfig
+    from campaign.worker import WorkerConfig, make_dyn_test
     from ir.analysis.precision import output_precisions, output_tolerances
 
     torch.set_num_threads(1)
