@@ -258,6 +258,14 @@ def write_bugs_table(path: Path, buckets: list[Bucket]) -> Path:
     return path
 
 
+def rows_by_bug(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """A bugs table's rows by bug: its `bug` column when present and set, else each bucket."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r.get("bug") or r["bucket"], []).append(r)
+    return out
+
+
 def read_bugs_table(path: Path) -> pa.Table:
     return pq.read_table(path, schema=BUGS_SCHEMA)
 

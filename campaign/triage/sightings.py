@@ -14,7 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from campaign.triage.buckets import rows_by_bug
 from campaign.triage.bugdb import Bug, BugDb, Sighting, now
+from campaign.triage.upstream import title
 from campaign.triage.versions import installed
 
 #: the bucket key's fields a bug keeps per bucket
@@ -46,14 +48,6 @@ class Recorded:
         return "\n".join(lines)
 
 
-def groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """The table's rows by bug: its `bug` column when present and set, else each bucket."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        out.setdefault(r.get("bug") or r["bucket"], []).append(r)
-    return out
-
-
 def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
            versions: Callable[[str], list[str]] = installed,
            when: datetime | None = None, reports: dict[str, Path] | None = None) -> Recorded:
@@ -67,7 +61,7 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
     def change(bugs: dict[str, Bug]) -> Recorded:
         done = Recorded()
         holder = {i: b.bug for b in bugs.values() for i in b.bucket_ids}
-        for name, members in groups(rows).items():
+        for name, members in rows_by_bug(rows).items():
             ids = [r["bucket"] for r in members]
             seen = sorted({holder[i] for i in ids if i in holder},
                           key=lambda b: (bugs[b].first_seen or when, b))
@@ -99,8 +93,6 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
             if reports and name in reports:
                 bug.report = str(Path(reports[name]).resolve())
             if bug.title is None:
-                from campaign.triage.upstream import title
-
                 bug.title = title(members[0])
             if earlier or bug.bug in done.known:
                 done.known[bug.bug] = bug.status

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from campaign.triage.buckets import rows_by_bug
 from campaign.triage.versions import installed
 
 REPORT = "report.md"
@@ -57,10 +58,8 @@ def write_reports(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Path]:
     """report.md for every compiler bug of the bugs table `rows` (grouped by `bug` where set)
     whose smallest bucket has a bug folder; returns bug -> report path. A report that cannot be
     written is skipped (its bug keeps its bucket folder)."""
-    from campaign.triage.sightings import groups
-
     out: dict[str, Path] = {}
-    for bug, members in groups(rows).items():
+    for bug, members in rows_by_bug(rows).items():
         if not any(r.get("kind") == "bug" for r in members):
             continue
         rep = _representative(out_dir, members)
