@@ -14,7 +14,6 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ir.core.graph import Value
 from ir.core.types import TensorType
 
 OPSET = 18
@@ -58,7 +57,3 @@ class OnnxBuilder:
     def const_i64(self, values: int | Sequence[int]) -> str:
         """An int64 constant: a scalar for an int, else a vector."""
         return self.const(np.asarray(values, dtype=np.int64))
-
-
-def value_info(v: Value) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(v.name, v.type.dtype.onnx, list(v.type.shape))

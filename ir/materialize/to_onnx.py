@@ -13,7 +13,12 @@ from onnx import helper, numpy_helper
 
 from ir.analysis.inplace import pure_form
 from ir.core.graph import Graph, Value
-from ir.core.onnx_builder import IR_VERSION, OPSET, OnnxBuilder, value_info
+from ir.core.onnx_builder import IR_VERSION, OPSET, OnnxBuilder
+
+
+def value_info(v: Value) -> onnx.ValueInfoProto:
+    """The ONNX type of a graph value (graph inputs and outputs)."""
+    return helper.make_tensor_value_info(v.name, v.type.dtype.onnx, list(v.type.shape))
 
 
 def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.GraphProto:
