@@ -376,7 +376,7 @@ class _Health:
             try:
                 if signal.getsignal(sig) is not handler and signal.getsignal(sig) != handler:
                     signal.signal(sig, handler)
-                    replaced.append(_signal_name(sig))
+                    replaced.append(signal_name(sig))
             except (OSError, ValueError):
                 pass
         if replaced:
@@ -516,7 +516,7 @@ def _trim_dumps(text: str) -> str:
     return "\n".join(out)
 
 
-def _signal_name(signum: int) -> str:
+def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
     except ValueError:
@@ -525,8 +525,9 @@ def _signal_name(signum: int) -> str:
 
 # ---- the parent --------------------------------------------------------------------------------
 
-def _kill_group(pid: int, mark: str | None = None) -> set[int]:
-    """Kill sandbox process `pid` with everything it started: its descendants (it is their
+def kill_group(pid: int, mark: str | None = None) -> set[int]:
+    """Kill sandbox process `pid` (or a repro script's: `campaign.triage.repro.check_repro`) with
+    everything it started: its descendants (it is their
     subreaper), what carries its mark (escaped after it died), its process group. Returns the
     other processes killed (their pids)."""
     killed = proctree.kill_tree(pid, mark)
@@ -602,7 +603,7 @@ class Sandbox:
         self._mark = proctree.mark_value(os.getpid(), proc.pid)
         self._last_job = None
         self.stats.processes += 1
-        self._finalizer = weakref.finalize(self, _kill_group, proc.pid, self._mark)
+        self._finalizer = weakref.finalize(self, kill_group, proc.pid, self._mark)
         ready = mpc.wait([parent_end, proc.sentinel], self.cfg.start_timeout_s)
         msg = None
         if parent_end in ready:
@@ -642,7 +643,7 @@ class Sandbox:
     def _reap(self) -> None:
         if self._proc is not None:
             # its descendants, process group and marked escapees may outlive it
-            self._killed_with |= _kill_group(self._proc.pid, self._mark)
+            self._killed_with |= kill_group(self._proc.pid, self._mark)
             self._proc.join(5.0)
             self._proc = None
         if self._finalizer is not None:
@@ -782,7 +783,7 @@ class Sandbox:
     def _died(self) -> BackendResult:
         stage = self._current_stage()
         # before reaping: leftover compiler children die too
-        self._killed_with |= _kill_group(self._proc.pid, self._mark)
+        self._killed_with |= kill_group(self._proc.pid, self._mark)
         self._proc.join(5.0)
         code = self._proc.exitcode
         tail = self._output_tail()
@@ -790,7 +791,7 @@ class Sandbox:
         self._kill()
         summary = crash_summary(tail)
         if code is not None and code < 0:
-            name = _signal_name(-code)
+            name = signal_name(-code)
             head = f"{name} during {stage.value}" + (f": {summary}" if summary else "")
             verdict, error_class = Verdict.SIGNAL, name
         else:

@@ -41,6 +41,11 @@ if TYPE_CHECKING:
     from ir.core.graph import Graph
 from campaign.backends.configs import Option, config_text, draw, parse_spec
 from campaign.signature import python_frames
+
+# `root_error`: the error a chain of wrapper exceptions (Dynamo's "backend='inductor' raised:",
+# the exporter's "Failed to export the model ...") wraps, which a row records: one function with
+# the repro scripts, whose prelude it is
+from campaign.triage.repro_scripts.prelude import root_error
 from campaign.verdict import Stage, Verdict
 
 
@@ -175,23 +180,22 @@ class KnownUnsupported:
         return True
 
 
-#: exception types that only wrap the real error, with a generic first line of their own
-#: (Dynamo's "backend='inductor' raised:", the exporter's "Failed to export the model ..."): a
-#: row records the class and message of the error they wrap
-WRAPPER_ERRORS = frozenset({"BackendCompilerFailed", "InternalTorchDynamoError",
-                            "TorchExportError", "ConversionError"})
+@dataclass(frozen=True)
+class ReproSpec:
+    """How a backend's findings are reproduced by a standalone `repro.py`
+    (`campaign.triage.repro`, docs/triage.md): the script's body and the options it runs with.
 
+    `kind`: the body (`ort`, `tvm`, `tvm_torch`, `inductor`, `onnx_export`: the parts of
+    campaign/triage/repro_scripts it copies). `options`: plain data (repr-able), each written
+    into the script as the constant of its name in capitals, which the body declares.
+    `dialect` and `form`: the torch program the body compiles (None: it takes `model.onnx`).
+    `trains`: it runs a gradient test's training step and a transform test's program."""
 
-def root_error(e: BaseException) -> BaseException:
-    """The error a chain of wrapper exceptions (`WRAPPER_ERRORS`) wraps, or `e` itself."""
-    for _ in range(8):
-        if type(e).__name__ not in WRAPPER_ERRORS:
-            break
-        inner = getattr(e, "inner_exception", None) or e.__cause__
-        if not isinstance(inner, BaseException):
-            break
-        e = inner
-    return e
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict)
+    dialect: str | None = None
+    form: Any = None
+    trains: bool = False
 
 
 #: called with each stage just before it starts; a sandbox process installs one so that a
@@ -308,6 +312,11 @@ class Backend(abc.ABC):
         Inductor), with everything else as here; this backend's own spec when it is that
         stage; None when it has no such stage (the triage's ablations ask it:
         `campaign.triage.training_ablation`)."""
+        return None
+
+    def repro_spec(self) -> ReproSpec | None:
+        """How its findings are reproduced standalone (`ReproSpec`); None: they get no
+        `repro.py`."""
         return None
 
     def dialect_of(self, seed: int) -> str | None:

@@ -42,6 +42,7 @@ from campaign.backends.base import (
     BackendResult,
     KnownUnsupported,
     NotApplicable,
+    ReproSpec,
     register,
 )
 from campaign.backends.configs import Option, config_text
@@ -333,6 +334,17 @@ class InductorBackend(Backend):
         options.update(device=self.target, dialect=self.dialect, fullgraph=self.fullgraph,
                        dynamic=self.dynamic, unbacked=self.unbacked)
         return f"{compiler}?{config_text(options)}"
+
+    def repro_spec(self) -> ReproSpec:
+        """The graph as torch code in this form, torch.compile'd with these options
+        (repro_scripts/torch_compile.py); a gradient test trains, a transform test compiles
+        its program (repro_scripts/inductor.py, inductor_transform.py)."""
+        return ReproSpec("inductor", {"device": self.target, "fullgraph": self.fullgraph,
+                                      "dynamic": self.dynamic, "cpp_wrapper": self.cpp_wrapper,
+                                      "mode": self.mode, "flags": dict(self.flags),
+                                      "compiler": self.compiler,
+                                      "training_flags": dict(self.training_flags)},
+                         dialect=self.dialect, form=self.form, trains=True)
 
     def prepare(self) -> None:
         """Import Dynamo/Inductor and compile a trivial function once (no test code), so that

@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import Backend, BackendResult, ExportedInputsMismatch, KnownUnsupported, register
+from campaign.backends.base import (
+    Backend,
+    BackendResult,
+    ExportedInputsMismatch,
+    KnownUnsupported,
+    ReproSpec,
+    register,
+)
 from campaign.backends.configs import Option
 from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers, ort_session_options
@@ -95,6 +102,14 @@ class OnnxExportBackend(Backend):
         import torch
 
         return f"torch-{torch.__version__}-onnxruntime-{onnxruntime.__version__}"
+
+    def repro_spec(self) -> ReproSpec:
+        """The graph as torch code in this form, exported with these options and run by ORT
+        (repro_scripts/onnx_export.py)."""
+        return ReproSpec("onnx_export", {"dynamo": self.dynamo, "optimize": self.optimize,
+                                         "opset": self.opset, "opt_level": self.opt_level,
+                                         "device": self.target},
+                         dialect=self.dialect, form=self.form)
 
     def prepare(self) -> None:
         import onnxruntime  # noqa: F401

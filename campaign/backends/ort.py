@@ -13,7 +13,14 @@ from functools import partial
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import Backend, BackendResult, KnownUnsupported, input_feed_sets, register
+from campaign.backends.base import (
+    Backend,
+    BackendResult,
+    KnownUnsupported,
+    ReproSpec,
+    input_feed_sets,
+    register,
+)
 from campaign.backends.configs import Option
 from campaign.verdict import Stage
 
@@ -121,6 +128,12 @@ class OrtBackend(Backend):
 
     def unavailable(self) -> str | None:
         return ort_cuda_unavailable() if self.is_gpu else None
+
+    def repro_spec(self) -> ReproSpec:
+        """`model.onnx` in a session with this backend's options (repro_scripts/ort.py)."""
+        return ReproSpec("ort", {"opt_level": self.opt_level, "device": self.target,
+                                 "disabled_optimizers": list(self.disabled_optimizers),
+                                 "execution_mode": self.execution_mode, "threads": self.threads})
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         import onnxruntime as ort

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import Backend, BackendResult, KnownUnsupported, input_feed_sets, register
+from campaign.backends.base import (
+    Backend,
+    BackendResult,
+    KnownUnsupported,
+    ReproSpec,
+    input_feed_sets,
+    register,
+)
 from campaign.backends.configs import Option
 from campaign.verdict import Stage
 
@@ -197,6 +204,11 @@ class RelaxBackend(Backend):
             return "tvm target cuda needs a CUDA GPU, and none is visible here"
         return None
 
+    def relax_options(self) -> dict[str, Any]:
+        """The options of compile and run, for a repro (repro_scripts/relax.py)."""
+        return {"target": self.tvm_target, "mcpu": self.mcpu, "opt_level": self.opt_level,
+                "pipeline": self.pipeline}
+
     def _device(self) -> Any:
         import tvm
 
@@ -267,6 +279,11 @@ class TvmBackend(RelaxBackend):
     def prepare(self) -> None:
         super().prepare()
         from tvm.relax.frontend import onnx  # noqa: F401
+
+    def repro_spec(self) -> ReproSpec:
+        """`model.onnx` through the ONNX frontend, then compiled and run (the forward only:
+        repro_scripts/tvm_onnx.py)."""
+        return ReproSpec("tvm", self.relax_options())
 
     def _import(self, m: Materialized, result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
         from tvm.relax.frontend.onnx import from_onnx

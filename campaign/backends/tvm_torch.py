@@ -30,7 +30,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import BackendResult, ExportedInputsMismatch, KnownUnsupported, register
+from campaign.backends.base import (
+    BackendResult,
+    ExportedInputsMismatch,
+    KnownUnsupported,
+    ReproSpec,
+    register,
+)
 from campaign.backends.configs import Option
 from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.backends.tvm import TVM_LAYER_NORM_DTYPES, TVM_SPACE, RelaxBackend
@@ -102,6 +108,11 @@ class TvmTorchBackend(RelaxBackend):
         import torch
 
         return f"{super().version}-torch-{torch.__version__}"
+
+    def repro_spec(self) -> ReproSpec:
+        """The graph as torch code in this form, exported and imported by the torch frontend
+        (repro_scripts/tvm_torch.py)."""
+        return ReproSpec("tvm_torch", self.relax_options(), dialect=self.dialect, form=self.form)
 
     def _import(self, m: Materialized, result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
         import torch

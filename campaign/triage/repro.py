@@ -11,7 +11,9 @@
     read the model); torch for Inductor; torch + onnxruntime for the torch.onnx exporter; torch
     + tvm for TVM's torch frontend) and
     prints the failure. Torch backends get the graph as plain torch code
-    (`campaign.triage.torchgen`); ONNX backends load `model.onnx`.
+    (`campaign.triage.torchgen`); ONNX backends load `model.onnx`. The script is copied from
+    real modules, campaign/triage/repro_scripts (`repro_source`, `part_source`), the body and
+    options a backend names (`Backend.repro_spec`).
 
 `repro.py` prints `REPRODUCED: ...` and exits 1 when the failure happens, `NOT REPRODUCED`
 (exit 0) when the backend now agrees with the reference, `DIFFERENT FAILURE: ...` (exit 2) for
@@ -24,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
@@ -33,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from campaign.backends.base import ReproSpec
+from campaign.sandbox import kill_group, signal_name
 from campaign.testcase import npz_bytes
 
 #: how a repro is judged: "reproduced", "not reproduced", "different failure", "error",
@@ -40,636 +43,163 @@ from campaign.testcase import npz_bytes
 REPRO_OK = "reproduced"
 
 
-def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
-    """(kind, options) of a backend spec: kind is ort, tvm, tvm_torch, inductor, onnx_export
-    or other."""
+def repro_spec_of(spec: str) -> ReproSpec | None:
+    """How backend spec `spec` is reproduced (`Backend.repro_spec`), or None (no repro.py)."""
     from campaign.backends import make_backend
-    from campaign.backends.inductor import InductorBackend
-    from campaign.backends.onnx_export import OnnxExportBackend
-    from campaign.backends.ort import OrtBackend
-    from campaign.backends.tvm import TvmBackend
-    from campaign.backends.tvm_torch import TvmTorchBackend
 
     try:
-        b = make_backend(spec)
+        return make_backend(spec).repro_spec()
     except Exception:
+        return None
+
+
+def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
+    """(kind, options) of a backend spec, for readers of its torch program: kind as
+    `ReproSpec.kind` or `other`; the options with `dialect` and `form` when it takes one."""
+    r = repro_spec_of(spec)
+    if r is None:
         return "other", {}
-    if isinstance(b, OrtBackend):
-        return "ort", {"opt_level": b.opt_level, "device": b.target,
-                       "disabled_optimizers": list(b.disabled_optimizers),
-                       "execution_mode": b.execution_mode, "threads": b.threads}
-    if isinstance(b, TvmBackend):
-        return "tvm", {"target": b.tvm_target, "opt_level": b.opt_level, "pipeline": b.pipeline,
-                       "mcpu": b.mcpu}
-    if isinstance(b, TvmTorchBackend):
-        return "tvm_torch", {"target": b.tvm_target, "opt_level": b.opt_level,
-                             "pipeline": b.pipeline, "mcpu": b.mcpu, "dialect": b.dialect,
-                             "form": b.form}
-    if isinstance(b, InductorBackend):
-        return "inductor", {"device": b.target, "fullgraph": b.fullgraph, "dynamic": b.dynamic,
-                            "dialect": b.dialect, "cpp_wrapper": b.cpp_wrapper,
-                            "mode": b.mode, "flags": dict(b.flags), "form": b.form,
-                            "compiler": b.compiler, "training_flags": dict(b.training_flags)}
-    if isinstance(b, OnnxExportBackend):
-        return "onnx_export", {"optimize": b.optimize, "opt_level": b.opt_level,
-                               "device": b.target, "dialect": b.dialect, "opset": b.opset,
-                               "dynamo": b.dynamo, "form": b.form}
-    return "other", {}
+    extra = {} if r.dialect is None else {"dialect": r.dialect, "form": r.form}
+    return r.kind, {**r.options, **extra}
 
 
-_PRELUDE = '''
-import faulthandler
-import os
-import re
-import sys
-
-import numpy as np
-
-faulthandler.enable()
-HERE = os.path.dirname(os.path.abspath(__file__))
-EXPECT = {expect}
-#: (rtol, atol) per graph output (then per gradient, for a gradient test):
-#: |actual - expected| <= atol + rtol * |expected|
-TOLERANCES = {tolerances}
-#: what each result of an input set is
-LABELS = {labels}
-#: a gradient test (outputs, then the leaves' gradients: train_step)
-GRADIENTS = {gradients}
-INPUTS = {inputs}
-PARAMS = {params}
-STAGE = None
-#: exception types that only wrap the real error (their first line is generic)
-WRAPPERS = ("BackendCompilerFailed", "InternalTorchDynamoError", "TorchExportError",
-            "ConversionError")
-
-
-def load(name):
-    with np.load(os.path.join(HERE, name), allow_pickle=False) as z:
-        return {{k: z[k] for k in z.files}}
-
-
-def input_sets():
-    """Every input set: set 0 holds inputs and params, later sets new graph inputs."""
-    base = load("inputs.npz")
-    sets, k = [base], 1
-    while os.path.exists(os.path.join(HERE, f"inputs_set{{k}}.npz")):
-        sets.append({{**base, **load(f"inputs_set{{k}}.npz")}})
-        k += 1
-    return sets
-
-
-def stage(name):
-    global STAGE
-    STAGE = name
-    print(f"[repro] {{name}}", flush=True)
-
-
-def watchdog():
-    """A timeout reproduces when there is still no result EXPECT["timeout_s"] seconds after
-    main() started: the limit the hang was confirmed at plus a cold start."""
-    if EXPECT["verdict"] != "timeout":
-        return
-    import threading
-
-    wait = EXPECT["timeout_s"]
-    print(f"[repro] expecting a timeout: reproduced if there is no result within {{wait:g}} s "
-          f"({{EXPECT['timeout_note']}})", flush=True)
-
-    def expire():
-        print(f"REPRODUCED: timeout: no result within {{wait:g}} s (during {{STAGE}})",
-              flush=True)
-        faulthandler.dump_traceback(all_threads=True)  # where it hangs
-        sys.stderr.flush()
-        os._exit(1)
-
-    timer = threading.Timer(wait, expire)
-    timer.daemon = True
-    timer.start()
-    # should native code never release the GIL, faulthandler's own thread ends the process
-    # (exit 1, "Timeout (...)!" and the stacks on stderr)
-    faulthandler.dump_traceback_later(wait + {grace}, exit=True)
-
-
-def root(e):
-    for _ in range(8):
-        if type(e).__name__ not in WRAPPERS:
-            break
-        inner = getattr(e, "inner_exception", None) or e.__cause__
-        if not isinstance(inner, BaseException):
-            break
-        e = inner
-    return e
-
-
-def done(code, text):
-    print(text, flush=True)
-    sys.exit(code)
-
-
-def failed(e):
-    e = root(e)
-    first = (str(e).strip().splitlines() or [""])[0]
-    what = f"{{type(e).__name__}} during {{STAGE}}: {{first}}"
-    if (EXPECT["verdict"] == "crash" and type(e).__name__ == EXPECT["error_class"]
-            and STAGE == EXPECT["stage"]):
-        done(1, f"REPRODUCED: crash: {{what}}")
-    done(2, f"DIFFERENT FAILURE: {{what}} (expected {{EXPECT['verdict']}} "
-            f"{{EXPECT['error_class']}} during {{EXPECT['stage']}})")
-
-
-def judge(outs):
-    """Why the outputs are wrong (off the reference and, where known, off the float64 truth
-    too), or None."""
-    expected = load("expected.npz")
-    truth = load("truth.npz") if os.path.exists(os.path.join(HERE, "truth.npz")) else {{}}
-    if len(outs) != len(expected):
-        return f"{{len(outs)}} outputs, expected {{len(expected)}}"
-    for i, a in enumerate(outs):
-        a, e = np.asarray(a), expected[f"out{{i}}"]
-        if a.shape != e.shape or a.dtype != e.dtype:
-            return (f"{{LABELS[i % len(LABELS)]}}: {{a.dtype}}{{list(a.shape)}}, "
-                    f"expected {{e.dtype}}{{list(e.shape)}}")
-        rtol, atol = TOLERANCES[i % len(TOLERANCES)]
-        af, ef = a.astype(np.float64), e.astype(np.float64)
-        bad = ~(np.abs(af - ef) <= atol + rtol * np.abs(ef))
-        if f"out{{i}}" in truth:
-            t = truth[f"out{{i}}"].astype(np.float64)
-            bad &= ~(np.abs(af - t) <= atol + rtol * np.abs(t))
-        if bad.any():
-            err = np.abs(af - ef)[bad]
-            where = [tuple(int(k) for k in ix) for ix in np.argwhere(bad)[:4]]
-            shown = "; ".join(f"at {{ix}} got {{float(af[ix]):.9g}}, expected {{float(ef[ix]):.9g}}"
-                             for ix in where)
-            return (f"{{LABELS[i % len(LABELS)]}} (input set {{i // len(TOLERANCES)}}): "
-                    f"{{int(bad.sum())}}/{{a.size}} "
-                    f"elements differ, max abs err {{float(np.nanmax(err)) if err.size else 0:.3g}}; "
-                    f"{{shown}}")
-    return None
-
-
-def finish(outs):
-    problem = judge(outs)
-    if problem is None:
-        done(0, "NOT REPRODUCED: every output matches the reference")
-    if EXPECT["verdict"] == "mismatch":
-        done(1, f"REPRODUCED: mismatch: {{problem}}")
-    done(2, f"DIFFERENT FAILURE: mismatch: {{problem}} (expected {{EXPECT['verdict']}})")
-'''
-
-#: a gradient test's training step (dynsmith docs/training.md), for the torch repros
-_TRAIN = '''
-#: the gradient test: L = sum over float outputs of <out_i, c_i>, differentiated with respect
-#: to LEAVES (graph inputs and params); cotangents.npz holds each c_i ("s<k>/<output>" for
-#: input set k). A result is the outputs, then the gradient of every leaf.
-LEAVES = {leaves}
-OUTPUTS = {outputs}
-
-
-def train_step(fn, model, xs, k):
-    """The outputs of fn(*xs), then the gradient of every leaf of L (zeros where none flows)."""
-    import torch
-
-    cts = {{name.partition("/")[2]: c for name, c in load("cotangents.npz").items()
-           if name.startswith(f"s{{k}}/")}}
-    xs = [x.detach().requires_grad_(True) if n in LEAVES else x for n, x in zip(INPUTS, xs)]
-    with torch.enable_grad():
-        outs = list(fn(*xs))
-        named = dict(zip(INPUTS, xs))
-        leaves = [named[n] if n in named else getattr(model, f"p_{{n}}") for n in LEAVES]
-        terms = [(o * torch.from_numpy(cts[n]).to(o)).sum() for o, n in zip(outs, OUTPUTS)
-                 if n in cts and o.requires_grad]
-        if terms:
-            grads = torch.autograd.grad(torch.stack(terms).sum(), leaves, allow_unused=True,
-                                        materialize_grads=True)
-        else:
-            grads = [torch.zeros_like(x) for x in leaves]
-    return [o.detach() for o in outs] + [g.detach() for g in grads]
-'''
-
-_ORT = '''
-import onnxruntime as ort
-
-
-def session(model, opt_level, device):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = {threads}
-    so.inter_op_num_threads = {inter_op_threads}
-{execution_mode_line}    so.log_severity_level = 3
-    so.graph_optimization_level = {{
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    }}[opt_level]
-    providers = ["CUDAExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
-    return ort.InferenceSession(model, so, providers=providers{session_kwargs})
-
-
-def main():
-    print(f"onnxruntime {{ort.__version__}}, graph optimizations {opt_level!r}{config_note}",
-          flush=True)
-    sets = input_sets()
-    stage("compile")
-    try:
-        sess = session(os.path.join(HERE, "model.onnx"), {opt_level!r}, {device!r})
-    except Exception as e:
-        failed(e)
-    stage("run")
-    outs = []
-    try:
-        for s in sets:
-            outs += sess.run(None, {{n: s[n] for n in INPUTS}})
-    except Exception as e:
-        failed(e)
-    finish(outs)
-'''
-
-#: compile and run of a Relax module, as `campaign.backends.tvm.RelaxBackend` does: shared by the
-#: repros of every TVM backend (each imports its own way)
-_TVM_RUN = '''
-import tvm
-from tvm import relax
-
-#: the target: its name, or the llvm target of one CPU (`mcpu`)
-TARGET = {target_spec!r}
-
-
-def compile_and_run(mod, sets):
-    """Compile `mod` (stage compile), run its main on every input set (stage run); the
-    outputs of every set, in order."""
-    stage("compile")
-    try:
-        target = tvm.target.Target(TARGET)
-        pipeline = relax.get_default_pipeline(target) if {pipeline!r} == "fused" else "default"
-        with tvm.transform.PassContext(opt_level={opt_level}):
-            ex = tvm.compile(mod, target=target, relax_pipeline=pipeline)
-    except Exception as e:
-        failed(e)
-    stage("run")
-    outs = []
-    try:
-        dev = tvm.cuda(0) if {target!r} == "cuda" else tvm.cpu(0)
-        vm = relax.VirtualMachine(ex, dev)
-        for s in sets:
-            out = vm["main"](*[tvm.runtime.tensor(np.asarray(s[n]), dev) for n in INPUTS])
-            outs += [out.numpy()] if hasattr(out, "numpy") else [o.numpy() for o in out]
-    except Exception as e:
-        failed(e)
-    return outs
-'''
-
-_TVM = '''
-import onnx
-from tvm.relax.frontend.onnx import from_onnx
-
-
-def main():
-    print(f"tvm {{tvm.__version__}}, target {{TARGET!r}}, opt_level {opt_level}, "
-          f"pipeline {pipeline!r}", flush=True)
-    sets = input_sets()
-    stage("import")
-    try:
-        mod = from_onnx(onnx.load(os.path.join(HERE, "model.onnx")))
-    except Exception as e:
-        failed(e)
-    finish(compile_and_run(mod, sets))
-'''
-
-_TVM_TORCH = '''
-from tvm.relax.frontend.torch import from_exported_program
-
-
-def main():
-    import warnings
-
-    torch.set_num_threads(1)
-    print(f"torch {{torch.__version__}} torch.export.export, tvm {{tvm.__version__}} "
-          f"from_exported_program, target {{TARGET!r}}, opt_level {opt_level}, "
-          f"pipeline {pipeline!r}", flush=True)
-    sets = input_sets()
-    stage("import")
-    try:
-        model = Model({{n: np.array(sets[0][n], copy=True) for n in PARAMS}}).eval()
-        args = tuple(torch.from_numpy(np.array(sets[0][n], copy=True)) for n in INPUTS)
-        program = torch.export.export(model, args)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            mod = from_exported_program(program)
-    except Exception as e:
-        failed(e)
-    finish(compile_and_run(mod, sets))
-'''
-
-_INDUCTOR = '''
-def main():
-    import torch._inductor.config as icfg
-
-    torch.set_num_threads(1)
-    icfg.compile_threads = 1
-    icfg.fx_graph_cache = False
-    icfg.cpp_wrapper = {cpp_wrapper}
-{config_block}    print(f"torch {{torch.__version__}}: torch.compile(backend='{compiler}', fullgraph={fullgraph}, "
-          f"dynamic={dynamic}), cpp_wrapper={cpp_wrapper}, on {device}", flush=True)
-    sets = input_sets()
-    stage("import")
-    try:
-        params = {{n: np.array(sets[0][n], copy=True) for n in PARAMS}}
-        model = Model(params).to({device!r}).eval()
-        compiled = torch.compile(model, backend={backend_expr}, fullgraph={fullgraph}, dynamic={dynamic})
-        args = [[torch.from_numpy(np.array(s[n], copy=True)).to({device!r}) for n in INPUTS]
-                for s in sets]
-    except Exception as e:
-        failed(e)
-
-    def call(k, xs):
-        if GRADIENTS:  # forward, then the compiled backward
-            return train_step(compiled, model, [x.clone() for x in xs], k)
-        with torch.no_grad():
-            return compiled(*xs)
-
-    outs = []
-{training_block}    stage("compile")
-    try:
-        call(0, args[0])
-    except Exception as e:
-        failed(e)
-    stage("run")
-    try:
-        for k, xs in enumerate(args):
-            outs += [o.detach().cpu().numpy() for o in call(k, xs)]
-    except Exception as e:
-        failed(e)
-    finish(outs)
-'''
-
-#: a transform test on Inductor (or the stage before it): torch.compile of the transformed
-#: program (repro_parts/transform.py), on the CPU, as `InductorBackend._evaluate_transform`
-_INDUCTOR_TRANSFORM = '''
-def main():
-    import torch._inductor.config as icfg
-
-    torch.set_num_threads(1)
-    icfg.compile_threads = 1
-    icfg.fx_graph_cache = False
-    icfg.cpp_wrapper = {cpp_wrapper}
-{config_block}    print(f"torch {{torch.__version__}}: torch.compile(<transformed program>, backend='{compiler}', "
-          f"fullgraph={fullgraph}, dynamic={dynamic}), cpp_wrapper={cpp_wrapper}, on cpu", flush=True)
-    sets = input_sets()
-    stage("import")
-    try:
-        model = Model({{n: np.array(sets[0][n], copy=True) for n in PARAMS}}).eval()
-        program, args, what = transform_program(model, sets, INPUTS, OUTPUTS, HERE)
-        print(f"[repro] the program: {{what}}", flush=True)
-        compiled = torch.compile(program, backend={backend_expr}, fullgraph={fullgraph},
-                                 dynamic={dynamic})
-    except Exception as e:
-        failed(e)
-{training_block}    stage("compile")
-    try:
-        compiled(*args)
-    except Exception as e:
-        failed(e)
-    stage("run")
-    try:
-        outs = [o.detach().cpu().numpy() for o in compiled(*args)]
-    except Exception as e:
-        failed(e)
-    finish(outs)
-'''
-
-_ONNX_EXPORT = '''
-import onnxruntime as ort
-
-
-def main():
-    import contextlib
-    import io
-    import logging
-    import warnings
-
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
-    torch.set_num_threads(1)
-    print(f"torch {{torch.__version__}} torch.onnx.export({export_note}), "
-          f"onnxruntime {{ort.__version__}} ({opt_level!r})", flush=True)
-    sets = input_sets()
-    args = [tuple(torch.from_numpy(np.array(s[n], copy=True)) for n in INPUTS) for s in sets]
-    stage("import")
-    try:
-        model = Model({{n: np.array(sets[0][n], copy=True) for n in PARAMS}}).eval()
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")
-{export_block}
-    except Exception as e:
-        failed(e)
-    stage("compile")
-    try:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        so.log_severity_level = 3
-        so.graph_optimization_level = {{
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        }}[{opt_level!r}]
-        providers = ["CUDAExecutionProvider"] if {device!r} == "cuda" else ["CPUExecutionProvider"]
-        sess = ort.InferenceSession(model_bytes, so, providers=providers)
-    except Exception as e:
-        failed(e)
-    stage("run")
-    outs = []
-    try:
-        names = [i.name for i in sess.get_inputs()]
-        for xs in args:
-            if len(names) != len(xs):
-                raise RuntimeError(f"exported model has {{len(names)}} inputs, the graph has {{len(xs)}}")
-            outs += sess.run(None, {{n: a.numpy() for n, a in zip(names, xs)}})
-    except Exception as e:
-        failed(e)
-    finish(outs)
-'''
+#: the package of the script parts (campaign/triage/repro_scripts: its docstring says the rules)
+SCRIPTS = "campaign.triage.repro_scripts"
+#: the body of each kind (`ReproSpec.kind`): parts after the prelude and the torch program
+BODIES: dict[str, tuple[str, ...]] = {
+    "ort": ("ort",),
+    "tvm": ("relax", "tvm_onnx"),
+    "tvm_torch": ("relax", "tvm_torch"),
+    "inductor": ("torch_compile", "inductor"),
+    "onnx_export": ("onnx_export",),
+}
+#: the body of a transform test, on a kind that trains
+TRANSFORM_BODY = ("torch_compile", "inductor_transform")
+#: the lines around a part's per-test values
+VALUES_START, VALUES_END = "# ---- per-test values", "# ---- end of per-test values"
+#: dynsmith's own packages: a part's imports of them are dropped from its copy
+_OWN = ("campaign", "ir", "mutators")
 
 _MAIN = '''
+
 
 if __name__ == "__main__":
     watchdog()
     main()
 '''
 
-#: seconds faulthandler's watchdog waits beyond a timeout repro's own (when the GIL is held)
-WATCHDOG_GRACE_S = 10
 
-
-def repro_source(kind: str, opts: dict[str, Any], graph, expect: dict[str, Any],
+def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
                  tolerances: list[tuple[float, float]], header: str, seed: int = 0,
                  grad=None, transform=None) -> str:
-    """The text of `repro.py` for a backend kind (see `backend_kind`); `grad`: a gradient
-    test's `GradSpec` (its leaves; the cotangents go in the folder), which a backend that
-    trains differentiates; `transform`: a transform test's `TransformSpec` (transform.json and
-    transform.npz go in the folder), whose program Inductor compiles."""
+    """The text of `repro.py` for a backend's `ReproSpec`: the parts of its kind (`BODIES`),
+    copied with the test's values. `grad`: a gradient test's `GradSpec` (its leaves; the
+    cotangents go in the folder), which a backend that trains differentiates; `transform`: a
+    transform test's `TransformSpec` (transform.json and transform.npz go in the folder),
+    whose program it compiles."""
     from campaign.triage.torchgen import torch_source
     from ir.materialize.form import DEFAULT_FORM
 
-    transforms = transform is not None and kind == "inductor"
-    trains = grad is not None and kind == "inductor" and not transforms
+    if spec.kind not in BODIES:
+        raise ValueError(f"no standalone reproducer for backend kind {spec.kind!r}")
+    transforms = transform is not None and spec.trains
+    trains = grad is not None and spec.trains and not transforms
     labels = (transform.labels(graph) if transforms else grad.labels(graph) if trains else
               [f"output {i}" for i in range(len(graph.outputs))])
-    prelude = _PRELUDE.format(expect=_pyrepr(expect), tolerances=_pyrepr(tolerances),
-                              inputs=_pyrepr([v.name for v in graph.inputs]),
-                              params=_pyrepr([p.name for p in graph.params]),
-                              labels=_pyrepr(labels), gradients=trains,
-                              grace=WATCHDOG_GRACE_S)
+    values: dict[str, Any] = {
+        "EXPECT": expect, "TOLERANCES": tolerances, "LABELS": labels, "GRADIENTS": trains,
+        "INPUTS": [v.name for v in graph.inputs], "PARAMS": [p.name for p in graph.params],
+        **{k.upper(): v for k, v in spec.options.items()}}
+    parts, body = [f"{SCRIPTS}.prelude"], BODIES[spec.kind]
     if trains:
-        prelude += _TRAIN.format(leaves=_pyrepr(list(grad.leaves)),
-                                 outputs=_pyrepr(list(graph.outputs)))
+        parts.append(f"{SCRIPTS}.training")
+        values.update(LEAVES=list(grad.leaves), OUTPUTS=list(graph.outputs))
     if transforms:
-        prelude += f"OUTPUTS = {_pyrepr(list(graph.outputs))}\n\n" + part_source("ir.materialize.torch_func")
-    if kind == "ort":
-        body = _ORT.format(**{**opts, **_ort_config(opts)})
-    elif kind == "tvm":
-        opts = {**opts, **_tvm_config(opts)}
-        body = _TVM_RUN.format(**opts) + _TVM.format(**opts)
-    elif kind in ("inductor", "onnx_export", "tvm_torch"):
-        dialect = opts["dialect"]
-        if dialect == "mixed":
+        parts.append("ir.materialize.torch_func")
+        values["OUTPUTS"] = list(graph.outputs)
+        body = TRANSFORM_BODY
+    program = ""
+    if spec.dialect is not None:  # the graph as torch code
+        dialect = spec.dialect
+        if dialect == "mixed":  # as `Backend.dialect_of`: python ones break the graph
             import random
 
             dialect = "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
-        fullgraph = opts.get("fullgraph", True)
-        if kind == "inductor" and opts["dialect"] == "mixed" and dialect == "python":
-            fullgraph = False
+            if dialect == "python" and "FULLGRAPH" in values:
+                values["FULLGRAPH"] = False
         if transforms and dialect not in transform.dialects:
             raise ValueError(f"{transform.name}: torch eager runs this test only in the "
                              f"{' or '.join(transform.dialects)} dialect, not {dialect}")
         leaf_params = (transform.param_leaves(graph) if transforms else
                        grad.param_leaves(graph) if trains else frozenset())
-        src = torch_source(graph, dialect, opts.get("form", DEFAULT_FORM), leaf_params)
-        src = "\n".join(line for line in src.splitlines() if line != "import torch")
-        body = "\nimport torch\n" + src + "\n"
-        if kind == "tvm_torch":
-            opts = {**opts, **_tvm_config(opts)}
-            body += _TVM_RUN.format(**opts) + _TVM_TORCH.format(**opts)
-        else:
-            template, config = ((_INDUCTOR_TRANSFORM if transforms else _INDUCTOR, _inductor_config(opts))
-                                if kind == "inductor" else (_ONNX_EXPORT, _export_config(opts)))
-            body += template.format(**{**opts, "fullgraph": fullgraph, **config})
-    else:
-        raise ValueError(f"no standalone reproducer for backend kind {kind!r}")
-    return f'"""{header}"""\n' + prelude + body + _MAIN
+        src = torch_source(graph, dialect, spec.form or DEFAULT_FORM, leaf_params)
+        program = "import torch\n" + "\n".join(line for line in src.splitlines()
+                                               if line != "import torch").strip("\n")
+    declared: set[str] = set()
+    texts = [part_source(m, values, declared) for m in parts]
+    texts += [program] if program else []
+    texts += [part_source(f"{SCRIPTS}.{m}", values, declared) for m in body]
+    unused = sorted(set(values) - declared)
+    if unused:
+        raise ValueError(f"repro {spec.kind}: no part declares {', '.join(unused)}")
+    return (f'"""{header}"""\nfrom __future__ import annotations\n\n'
+            + "\n\n\n".join(texts) + _MAIN)
 
 
-def part_source(module: str) -> str:
-    """The text of module `module` (dotted name), to be copied into a repro script: a plain
-    Python file that ruff and mypy check and that imports only numpy, torch and the standard
-    library (`ir.materialize.torch_func`); without its `from __future__` line, which must
-    open a file."""
+def part_source(module: str, values: dict[str, Any] | None = None,
+                declared: set[str] | None = None) -> str:
+    """The text of module `module` (dotted name) as a part of a repro script: a plain Python
+    file that ruff and mypy check, importing only the standard library, numpy and a backend's
+    own library (campaign/triage/repro_scripts, `ir.materialize.torch_func`). The copy drops
+    the module docstring, `from __future__` (which must open a file) and imports of dynsmith's
+    own packages (names of earlier parts), and writes each of its per-test values (the
+    assignments between `VALUES_START` and `VALUES_END`) as `NAME = <repr of values[NAME]>`;
+    their names are added to `declared`."""
+    import ast
     import importlib.util
 
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
+    found = importlib.util.find_spec(module)
+    if found is None or found.origin is None:
         raise ValueError(f"repro part {module!r}: no such module")
-    text = Path(spec.origin).read_text()
-    return "\n".join(line for line in text.splitlines()
-                     if line != "from __future__ import annotations") + "\n"
+    text = Path(found.origin).read_text()
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    out: dict[int, str | None] = {}  # line index -> its replacement (None: dropped)
 
+    def drop(node: ast.stmt) -> None:
+        for i in range(node.lineno - 1, node.end_lineno or node.lineno):
+            out[i] = None
 
-def _pyrepr(v: Any) -> str:
-    return repr(v)
-
-
-# ---- the configuration's options, as code: a default option writes nothing -----------------
-
-def _ort_config(opts: dict[str, Any]) -> dict[str, str]:
-    """The `_ORT` fields of ORT's options (`OrtBackend`, `ort_session_options`): intra-op
-    threads, the parallel executor (two inter-op threads), disabled optimizers."""
-    parallel = opts.get("execution_mode") == "parallel"
-    off = list(opts.get("disabled_optimizers") or [])
-    threads = int(opts.get("threads") or 1)
-    note = "".join([f", disabled_optimizers {off}" if off else "",
-                    ", the parallel executor" if parallel else "",
-                    f", {threads} intra-op threads" if threads != 1 else ""])
-    return {"threads": str(threads), "inter_op_threads": "2" if parallel else "1",
-            "execution_mode_line": ("    so.execution_mode = ort.ExecutionMode.ORT_PARALLEL\n"
-                                    if parallel else ""),
-            "session_kwargs": f", disabled_optimizers={off!r}" if off else "",
-            "config_note": note}
-
-
-def _tvm_config(opts: dict[str, Any]) -> dict[str, Any]:
-    """The `_TVM` target: the target's name, or with `mcpu` the llvm target of that CPU."""
-    mcpu = opts.get("mcpu")
-    return {"target_spec": opts["target"] if mcpu is None else
-            {"kind": opts["target"], "mcpu": mcpu}}
-
-
-_INDUCTOR_PATCHES = """    # the failing configuration's torch._inductor.config options, for these compiles only, as
-    # the fuzzer set them: compile_fx(config_patches=...){mode_note}
-    from torch._inductor.compile_fx import compile_fx
-
-    patches = {flags!r}
-{mode_line}
-    def inductor_with_config(gm, example_inputs):
-        return compile_fx(gm, example_inputs, config_patches=patches)
-
-    print(f"torch._inductor.config patches: {{patches}}", flush=True)
-"""
-
-
-_TRAINING_PATCHES = """    # the failing configuration's AOT autograd options (torch._functorch.config), as the
-    # fuzzer set them for its compiles
-    import torch._functorch.config as fcfg
-
-    for key, value in {flags!r}.items():
-        setattr(fcfg, key, value)
-    print("torch._functorch.config:", {flags!r}, flush=True)
-"""
-
-
-def _inductor_config(opts: dict[str, Any]) -> dict[str, str]:
-    """The `_INDUCTOR` fields of Inductor's options: `torch._inductor.config` flags and `mode`
-    (what `list_mode_options` sets: torch.compile takes no mode beside a backend function) as
-    compile_fx's `config_patches`, as `InductorBackend._config_patches` does; the stage before
-    Inductor it ran (`compiler`: `aot_eager`) and AOT autograd's options."""
-    training = dict(opts.get("training_flags") or {})
-    out = {"training_block": _TRAINING_PATCHES.format(flags=training) if training else ""}
-    compiler = opts.get("compiler", "inductor")
-    if compiler != "inductor":
-        return {**out, "config_block": "", "backend_expr": repr(compiler)}
-    flags, mode = dict(opts.get("flags") or {}), opts.get("mode")
-    if not flags and mode is None:
-        return {**out, "config_block": "", "backend_expr": '"inductor"'}
-    mode_line = ("    from torch._inductor import list_mode_options\n\n"
-                 f"    patches.update(list_mode_options({mode!r}))\n" if mode is not None else "")
-    block = _INDUCTOR_PATCHES.format(
-        flags=flags, mode_line=mode_line,
-        mode_note=f",\n    # with what mode={mode!r} sets" if mode is not None else "")
-    return {**out, "config_block": block, "backend_expr": "inductor_with_config"}
-
-
-def _export_config(opts: dict[str, Any]) -> dict[str, str]:
-    """The `_ONNX_EXPORT` export call: `dynamo=True` (with `optimize`) or the TorchScript
-    exporter (`dynamo=False`, to a file), each with `opset_version` when one is set."""
-    opset = opts.get("opset")
-    opset_kw = f", opset_version={opset}" if opset is not None else ""
-    if opts.get("dynamo", True):
-        block = ("            program = torch.onnx.export(model, args[0], dynamo=True, "
-                 f"optimize={opts['optimize']},\n"
-                 f"                                        verbose=False, report=False{opset_kw})\n"
-                 "        model_bytes = program.model_proto.SerializeToString()")
-        note = f"dynamo=True, optimize={opts['optimize']}"
-    else:
-        block = ("            import tempfile\n\n"
-                 "            with tempfile.TemporaryDirectory() as d:\n"
-                 "                path = os.path.join(d, 'model.onnx')\n"
-                 "                torch.onnx.export(model, args[0], path, dynamo=False, "
-                 f"verbose=False{opset_kw})\n"
-                 "                with open(path, 'rb') as f:\n"
-                 "                    model_bytes = f.read()")
-        note = "dynamo=False"
-    if opset is not None:
-        note += f", opset_version={opset}"
-    return {"export_block": block, "export_note": note}
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        drop(first)
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").split(".")[0] in ("__future__", *_OWN)):
+            drop(node)
+        elif isinstance(node, ast.Import) and any(a.name.split(".")[0] in _OWN
+                                                  for a in node.names):
+            raise ValueError(f"repro part {module}: imports a dynsmith package as a whole")
+    start = lines.index(VALUES_START) if VALUES_START in lines else len(lines)
+    end = lines.index(VALUES_END) if VALUES_END in lines else len(lines)
+    for node in tree.body:
+        if not start < node.lineno - 1 < end:
+            continue
+        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  else node.target if isinstance(node, ast.AnnAssign) else None)
+        if not isinstance(target, ast.Name):
+            raise ValueError(f"repro part {module}, line {node.lineno}: a per-test value "
+                             "is one plain assignment to a name")
+        if values is None or target.id not in values:
+            raise ValueError(f"repro part {module}: no value for {target.id}")
+        drop(node)
+        out[node.lineno - 1] = f"{target.id} = {values[target.id]!r}"
+        if declared is not None:
+            declared.add(target.id)
+    kept = [out.get(i, line) for i, line in enumerate(lines)]
+    src = "\n".join(line for line in kept if line is not None)
+    return re.sub(r"\n{4,}", "\n\n\n", src).strip("\n")
 
 
 def _tolerances(graph, grad=None, transform=None) -> list[tuple[float, float]]:
@@ -771,14 +301,15 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
             "status": red.status, "note": red.note, "reduction": red.summary,
             "original_insts": red.original_insts, "reduced_insts": red.reduced_insts}
     files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
-    kind, opts = backend_kind(spec)
+    how = repro_spec_of(spec)
+    kind = how.kind if how is not None else "other"
     written: dict[str, Any] = {"repro": False, "kind": kind}
     if verdict == "timeout":
         limit = float(timeout_s if timeout_s is not None else 60.0)
         written["timeout_s"] = limit + cold_start_s
         info["repro_wait_s"] = {"confirmed_limit_s": limit, "cold_start_s": cold_start_s}
         files["info.json"] = (json.dumps(info, indent=2, default=str) + "\n").encode()
-    if kind != "other":
+    if how is not None:
         # the failing row's details, or the finding's when the row failed otherwise (or none)
         src = row if row.get("verdict") == verdict else red.case.info
         expect = {"verdict": verdict, "stage": src.get("stage") or key_fields.get("stage"),
@@ -790,12 +321,10 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                                       f"+ {cold_start_s:g} s for a cold start")
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
-            trains = tc.grad is not None and kind == "inductor"
-            transform = tc.transform if kind == "inductor" else None
-            files["repro.py"] = repro_source(kind, opts, g, expect,
-                                             _tolerances(g, tc.grad if trains else None, transform),
-                                             header, seed, tc.grad if trains else None,
-                                             transform).encode()
+            grad = tc.grad if how.trains else None
+            transform = tc.transform if how.trains else None
+            files["repro.py"] = repro_source(how, g, expect, _tolerances(g, grad, transform),
+                                             header, seed, grad, transform).encode()
             written["repro"] = True
         except Exception as e:
             written["codegen_error"] = f"{type(e).__name__}: {e}"
@@ -866,7 +395,7 @@ def check_repro(folder: Path, verdict: str, error_class: str | None = None,
         except subprocess.TimeoutExpired:
             expired = True
         finally:
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()
         fout.seek(0)
         ferr.seek(0)
@@ -880,7 +409,7 @@ def check_repro(folder: Path, verdict: str, error_class: str | None = None,
             "REPRODUCED: timeout" in stdout or re.search(r"^Timeout \(", stderr, re.M)):
         return "reproduced", out
     if code < 0:
-        name = _signame(-code)
+        name = signal_name(-code)
         if verdict == "signal" and (error_class in (None, name)):
             return "reproduced", out
         return "different failure", f"killed by {name}\n{out}"
@@ -893,20 +422,6 @@ def check_repro(folder: Path, verdict: str, error_class: str | None = None,
     if code == 2:
         return "different failure", out
     return "error", out
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-
-
-def _signame(n: int) -> str:
-    try:
-        return signal.Signals(n).name
-    except ValueError:
-        return f"SIG{n}"
 
 
 def _tail(text: str, lines: int = 12) -> str:

@@ -137,7 +137,7 @@ def test_a_gradient_repro_trains_with_its_configuration():
     """repro.py of a gradient finding: plain torch that trains (leaf params as nn.Parameters,
     the cotangents from the folder), with the AOT autograd options the fuzzer set; valid
     Python."""
-    from campaign.triage.repro import backend_kind, repro_source
+    from campaign.triage.repro import repro_source, repro_spec_of
 
     g = verify(parse("""
 graph main(%x: f32[3], %w: param f32[3]) {
@@ -147,11 +147,11 @@ graph main(%x: f32[3], %w: param f32[3]) {
 }
 """))
     spec = GradSpec(("x", "w"), ({"b": np.ones(3, np.float32)},))
-    kind, opts = backend_kind("aot_eager?donated_buffer=false&memory_budget=0.0")
-    src = repro_source(kind, opts, g, {"verdict": "mismatch", "stage": "compare"},
+    how = repro_spec_of("aot_eager?donated_buffer=false&memory_budget=0.0")
+    src = repro_source(how, g, {"verdict": "mismatch", "stage": "compare"},
                        [(1e-3, 1e-4)] * 3, "header", grad=spec)
     compile(src, "repro.py", "exec")
     assert "LEAVES = ['x', 'w']" in src and "def train_step(" in src
-    assert "torch.compile(model, backend='aot_eager'" in src
-    assert "{'activation_memory_budget': 0.0, 'donated_buffer': False}" in src
+    assert "COMPILER = 'aot_eager'" in src and "torch.compile(model, backend=backend" in src
+    assert "TRAINING_FLAGS = {'activation_memory_budget': 0.0, 'donated_buffer': False}" in src
     assert 'self.register_parameter(f"p_{name}", torch.nn.Parameter(' in src

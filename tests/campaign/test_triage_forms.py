@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from campaign.triage.repro import backend_kind, repro_source
+from campaign.triage.repro import repro_source, repro_spec_of
 from campaign.triage.torchgen import check_source, torch_source
 from ir import parse
 from ir.core.text import load
@@ -68,10 +68,10 @@ def test_the_functional_form_prints_the_graph_without_its_writes():
 @pytest.mark.parametrize("spec", ["inductor?scalars=number&params=parameter",
                                   "onnx_export?inplace=functional", "tvm_torch?params=parameter"])
 def test_repro_rebuilds_the_specs_form(spec):
-    kind, opts = backend_kind(spec)
-    form = opts["form"]
+    how = repro_spec_of(spec)
+    form = how.form
     assert form == TorchForm(**dict(kv.split("=") for kv in spec.split("?")[1].split("&")))
-    src = repro_source(kind, opts, LOOP, {"verdict": "crash", "stage": "compile"},
+    src = repro_source(how, LOOP, {"verdict": "crash", "stage": "compile"},
                        [(1e-5, 1e-6)] * len(LOOP.outputs), "header")
     assert f"(hop{'+' if form.changes() else ''}" in src
     assert ("register_parameter" in src) == (form.params == "parameter")

@@ -1,0 +1,65 @@
+"""torch.compile of the graph's module (`InductorBackend`): stage import builds and wraps it,
+compile is the first call, run calls it on every input set. A gradient test trains
+(`training.train_step`: the forward, then the compiled backward)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from campaign.triage.repro_scripts.model import Model
+from campaign.triage.repro_scripts.prelude import (
+    GRADIENTS,
+    INPUTS,
+    PARAMS,
+    failed,
+    finish,
+    input_sets,
+    stage,
+)
+from campaign.triage.repro_scripts.torch_compile import (
+    DEVICE,
+    DYNAMIC,
+    FULLGRAPH,
+    configure,
+    describe,
+    set_training_flags,
+)
+from campaign.triage.repro_scripts.training import train_step
+
+
+def main() -> None:
+    backend = configure()
+    print(describe("", DEVICE), flush=True)
+    sets = input_sets()
+    stage("import")
+    try:
+        params = {n: np.array(sets[0][n], copy=True) for n in PARAMS}
+        model = Model(params).to(DEVICE).eval()
+        compiled = torch.compile(model, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC)
+        args = [[torch.from_numpy(np.array(s[n], copy=True)).to(DEVICE) for n in INPUTS]
+                for s in sets]
+    except Exception as e:
+        failed(e)
+
+    def call(k: int, xs: list[torch.Tensor]) -> Any:
+        if GRADIENTS:  # forward, then the compiled backward
+            return train_step(compiled, model, [x.clone() for x in xs], k)
+        with torch.no_grad():
+            return compiled(*xs)
+
+    outs = []
+    set_training_flags()
+    stage("compile")
+    try:
+        call(0, args[0])
+    except Exception as e:
+        failed(e)
+    stage("run")
+    try:
+        for k, xs in enumerate(args):
+            outs += [o.detach().cpu().numpy() for o in call(k, xs)]
+    except Exception as e:
+        failed(e)
+    finish(outs)

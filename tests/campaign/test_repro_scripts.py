@@ -1,0 +1,119 @@
+"""The parts of a standalone repro.py are real modules (campaign/triage/repro_scripts): each
+compiles, and the script a backend's `ReproSpec` assembles from them is valid Python that
+imports nothing of dynsmith and gives every per-test value its part declares."""
+from __future__ import annotations
+
+import ast
+import pkgutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import campaign.triage.repro_scripts as scripts
+from campaign.backends import make_backend
+from campaign.backends.base import ReproSpec, root_error
+from campaign.triage.repro import BODIES, SCRIPTS, backend_kind, part_source, repro_source, repro_spec_of
+from campaign.triage.repro_scripts import prelude
+from ir import parse
+from ir.materialize.grad import GradSpec
+
+PARTS = sorted(m.name for m in pkgutil.iter_modules(scripts.__path__))
+
+G = parse("""graph main(%x0: f32[3,4], %w1: param f32[4,2]) {
+  %v2 = matmul(%x0, %w1) : f32[3,2]
+  %v3 = tanh(%v2) : f32[3,2]
+  return %v3
+}""")
+
+EXPECT = {"verdict": "mismatch", "stage": "compare", "error_class": "Mismatch",
+          "error_sig": None}
+
+
+def _imports(src: str) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            out.add("." if node.level else (node.module or "").split(".")[0])
+    return out
+
+
+@pytest.mark.parametrize("name", PARTS)
+def test_every_part_is_a_python_module_that_compiles(name):
+    path = Path(scripts.__path__[0]) / f"{name}.py"
+    compile(path.read_text(), str(path), "exec")
+    if name != "model":  # the stub of the generated class is never copied
+        copied = part_source(f"{SCRIPTS}.{name}", _Any())
+        assert not _imports(copied) & {"campaign", "ir", "mutators", ".", "__future__"}, name
+
+
+class _Any(dict):
+    """Values for any declared name (0)."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str) -> int:
+        return 0
+
+
+SPECS = ["ort", "ort?disabled_optimizers=ConstantFolding&execution_mode=parallel&threads=2",
+         "tvm", "tvm?mcpu=haswell&opt_level=0", "tvm_torch", "inductor",
+         "inductor?simdlen=0&mode=max-autotune-no-cudagraphs&cpp_wrapper=true",
+         "inductor?dialect=mixed", "aot_eager?donated_buffer=false", "onnx_export",
+         "onnx_export?dynamo=false&opset=21"]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("trains", [False, True], ids=["forward", "gradient"])
+def test_each_backends_repro_is_valid_standalone_python(spec, trains):
+    how = repro_spec_of(spec)
+    assert how is not None and how.kind in BODIES
+    grad = GradSpec(("x0", "w1"), ({"v3": np.ones((3, 2), np.float32)},)) if trains else None
+    src = repro_source(how, G, EXPECT, [(1e-3, 1e-4)] * 3, "header", grad=grad)
+    compile(src, "repro.py", "exec")
+    assert not _imports(src) & {"campaign", "ir", "mutators", "."}
+    body = src.split('"""', 2)[2]
+    assert "campaign" not in body and "{{" not in body
+    assert "def main()" in body and body.rstrip().endswith("main()")
+    for name, value in how.options.items():  # the options are the body's constants
+        if name == "fullgraph" and how.dialect == "mixed":  # python (by the seed) breaks graphs
+            value = False
+        assert f"\n{name.upper()} = {value!r}\n" in body, name
+    assert ("def train_step(" in body) == (trains and how.trains)
+    assert ("\nclass Model(" in body) == (how.dialect is not None)
+
+
+def test_a_value_no_part_declares_or_a_declared_value_not_given_is_an_error():
+    how = repro_spec_of("ort")
+    assert how is not None
+    with pytest.raises(ValueError, match="no part declares BOGUS"):
+        repro_source(ReproSpec("ort", {**how.options, "bogus": 1}), G, EXPECT, [(0, 0)], "h")
+    with pytest.raises(ValueError, match="no value for THREADS"):
+        repro_source(ReproSpec("ort", {k: v for k, v in how.options.items()
+                                       if k != "threads"}), G, EXPECT, [(0, 0)], "h")
+
+
+def test_a_backend_says_how_it_is_reproduced():
+    assert make_backend("eager").repro_spec() is None
+    assert backend_kind("eager") == ("other", {})
+    kind, opts = backend_kind("onnx_export?params=parameter")
+    assert kind == "onnx_export" and opts["dialect"] == "hop" and opts["form"].params == "parameter"
+    assert make_backend("tvm").repro_spec() == ReproSpec(
+        "tvm", {"target": "llvm", "mcpu": None, "opt_level": 3, "pipeline": "fused"})
+    assert make_backend("inductor").repro_spec().trains
+
+
+def test_dynsmith_and_the_scripts_unwrap_errors_with_one_function():
+    assert root_error is prelude.root_error
+
+    class BackendCompilerFailed(Exception):
+        pass
+
+    inner = ValueError("the real error")
+    try:
+        raise BackendCompilerFailed("backend='inductor' raised:") from inner
+    except BackendCompilerFailed as e:
+        assert root_error(e) is inner
