@@ -1,5 +1,5 @@
 """Stand-in generation and evaluation stages for driver tests with a real Ray cluster
-(`campaign.driver.Stages`): plain classes, pickled by value so Ray's workers need not import
+(`campaign.driver.stages.Stages`): plain classes, pickled by value so Ray's workers need not import
 the tests. `Gen` makes test `t` of seed `s` as the string `"t|s"`; an evaluator subclass
 reports rows built on `base_row`. Not product code."""
 from __future__ import annotations

@@ -198,7 +198,7 @@ def test_a_tracer_that_fails_is_our_harness_error_never_the_compilers_crash(monk
 
 
 def test_the_campaign_config_reaches_the_workers():
-    from campaign.driver import default_stages
+    from campaign.driver.stages import default_stages
 
     cov = CoverageConfig(enabled=True, rate=0.3, rates={"ort": 1.0})
     cfg = Config(campaign=CampaignConfig(name="c", backends=["ort"], coverage=cov))

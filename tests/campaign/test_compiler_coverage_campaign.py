@@ -13,7 +13,8 @@ from stage_doubles import Cfg, Report
 
 from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
 from campaign.coverage_log import CampaignCoverage
-from campaign.driver import Stages, run_campaign
+from campaign.driver.run import run_campaign
+from campaign.driver.stages import Stages
 from campaign.storage import read_results
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

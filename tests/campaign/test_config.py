@@ -160,7 +160,7 @@ def test_a_configs_fraction_outside_0_1_is_a_clear_error():
 
 
 def test_unknown_probe_backend_is_a_clear_error():
-    from campaign.driver import preflight
+    from campaign.driver.checks import preflight
 
     with pytest.raises(ConfigError, match=r"^campaign.probe: unknown backend 'nope' \(known: "):
         preflight(to_config(_compose("campaign.probe=[nope]")))
@@ -204,7 +204,7 @@ def test_backend_options_are_checked(options, message):
 
 
 def test_the_sandbox_limits_reach_the_evaluators():
-    from campaign.driver import default_stages
+    from campaign.driver.stages import default_stages
 
     cfg = Config(campaign=CampaignConfig(name="t", sandbox_timeout_s=20.0,
                                          confirm_timeout_factor=2.0))
@@ -216,7 +216,7 @@ def test_the_sandbox_limits_reach_the_evaluators():
 def test_cpu_tvm_makes_no_test_tvm_cannot_import():
     """TVM 0.27's Relax ONNX importer has no Loop, Scan, LSTM, GRU or RNN: cpu_tvm's generator
     and mutators (mutation rate 0.8, the shipped seeds) make none, and still make ifs."""
-    from campaign.driver import default_stages
+    from campaign.driver.stages import default_stages
     from campaign.worker import FuzzWorker
 
     wcfg = default_stages(to_config(_compose("campaign=cpu_tvm"))).config
@@ -256,7 +256,7 @@ def test_overriding_backends_drops_the_presets_options_for_the_others():
 ])
 def test_an_error_in_a_backend_spec_names_the_spec(spec, message):
     from campaign.config import drop_unlisted_options
-    from campaign.driver import preflight
+    from campaign.driver.checks import preflight
 
     cfg = to_config(_compose("campaign=cpu_ort", f"campaign.backends=['{spec}']"))
     drop_unlisted_options(cfg)

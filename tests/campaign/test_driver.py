@@ -19,7 +19,10 @@ import ray.cloudpickle
 from stage_doubles import Made
 
 from campaign.config import BackendOptions, CampaignConfig, Config, GenerationOptions, RayConfig
-from campaign.driver import CampaignError, Stages, run_campaign
+from campaign.driver import checks
+from campaign.driver.errors import CampaignError
+from campaign.driver.run import run_campaign
+from campaign.driver.stages import Stages
 from campaign.ids import index_of, sampled
 from campaign.row import ResultRow
 from campaign.storage import read_results
@@ -355,9 +358,7 @@ def _node_oom_on(monkeypatch, backend: str, index: int, times: int) -> dict:
     (each time it is asked for them); returns call -> how many tests it held."""
     import ray.exceptions
 
-    import campaign.driver as driver
-
-    real, killed = driver.ray.get, {}
+    real, killed = ray.get, {}
 
     def get(refs, *args, **kwargs):
         value = real(refs, *args, **kwargs)
@@ -371,7 +372,7 @@ def _node_oom_on(monkeypatch, backend: str, index: int, times: int) -> dict:
                                                   "low on memory.")
         return value
 
-    monkeypatch.setattr(driver.ray, "get", get)
+    monkeypatch.setattr(ray, "get", get)
     return killed
 
 
@@ -404,13 +405,8 @@ def test_a_test_killed_for_node_memory_again_alone_is_blamed(cluster, tmp_path, 
 
 def test_a_slow_backend_never_stalls_a_fast_one_and_rates_sample_by_seed(cluster, tmp_path,
                                                                          monkeypatch):
-    import campaign.driver as d
-
     names = ["fast", "slow", "sampled"]
-    # the doubles' backends are not registered backends
-    monkeypatch.setattr(d, "backend_targets", lambda conf: {b: "cpu" for b in names})
-    monkeypatch.setattr(d, "backend_lacks", lambda conf: {})
-    monkeypatch.setattr(d, "preflight", d.validate)
+    _patch_registry(monkeypatch, names)  # the doubles' backends are not registered backends
     cfg = config(budget="10s", workers=1, backends=names,
                  backend_options={"fast": BackendOptions(wait=True),
                                   "sampled": BackendOptions(rate=0.3, wait=True)}, queue_s=0.5)
@@ -497,7 +493,7 @@ def test_more_cpus_than_the_cluster_has_fail_fast(cluster, tmp_path):
 def test_joining_a_cluster_needs_its_token_and_says_so(cluster, monkeypatch, tmp_path):
     from ray._raylet import AuthenticationTokenLoader
 
-    import campaign.driver as d
+    from campaign.driver.cluster import join
 
     loader = AuthenticationTokenLoader.instance()
     # the driver is connected already: `_join` must refuse before it tries to connect
@@ -508,16 +504,16 @@ def test_joining_a_cluster_needs_its_token_and_says_so(cluster, monkeypatch, tmp
         t0 = time.monotonic()
         with pytest.raises(CampaignError, match=r"the cluster refused this driver's "
                                                 r"authentication token .*: set RAY_AUTH_TOKEN"):
-            d._join(cluster.address, None)
+            join(cluster.address, None)
         monkeypatch.delenv("RAY_AUTH_TOKEN")
         monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
         monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ray/auth_token
         loader.reset_cache()
         with pytest.raises(CampaignError, match=r"token authentication is on but this driver "
                                                 r"has no token: set RAY_AUTH_TOKEN"):
-            d._join(cluster.address, None)
+            join(cluster.address, None)
         with pytest.raises(CampaignError, match=r"nothing answers at .*:1 "):
-            d._join("127.0.0.1:1", None)
+            join("127.0.0.1:1", None)
         assert time.monotonic() - t0 < 10
     finally:
         monkeypatch.undo()
@@ -540,11 +536,13 @@ def _most_at_once(trace) -> int:
 
 
 def _patch_registry(monkeypatch, names, lacks=None):
-    import campaign.driver as d
+    """The doubles' backends are not registered backends: their registry facts, and the
+    config checks without the registry."""
+    from campaign.config import validate
 
-    monkeypatch.setattr(d, "backend_targets", lambda conf: {b: "cpu" for b in names})
-    monkeypatch.setattr(d, "backend_lacks", lambda conf: lacks or {})
-    monkeypatch.setattr(d, "preflight", d.validate)
+    monkeypatch.setattr(checks, "backend_targets", lambda conf: {b: "cpu" for b in names})
+    monkeypatch.setattr(checks, "backend_lacks", lambda conf: lacks or {})
+    monkeypatch.setattr(checks, "preflight", validate)
 
 
 def test_the_scheduler_honours_shares_and_runs_no_more_calls_than_cores(cluster, tmp_path,

@@ -1,5 +1,5 @@
 """The driver sends every evaluated row's verdict to the generation actors' seed pools
-(`_Campaign.send_feedback`, docs/mutation.md); stage classes without `feedback` get none."""
+(`campaign.driver.loop.Loop.send_feedback`, docs/mutation.md); stage classes without `feedback` get none."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,8 @@ import stage_doubles
 from stage_doubles import Cfg, Report
 
 from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
-from campaign.driver import Stages, run_campaign
+from campaign.driver.run import run_campaign
+from campaign.driver.stages import Stages
 from campaign.storage import read_results
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])

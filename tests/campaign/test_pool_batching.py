@@ -1,27 +1,28 @@
-"""How a pool takes its queued tests into calls (campaign.driver._Pool), without Ray: a merging
-backend that compiles each test in a dialect of its own (`dialect=mixed`) gets calls of one
-dialect, so a call of k tests is one merged module."""
+"""How a pool takes its queued tests into calls (campaign.driver.pool.Pool), without Ray: a
+merging backend that compiles each test in a dialect of its own (`dialect=mixed`) gets calls of
+one dialect, so a call of k tests is one merged module."""
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 from campaign.backends.configs import config_text
-from campaign.driver import _Item, _Pool, _Test, backend_merge_keys
+from campaign.driver.checks import backend_merge_keys
+from campaign.driver.pool import Pool, PoolLimits
+from campaign.driver.work import Item, PipelineTest
 
 
-def _pool(merge: int, key=None, generating: bool = True) -> _Pool:
-    c = SimpleNamespace(options=lambda b: SimpleNamespace(merge=merge), max_batch=64,
-                        queue_s=10.0, in_flight_per_worker=2)
-    camp = SimpleNamespace(c=c, gen=SimpleNamespace(backlog=lambda: 1 if generating else 0))
-    pool = _Pool(camp, "b", 1, {}, lambda name: None, "evaluate")  # type: ignore[arg-type]
-    pool.merge_key = key
-    return pool
+def make_pool(merge: int, key=None, generating: bool = True) -> Pool:
+    """A backend's pool of one actor (never started); `generating`: generation still holds
+    tests, so more may come."""
+    limits = PoolLimits(in_flight_per_worker=2, max_batch=64, queue_s=10.0, test_timeout_s=300.0,
+                        sandbox_timeout_s=60.0, merge=merge)
+    return Pool("b", 1, {}, lambda name: None, "evaluate", limits, by_ref={},
+                upstream_backlog=lambda: 1 if generating else 0, merge_key=key)
 
 
-def _queue(pool: _Pool, seeds: list[int]) -> None:
+def enqueue(pool: Pool, seeds: list[int]) -> None:
     for i, s in enumerate(seeds):
-        pool.queue.append(_Item(_Test(i, f"t{i}", s, ["b"])))
+        pool.queue.append(Item(PipelineTest(i, f"t{i}", s, ["b"])))
 
 
 def parity(seed: int) -> int:
@@ -29,46 +30,46 @@ def parity(seed: int) -> int:
 
 
 def test_a_keyed_pool_takes_tests_of_the_oldest_ones_key_and_keeps_the_rest_in_order():
-    pool = _pool(merge=3, key=parity)
-    _queue(pool, [1, 2, 4, 3, 6, 5, 8])
-    assert [it.test.seed for it in pool._take(3)] == [1, 3, 5]
+    pool = make_pool(merge=3, key=parity)
+    enqueue(pool, [1, 2, 4, 3, 6, 5, 8])
+    assert [it.test.seed for it in pool.take(3)] == [1, 3, 5]
     assert [it.test.seed for it in pool.queue] == [2, 4, 6, 8]
-    assert [it.test.seed for it in pool._take(3)] == [2, 4, 6]
+    assert [it.test.seed for it in pool.take(3)] == [2, 4, 6]
     assert [it.test.seed for it in pool.queue] == [8]
 
 
 def test_without_a_key_a_pool_takes_the_oldest_tests_whatever_their_seed():
-    pool = _pool(merge=3)
-    _queue(pool, [1, 2, 4, 3])
-    assert [it.test.seed for it in pool._take(3)] == [1, 2, 4]
+    pool = make_pool(merge=3)
+    enqueue(pool, [1, 2, 4, 3])
+    assert [it.test.seed for it in pool.take(3)] == [1, 2, 4]
     assert [it.test.seed for it in pool.queue] == [3]
 
 
 def test_re_runs_go_first_then_the_call_fills_with_queued_tests_of_one_key():
-    pool = _pool(merge=3, key=parity)
-    _queue(pool, [2, 1, 3])
-    pool.retry.append(_Item(_Test(9, "r", 8, ["b"])))
-    assert [it.test.seed for it in pool._take(3)] == [8, 2]
+    pool = make_pool(merge=3, key=parity)
+    enqueue(pool, [2, 1, 3])
+    pool.retry.append(Item(PipelineTest(9, "r", 8, ["b"])))
+    assert [it.test.seed for it in pool.take(3)] == [8, 2]
     assert [it.test.seed for it in pool.queue] == [1, 3]
 
 
 def test_a_keyed_batch_is_due_when_k_tests_share_the_oldest_ones_key():
-    pool = _pool(merge=3, key=parity)
-    _queue(pool, [1, 2, 4, 3, 6])  # three even tests, but the oldest is odd: one of two
+    pool = make_pool(merge=3, key=parity)
+    enqueue(pool, [1, 2, 4, 3, 6])  # three even tests, but the oldest is odd: one of two
     assert pool.due() > 0
-    _queue(pool, [5])
+    enqueue(pool, [5])
     assert pool.due() <= 0
-    unkeyed = _pool(merge=3)
-    _queue(unkeyed, [1, 2, 4])
+    unkeyed = make_pool(merge=3)
+    enqueue(unkeyed, [1, 2, 4])
     assert unkeyed.due() <= 0
 
 
 def test_a_short_keyed_batch_goes_when_it_has_waited_its_time_or_nothing_more_comes():
-    pool = _pool(merge=4, key=parity, generating=False)
-    _queue(pool, [1, 2])
+    pool = make_pool(merge=4, key=parity, generating=False)
+    enqueue(pool, [1, 2])
     assert pool.due() <= 0  # generation is done: no fuller batch is coming
-    pool = _pool(merge=4, key=parity)
-    _queue(pool, [1, 2])
+    pool = make_pool(merge=4, key=parity)
+    enqueue(pool, [1, 2])
     pool.queue[0].queued = time.monotonic() - 60
     assert pool.due() <= 0
 

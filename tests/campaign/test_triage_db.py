@@ -301,18 +301,18 @@ def test_bug_rows_round_trip(tmp_path):
 def test_a_campaign_under_runs_gets_the_default_database_and_a_bad_one_stops_it(tmp_path,
                                                                                  monkeypatch):
     from campaign.config import Config, ConfigError
-    from campaign.driver import _bug_db
+    from campaign.driver.checks import bug_db
 
     monkeypatch.chdir(tmp_path)
     conf = Config()
-    assert _bug_db(conf, tmp_path / "runs" / "cpu_dynamic" / "t0") == Path("runs/bugdb")
+    assert bug_db(conf, tmp_path / "runs" / "cpu_dynamic" / "t0") == Path("runs/bugdb")
     assert conf.triage.db == "runs/bugdb" and (tmp_path / "runs" / "bugdb").is_dir()
     conf = Config()
-    assert _bug_db(conf, tmp_path / "out") is None and conf.triage.db == "off"
+    assert bug_db(conf, tmp_path / "out") is None and conf.triage.db == "off"
     (tmp_path / "runs" / "bugdb" / TABLE).write_text("torn")
     with pytest.raises(ConfigError, match=r"^triage.db: runs/bugdb/bugdb.parquet is not a "
                                           r"readable bug database \(.*\); it was left as it is$"):
-        _bug_db(Config(), tmp_path / "runs" / "cpu_dynamic" / "t1")
+        bug_db(Config(), tmp_path / "runs" / "cpu_dynamic" / "t1")
 
 
 def test_held_bugs_of_the_database_give_triggers(tmp_path):

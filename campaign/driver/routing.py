@@ -1,0 +1,85 @@
+"""Capability routing and known bugs: which backend gets a test, and which tests are made for
+a backend that would otherwise idle. A backend is never given a test whose graph holds an op it
+lacks (`Backend.LACKS`), and mostly not one that matches a known bug of its own; a backend that
+lacks ops and has fewer tests waiting than actors gets tests made without them. Plain Python:
+the campaign asks, the router counts (for the summary)."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from campaign.driver.pool import Pool
+from campaign.driver.work import PipelineTest
+from campaign.ids import sampled
+
+
+class Router:
+    """Routing decisions and their counts, per backend."""
+
+    def __init__(self, backends: list[str], lacks: dict[str, frozenset[str]],
+                 known_rate: float) -> None:
+        """`lacks`: per backend, the ops it lacks (empty: capability routing off);
+        `known_rate`: the share of tests matching a backend's known bug that still go to it."""
+        self.lacks = lacks
+        self.known_rate = known_rate
+        #: per backend: tests not sent to it, by the op it lacks
+        self.not_applicable: dict[str, Counter[str]] = {b: Counter() for b in backends}
+        #: per backend: tests held back for matching a known bug's trigger, by bucket
+        self.held_known: dict[str, Counter[str]] = {b: Counter() for b in backends}
+        #: per backend: tests made without the ops it lacks, in generation now
+        self.making_for: Counter[str] = Counter()
+        #: per backend: tests made for it without the ops it lacks
+        self.made_for: Counter[str] = Counter()
+
+    def make_for_starving(self, test: PipelineTest, evals: dict[str, Pool]) -> None:
+        """Have `test` made for a backend of its own that would idle, if one does (`starving`)."""
+        b = self.starving(test.backends, evals)
+        if b is not None:  # made without the ops this backend lacks, so it has work
+            test.avoid, test.made_for = self.lacks[b], b
+            self.making_for[b] += 1
+            self.made_for[b] += 1
+
+    def starving(self, backends: list[str], evals: dict[str, Pool]) -> str | None:
+        """A backend of `backends` that lacks some ops and would idle: fewer tests waiting for
+        it (queued, or being made for it) than it has actors. Ties go to the fewest waiting."""
+        best: tuple[int, str] | None = None
+        for b in backends:
+            if b not in self.lacks:
+                continue
+            pool = evals[b]
+            waiting = len(pool.queue) + len(pool.retry) + self.making_for[b]
+            if waiting < pool.n and (best is None or waiting < best[0]):
+                best = (waiting, b)
+        return best[1] if best else None
+
+    def generated(self, test: PipelineTest) -> None:
+        """`test` left generation (made, invalid or failed)."""
+        if test.made_for is not None:
+            self.making_for[test.made_for] -= 1
+            test.made_for = None
+
+    def lacking(self, backend: str, ops: list[str] | None) -> list[str]:
+        """The ops of a test (its rows' `ops`) that `backend` lacks, sorted."""
+        return sorted(self.lacks.get(backend, frozenset()) & set(ops or ()))
+
+    def route(self, test: PipelineTest, b: str, known: dict[str, str]) -> bool:
+        """Whether backend `b` gets `test`: not when its graph holds an op `b` lacks (counted
+        as not applicable, by that op), nor, mostly, when it matches a known bug of `b`
+        (counted as held back; `campaign.known_rate` of such tests still go)."""
+        lacking = self.lacking(b, (test.base or {}).get("ops"))
+        if lacking:
+            self.not_applicable[b][lacking[0]] += 1
+            return False
+        bucket = known.get(b)
+        if bucket is not None and not sampled(test.seed, f"known:{bucket}", self.known_rate):
+            self.held_known[b][bucket] += 1
+            return False
+        return True
+
+    def applicable(self, report: Any) -> Any:
+        """An invalid test's report without the rows of backends that lack one of its ops
+        (they would not have been given it), unless that leaves none."""
+        keep = [r for r in report.rows if not self.lacking(r["backend"], r.get("ops"))]
+        if keep and len(keep) < len(report.rows):
+            report.rows = keep
+        return report
