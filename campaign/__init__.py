@@ -1,4 +1,5 @@
 """The campaign runner: Hydra config, Ray orchestration, evaluation, results and findings.
 
-Only this package imports Ray, and only `campaign.driver` does so: workers are plain classes.
+Only this package imports Ray, and only `campaign.driver` (a package) does so: workers are plain
+classes.
 """

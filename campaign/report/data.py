@@ -8,7 +8,7 @@ Files of different schema versions are read by column name (`union_by_name`): a 
 from some files is null there, a column absent from all of them (`n_inplace` before in-place ops
 landed) leaves its feature out with a note, never an error.
 
-A run's `summary.json` (campaign/driver.py's `Summary`), where there is one, gives the per-stage
+A run's `summary.json` (campaign/driver/summary.py's `Summary`), where there is one, gives the per-stage
 core accounting of the core scheduler (generation and each backend: share, core-seconds, tests
 evaluated, tests not applicable, held back, skipped, cut off); older summaries lack those fields
 and give what they have.
@@ -36,7 +36,7 @@ import duckdb
 RESULTS_DIR = "results"
 #: the run summary the driver writes beside results/
 SUMMARY_FILE = "summary.json"
-#: the generation stage's name in summary.json (campaign/driver.py `GEN`)
+#: the generation stage's name in summary.json (campaign/driver/stages.py `GEN`)
 GEN_STAGE = "generate"
 #: verdicts that are compiler findings (docs/results-schema.md "counts as")
 FINDING_VERDICTS = ("mismatch", "crash", "signal", "timeout")
@@ -57,7 +57,7 @@ FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
 LIST_FEATURE_COLUMNS = ("dyn_dims",)
 #: feature columns that are strings (a test has the feature when the string is not empty)
 STRING_FEATURE_COLUMNS = ("transform",)
-#: where a run keeps its compiler coverage (campaign/driver.py `COVERAGE_DIR`)
+#: where a run keeps its compiler coverage (campaign/driver/results.py `COVERAGE_DIR`)
 COVERAGE_DIR = "coverage"
 #: the union's growth (campaign/coverage_log.py) and the union, in COVERAGE_DIR
 GROWTH_FILE = "growth.parquet"
