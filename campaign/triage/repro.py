@@ -53,14 +53,16 @@ def repro_spec_of(spec: str) -> ReproSpec | None:
         return None
 
 
-def backend_kind(spec: str) -> tuple[str, dict[str, Any]]:
-    """(kind, options) of a backend spec, for readers of its torch program: kind as
-    `ReproSpec.kind` or `other`; the options with `dialect` and `form` when it takes one."""
-    r = repro_spec_of(spec)
-    if r is None:
-        return "other", {}
-    extra = {} if r.dialect is None else {"dialect": r.dialect, "form": r.form}
-    return r.kind, {**r.options, **extra}
+def program_dialect(how: ReproSpec | None, seed: int) -> str:
+    """The dialect the torch program of a test of this seed is printed in, for a backend
+    reproduced as `how`: its own, `mixed` picked by the seed as `Backend.dialect_of` picks it;
+    `python` for a backend that takes the ONNX model (or none)."""
+    dialect = how.dialect if how is not None and how.dialect is not None else "python"
+    if dialect == "mixed":
+        import random
+
+        dialect = "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
+    return dialect
 
 
 #: the package of the script parts (campaign/triage/repro_scripts: its docstring says the rules)
@@ -120,13 +122,9 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         body = TRANSFORM_BODY
     program = ""
     if spec.dialect is not None:  # the graph as torch code
-        dialect = spec.dialect
-        if dialect == "mixed":  # as `Backend.dialect_of`: python ones break the graph
-            import random
-
-            dialect = "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
-            if dialect == "python" and "FULLGRAPH" in values:
-                values["FULLGRAPH"] = False
+        dialect = program_dialect(spec, seed)
+        if spec.dialect == "mixed" and dialect == "python" and "FULLGRAPH" in values:
+            values["FULLGRAPH"] = False  # python ones break the graph, as the fuzzer runs them
         if transforms and dialect not in transform.dialects:
             raise ValueError(f"{transform.name}: torch eager runs this test only in the "
                              f"{' or '.join(transform.dialects)} dialect, not {dialect}")

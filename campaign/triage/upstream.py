@@ -169,29 +169,25 @@ def _actual(row: dict[str, Any], failed: dict[str, Any]) -> str:
 def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
     """The graph as torch source (the program every backend is given), plus the ONNX model as
     text for backends that take ONNX."""
-    from campaign.triage.repro import backend_kind
+    from campaign.triage.repro import program_dialect, repro_spec_of
 
-    kind, opts = backend_kind(spec)
+    how = repro_spec_of(spec)
     out: list[str] = []
     try:
         from campaign.triage.torchgen import torch_source
         from ir.core.text import load
         from ir.materialize.form import DEFAULT_FORM
 
-        dialect = opts.get("dialect", "python")
-        if dialect == "mixed":
-            import random
-
-            seed = info.get("seed") or 0
-            dialect = "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
+        dialect = program_dialect(how, info.get("seed") or 0)
         g = load(folder / "graph.gir")
         grad = None
-        if kind == "inductor" and (folder / "grad.json").is_file():
+        if how is not None and how.trains and (folder / "grad.json").is_file():
             from ir.materialize.grad import GradSpec
 
             grad = GradSpec.from_files((folder / "grad.json").read_bytes(),
                                        (folder / "cotangents.npz").read_bytes())
-        src = torch_source(g, dialect, opts.get("form", DEFAULT_FORM),
+        form = how.form if how is not None and how.form is not None else DEFAULT_FORM
+        src = torch_source(g, dialect, form,
                            grad.param_leaves(g) if grad is not None else frozenset())
         out += ["As PyTorch (`Model(...)(*inputs)`, inputs in `inputs.npz`):", "",
                 "```python", src.rstrip(), "```", ""]
@@ -205,7 +201,7 @@ def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
                     "`truth.npz`). `repro.py` (`train_step`) computes and compares them.", ""]
     except Exception as e:
         out += [f"(no torch source: {type(e).__name__}: {e})", ""]
-    if kind in ("ort", "tvm") and (folder / "model.onnx").is_file():
+    if how is not None and how.dialect is None and (folder / "model.onnx").is_file():
         try:
             import onnx
             import onnx.printer

@@ -13,7 +13,7 @@ import pytest
 import campaign.triage.repro_scripts as scripts
 from campaign.backends import make_backend
 from campaign.backends.base import ReproSpec, root_error
-from campaign.triage.repro import BODIES, SCRIPTS, backend_kind, part_source, repro_source, repro_spec_of
+from campaign.triage.repro import BODIES, SCRIPTS, part_source, program_dialect, repro_source, repro_spec_of
 from campaign.triage.repro_scripts import prelude
 from ir import parse
 from ir.materialize.grad import GradSpec
@@ -98,9 +98,11 @@ def test_a_value_no_part_declares_or_a_declared_value_not_given_is_an_error():
 
 def test_a_backend_says_how_it_is_reproduced():
     assert make_backend("eager").repro_spec() is None
-    assert backend_kind("eager") == ("other", {})
-    kind, opts = backend_kind("onnx_export?params=parameter")
-    assert kind == "onnx_export" and opts["dialect"] == "hop" and opts["form"].params == "parameter"
+    assert repro_spec_of("eager") is None and repro_spec_of("no_such_backend") is None
+    how = repro_spec_of("onnx_export?params=parameter")
+    assert how is not None and how.kind == "onnx_export"
+    assert how.dialect == "hop" and how.form.params == "parameter"
+    assert program_dialect(how, 0) == "hop" and program_dialect(repro_spec_of("ort"), 0) == "python"
     assert make_backend("tvm").repro_spec() == ReproSpec(
         "tvm", {"target": "llvm", "mcpu": None, "opt_level": 3, "pipeline": "fused"})
     assert make_backend("inductor").repro_spec().trains
