@@ -51,27 +51,55 @@ Invariants:
   (Ray would leave the actors pending forever); an actor that does not start within
   `ray.start_timeout_s` (a busy cluster) fails the campaign the same way.
 """
-from campaign.driver.actors import ACTOR_ENV, THREAD_ENV, kill_leftovers
-from campaign.driver.blame import MAX_NODE_OOM
-from campaign.driver.checks import (
-    backend_lacks,
-    backend_merge_keys,
-    backend_targets,
-    bug_db,
-    check_resume_config,
-    check_specs,
-    preflight,
-)
-from campaign.driver.cluster import actor_needs, campaign_cores, check_resources
-from campaign.driver.errors import CampaignError, DiskFull
-from campaign.driver.results import COVERAGE_DIR
-from campaign.driver.run import run_campaign
-from campaign.driver.stages import GEN, Stages, default_stages
-from campaign.driver.summary import Summary
+from __future__ import annotations
 
-__all__ = [
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: the public names, by the module that owns them; imported on first use, so that importing a
+#: Ray-free module of the package (`blame`, `work`) imports neither Ray nor the stages
+_OWNERS = {
+    "ACTOR_ENV": "actors", "THREAD_ENV": "actors", "kill_leftovers": "actors",
+    "MAX_NODE_OOM": "blame",
+    "backend_lacks": "checks", "backend_merge_keys": "checks", "backend_targets": "checks",
+    "bug_db": "checks", "check_resume_config": "checks", "check_specs": "checks",
+    "preflight": "checks",
+    "actor_needs": "cluster", "campaign_cores": "cluster", "check_resources": "cluster",
+    "CampaignError": "errors", "DiskFull": "errors",
+    "COVERAGE_DIR": "results",
+    "run_campaign": "run",
+    "GEN": "stages", "Stages": "stages", "default_stages": "stages",
+    "Summary": "summary",
+}
+__all__ = [  # = _OWNERS' keys
     "ACTOR_ENV", "COVERAGE_DIR", "GEN", "MAX_NODE_OOM", "THREAD_ENV", "CampaignError",
     "DiskFull", "Stages", "Summary", "actor_needs", "backend_lacks", "backend_merge_keys",
     "backend_targets", "bug_db", "campaign_cores", "check_resources", "check_resume_config",
     "check_specs", "default_stages", "kill_leftovers", "preflight", "run_campaign",
 ]
+
+if TYPE_CHECKING:
+    from campaign.driver.actors import ACTOR_ENV, THREAD_ENV, kill_leftovers
+    from campaign.driver.blame import MAX_NODE_OOM
+    from campaign.driver.checks import (
+        backend_lacks,
+        backend_merge_keys,
+        backend_targets,
+        bug_db,
+        check_resume_config,
+        check_specs,
+        preflight,
+    )
+    from campaign.driver.cluster import actor_needs, campaign_cores, check_resources
+    from campaign.driver.errors import CampaignError, DiskFull
+    from campaign.driver.results import COVERAGE_DIR
+    from campaign.driver.run import run_campaign
+    from campaign.driver.stages import GEN, Stages, default_stages
+    from campaign.driver.summary import Summary
+
+
+def __getattr__(name: str) -> Any:
+    owner = _OWNERS.get(name)
+    if owner is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{owner}"), name)

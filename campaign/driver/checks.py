@@ -1,7 +1,8 @@
-"""Checks of a campaign's config before anything starts, and the facts about its backends
-that the campaign needs from their registry (targets, ops they lack, merge keys). Errors name
-the config field: ConfigError for a field that cannot work, CampaignError for a resumed run
-whose config differs."""
+"""Checks of a campaign's config before anything starts (`preflight`, a resumed run's config,
+the bug database the triage will use), and the facts about its backends that the campaign needs
+from their registry (targets, ops they lack, merge keys). Errors name the config field:
+ConfigError for a field that cannot work, CampaignError for a resumed run whose config
+differs."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable

@@ -2,6 +2,10 @@
 hangs, is killed for node memory or raises, what is re-run, and when failures stop a campaign."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from campaign.driver.blame import BlamePolicy, Decision, Failure
 from campaign.driver.work import Item, PipelineTest
 
@@ -84,3 +88,12 @@ def test_node_memory_kills_past_the_limit_stop_the_campaign():
     p = policy()
     assert [p.node_killed() for _ in range(3)] == [False, False, True]
     assert p.node_oom == 3
+
+
+def test_the_policy_is_plain_python():
+    """Importing it imports neither Ray nor torch (the package's public names load lazily)."""
+    code = ("import sys, campaign.driver.blame; "
+            "print(sorted({'ray', 'torch'} & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parents[3])  # the repository root
+    assert out.stdout.strip() == "[]"
