@@ -156,13 +156,13 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     return summary
 
 
-def _actor_table(camp: Campaign) -> Callable[[], list[dict[str, Any]]]:
+def _actor_table(campaign: Campaign) -> Callable[[], list[dict[str, Any]]]:
     """Where each actor ran, for the summary; none when that cannot be known (e.g. the
     cluster went away)."""
 
     def table() -> list[dict[str, Any]]:
         try:
-            return camp.actor_table()
+            return campaign.actor_table()
         except Exception:
             return []
 
