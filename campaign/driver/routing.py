@@ -6,11 +6,13 @@ the campaign asks, the router counts (for the summary)."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from campaign.driver.pool import Pool
 from campaign.driver.work import PipelineTest
 from campaign.ids import sampled
+
+if TYPE_CHECKING:
+    from campaign.driver.pool import Pool
 
 
 class Router:

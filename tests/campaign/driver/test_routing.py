@@ -1,0 +1,65 @@
+"""Capability routing and known bugs (campaign.driver.routing.Router), without Ray: which
+backend gets a made test, and which tests are made for a backend that would idle."""
+from __future__ import annotations
+
+from campaign.driver.pool import Pool, PoolLimits
+from campaign.driver.routing import Router
+from campaign.driver.work import Item, PipelineTest
+
+LIMITS = PoolLimits(in_flight_per_worker=2, max_batch=16, queue_s=5.0, test_timeout_s=300.0,
+                    sandbox_timeout_s=60.0)
+
+
+def made(index: int, ops: list[str], backends=("ort", "tvm")) -> PipelineTest:
+    test = PipelineTest(index, f"t{index}", index, list(backends))
+    test.base = {"ops": ops}
+    return test
+
+
+def pools(actors: dict[str, int]) -> dict[str, Pool]:
+    return {b: Pool(b, n, {}, lambda name: None, "evaluate", LIMITS, by_ref={},
+                    upstream_backlog=lambda: 0) for b, n in actors.items()}
+
+
+def test_a_test_holding_an_op_a_backend_lacks_is_not_sent_to_it_and_counted_by_that_op():
+    router = Router(["ort", "tvm"], {"tvm": frozenset({"loop", "scan"})}, known_rate=1.0)
+    test = made(0, ["add", "scan", "loop"])
+    assert router.route(test, "ort", {})
+    assert not router.route(test, "tvm", {})
+    assert router.not_applicable == {"ort": {}, "tvm": {"loop": 1}}  # the first, sorted
+
+
+def test_a_test_matching_a_known_bug_is_held_back_from_that_backend_only():
+    router = Router(["ort", "tvm"], {}, known_rate=0.0)
+    test = made(0, ["add"])
+    assert not router.route(test, "ort", {"ort": "bucket-1"})
+    assert router.route(test, "tvm", {"ort": "bucket-1"})
+    assert router.held_known == {"ort": {"bucket-1": 1}, "tvm": {}}
+    always = Router(["ort"], {}, known_rate=1.0)
+    assert always.route(test, "ort", {"ort": "bucket-1"})
+
+
+def test_tests_are_made_for_a_backend_that_lacks_ops_while_it_has_fewer_waiting_than_actors():
+    evals = pools({"ort": 1, "tvm": 2})
+    router = Router(["ort", "tvm"], {"tvm": frozenset({"loop"})}, known_rate=1.0)
+    first, second, third = made(0, []), made(1, []), made(2, [])
+    router.make_for_starving(first, evals)
+    assert (first.made_for, first.avoid) == ("tvm", frozenset({"loop"}))
+    evals["tvm"].queue.append(Item(made(9, [])))  # one queued and one being made: 2 actors
+    router.make_for_starving(second, evals)
+    assert second.made_for is None and second.avoid == frozenset()
+    router.generated(first)  # made: it is queued now, not in generation
+    evals["tvm"].queue.clear()
+    router.make_for_starving(third, evals)
+    assert third.made_for == "tvm" and router.made_for == {"tvm": 2}
+    assert router.making_for["tvm"] == 1
+
+
+def test_an_invalid_tests_rows_leave_out_backends_that_lack_its_ops_unless_none_is_left():
+    class Report:
+        def __init__(self, backends):
+            self.rows = [{"backend": b, "ops": ["loop"]} for b in backends]
+
+    router = Router(["ort", "tvm"], {"tvm": frozenset({"loop"})}, known_rate=1.0)
+    assert [r["backend"] for r in router.applicable(Report(["ort", "tvm"])).rows] == ["ort"]
+    assert [r["backend"] for r in router.applicable(Report(["tvm"])).rows] == ["tvm"]
