@@ -9,7 +9,7 @@ import random
 from typing import Any, Protocol
 
 from ir.core.graph import Graph, Inst, Value
-from ir.core.op import Op
+from ir.core.op import Op, TypeRuleError
 from ir.core.rewrite import insert_insts, replace_uses
 from ir.core.shapes import holds
 from ir.core.types import TensorType
@@ -180,13 +180,12 @@ def repropagate(g: Graph, ctx: SolveCtx, start: int, types: dict[str, TensorType
 
 
 def _keep(op: Op, ins: list[TensorType], ctx: SolveCtx) -> list[TensorType] | None:
-    """The result types of `op` over `ins` when its attributes still fit them."""
-    problem = getattr(op, "problem", None)  # (rules with messages of their own, if any)
-    if op.result_dtypes(tuple(t.dtype for t in ins)) is None or (problem and problem(ins)):
+    """The result types of `op` over `ins` when its attributes still fit them (its type rule,
+    `Op.type_rule`, accepts them and they are within the backend's bounds)."""
+    try:
+        outs = op.type_rule(ins)
+    except TypeRuleError:
         return None
-    if not all(holds(c) for c in op.requires(ins)):
-        return None
-    outs = op.infer(ins)
     if not all(all(isinstance(c, bool) and c or holds(c) for c in ctx.b.bounds(t)) for t in outs):
         return None
     return outs

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import z3
 
 from ir.core.dtypes import DType
-from ir.core.shapes import concretize, is_symbolic
+from ir.core.shapes import concretize, holds, is_symbolic
 from ir.core.types import TensorType
 
 if typing.TYPE_CHECKING:
@@ -41,6 +41,11 @@ OP_REGISTRY: dict[str, type[Op]] = {}
 
 class OpError(ValueError):
     """An op was named or configured wrongly (unknown op, bad attribute)."""
+
+
+class TypeRuleError(ValueError):
+    """An instruction's type rule refuses its operand types or bodies (`Op.type_rule`); the
+    message is the one-line reason the verifier reports."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,31 @@ class Op:
         torch refuses for an in-place op; `requires` holds the constraints the generator
         solves."""
         return None
+
+    def type_rule(self, ins: Sequence[TensorType], blocks: Sequence[Graph] = (),
+                  require: Callable[[Any], bool] = holds) -> list[TensorType]:
+        """The instruction's one type rule: the result types of this op (these attributes) on
+        operands of types `ins` and bodies `blocks`, or `TypeRuleError` with the one-line reason
+        it refuses them. In order: the input dtypes (`result_dtypes`), `problem` (concrete types
+        only), each constraint of `requires` (judged by `require`: `holds` on concrete types; a
+        symbolic caller collects z3 terms and answers True), the bodies (`check_blocks`), and
+        `infer_inst`. What the verifier, the reducer's re-typing and the mutators ask; it does
+        not check the arity, the bodies as graphs, or concrete attributes (the verifier's)."""
+        in_dtypes = tuple(t.dtype for t in ins)
+        if self.result_dtypes(in_dtypes) is None:
+            shown = ", ".join(d.short for d in in_dtypes)
+            raise TypeRuleError(f"does not accept input dtypes ({shown})")
+        if all(not is_symbolic(d) for t in ins for d in t.shape):
+            problem = self.problem(ins)
+            if problem:
+                raise TypeRuleError(problem)
+        for c in self.requires(ins):
+            if not require(c):
+                raise TypeRuleError(f"constraint violated: {c}")
+        problem = self.check_blocks(ins, blocks)
+        if problem:
+            raise TypeRuleError(problem)
+        return self.infer_inst(ins, blocks)
 
     # ---- sub-graphs (control flow) -------------------------------------------------------------
     def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[TensorType]:

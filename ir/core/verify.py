@@ -6,9 +6,10 @@ Checks, recursing into every sub-graph:
     inputs), and every output is defined;
   - params (weights) appear only in the top-level graph;
   - types are concrete (positive int dims) and attributes concrete;
-  - per op: arity, accepted input dtypes, `Op.problem` (rules with a message of their own),
-    `requires` holds, and the declared result types equal the op's `infer` (the type rule);
-    control-flow ops check their bodies' signatures through `Op.check_blocks`;
+  - per op: arity, and the instruction's one type rule (`Op.type_rule`, which the reducer and
+    the mutators ask too: accepted input dtypes, `Op.problem` (rules with a message of their
+    own), `requires` holds, control-flow bodies fit (`Op.check_blocks`)); the declared result
+    types equal the rule's;
   - graphs with views or in-place writes: the in-place analysis (`ir.analysis.inplace.check`: aliasing,
     overlaps, writes to params and body inputs, mutated inputs returned).
 Failures raise `VerifyError`, whose first line names the failing instruction and the rule, and
@@ -20,8 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 from ir.core.graph import Graph, Inst
-from ir.core.op import Op
-from ir.core.shapes import holds
+from ir.core.op import Op, TypeRuleError
 from ir.core.text import format_inst_head
 from ir.core.types import TensorType
 
@@ -133,25 +133,14 @@ class _Checker:
             fail(f"binds {len(inst.results)} results, op has {op.num_results}")
         if not op.is_concrete:
             fail("attributes are not concrete")
-        ins = [scope[a] for a in inst.args]
-        in_dtypes = tuple(t.dtype for t in ins)
-        if op.result_dtypes(in_dtypes) is None:
-            shown = ", ".join(d.short for d in in_dtypes)
-            fail(f"does not accept input dtypes ({shown})")
-        problem = op.problem(ins)
-        if problem:
-            fail(problem)
-        for c in op.requires(ins):
-            if not holds(c):
-                fail(f"constraint violated: {c}")
         if inst.blocks and not op.takes_blocks:
             fail("op takes no sub-graphs")
         for b_index, block in enumerate(inst.blocks):
             self.graph(block, f"{where} > block {b_index} graph {block.name}", top=False)
-        problem = op.check_blocks(ins, inst.blocks)
-        if problem:
-            fail(problem)
-        expected = op.infer_inst(ins, inst.blocks)
+        try:
+            expected = op.type_rule([scope[a] for a in inst.args], inst.blocks)
+        except TypeRuleError as e:
+            fail(str(e))
         got = [r.type for r in inst.results]
         if expected != got:
             fail(f"result types {_fmt(got)} differ from the type rule's {_fmt(expected)}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol, TypeGuard, TypeVar, cast
 
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
@@ -81,6 +81,29 @@ class Relation(Protocol):
 #: a body with only the given outputs kept (their indices), dead code removed: how a caller
 #: of `ControlFlow.prune` prunes inside bodies
 KeepOutputs = Callable[[Graph, Sequence[int]], Graph]
+
+
+@dataclass(frozen=True)
+class Inlining:
+    """One way to replace a control-flow instruction by straight-line code in its place, which
+    is what the reducer's `unwrap_control` pass makes of it (`ControlFlow.inlinings`): body
+    `body` run once where the instruction was (None: no body runs).
+
+    `inputs`, one per input of that body: the operand whose value it binds and the op applied
+    to it first (a scan's slice: `squeeze(axis=0)` of a length-1 sequence), or operand None: a
+    value the op makes (a loop's counter), a new graph input holding zeros of its type (so only
+    at the top level, when the body reads it). `results`, one per result: the body output it
+    is (`from_body`) or the operand it is (no body run), and the op applied to it (a scan's
+    stacked y: `unsqueeze(axis=0)`)."""
+
+    desc: str
+    body: int | None
+    inputs: tuple[tuple[int | None, Op | None], ...]
+    results: tuple[tuple[int, Op | None], ...]
+
+    @property
+    def from_body(self) -> bool:
+        return self.body is not None
 
 
 def is_control(op: Op) -> TypeGuard[ControlFlow]:
@@ -171,6 +194,12 @@ class ControlFlow(Op):
         more carried value the body returns unchanged (a result nobody reads)."""
         raise NotImplementedError
 
+    def inlinings(self, inst: Inst, ins: Sequence[TensorType]) -> list[Inlining]:
+        """The ways to replace `inst` (operand types `ins`) by straight-line code: one body run
+        once, or none (see `Inlining`), each equal to the instruction on some inputs. Empty:
+        none."""
+        return []
+
     # ---- explore: bodies these inputs do not run ---------------------------------------------
     #: some inputs run a body not at all (an if's other branch, a loop at zero trips)
     may_skip_bodies: ClassVar[bool] = False
@@ -247,6 +276,13 @@ class If(ControlFlow):
             extra = tuple(inner) if j == block else tuple(Value(fresh("b"), v.type) for v in inner)
             blocks[j] = replace(b, inputs=b.inputs + extra)
         return replace(inst, args=inst.args + tuple(outer), blocks=tuple(blocks))
+
+    def inlinings(self, inst: Inst, ins: Sequence[TensorType]) -> list[Inlining]:
+        # each branch in its place (it takes operands 1..; the results are its outputs)
+        return [Inlining(f"its {which} branch", k,
+                         tuple((1 + i, None) for i in range(len(inst.blocks[k].inputs))),
+                         tuple((j, None) for j in range(len(inst.results))))
+                for k, which in ((0, "then"), (1, "else"))]
 
     def unexplored(self, args: Sequence[Any]) -> list[tuple[int, list, str]]:
         taken = 0 if bool(args[0]) else 1
@@ -367,6 +403,14 @@ class Loop(ControlFlow):
                        outputs=b.outputs + tuple(v.name for v in inner))
         results = inst.results + tuple(Value(fresh("v"), v.type) for v in inner)
         return replace(inst, args=inst.args + tuple(outer), results=results, blocks=(body,))
+
+    def inlinings(self, inst: Inst, ins: Sequence[TensorType]) -> list[Inlining]:
+        n = len(inst.results)
+        zero = Inlining("zero trips", None, (),
+                        tuple((cast(int, self.passthrough_operand(j)), None) for j in range(n)))
+        once = Inlining("its body once", 0, ((None, None), *((1 + j, None) for j in range(n))),
+                        tuple((j, None) for j in range(n)))
+        return [zero, once]
 
     def unexplored(self, args: Sequence[Any]) -> list[tuple[int, list, str]]:
         import torch
@@ -555,6 +599,20 @@ class Scan(ControlFlow):
                    + inst.results[nc:])
         return Inst(replace(self, num_carries=nc + len(inner)),
                     inst.args[:nc] + tuple(outer) + inst.args[nc:], results, (body,))
+
+    def inlinings(self, inst: Inst, ins: Sequence[TensorType]) -> list[Inlining]:
+        # length 1: the body once on the squeezed slices, the ys unsqueezed
+        _, xs = self._split(ins)
+        if not xs or any(t.rank == 0 or t.shape[0] != 1 for t in xs):
+            return []
+        from ir.core.op import lookup_op
+
+        squeeze, unsqueeze = lookup_op("squeeze")(axis=0), lookup_op("unsqueeze")(axis=0)  # type: ignore[call-arg]
+        nc = self.num_carries
+        return [Inlining("its body once (length 1)", 0,
+                         tuple((k, None if k < nc else squeeze) for k in range(len(ins))),
+                         tuple((j, None if j < nc else unsqueeze)
+                               for j in range(len(inst.results))))]
 
     def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[TensorType]:
         if not blocks or self.operand_problem(ins):
