@@ -34,7 +34,7 @@ from campaign.backends.base import (
 )
 from campaign.backends.configs import Option
 from campaign.backends.forms import FORM_SPACE, form_option
-from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_providers, ort_session_options
+from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_session, ort_session_options
 from campaign.verdict import Stage
 
 
@@ -134,7 +134,6 @@ class OnnxExportBackend(Backend):
         return ort_cuda_unavailable() if self.is_gpu else None
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
-        import onnxruntime as ort
         import torch
 
         graph = m.tc.graph
@@ -176,8 +175,7 @@ class OnnxExportBackend(Backend):
         model_bytes = self.stage(Stage.IMPORT, export, result, "compile_ms")
         sess = self.stage(
             Stage.COMPILE,
-            lambda: ort.InferenceSession(model_bytes, ort_session_options(self.opt_level),
-                                         providers=ort_providers(self.target)),
+            lambda: ort_session(model_bytes, self.opt_level, self.target),
             result, "compile_ms")
 
         def run(xs):

@@ -22,6 +22,13 @@ from campaign.backends.base import (
     register,
 )
 from campaign.backends.configs import Option
+
+# the session as the repros make it too (one function: their part ort_session.py)
+from campaign.triage.repro_scripts.ort_session import (  # noqa: F401 (re-exported)
+    ort_providers,
+    ort_session,
+    ort_session_options,
+)
 from campaign.verdict import Stage
 
 _LEVELS = ("all", "extended", "basic", "disabled")
@@ -46,31 +53,6 @@ ORT_SPACE = (
            "scheduling of independent nodes)"),
     Option("threads", (1, 2), "intra-op threads: the kernels' parallel paths"),
 )
-
-
-def ort_session_options(opt_level: str = "all", execution_mode: str = "sequential",
-                        threads: int = 1):
-    """Session options for one test: quiet, the given optimization level, executor and
-    intra-op threads (one inter-op thread, except the parallel executor's two)."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 2 if execution_mode == "parallel" else 1
-    so.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if execution_mode == "parallel"
-                         else ort.ExecutionMode.ORT_SEQUENTIAL)
-    so.graph_optimization_level = {
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    }[opt_level]
-    so.log_severity_level = 3
-    return so
-
-
-def ort_providers(device: str) -> list[str]:
-    return ["CUDAExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
 
 
 def ort_cuda_unavailable() -> str | None:
@@ -136,15 +118,10 @@ class OrtBackend(Backend):
                                  "execution_mode": self.execution_mode, "threads": self.threads})
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
-        import onnxruntime as ort
-
-        extra = ({"disabled_optimizers": self.disabled_optimizers}
-                 if self.disabled_optimizers else {})
-        so = ort_session_options(self.opt_level, self.execution_mode, self.threads)
         sess = self.stage(
             Stage.COMPILE,
-            partial(ort.InferenceSession, m.onnx_bytes, so,
-                    providers=ort_providers(self.target), **extra),
+            partial(ort_session, m.onnx_bytes, self.opt_level, self.target, self.execution_mode,
+                    self.threads, self.disabled_optimizers),
             result, "compile_ms",
         )
         return self.run_sets(input_feed_sets(m), partial(sess.run, None), result)

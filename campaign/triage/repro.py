@@ -69,11 +69,11 @@ def program_dialect(how: ReproSpec | None, seed: int) -> str:
 SCRIPTS = "campaign.triage.repro_scripts"
 #: the body of each kind (`ReproSpec.kind`): parts after the prelude and the torch program
 BODIES: dict[str, tuple[str, ...]] = {
-    "ort": ("ort",),
+    "ort": ("ort_session", "ort"),
     "tvm": ("relax", "tvm_onnx"),
     "tvm_torch": ("relax", "tvm_torch"),
     "inductor": ("torch_compile", "inductor"),
-    "onnx_export": ("onnx_export",),
+    "onnx_export": ("ort_session", "onnx_export"),
 }
 #: the body of a transform test, on a kind that trains
 TRANSFORM_BODY = ("torch_compile", "inductor_transform")

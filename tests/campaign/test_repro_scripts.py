@@ -30,6 +30,23 @@ EXPECT = {"verdict": "mismatch", "stage": "compare", "error_class": "Mismatch",
           "error_sig": None}
 
 
+def _undefined(src: str) -> set[str]:
+    """The global names the script reads that it never defines (nor are builtins)."""
+    import builtins
+    import symtable
+
+    top = symtable.symtable(src, "repro.py", "exec")
+    defined = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    used: set[str] = set()
+    todo = [top]
+    while todo:
+        t = todo.pop()
+        todo += t.get_children()
+        used |= {s.get_name() for s in t.get_symbols()
+                 if s.is_referenced() and (s.is_global() or t is top)}
+    return used - defined - set(dir(builtins)) - {"__file__", "__name__"}
+
+
 def _imports(src: str) -> set[str]:
     out: set[str] = set()
     for node in ast.walk(ast.parse(src)):
@@ -75,6 +92,9 @@ def test_each_backends_repro_is_valid_standalone_python(spec, trains):
     src = repro_source(how, G, EXPECT, [(1e-3, 1e-4)] * 3, "header", grad=grad)
     compile(src, "repro.py", "exec")
     assert not _imports(src) & {"campaign", "ir", "mutators", "."}
+    # every name a part takes from another is in the script (train_step: called only when
+    # GRADIENTS, a gradient test's)
+    assert _undefined(src) <= ({"train_step"} if how.trains and not trains else set())
     body = src.split('"""', 2)[2]
     assert "campaign" not in body and "{{" not in body
     assert "def main()" in body and body.rstrip().endswith("main()")

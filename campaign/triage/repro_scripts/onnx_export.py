@@ -10,6 +10,7 @@ import onnxruntime as ort
 import torch
 
 from campaign.triage.repro_scripts.model import Model
+from campaign.triage.repro_scripts.ort_session import ort_session
 from campaign.triage.repro_scripts.prelude import INPUTS, PARAMS, failed, finish, input_sets, stage
 
 # ---- per-test values
@@ -68,18 +69,7 @@ def main() -> None:
         failed(e)
     stage("compile")
     try:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        so.inter_op_num_threads = 1
-        so.log_severity_level = 3
-        so.graph_optimization_level = {
-            "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-            "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-            "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-            "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        }[OPT_LEVEL]
-        providers = ["CUDAExecutionProvider"] if DEVICE == "cuda" else ["CPUExecutionProvider"]
-        sess = ort.InferenceSession(model_bytes, so, providers=providers)
+        sess = ort_session(model_bytes, OPT_LEVEL, DEVICE)
     except Exception as e:
         failed(e)
     stage("run")

@@ -1,12 +1,12 @@
-"""ONNX Runtime on `model.onnx`, in the failing configuration's session options (as
-`ort_session_options` sets them for the fuzzer)."""
+"""ONNX Runtime on `model.onnx`, in a session with the failing configuration's options
+(`ort_session`, as the fuzzer makes it)."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import onnxruntime as ort
 
+from campaign.triage.repro_scripts.ort_session import ort_session
 from campaign.triage.repro_scripts.prelude import HERE, INPUTS, failed, finish, input_sets, stage
 
 # ---- per-test values
@@ -19,24 +19,6 @@ DISABLED_OPTIMIZERS: list[str] = []
 EXECUTION_MODE = "sequential"
 THREADS = 1
 # ---- end of per-test values
-
-
-def session(model: str, opt_level: str, device: str) -> Any:
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = THREADS
-    so.inter_op_num_threads = 2 if EXECUTION_MODE == "parallel" else 1
-    if EXECUTION_MODE == "parallel":
-        so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
-    so.log_severity_level = 3
-    so.graph_optimization_level = {
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    }[opt_level]
-    providers = ["CUDAExecutionProvider"] if device == "cuda" else ["CPUExecutionProvider"]
-    extra = {"disabled_optimizers": DISABLED_OPTIMIZERS} if DISABLED_OPTIMIZERS else {}
-    return ort.InferenceSession(model, so, providers=providers, **extra)
 
 
 def configuration() -> str:
@@ -52,7 +34,8 @@ def main() -> None:
     sets = input_sets()
     stage("compile")
     try:
-        sess = session(os.path.join(HERE, "model.onnx"), OPT_LEVEL, DEVICE)
+        sess = ort_session(os.path.join(HERE, "model.onnx"), OPT_LEVEL, DEVICE, EXECUTION_MODE,
+                           THREADS, DISABLED_OPTIMIZERS)
     except Exception as e:
         failed(e)
     stage("run")
