@@ -205,18 +205,6 @@ def widen_graph(g: Graph) -> Graph:
 #: float32 evaluations with perturbed rounding that measure the rounding spread
 ROUNDING_SAMPLES = 4
 
-#: op families whose float results every implementation computes exactly (data movement,
-#: selection, correctly rounded casts), and control flow (its results are its bodies'):
-#: never perturbed
-EXACT_FAMILIES = frozenset({"shape", "view", "index", "pad", "cast", "control", "inplace"})
-#: ops of the other families whose float results are exact (selections, sign changes,
-#: rounding to integers)
-EXACT_OPS = frozenset({
-    "max", "min", "where", "masked_fill", "abs", "neg", "relu", "ceil", "floor", "round",
-    "sign", "clip", "reduce_max", "reduce_min", "maxpool1d", "maxpool2d", "resize_nearest",
-})
-
-
 def _nudge(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """`t` (float) with every finite element moved one ulp up or down at random (the move is
     a constant to autograd: the gradient passes through unchanged)."""
@@ -232,13 +220,12 @@ def _nudge(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 def evaluate_perturbed(g: Graph, env: dict[str, torch.Tensor], gen: torch.Generator
                        ) -> dict[str, torch.Tensor]:
     """`g` (pure: no in-place writes) evaluated as the reference evaluates it, instruction by
-    instruction, bodies included, with every float result of a rounding op (not in
-    `EXACT_FAMILIES` / `EXACT_OPS`) moved one ulp up or down at random: what another correct
-    implementation could compute. Every value of this level by name."""
+    instruction, bodies included, with every float result of a rounding op (not `Op.exact`)
+    moved one ulp up or down at random: what another correct implementation could compute.
+    Every value of this level by name."""
 
     def perturb(inst: Inst, t: torch.Tensor) -> torch.Tensor:
-        exact = inst.op.family in EXACT_FAMILIES or inst.op.name in EXACT_OPS
-        return t if exact else _nudge(t, gen)
+        return t if inst.op.exact else _nudge(t, gen)
 
     return evaluate_torch(g, env, "python", result=perturb)
 

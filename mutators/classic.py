@@ -226,16 +226,11 @@ class MutateShape(ScopedMutator):
         return new, {"input": x.name, "axis": axis, "dim": dim}
 
 
-#: binary ops that combine a value with its copy without degenerating (x - x = 0, x / x = 1,
-#: x > x a tie would leave nothing for the input search to work with)
-COMBINE = frozenset({"add", "mul", "max", "min", "logical_and", "logical_or", "bitwise_and",
-                     "bitwise_or"})
-
-
 class DuplicateRegion(ScopedMutator):
     """A region computed twice: a copy (fresh names, same operands) right after it, and some
     uses of one of its results moved to the copy; a result with a single use is combined with
-    its copy by a binary op instead (`op(v, copy(v))`). Common-subexpression bait."""
+    its copy by a binary op instead (`op(v, copy(v))`, an op that declares
+    `Op.combines_with_copy`). Common-subexpression bait."""
 
     name = "duplicate_region"
 
@@ -258,7 +253,7 @@ class DuplicateRegion(ScopedMutator):
             out = _move_uses(out, o, o2, [uses[k] for k in moved], after)
             return out, {"region": [r.start, r.end], "value": o, "moved": len(moved)}
         ops = [(c, ins) for c, ins in same_type_ops(ctx.gen, types[o], ctx.iterated)
-               if len(ins) == 2 and ins[1] == ins[0] and c.name in COMBINE]
+               if len(ins) == 2 and ins[1] == ins[0] and c.combines_with_copy]
         rng.shuffle(ops)
         for op_cls, ins in ops[:3]:
             comb = solve(ctx.b, op_cls, [Value(o, types[o]), Value(o2, types[o])], ins,

@@ -19,27 +19,22 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import OP_REGISTRY, Op
 from ir.core.rewrite import replace_uses
 from ir.core.verify import VerifyError, verify
 from ir.gen.builder import GenConfig
-from ir.ops.elementwise import Clip
 from mutators.base import Mutant
 from mutators.scope import Ctx, ScopedMutator
 
-#: pure op -> its in-place form (destination: operand 0)
-INPLACE = {"add": "add_", "sub": "sub_", "mul": "mul_", "div": "div_", "relu": "relu_",
-           "sigmoid": "sigmoid_", "clip": "clamp_"}
-#: pure movement op -> the view op with the same attributes
-VIEWS = {"slice": "view_slice", "transpose": "view_permute", "reshape": "view_reshape",
-         "expand": "view_expand"}
-
 
 def ops_present() -> bool:
-    return all(n in OP_REGISTRY for n in (*INPLACE.values(), *VIEWS.values()))
+    """Whether the in-place and view ops are registered: some op has an in-place twin
+    (`Op.inplace_twin`) and some a view twin (`Op.view_twin`)."""
+    ops = OP_REGISTRY.values()
+    return any(c.inplace_twin is not None for c in ops) and any(c.view_twin is not None for c in ops)
 
 
 class ToInplace(ScopedMutator):
@@ -72,17 +67,19 @@ class ToInplace(ScopedMutator):
         inputs = {v.name for v in g.inputs}
         made_by = {r.name: i for i, inst in enumerate(g.insts) for r in inst.results}
         sites = [i for i, inst in enumerate(g.insts)
-                 if inst.op.name in INPLACE and len(inst.results) == 1 and inst.args
+                 if inst.op.inplace_twin is not None and len(inst.results) == 1 and inst.args
                  and types[inst.args[0]] == inst.results[0].type
                  and inst.args[0] not in params and (ctx.root or inst.args[0] not in inputs)]
         if not sites:
             return None
         # writes through a movement op made a view, when there are any: half the time
-        through = [i for i in sites if g.insts[made_by.get(g.insts[i].args[0], i)].op.name in VIEWS
+        through = [i for i in sites
+                   if g.insts[made_by.get(g.insts[i].args[0], i)].op.view_twin is not None
                    and made_by.get(g.insts[i].args[0], i) != i]
         i = rng.choice(through if through and rng.random() < 0.5 else sites)
         inst = g.insts[i]
-        op = _inplace_op(inst)
+        op = inst.op.inplace_form()
+        assert op is not None  # (a site has an in-place twin)
         rest = [types[a] for a in inst.args[1:]]
         if rng.random() < 0.35 and all(t.rank == 0 for t in rest) and types[inst.args[0]].rank:
             return self._partial(g, ctx, i, op, types, inputs)
@@ -91,9 +88,10 @@ class ToInplace(ScopedMutator):
         insts[i] = Inst(op, inst.args, inst.results)
         out: dict[str, Any] = {"op": inst.op.name, "at": inst.results[0].name}
         j = made_by.get(dest)
-        if j is not None and j != i and g.insts[j].op.name in VIEWS and rng.random() < 0.8:
+        if j is not None and j != i and g.insts[j].op.view_twin is not None and rng.random() < 0.8:
             mover = g.insts[j]
-            view_cls = OP_REGISTRY[VIEWS[mover.op.name]]
+            view_cls = mover.op.view_twin
+            assert view_cls is not None
             attrs = mover.op.attrs()
             if {f.name for f in dataclasses.fields(view_cls)} == set(attrs):
                 insts[j] = Inst(view_cls(**attrs), mover.args, mover.results)
@@ -140,10 +138,3 @@ def _returned(g: Graph, ctx: Ctx, dest: str, inputs: set[str]) -> tuple[str, ...
         return g.outputs + (dest,)
     return g.outputs
 
-
-def _inplace_op(inst: Inst) -> Op:
-    cls: Callable[..., Op] = OP_REGISTRY[INPLACE[inst.op.name]]
-    if inst.op.name == "clip":
-        clip = cast(Clip, inst.op)
-        return cls(lo=clip.lo, hi=clip.hi)
-    return cls()

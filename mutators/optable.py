@@ -29,19 +29,10 @@ def _ops_to(key: tuple, rank: int, first: DType, out: DType) -> tuple:
                  if ins[0] == first and tuple(outs) == (out,) and all(d in enabled for d in ins))
 
 
-#: ops whose safe domain (`Op.domain`) iterating them rarely stays in: poles, steep growth,
-#: discontinuities, ties. Mutators keep them out of loop and scan bodies (`Scope.iterated`),
-#: where a recurrent value cannot be steered by the input search; they are placed anywhere else
-FRAGILE_ITERATED = frozenset({
-    "acos", "asin", "tan", "sin", "cos", "sinh", "cosh", "exp", "softplus", "log", "sqrt",
-    "reciprocal", "div", "pow", "floor", "ceil", "round", "sign", "eq", "gt", "ge", "lt", "le",
-    "argmax", "argmin", "topk",
-})
-
-
 def enabled_ops(gen: GenConfig, iterated: bool = False) -> tuple[type[Op], ...]:
+    """The enabled ops (in a loop or scan body: none `fragile_when_iterated`)."""
     ops = _enabled(_key(gen))[0]
-    return tuple(c for c in ops if c.name not in FRAGILE_ITERATED) if iterated else ops
+    return tuple(c for c in ops if not c.fragile_when_iterated) if iterated else ops
 
 
 def ops_to(gen: GenConfig, first: TensorType, out: DType,
@@ -49,7 +40,7 @@ def ops_to(gen: GenConfig, first: TensorType, out: DType,
     """(op class, input dtypes) of enabled ops taking `first` as input 0 and giving one result
     of dtype `out` (in a loop or scan body: no fragile op)."""
     found = _ops_to(_key(gen), first.rank, first.dtype, out)
-    return [x for x in found if x[0].name not in FRAGILE_ITERATED] if iterated else list(found)
+    return [x for x in found if not x[0].fragile_when_iterated] if iterated else list(found)
 
 
 def same_type_ops(gen: GenConfig, t: TensorType, iterated: bool = False) -> list[tuple[type[Op], tuple]]:
@@ -58,8 +49,8 @@ def same_type_ops(gen: GenConfig, t: TensorType, iterated: bool = False) -> list
 
 
 def fragile_deep(inst) -> bool:
-    """A fragile op in the instruction or in its bodies."""
-    return inst.op.name in FRAGILE_ITERATED or any(
+    """An op `fragile_when_iterated` in the instruction or in its bodies."""
+    return inst.op.fragile_when_iterated or any(
         fragile_deep(x) for b in inst.blocks for x in b.insts)
 
 

@@ -18,7 +18,7 @@ Every other op (control flow included) has value semantics: its results are new 
     cannot make (`view_reshape` on incompatible strides), and a written graph input that is not
     among the outputs (a mutated input is an observable output);
   - plans the torch form: which pure results must be copied so that they really are new
-    storage when torch makes them views (`TORCH_MAY_ALIAS`), and which bases must be
+    storage when torch makes them views (`Op.torch_may_alias`), and which bases must be
     contiguous for `view_reshape` (strides are modelled on contiguous bases).
 
 `functionalize(g)` rewrites a graph with writes into pure SSA of existing pure ops with the same
@@ -51,20 +51,6 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 _T = TypeVar("_T")
-
-#: pure ops whose torch form may return a view of (or the very tensor of) an operand: slicing
-#: and reshaping movement ops; control flow too (a body may return its input: `torch_may_alias`
-#: adds every op with bodies). Their results are copied in the torch form whenever the memory
-#: involved is written (tests check that no other op's torch form aliases an operand).
-TORCH_MAY_ALIAS = frozenset({
-    "slice", "transpose", "expand", "reshape", "flatten", "squeeze", "unsqueeze", "split2",
-    "split3",
-})
-
-
-def torch_may_alias(op: Op) -> bool:
-    """Whether `op`'s torch form may return an operand's memory (see `TORCH_MAY_ALIAS`)."""
-    return op.takes_blocks or op.name in TORCH_MAY_ALIAS
 
 #: the rejected programs: rule -> the summary's shape (the verifier's "graph G, inst N (op): "
 #: prefix comes first). docs/inplace.md explains each; tests check each message exactly.
@@ -334,7 +320,7 @@ class _Analyzer:
             operand_written = any(lv.node(a).storage.writes for a in inst.args)
             for r in inst.results:
                 st = lv.nodes[r.name].storage
-                if torch_may_alias(inst.op) and (st.writes or operand_written):
+                if inst.op.torch_may_alias and (st.writes or operand_written):
                     lv.fix_results[r.name] = "clone"
                 elif st.view_reshaped:
                     lv.fix_results[r.name] = "contiguous"
@@ -592,7 +578,7 @@ def pure_form(g: Graph) -> Graph:
 class TorchPlan:
     """Runs a graph with views and in-place writes on torch, eagerly or under a compiler:
     in-place ops write, views alias, and the analysis's fixes keep every other op's results
-    new storage (copies of the `TORCH_MAY_ALIAS` results whose memory is written) and the
+    new storage (copies of the `Op.torch_may_alias` results whose memory is written) and the
     bases of `view_reshape`s contiguous."""
 
     def __init__(self, g: Graph):

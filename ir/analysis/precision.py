@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ir.core.dtypes import DType
 from ir.core.graph import Graph
+from ir.core.op import Op
 
 _ORDER = {DType.float16: 0, DType.float32: 1, DType.float64: 2}
 
@@ -86,22 +87,24 @@ BASE_TOLERANCE: dict[DType, Tolerance] = {
 }
 EXACT = Tolerance(0.0, 0.0)
 
-#: op families whose results legitimately differ more between correct implementations, with the
-#: factor their presence in an output's cone applies to the base tolerance: long accumulations
-#: (summation order), and transcendental functions (libm vs. vectorized approximations)
-FAMILY_FACTOR: dict[str, float] = {
-    "matmul": 2.0, "conv": 2.0, "reduce": 2.0, "norm": 4.0, "softmax": 2.0, "cumsum": 2.0,
-    "transcendental": 2.0, "rnn": 2.0,
-}
+#: the most the op families in a cone may loosen the base tolerance, in all
 MAX_FACTOR = 8.0
 
+#: an op family in a cone, with its ops' `Op.tolerance_factor`
+FamilyFactor = tuple[str, float]
 
-def _cone_families(g: Graph) -> dict[str, frozenset[str]]:
-    fams: dict[str, frozenset[str]] = {v.name: frozenset() for v in (*g.inputs, *g.params)}
+
+def _family_factor(op: Op) -> FamilyFactor:
+    return op.family, op.tolerance_factor
+
+
+def _cone_families(g: Graph) -> dict[str, frozenset[FamilyFactor]]:
+    """Value name -> the op families in its cone (bodies included), each with its factor."""
+    fams: dict[str, frozenset[FamilyFactor]] = {v.name: frozenset() for v in (*g.inputs, *g.params)}
     for inst in g.insts:
-        here = frozenset().union(*(fams[a] for a in inst.args)) | {inst.op.family}
+        here = frozenset().union(*(fams[a] for a in inst.args)) | {_family_factor(inst.op)}
         for block in inst.blocks:
-            here |= {i.op.family for i, _ in block.walk()}
+            here |= {_family_factor(i.op) for i, _ in block.walk()}
         for r in inst.results:
             fams[r.name] = here
     return fams
@@ -109,8 +112,9 @@ def _cone_families(g: Graph) -> dict[str, frozenset[str]]:
 
 def output_tolerances(g: Graph) -> list[Tolerance]:
     """The tolerance of each output: the base tolerance of the least precise float dtype in its
-    cone, loosened by the product of the family factors present in the cone (capped at
-    MAX_FACTOR); exact when no float is involved."""
+    cone, loosened by the product of the factors of the op families present in the cone
+    (`Op.tolerance_factor`, each family once; capped at MAX_FACTOR); exact when no float is
+    involved."""
     g = _pure(g)
     prec = value_precisions(g)
     fams = _cone_families(g)
@@ -121,8 +125,8 @@ def output_tolerances(g: Graph) -> list[Tolerance]:
             out.append(EXACT)
             continue
         factor = 1.0
-        for fam in fams[o]:
-            factor *= FAMILY_FACTOR.get(fam, 1.0)
+        for _, f in fams[o]:
+            factor *= f
         factor = min(factor, MAX_FACTOR)
         base = BASE_TOLERANCE[p]
         out.append(Tolerance(base.rtol * factor, base.atol * factor))
@@ -148,13 +152,13 @@ def gradient_tolerances(g: Graph, leaves: Sequence[str]) -> list[Tolerance]:
     for leaf in leaves:
         reached = [o for o in g.outputs if o in grad_values(g, [leaf]) and prec[o] is not None]
         p = _own(g.types()[leaf].dtype)
-        families: frozenset[str] = frozenset()
+        families: frozenset[FamilyFactor] = frozenset()
         for o in reached:
             p = _least(p, prec[o])
             families |= fams[o]
         factor = 1.0
-        for fam in families:
-            factor *= FAMILY_FACTOR.get(fam, 1.0)
+        for _, f in families:
+            factor *= f
         factor = min(factor, MAX_FACTOR) * BACKWARD_FACTOR
         base = BASE_TOLERANCE[p or DType.float32]
         out.append(Tolerance(base.rtol * factor, base.atol * factor))

@@ -27,7 +27,7 @@ from ir.core.types import TensorType
 if typing.TYPE_CHECKING:
     from ir.core.graph import Graph
     from ir.core.onnx_builder import OnnxBuilder
-    from ir.core.sampling import SampleContext
+    from ir.core.sampling import SampleContext, SymbolicSampleContext
 
 Signature = tuple[tuple[DType, ...], tuple[DType, ...]]
 
@@ -102,6 +102,47 @@ class Op:
     #: an inplace operation", `ir.analysis.autograd`). True unless the op's derivative is a
     #: constant map (add, neg, copies, concatenation, data movement): the safe default
     saves_for_backward: ClassVar[bool] = True
+    #: every correct implementation computes the op's float results exactly: data movement,
+    #: selection (max, where, max-pooling, nearest resizing), sign changes, rounding to
+    #: integers, correctly rounded casts, in-place writes of those; control flow (its results
+    #: are its bodies'). The reference's rounding spread never perturbs them
+    #: (`campaign.reference.evaluate_perturbed`). Default False: the op rounds
+    exact: ClassVar[bool] = False
+    #: how much more than the base tolerance correct implementations of the op may differ: long
+    #: accumulations (summation order: matmul, conv, reductions, norms, softmax, rnn) and
+    #: transcendental functions (libm vs. vectorized approximations). An output's tolerance is
+    #: the base one times the product of the factors of the op families in its cone, each
+    #: family counted once (`ir.analysis.precision`), so the ops of one family share one
+    #: factor. Default 1.0
+    tolerance_factor: ClassVar[float] = 1.0
+    #: the op's safe domain (`domain`) rarely survives iteration (poles, steep growth,
+    #: discontinuities, ties): mutators keep it out of loop and scan bodies (`Scope.iterated`),
+    #: where a recurrent value cannot be steered by the input search, and place it anywhere
+    #: else. Default False
+    fragile_when_iterated: ClassVar[bool] = False
+    #: a binary op that combines a value with its copy without degenerating (x + x, max(x, x);
+    #: not x - x = 0, x / x = 1, nor a comparison's tie, which leave nothing for the input
+    #: search to work with): `duplicate_region` may join a result and its copy by it. Default
+    #: False
+    combines_with_copy: ClassVar[bool] = False
+    #: an order comparison `a <cmp> b`: the sign s with which (a - b) * s > 0 makes it true
+    #: (gt, ge: 1; lt, le: -1), which tells `ir.numerics.coverage` which way to move a
+    #: threshold. Default None: not an order comparison (eq included: no side makes it true)
+    comparison_sign: ClassVar[int | None] = None
+    #: a pure op whose torch form may return an operand's memory (a view of it, or the operand
+    #: itself): slicing and reshaping movement ops, and control flow (a body may return its
+    #: input). The in-place analysis copies its results in the torch form whenever the memory
+    #: involved is written (docs/inplace.md). Default False: torch returns new storage
+    torch_may_alias: ClassVar[bool] = False
+    #: the in-place op that writes this op's result into operand 0's storage, with the same
+    #: attributes (add -> add_, clip -> clamp_; `inplace_form`). Set by that op when it is
+    #: defined (`ir.ops.inplace.InPlace`: its `pure`). Default None: none
+    inplace_twin: ClassVar[type[Op] | None] = None
+    #: the view op, with this movement op's attributes, whose result shares operand 0's storage
+    #: (slice -> view_slice): the `to_inplace` mutator turns the one into the other so that a
+    #: write lands in the base. Set by that op when it is defined (`ir.ops.views.ViewOp`: its
+    #: `movement`). Default None: none
+    view_twin: ClassVar[type[Op] | None] = None
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -191,6 +232,22 @@ class Op:
         """The type of a *new* placeholder for input `index` (>= 1), built from input 0's dims
         so the op's constraints hold by construction; None: fresh dims of a slot rank."""
         return None
+
+    @classmethod
+    def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
+                        ) -> dict[str, Any] | None:
+        """Fresh attributes written over the symbols of a dynamic-shape test (`ir.gen.dynshape`),
+        given input 0's symbolic type: z3 terms where they follow a symbolic dim (a reshape
+        target `(B*2, 6)`, a slice end `L + -1`), ints elsewhere, so that the op follows the
+        dims when the test runs at other sizes. None (the default, and when these dims give
+        nothing to follow): `sample` as usual, concrete attributes."""
+        return None
+
+    def inplace_form(self) -> Op | None:
+        """This op computed in place into operand 0's storage: its `inplace_twin` with the same
+        attributes (add -> add_, clip[lo, hi] -> clamp_[lo, hi]); None when it has none."""
+        twin = type(self).inplace_twin
+        return twin(**self.attrs()) if twin is not None else None
 
     @classmethod
     def arities(cls) -> range:

@@ -30,3 +30,17 @@ class SampleContext:
         d = z3.Int(f"d_{next(self._ids)}")
         self.dims.append((d, rank))
         return d
+
+
+@dataclass
+class SymbolicSampleContext:
+    """What an op's `sample_symbolic` may use to write attributes over the symbols of a
+    dynamic-shape test (`ir.gen.dynshape`); deterministic given `rng`'s seed."""
+
+    rng: random.Random
+    #: the test's dimension symbols
+    symbols: list[z3.ArithRef]
+    #: the size a new concrete dim is drawn up to (at least 2)
+    dim_hint: int
+    #: the largest rank a result may have
+    max_rank: int

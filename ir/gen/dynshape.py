@@ -16,7 +16,7 @@ What the shadow needs beyond the concrete generator:
   - a new graph input built to fit an operand gets the symbol whose `a0` value its dim has,
     when that keeps the op valid for every assignment (params are weights: always concrete);
   - reshape, expand, slice and split over symbolic dims get attributes that are expressions of
-    the symbols (`sample_expr_op`: a target `(B*2, 6)`, an end `L + -1`, a split `L + -2`),
+    the symbols (`Op.sample_symbolic`: a target `(B*2, 6)`, an end `L + -1`, a split `L + -2`),
     top level only (bodies keep concrete attributes);
   - control flow placed by `ir.gen.control` is lifted after the fact (`Lifter`), bodies
     included; a symbol the lifted constraints pin down is *demoted* to its `a0` value (the
@@ -36,13 +36,14 @@ import random
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import Any, NoReturn, cast
 
 import z3
 
 from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.op import Op
+from ir.core.sampling import SymbolicSampleContext
 from ir.core.shapes import Dim, eq, is_symbolic
 from ir.core.types import TensorType
 from ir.core.verify import VerifyError, verify
@@ -51,13 +52,8 @@ from ir.gen.generate import generate_once
 from ir.materialize.dynshape import DynShape, ExprError, expr_of_z3, instantiate, tidy
 from ir.ops.control import ControlFlow
 
-if TYPE_CHECKING:
-    from ir.ops.shape import Split
-
 #: every live symbol keeps at least this many feasible values
 MIN_VALUES = 3
-#: ops whose attributes may be expressions of the symbols (top-level only)
-EXPR_OPS = ("reshape", "expand", "slice", "split2", "split3")
 #: role of each axis of the first input, by rank (None: a concrete dim)
 LAYOUTS = {1: ("seq",), 2: ("batch", None), 3: ("batch", "seq", None),
            4: ("batch", None, "spatial", "spatial")}
@@ -603,7 +599,7 @@ class DynShapeBuilder(SymbolicGraphBuilder):
             return super().try_op(op_cls, first, candidates, dtypes, arity, target, op,
                                   allow_new, new_params)
         sym_attrs = None
-        if op is None and op_cls.name in EXPR_OPS and type_symbols(self.sym_type(first)):
+        if op is None and type_symbols(self.sym_type(first)):
             made = sample_expr_op(self, op_cls, self.sym_type(first))
             if made is not None:
                 op, sym_attrs = made
@@ -673,84 +669,15 @@ class DynShapeBuilder(SymbolicGraphBuilder):
                        {k: _attr_exprs(v) for k, v in self.attrs.items()})
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def sample_expr_op(b: DynShapeBuilder, op_cls: type[Op], first: TensorType
                    ) -> tuple[Op, dict[str, Any]] | None:
-    """Attributes over the symbols for reshape / expand / slice / split of a value with
-    symbolic dims: (the op at a0, its symbolic attributes), or None (sample as usual)."""
-    rng = b.rng
-    dims = list(first.shape)
-    syms = [z3.Int(s) for s in b.symbols]
-    name = op_cls.name
-    hint = max(2, b.cfg.dim_hint)
-    attrs: dict[str, Any]
-    if name == "reshape":
-        rank = rng.randint(1, min(4, b.cfg.max_rank))
-        const = math.prod(d for d in dims if not is_symbolic(d))
-        parts = [1] * rank
-        order = list(range(rank))
-        rng.shuffle(order)
-        rest = const
-        for i in order[:-1]:
-            d = rng.choice(_divisors(rest))
-            parts[i] *= d
-            rest //= d
-        parts[order[-1]] *= rest
-        target: list = list(parts)
-        for d in dims:
-            if is_symbolic(d):
-                i = rng.randrange(rank)
-                target[i] = d if isinstance(target[i], int) and target[i] == 1 else target[i] * d
-        attrs = {"shape": tuple(target)}
-    elif name == "expand":
-        extra = rng.randint(0, 1) if first.rank < 4 else 0
-        target = []
-        grows = False
-        for d in dims:
-            if is_symbolic(d) or d != 1:
-                target.append(d)
-            elif syms and rng.random() < 0.3:
-                target.append(rng.choice(syms))
-            else:
-                v = rng.randint(1, hint)
-                grows |= v > 1
-                target.append(v)
-        lead = []
-        if extra:
-            lead = [rng.choice(syms) if syms and rng.random() < 0.3 else rng.randint(2, hint)]
-        if not grows and not lead:
-            ones = [i for i, d in enumerate(dims) if not is_symbolic(d) and d == 1]
-            if ones:
-                target[rng.choice(ones)] = rng.randint(2, hint)
-            elif first.rank < 4:
-                lead = [rng.randint(2, hint)]
-            else:
-                return None
-        attrs = {"shape": tuple(lead + target)}
-    elif name == "slice":
-        axis = rng.randrange(first.rank) if first.rank else 0
-        if not first.rank or not is_symbolic(dims[axis]):
-            return None
-        start = rng.choice((0, 0, 1, 2))
-        if rng.random() < 0.7:
-            end = dims[axis] - rng.choice((0, 0, 1, 2))
-        else:
-            end = start + rng.randint(1, 3)
-        attrs = {"axis": axis, "start": start, "end": end, "step": rng.choice((1, 1, 2))}
-    elif name in ("split2", "split3"):
-        if not first.rank:
-            return None
-        axis = rng.randrange(first.rank)
-        if not is_symbolic(dims[axis]):
-            return None
-        n = cast("type[Split]", op_cls).num_results
-        sizes: list = [rng.randint(1, 3) for _ in range(n - 1)]
-        sizes.insert(rng.randrange(n), dims[axis] - sum(sizes))
-        attrs = {"axis": axis, "sizes": tuple(sizes)}
-    else:
+    """Attributes over the symbols for an op that writes them (`Op.sample_symbolic`: reshape,
+    expand, slice, split) on a value with symbolic dims: (the op at a0, its symbolic
+    attributes), or None (sample as usual)."""
+    ctx = SymbolicSampleContext(b.rng, [z3.Int(s) for s in b.symbols], max(2, b.cfg.dim_hint),
+                                b.cfg.max_rank)
+    attrs = op_cls.sample_symbolic(ctx, first)
+    if attrs is None:
         return None
     sym_attrs = {k: (tuple(z3.simplify(x) if is_symbolic(x) else x for x in v)
                      if isinstance(v, tuple) else (z3.simplify(v) if is_symbolic(v) else v))

@@ -9,8 +9,8 @@ forms existed):
     `number`: the loop counter is a Python int (`python` dialect: `for i in range(...)`; `hop`:
     an int carried by `torch.while_loop`, a SymInt when traced), 0-d params are Python numbers
     (module attributes, not tensors), and such a number reaches an op as a Python scalar where
-    the op's torch function takes one (`NUMBER_OPERANDS`: the second operand of the binary
-    ops listed), else as a 0-d tensor of its GraphIR dtype (`torch.scalar_tensor`). A value
+    the op's torch function takes one (`Op.number_operand`: the second operand of most binary
+    ops), else as a 0-d tensor of its GraphIR dtype (`torch.scalar_tensor`). A value
     computed by an op is always a tensor;
   - `params`: `buffer` (`register_buffer`) or `parameter` (`nn.Parameter`, requires_grad=False);
   - `inplace`: `written` (in-place ops and views as the graph writes them, `TorchPlan`) or
@@ -33,15 +33,6 @@ FORM_VALUES: dict[str, tuple[str, ...]] = {
     "params": ("buffer", "parameter"),
     "inplace": ("written", "functional"),
 }
-
-#: binary ops (GraphIR names) whose torch function takes a Python number as its second
-#: operand with the result dtype of a 0-d tensor of the same dtype category (both operands
-#: share one dtype in GraphIR, so the number is of the tensor's category and the result keeps
-#: the tensor's dtype); checked against torch by tests/ir/materialize/test_form.py
-NUMBER_OPERANDS: frozenset[str] = frozenset({
-    "add", "sub", "mul", "div", "pow", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "eq", "lt", "gt", "le", "ge",
-})
 
 
 @dataclass(frozen=True)

@@ -50,9 +50,6 @@ from ir.numerics.input_search import SearchConfig, search_inputs
 from ir.numerics.values import ValueRanges, as_tensors, sample_value
 from ir.ops.control import MAX_TRIPS, ControlFlow, is_control
 
-#: comparison op -> the sign s with which (a - b) * s > 0 makes it true
-COMPARISONS = {"gt": 1, "ge": 1, "lt": -1, "le": -1}
-
 
 def sites(g: Graph) -> dict[str, Inst]:
     """Every control-flow instruction of `g`, nested ones included, by the text form of its
@@ -253,11 +250,13 @@ class Observation:
 
 
 def _comparison(scope_graph: Graph, name: str) -> tuple[str, str, int] | None:
-    """(a, b, s) when value `name` is `a <cmp> b` computed in `scope_graph`."""
+    """(a, b, s) when value `name` is `a <cmp> b` computed in `scope_graph`: an order comparison
+    and its `Op.comparison_sign`."""
     for other in scope_graph.insts:
-        if name in other.result_names and other.op.name in COMPARISONS:
+        sign = other.op.comparison_sign
+        if name in other.result_names and sign is not None:
             a, b = other.args
-            return a, b, COMPARISONS[other.op.name]
+            return a, b, sign
     return None
 
 
@@ -341,7 +340,7 @@ def _only_compared(scope: Graph, name: str) -> bool:
     as is): a threshold that moves nothing else when `cover` moves it."""
     for inst in scope.insts:
         for pos in (i for i, a in enumerate(inst.args) if a == name):
-            if inst.op.name in COMPARISONS:
+            if inst.op.comparison_sign is not None:
                 continue
             # read as data, a trip count, a predicate, a sequence: moving it moves more
             op = inst.op

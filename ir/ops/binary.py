@@ -142,15 +142,20 @@ class Binary(Broadcasting):
 def _binary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType] = NUMERIC,
             result: DType | None = None, safe: Callable | None = None, doc: str = "",
             family: str = "binary", number: bool = True, kink: Callable | None = None,
-            saves: bool = True) -> type[Binary]:
-    """A `Binary` subclass; `saves`: its `saves_for_backward`."""
+            saves: bool = True, exact: bool = False, factor: float = 1.0, fragile: bool = False,
+            combines: bool = False, sign: int | None = None) -> type[Binary]:
+    """A `Binary` subclass; `saves`: its `saves_for_backward`, `factor`: its `tolerance_factor`,
+    `fragile`: `fragile_when_iterated`, `combines`: `combines_with_copy`, `sign`:
+    `comparison_sign`."""
     cls = type(
         "".join(p.capitalize() for p in name.split("_")),
         (Binary,),
         {"name": name, "torch_name": torch_name, "onnx_name": onnx_name, "dtypes": dtypes,
          "result": result, "safe": staticmethod(safe) if safe else None,
          "kink": staticmethod(kink) if kink else None, "saves_for_backward": saves,
-         "family": family, "number_operand": 1 if number else None,
+         "exact": exact, "tolerance_factor": factor, "fragile_when_iterated": fragile,
+         "combines_with_copy": combines, "comparison_sign": sign, "family": family,
+         "number_operand": 1 if number else None,
          "__module__": __name__,
          "__doc__": doc or f"Broadcasting {name}."},
     )
@@ -195,33 +200,42 @@ def _tie_apart(x: Tensor, y: Tensor) -> Tensor:
     return tie_apart(xf, yf, x.dtype)
 
 
-Add = _binary("add", "add", "Add", saves=False)
+Add = _binary("add", "add", "Add", saves=False, combines=True)
 Sub = _binary("sub", "sub", "Sub", saves=False)
-Mul = _binary("mul", "mul", "Mul")
-Div = _binary("div", "div", "Div", FLOATS, safe=_divisor,
+Mul = _binary("mul", "mul", "Mul", combines=True)
+Div = _binary("div", "div", "Div", FLOATS, safe=_divisor, fragile=True,
               doc="Float division; |y| >= margin (int division differs: true vs truncating).")
-Pow = _binary("pow", "pow", "Pow", FLOATS, safe=_pow_safe,
-              doc="x ** y on floats with x > 0 and a bounded result.", family="transcendental")
+# libm's pow vs. vectorized approximations: the transcendental family's tolerance
+Pow = _binary("pow", "pow", "Pow", FLOATS, safe=_pow_safe, fragile=True,
+              doc="x ** y on floats with x > 0 and a bounded result.", family="transcendental",
+              factor=2.0)
 # torch.maximum / minimum take tensors only; at a tie torch splits the gradient evenly
-Maximum = _binary("max", "maximum", "Max", number=False, kink=_tie_apart)
-Minimum = _binary("min", "minimum", "Min", number=False, kink=_tie_apart)
+Maximum = _binary("max", "maximum", "Max", number=False, kink=_tie_apart, exact=True,
+                  combines=True)
+Minimum = _binary("min", "minimum", "Min", number=False, kink=_tie_apart, exact=True,
+                  combines=True)
 # int and bool only (no gradient), and comparisons (not differentiable): nothing saved
-BitwiseAnd = _binary("bitwise_and", "bitwise_and", "BitwiseAnd", INTS, saves=False)
-BitwiseOr = _binary("bitwise_or", "bitwise_or", "BitwiseOr", INTS, saves=False)
+BitwiseAnd = _binary("bitwise_and", "bitwise_and", "BitwiseAnd", INTS, saves=False, combines=True)
+BitwiseOr = _binary("bitwise_or", "bitwise_or", "BitwiseOr", INTS, saves=False, combines=True)
 BitwiseXor = _binary("bitwise_xor", "bitwise_xor", "BitwiseXor", INTS, saves=False)
 
-# comparisons -> bool; float operands must differ by the margin
-Equal = _binary("eq", "eq", "Equal", ALL, DType.bool, _apart, "x == y (bool).", saves=False)
-Less = _binary("lt", "lt", "Less", NUMERIC, DType.bool, _apart, "x < y (bool).", saves=False)
-Greater = _binary("gt", "gt", "Greater", NUMERIC, DType.bool, _apart, "x > y (bool).", saves=False)
+# comparisons -> bool; float operands must differ by the margin, which iterating rarely keeps
+Equal = _binary("eq", "eq", "Equal", ALL, DType.bool, _apart, "x == y (bool).", saves=False,
+                fragile=True)
+Less = _binary("lt", "lt", "Less", NUMERIC, DType.bool, _apart, "x < y (bool).", saves=False,
+               fragile=True, sign=-1)
+Greater = _binary("gt", "gt", "Greater", NUMERIC, DType.bool, _apart, "x > y (bool).", saves=False,
+                  fragile=True, sign=1)
 LessEqual = _binary("le", "le", "LessOrEqual", NUMERIC, DType.bool, _apart, "x <= y (bool).",
-                    saves=False)
+                    saves=False, fragile=True, sign=-1)
 GreaterEqual = _binary("ge", "ge", "GreaterOrEqual", NUMERIC, DType.bool, _apart, "x >= y (bool).",
-                       saves=False)
+                       saves=False, fragile=True, sign=1)
 
 # torch.logical_* take tensors only
-LogicalAnd = _binary("logical_and", "logical_and", "And", BOOL, number=False, saves=False)
-LogicalOr = _binary("logical_or", "logical_or", "Or", BOOL, number=False, saves=False)
+LogicalAnd = _binary("logical_and", "logical_and", "And", BOOL, number=False, saves=False,
+                     combines=True)
+LogicalOr = _binary("logical_or", "logical_or", "Or", BOOL, number=False, saves=False,
+                    combines=True)
 LogicalXor = _binary("logical_xor", "logical_xor", "Xor", BOOL, number=False, saves=False)
 
 
@@ -233,6 +247,7 @@ class Where(Broadcasting):
     name: ClassVar[str] = "where"
     family: ClassVar[str] = "binary"
     arity: ClassVar[int] = 3
+    exact: ClassVar[bool] = True  # a selection
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:

@@ -32,6 +32,7 @@ CASTS: dict[DType, frozenset[DType]] = {
 class Cast(Op):
     name: ClassVar[str] = "cast"
     family: ClassVar[str] = "cast"
+    exact: ClassVar[bool] = True  # correctly rounded
     saves_for_backward: ClassVar[bool] = False
     to: DType
 

@@ -137,6 +137,8 @@ class ControlFlow(Op):
     family: ClassVar[str] = "control"
     num_results: ClassVar[None] = None
     takes_blocks: ClassVar[bool] = True
+    exact: ClassVar[bool] = True  # the results are the bodies'
+    torch_may_alias: ClassVar[bool] = True  # a body may return its input
     #: a predicate chooses which one body runs (coverage counts the bodies taken); otherwise
     #: the body runs a number of times (coverage counts the trip counts)
     chooses_body: ClassVar[bool] = False

@@ -38,6 +38,7 @@ class ConvBase(Op):
     """Shared attributes and ONNX attribute layout of the convolutions."""
 
     family: ClassVar[str] = "conv"
+    tolerance_factor: ClassVar[float] = 2.0  # long accumulations: summation order
     arity: ClassVar[int] = 2
     spatial: ClassVar[int]
     dtypes: ClassVar[frozenset[DType]] = F16_32

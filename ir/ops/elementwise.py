@@ -103,22 +103,27 @@ class Unary(Op):
 
 def _unary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType] = FLOATS,
            safe: Callable | None = None, doc: str = "", family: str = "unary",
-           kink: Callable | None = None, saves: bool = True) -> type[Unary]:
-    """A `Unary` subclass; `saves`: its `saves_for_backward`."""
+           kink: Callable | None = None, saves: bool = True, exact: bool = False,
+           fragile: bool = False) -> type[Unary]:
+    """A `Unary` subclass; `saves`: its `saves_for_backward`, `fragile`: its
+    `fragile_when_iterated`; the transcendental family's `tolerance_factor` is `LIBM_FACTOR`."""
     cls = type(
         "".join(p.capitalize() for p in name.split("_")),
         (Unary,),
         {"name": name, "torch_name": torch_name, "onnx_name": onnx_name, "dtypes": dtypes,
          "safe": staticmethod(safe) if safe else None, "kink": staticmethod(kink) if kink else None,
-         "saves_for_backward": saves, "family": family, "__module__": __name__,
+         "saves_for_backward": saves, "exact": exact, "fragile_when_iterated": fragile,
+         "tolerance_factor": LIBM_FACTOR if family == T else 1.0, "family": family,
+         "__module__": __name__,
          "__doc__": doc or f"Elementwise {name}."},
     )
     return dataclass(frozen=True)(cls)
 
 
 #: libm-style functions: correct implementations differ by their approximations, which the
-#: oracle's per-family tolerance allows for (ir.analysis.precision.FAMILY_FACTOR)
+#: oracle's tolerance allows for (their `tolerance_factor`, `LIBM_FACTOR`)
 T = "transcendental"
+LIBM_FACTOR = 2.0
 
 
 def _positive(x: Tensor) -> Tensor:
@@ -154,46 +159,53 @@ def _off_poles(x: Tensor) -> Tensor:
 
 
 # ---- plain maps ---------------------------------------------------------------------------------
-Abs = _unary("abs", "abs", "Abs", NUMERIC, kink=_nonzero)
-Neg = _unary("neg", "neg", "Neg", NUMERIC, saves=False)
-Relu = _unary("relu", "relu", "Relu", NUMERIC, kink=_nonzero)
+Abs = _unary("abs", "abs", "Abs", NUMERIC, kink=_nonzero, exact=True)
+Neg = _unary("neg", "neg", "Neg", NUMERIC, saves=False, exact=True)
+Relu = _unary("relu", "relu", "Relu", NUMERIC, kink=_nonzero, exact=True)
 Sigmoid = _unary("sigmoid", "sigmoid", "Sigmoid", family=T)
 Tanh = _unary("tanh", "tanh", "Tanh", family=T)
-Sin = _unary("sin", "sin", "Sin", FLOATS, safe=_small_argument, family=T,
+Sin = _unary("sin", "sin", "Sin", FLOATS, safe=_small_argument, family=T, fragile=True,
              doc="Elementwise sin; |x| <= 64 (see _small_argument).")
-Cos = _unary("cos", "cos", "Cos", FLOATS, safe=_small_argument, family=T,
+Cos = _unary("cos", "cos", "Cos", FLOATS, safe=_small_argument, family=T, fragile=True,
              doc="Elementwise cos; |x| <= 64 (see _small_argument).")
 Tan = _unary("tan", "tan", "Tan", F16_32, safe=_off_poles,
-             doc="Elementwise tan; |cos x| >= 0.3 keeps it away from its poles.", family=T)
+             doc="Elementwise tan; |cos x| >= 0.3 keeps it away from its poles.", family=T,
+             fragile=True)
 Atan = _unary("atan", "atan", "Atan", F16_32, family=T)
 Asin = _unary("asin", "asin", "Asin", F16_32, safe=lambda x: at_most(x.abs(), 0.99),
-              doc="Elementwise asin; |x| <= 0.99 (undefined beyond 1, steep near it).", family=T)
+              doc="Elementwise asin; |x| <= 0.99 (undefined beyond 1, steep near it).", family=T,
+              fragile=True)
 Acos = _unary("acos", "acos", "Acos", F16_32, safe=lambda x: at_most(x.abs(), 0.99),
-              doc="Elementwise acos; |x| <= 0.99 (undefined beyond 1, steep near it).", family=T)
-Sinh = _unary("sinh", "sinh", "Sinh", F16_32, safe=lambda x: at_most(x.abs(), 10.0), family=T)
-Cosh = _unary("cosh", "cosh", "Cosh", F16_32, safe=lambda x: at_most(x.abs(), 10.0), family=T)
-Exp = _unary("exp", "exp", "Exp", safe=lambda x: at_most(x, 10.0),
+              doc="Elementwise acos; |x| <= 0.99 (undefined beyond 1, steep near it).", family=T,
+              fragile=True)
+Sinh = _unary("sinh", "sinh", "Sinh", F16_32, safe=lambda x: at_most(x.abs(), 10.0), family=T,
+              fragile=True)
+Cosh = _unary("cosh", "cosh", "Cosh", F16_32, safe=lambda x: at_most(x.abs(), 10.0), family=T,
+              fragile=True)
+Exp = _unary("exp", "exp", "Exp", safe=lambda x: at_most(x, 10.0), fragile=True,
              doc="Elementwise exp; x <= 10 keeps it finite in float16 and the graph tame.", family=T)
-Log = _unary("log", "log", "Log", safe=_positive, family=T,
+Log = _unary("log", "log", "Log", safe=_positive, family=T, fragile=True,
              doc="Elementwise natural log; x >= margin > 0.")
-Sqrt = _unary("sqrt", "sqrt", "Sqrt", safe=_positive, family=T,
+Sqrt = _unary("sqrt", "sqrt", "Sqrt", safe=_positive, family=T, fragile=True,
               doc="Elementwise sqrt; x >= margin > 0.")
-Reciprocal = _unary("reciprocal", "reciprocal", "Reciprocal", safe=_nonzero,
+Reciprocal = _unary("reciprocal", "reciprocal", "Reciprocal", safe=_nonzero, fragile=True,
                     doc="Elementwise 1/x; |x| >= margin.")
 Erf = _unary("erf", "erf", "Erf", F16_32, family=T)
-# floor, ceil, round, sign: a zero derivative (away from their jumps, which `safe` avoids)
+# floor, ceil, round, sign: a zero derivative (away from their jumps, which `safe` avoids);
+# exact (integers, or the sign); their jumps rarely stay avoided when iterated
 Floor = _unary("floor", "floor", "Floor", FLOATS, safe=away_from_integers, saves=False,
-               doc="Elementwise floor; float inputs stay a margin away from integers, 0 too.")
+               exact=True, fragile=True, doc="Elementwise floor; float inputs stay a margin away from integers, 0 too.")
 Ceil = _unary("ceil", "ceil", "Ceil", FLOATS, safe=away_from_integers, saves=False,
-              doc="Elementwise ceil; float inputs stay a margin away from integers, 0 too.")
+              exact=True, fragile=True, doc="Elementwise ceil; float inputs stay a margin away from integers, 0 too.")
 Round = _unary("round", "round", "Round", FLOATS, safe=lambda x: away_from_integers(x, 0.5),
-               saves=False,
+               saves=False, exact=True, fragile=True,
                doc="Round half to even (torch and ONNX agree); inputs stay away from halves.")
 Sign = _unary("sign", "sign", "Sign", NUMERIC, safe=_nonzero, saves=False,
+              exact=True, fragile=True,
               doc="Elementwise sign; float inputs stay a margin away from 0, even an exact 0.")
 Softplus = _unary("softplus", "F.softplus", "Softplus", FLOATS, safe=lambda x: at_most(x, 20.0),
                   doc="log(1 + exp(x)); x <= 20 (torch switches to x above 20, ONNX overflows "
-                      "above 88 in float32).", family=T)
+                      "above 88 in float32).", family=T, fragile=True)
 Softsign = _unary("softsign", "F.softsign", "Softsign", FLOATS)
 Selu = _unary("selu", "F.selu", "Selu", F16_32, family=T, kink=_nonzero,
               doc="SELU with the standard constants (ONNX defaults; float32 attributes, so no f64); "
@@ -225,6 +237,7 @@ class Gelu(Unary):
 
     name: ClassVar[str] = "gelu"
     family: ClassVar[str] = T
+    tolerance_factor: ClassVar[float] = LIBM_FACTOR
     torch_name: ClassVar[str] = "F.gelu"
     dtypes: ClassVar[frozenset[DType]] = F16_32
 
@@ -260,6 +273,7 @@ class Elu(Unary):
 
     name: ClassVar[str] = "elu"
     family: ClassVar[str] = T
+    tolerance_factor: ClassVar[float] = LIBM_FACTOR
     torch_name: ClassVar[str] = "F.elu"
     onnx_name: ClassVar[str] = "Elu"
     dtypes: ClassVar[frozenset[DType]] = F16_32  # ONNX float attributes are float32: no f64
@@ -278,6 +292,7 @@ class Clip(Unary):
 
     name: ClassVar[str] = "clip"
     dtypes: ClassVar[frozenset[DType]] = NUMERIC
+    exact: ClassVar[bool] = True  # a selection of x, lo or hi
     lo: float
     hi: float
 

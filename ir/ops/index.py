@@ -31,6 +31,7 @@ class Gather(AxisOp):
 
     name: ClassVar[str] = "gather"
     family: ClassVar[str] = "index"
+    exact: ClassVar[bool] = True  # a selection
     saves_for_backward: ClassVar[bool] = False  # torch saves the indices, a constant of its own
     indices: tuple[int, ...]
 
@@ -68,6 +69,8 @@ class TopK(AxisOp):
 
     name: ClassVar[str] = "topk"
     family: ClassVar[str] = "index"
+    exact: ClassVar[bool] = True  # a selection
+    fragile_when_iterated: ClassVar[bool] = True  # ties
     num_results: ClassVar[int] = 2
     k: int
     largest: bool
@@ -111,6 +114,7 @@ class Trilu(Op):
 
     family: ClassVar[str] = "index"
     upper: ClassVar[bool]
+    exact: ClassVar[bool] = True  # a selection
     saves_for_backward: ClassVar[bool] = False
     k: int
 

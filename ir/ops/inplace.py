@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -101,10 +101,21 @@ class InPlace(Op):
     family: ClassVar[str] = "inplace"
     effect: ClassVar[Effect] = WRITES
     generic: ClassVar[bool] = False
+    #: the results are the destination, written with the pure op's results (exact or not,
+    #: the numerical checks see the pure op: they run on the functionalized graph)
+    exact: ClassVar[bool] = True
     #: an operand that is exactly the written tensor (the same elements in the same layout) is
     #: fine: every element is read before it is written (`x.add_(x)`); otherwise any overlap
     #: between a read operand and the written memory is rejected
     elementwise: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """A subclass that names its `pure` op (add_: add) is registered as that op's
+        `inplace_twin`."""
+        super().__init_subclass__(**kw)
+        pure = cls.__dict__.get("pure")
+        if pure is not None:
+            pure.inplace_twin = cls
 
     def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]
@@ -141,6 +152,7 @@ def _fit(f: FunctionalEmitter, src: str, dest: TensorType, hint: str) -> str:
 @dataclass(frozen=True)
 class BinaryInPlace(InPlace):
     arity: ClassVar[int] = 2
+    #: the pure op whose result this op writes into operand 0 (its `inplace_twin`)
     pure: ClassVar[type[Op]]
     #: torch refuses a bool operand (subtraction)
     no_bool: ClassVar[bool] = False
@@ -222,6 +234,8 @@ class DivInPlace(BinaryInPlace):
 
 @dataclass(frozen=True)
 class UnaryInPlace(InPlace):
+    #: the pure op whose result this op writes into operand 0, with the same attributes (its
+    #: `inplace_twin`)
     pure: ClassVar[type[Op]]
     #: the result is float whatever the input (sigmoid)
     float_result: ClassVar[bool] = False
@@ -611,6 +625,7 @@ class Fill(Op):
 
     name: ClassVar[str] = "fill"
     family: ClassVar[str] = "shape"
+    exact: ClassVar[bool] = True
     generic: ClassVar[bool] = False
     saves_for_backward: ClassVar[bool] = False
     value: float
@@ -639,6 +654,7 @@ class MaskedFill(Op):
 
     name: ClassVar[str] = "masked_fill"
     family: ClassVar[str] = "binary"
+    exact: ClassVar[bool] = True  # a selection
     arity: ClassVar[int] = 2
     generic: ClassVar[bool] = False
     value: float
@@ -679,6 +695,8 @@ class IndexPut(IndexPutBase):
 
     name: ClassVar[str] = "index_put"
     family: ClassVar[str] = "index"
+    #: a selection (the sums of `accumulate` round, but the reference does not perturb them)
+    exact: ClassVar[bool] = True
     generic: ClassVar[bool] = False
 
     def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:

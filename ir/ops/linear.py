@@ -24,6 +24,7 @@ class MatMul(Op):
 
     name: ClassVar[str] = "matmul"
     family: ClassVar[str] = "matmul"
+    tolerance_factor: ClassVar[float] = 2.0  # long accumulations: summation order
     arity: ClassVar[int] = 2
     dtypes: ClassVar[frozenset[DType]] = NUMERIC
 

@@ -28,6 +28,7 @@ MAX_PAD = 3
 @dataclass(frozen=True)
 class Pad(Op):
     family: ClassVar[str] = "pad"
+    exact: ClassVar[bool] = True  # data movement
     dtypes: ClassVar[frozenset[DType]] = NUMERIC
     mode: ClassVar[str]
     onnx_mode: ClassVar[str]

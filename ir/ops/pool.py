@@ -74,6 +74,7 @@ class Pool(Op):
 
 @dataclass(frozen=True)
 class MaxPool(Pool):
+    exact: ClassVar[bool] = True  # a selection
     dtypes: ClassVar[frozenset[DType]] = FLOATS
 
     @float_only

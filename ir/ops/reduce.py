@@ -43,6 +43,7 @@ class AlongAxis(AxisOp):
     """A same-dtype op along one axis (the result has the input's type unless said otherwise)."""
 
     family: ClassVar[str] = "reduce"
+    tolerance_factor: ClassVar[float] = 2.0  # long accumulations: summation order
     dtypes: ClassVar[frozenset[DType]] = NUMERIC
 
     @classmethod
@@ -121,6 +122,7 @@ class Extreme(Reduce):
     differentiable where it is attained by one element with a margin to the next."""
 
     largest: ClassVar[bool]
+    exact: ClassVar[bool] = True  # a selection
 
     @float_only
     def kinks(self, x: Tensor) -> list[Tensor]:
@@ -150,6 +152,7 @@ class ArgReduce(Reduce):
     """Index of the first extreme value along the axis, as int64 (not differentiable)."""
 
     largest: ClassVar[bool]
+    fragile_when_iterated: ClassVar[bool] = True  # ties
     saves_for_backward: ClassVar[bool] = False
 
     @classmethod

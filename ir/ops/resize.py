@@ -70,6 +70,7 @@ class Resize(Op):
 @dataclass(frozen=True)
 class ResizeNearest(Resize):
     name: ClassVar[str] = "resize_nearest"
+    exact: ClassVar[bool] = True  # a selection
     torch_mode: ClassVar[tuple[str, str]] = ("nearest", "nearest")
     onnx_attrs: ClassVar[dict] = dict(mode="nearest", coordinate_transformation_mode="asymmetric",
                                       nearest_mode="floor")

@@ -57,6 +57,7 @@ class Recurrent(Op):
     """Shared typing and materialization of the three recurrent layers."""
 
     family: ClassVar[str] = "rnn"
+    tolerance_factor: ClassVar[float] = 2.0  # long accumulations: summation order
     dtypes: ClassVar[frozenset[DType]] = F16_32
     #: Y, then the final states (each subclass sets it)
     num_results: ClassVar[int]

@@ -4,13 +4,14 @@ and have no numerical domain.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ir.core.dtypes import DType
 from ir.core.op import Op, Signature
-from ir.core.shapes import And, Dim, Or, eq, floordiv, product
+from ir.core.shapes import And, Dim, Or, eq, floordiv, is_symbolic, product
 from ir.core.types import TensorType
 from ir.ops.common import ALL, AxisOp, same_dtype
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from torch import Tensor
 
     from ir.core.onnx_builder import OnnxBuilder
-    from ir.core.sampling import SampleContext
+    from ir.core.sampling import SampleContext, SymbolicSampleContext
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Movement(Op):
 
     family: ClassVar[str] = "shape"
     saves_for_backward: ClassVar[bool] = False
+    exact: ClassVar[bool] = True
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -53,10 +55,36 @@ class Reshape(ToShape):
 
     name: ClassVar[str] = "reshape"
     onnx_name: ClassVar[str] = "Reshape"
+    torch_may_alias: ClassVar[bool] = True  # torch returns a view where the strides allow
 
     @classmethod
     def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(shape=tuple(ctx.sym("rs") for _ in range(ctx.rng.randint(1, 4))))
+
+    @classmethod
+    def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
+                        ) -> dict[str, Any] | None:
+        """A target of a random rank: the concrete dims' product split at random, each
+        symbolic dim multiplied into one target dim (`(B*2, 6)`)."""
+        rng = ctx.rng
+        dims = list(first.shape)
+        rank = rng.randint(1, min(4, ctx.max_rank))
+        const = math.prod(d for d in dims if not is_symbolic(d))
+        parts = [1] * rank
+        order = list(range(rank))
+        rng.shuffle(order)
+        rest = const
+        for i in order[:-1]:
+            d = rng.choice(_divisors(rest))
+            parts[i] *= d
+            rest //= d
+        parts[order[-1]] *= rest
+        target: list = list(parts)
+        for d in dims:
+            if is_symbolic(d):
+                i = rng.randrange(rank)
+                target[i] = d if isinstance(target[i], int) and target[i] == 1 else target[i] * d
+        return {"shape": tuple(target)}
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         return [d >= 1 for d in self.shape] + [eq(product(self.shape), product(ins[0].shape))]
@@ -65,11 +93,16 @@ class Reshape(ToShape):
         return x.reshape(self.shape)
 
 
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
 @dataclass(frozen=True)
 class Flatten(Movement):
     """ONNX Flatten: [prod(dims[:axis]), prod(dims[axis:])] (always rank 2)."""
 
     name: ClassVar[str] = "flatten"
+    torch_may_alias: ClassVar[bool] = True  # torch returns a view
     axis: int
 
     @classmethod
@@ -97,6 +130,7 @@ class Squeeze(Movement, AxisOp):
     """Drop axis `axis`, which must have size 1."""
 
     name: ClassVar[str] = "squeeze"
+    torch_may_alias: ClassVar[bool] = True  # torch returns a view
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]):
@@ -119,6 +153,7 @@ class Unsqueeze(Movement):
     """Insert a size-1 axis at position `axis` of the result."""
 
     name: ClassVar[str] = "unsqueeze"
+    torch_may_alias: ClassVar[bool] = True  # torch returns a view
     axis: int
 
     @classmethod
@@ -165,6 +200,7 @@ class Expand(ToShape):
 
     name: ClassVar[str] = "expand"
     onnx_name: ClassVar[str] = "Expand"
+    torch_may_alias: ClassVar[bool] = True  # torch returns a view
 
     @classmethod
     def first_ranks(cls) -> tuple[int, ...]:
@@ -173,6 +209,38 @@ class Expand(ToShape):
     @classmethod
     def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(shape=expand_target(ctx, first))
+
+    @classmethod
+    def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
+                        ) -> dict[str, Any] | None:
+        """Symbolic dims kept, a dim of 1 grown to a symbol or a number, maybe a leading dim
+        (a symbol or a number); None when nothing can grow (rank 4, no dim of 1)."""
+        rng, syms, hint = ctx.rng, ctx.symbols, ctx.dim_hint
+        dims = list(first.shape)
+        extra = rng.randint(0, 1) if first.rank < 4 else 0
+        target: list = []
+        grows = False
+        for d in dims:
+            if is_symbolic(d) or d != 1:
+                target.append(d)
+            elif syms and rng.random() < 0.3:
+                target.append(rng.choice(syms))
+            else:
+                v = rng.randint(1, hint)
+                grows |= v > 1
+                target.append(v)
+        lead = []
+        if extra:
+            lead = [rng.choice(syms) if syms and rng.random() < 0.3 else rng.randint(2, hint)]
+        if not grows and not lead:
+            ones = [i for i, d in enumerate(dims) if not is_symbolic(d) and d == 1]
+            if ones:
+                target[rng.choice(ones)] = rng.randint(2, hint)
+            elif first.rank < 4:
+                lead = [rng.randint(2, hint)]
+            else:
+                return None
+        return {"shape": tuple(lead + target)}
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         s = ins[0].shape
@@ -192,6 +260,7 @@ class Expand(ToShape):
 @dataclass(frozen=True)
 class Transpose(Movement):
     name: ClassVar[str] = "transpose"
+    torch_may_alias: ClassVar[bool] = True  # torch returns a view
     perm: tuple[int, ...]
 
     @classmethod
@@ -283,6 +352,7 @@ class Slice(Movement, AxisOp):
     """x[..., start:end:step, ...] on one axis, 0 <= start < end <= size."""
 
     name: ClassVar[str] = "slice"
+    torch_may_alias: ClassVar[bool] = True  # torch returns a view
     start: int
     end: int
     step: int
@@ -292,6 +362,23 @@ class Slice(Movement, AxisOp):
         r = ctx.rng
         return cls(axis=r.randrange(first.rank), start=ctx.sym("start"), end=ctx.sym("end"),
                    step=r.choice((1, 1, 2)))
+
+    @classmethod
+    def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
+                        ) -> dict[str, Any] | None:
+        """A slice of a symbolic axis: a small start, an end near the axis's end (`L + -1`) or
+        a few past the start; None when the axis drawn is concrete."""
+        rng = ctx.rng
+        dims = list(first.shape)
+        axis = rng.randrange(first.rank) if first.rank else 0
+        if not first.rank or not is_symbolic(dims[axis]):
+            return None
+        start = rng.choice((0, 0, 1, 2))
+        if rng.random() < 0.7:
+            end = dims[axis] - rng.choice((0, 0, 1, 2))
+        else:
+            end = start + rng.randint(1, 3)
+        return {"axis": axis, "start": start, "end": end, "step": rng.choice((1, 1, 2))}
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]):
@@ -320,11 +407,28 @@ class Split(Movement, AxisOp):
 
     #: the part count (each subclass sets it)
     num_results: ClassVar[int]
+    torch_may_alias: ClassVar[bool] = True  # torch returns views
     sizes: tuple[int, ...]
 
     @classmethod
     def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(axis=ctx.rng.randrange(first.rank), sizes=tuple(ctx.sym("sp") for _ in range(cls.num_results)))
+
+    @classmethod
+    def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
+                        ) -> dict[str, Any] | None:
+        """Split a symbolic axis: small parts and, at a random place, the rest (`L + -2`);
+        None when the axis drawn is concrete."""
+        rng = ctx.rng
+        if not first.rank:
+            return None
+        axis = rng.randrange(first.rank)
+        if not is_symbolic(first.shape[axis]):
+            return None
+        n = cls.num_results
+        sizes: list = [rng.randint(1, 3) for _ in range(n - 1)]
+        sizes.insert(rng.randrange(n), first.shape[axis] - sum(sizes))
+        return {"axis": axis, "sizes": tuple(sizes)}
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         if not self.axis_ok(ins[0]) or len(self.sizes) != self.num_results:

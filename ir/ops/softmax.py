@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 class Softmax(AlongAxis):
     name: ClassVar[str] = "softmax"
     family: ClassVar[str] = "softmax"
+    tolerance_factor: ClassVar[float] = 2.0  # a sum along the axis: summation order
     dtypes: ClassVar[frozenset[DType]] = FLOATS
     onnx_name: ClassVar[str] = "Softmax"
 

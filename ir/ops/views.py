@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from torch import SymInt, Tensor
 
     from ir.core.onnx_builder import OnnxBuilder
-    from ir.core.sampling import SampleContext
+    from ir.core.sampling import SampleContext, SymbolicSampleContext
 
 VIEW = Effect(view_of=0)
 
@@ -99,10 +99,30 @@ class ViewOp(Op):
     effect: ClassVar[Effect] = VIEW
     generic: ClassVar[bool] = False
     saves_for_backward: ClassVar[bool] = False
+    exact: ClassVar[bool] = True
+    #: the pure movement op, with the same attributes, that this view is the view form of
+    #: (view_slice: slice): registered as its `view_twin` when the view is defined. Default
+    #: None: none
+    movement: ClassVar[type[Op] | None] = None
+    #: a view has no view twin of its own (one that is a movement op's subclass does not
+    #: inherit the movement's)
+    view_twin: ClassVar[type[Op] | None] = None
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        movement = cls.__dict__.get("movement")
+        if movement is not None:
+            movement.view_twin = cls
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
         return same_dtype(ALL, n_inputs)
+
+    @classmethod
+    def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
+                        ) -> dict[str, Any] | None:
+        """Concrete attributes (a view does not take its movement op's symbolic ones)."""
+        return None
 
     def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         """Emit pure ops (through `f`, an `ir.analysis.inplace.Emitter`) computing `base` with this
@@ -127,6 +147,7 @@ class ViewSlice(ViewOp, Slice):
     """x[..., start:end:step, ...] on one axis, as a view."""
 
     name: ClassVar[str] = "view_slice"
+    movement: ClassVar[type[Op] | None] = Slice
 
     def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:
         return f.emit(SliceScatter(axis=self.axis, start=self.start, end=self.end, step=self.step),
@@ -174,6 +195,7 @@ class ViewReshape(ViewOp, Reshape):
     """x.view(shape): only where torch can view the operand's strides (`ir.analysis.inplace` checks)."""
 
     name: ClassVar[str] = "view_reshape"
+    movement: ClassVar[type[Op] | None] = Reshape
 
     def torch(self, x: Tensor) -> Tensor:
         return x.view(self.shape)
@@ -193,6 +215,7 @@ class ViewPermute(ViewOp, Transpose):
     """x.permute(perm)."""
 
     name: ClassVar[str] = "view_permute"
+    movement: ClassVar[type[Op] | None] = Transpose
 
     def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         Transpose.onnx(self, b, ins, outs)
@@ -270,6 +293,7 @@ class ViewExpand(ViewOp):
     back as a reshape."""
 
     name: ClassVar[str] = "view_expand"
+    movement: ClassVar[type[Op] | None] = Expand
     shape: tuple[int, ...]
 
     @classmethod
@@ -353,6 +377,7 @@ class Scatter(Op):
     arity: ClassVar[int] = 2
     generic: ClassVar[bool] = False
     saves_for_backward: ClassVar[bool] = False
+    exact: ClassVar[bool] = True  # data movement
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -472,6 +497,7 @@ class Clone(Op):
 
     name: ClassVar[str] = "clone"
     family: ClassVar[str] = "shape"
+    exact: ClassVar[bool] = True
     generic: ClassVar[bool] = False
     saves_for_backward: ClassVar[bool] = False
 
