@@ -198,6 +198,14 @@ class ReproSpec:
     trains: bool = False
 
 
+def seeded_dialect(dialect: str | None, seed: int) -> str | None:
+    """The dialect a test of this seed is compiled in by a backend of `dialect`: `mixed` picks
+    `hop` or `python` by the seed (the same test always gets the same one)."""
+    if dialect != "mixed":
+        return dialect
+    return "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
+
+
 #: called with each stage just before it starts; a sandbox process installs one so that a
 #: crash or hang is attributed to the stage it happened in
 StageListener = Callable[[Stage], None]
@@ -320,11 +328,8 @@ class Backend(abc.ABC):
         return None
 
     def dialect_of(self, seed: int) -> str | None:
-        """The dialect a test of this seed is compiled in: `mixed` picks `hop` or `python` by
-        the seed (the same test always gets the same one)."""
-        if self.dialect != "mixed":
-            return self.dialect
-        return "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
+        """The dialect a test of this seed is compiled in (`seeded_dialect`)."""
+        return seeded_dialect(self.dialect, seed)
 
     # ---- configurations ----------------------------------------------------------------------
     def config_of(self, seed: int, graph: Graph | None = None,

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from campaign.backends.base import ReproSpec
+from campaign.backends.base import ReproSpec, seeded_dialect
 from campaign.sandbox import kill_group, signal_name
 from campaign.testcase import npz_bytes
 
@@ -55,14 +55,9 @@ def repro_spec_of(spec: str) -> ReproSpec | None:
 
 def program_dialect(how: ReproSpec | None, seed: int) -> str:
     """The dialect the torch program of a test of this seed is printed in, for a backend
-    reproduced as `how`: its own, `mixed` picked by the seed as `Backend.dialect_of` picks it;
-    `python` for a backend that takes the ONNX model (or none)."""
-    dialect = how.dialect if how is not None and how.dialect is not None else "python"
-    if dialect == "mixed":
-        import random
-
-        dialect = "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
-    return dialect
+    reproduced as `how`: the one it compiles (`Backend.dialect_of`); `python` for a backend
+    that takes the ONNX model (or none)."""
+    return seeded_dialect(how.dialect if how is not None else None, seed) or "python"
 
 
 #: the package of the script parts (campaign/triage/repro_scripts: its docstring says the rules)

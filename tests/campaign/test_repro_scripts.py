@@ -106,6 +106,29 @@ def test_each_backends_repro_is_valid_standalone_python(spec, trains):
     assert ("\nclass Model(" in body) == (how.dialect is not None)
 
 
+@pytest.mark.parametrize("spec", ["aot_eager?dialect=python", "inductor?dialect=python&simdlen=0"])
+def test_a_transform_tests_repro_is_valid_standalone_python(spec):
+    """A transform test's script: the transformed program (ir/materialize/torch_func.py, copied)
+    compiled by the backend (inductor_transform), no training step."""
+    from ir.materialize.transforms import TransformSpec
+
+    how = repro_spec_of(spec)
+    assert how is not None
+    transform = TransformSpec("vjp", ("x0", "w1"), ("python",), outputs=(0,),
+                              cotangents=({"v3": np.ones((3, 2), np.float32)},))
+    grad = GradSpec(("x0",), ({"v3": np.ones((3, 2), np.float32)},))  # a transform wins
+    src = repro_source(how, G, EXPECT, [(1e-3, 1e-4)] * 3, "header", grad=grad,
+                       transform=transform)
+    compile(src, "repro.py", "exec")
+    assert not _imports(src) & {"campaign", "ir", "mutators", "."} and not _undefined(src)
+    body = src.split('"""', 2)[2]
+    assert "campaign" not in body and "def train_step(" not in body
+    assert "transform_program(model, sets, INPUTS, OUTPUTS, HERE)" in body
+    assert "\nOUTPUTS = ['v3']\n" in body and "\nGRADIENTS = False\n" in body
+    with pytest.raises(ValueError, match="only in the python dialect"):
+        repro_source(repro_spec_of("aot_eager"), G, EXPECT, [(0, 0)], "h", transform=transform)
+
+
 def test_a_value_no_part_declares_or_a_declared_value_not_given_is_an_error():
     how = repro_spec_of("ort")
     assert how is not None
