@@ -104,8 +104,9 @@ class Op:
     saves_for_backward: ClassVar[bool] = True
     #: every correct implementation computes the op's float results exactly: data movement,
     #: selection (max, where, max-pooling, nearest resizing), sign changes, rounding to
-    #: integers, correctly rounded casts, in-place writes of those; control flow (its results
-    #: are its bodies'). The reference's rounding spread never perturbs them
+    #: integers, correctly rounded casts; control flow (its results are its bodies'); views
+    #: and in-place writes (the reference evaluates the functionalized graph, where only pure
+    #: ops round). The reference's rounding spread never perturbs them
     #: (`campaign.reference.evaluate_perturbed`). Default False: the op rounds
     exact: ClassVar[bool] = False
     #: how much more than the base tolerance correct implementations of the op may differ: long
