@@ -53,7 +53,7 @@ class ReduceConfig:
     #: gradient steps of the input search per candidate
     search_iters: int = 16
     #: failures in a row after which a pass is suspended for the round (`ir.shrink.schedule`)
-    max_failures: int = 20
+    max_failures: int = 50
 
 
 @dataclass
@@ -106,7 +106,8 @@ def _resized(old: np.ndarray, t: TensorType) -> np.ndarray | None:
 
 class Reducer:
     """One reduction: the current graph and values, the seen set, the budget, and what each
-    pass did (`PassStats`, which the schedule's order follows)."""
+    pass did (`PassStats`: the summary's `passes`, which the triage logs). It runs a pass for
+    the schedule (`run_pass`) and tells it how the run went (`Outcome`)."""
 
     def __init__(self, graph: Graph, values: dict[str, np.ndarray], predicate: Predicate,
                  cfg: ReduceConfig = ReduceConfig(), log: Callable[[str], None] | None = None):  # noqa: B008 (read, never written)

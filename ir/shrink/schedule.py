@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 @dataclass
 class PassStats:
-    """What one pass did over a reduction (the schedule reads `accepted`)."""
+    """What one pass did over a reduction (the reduction summary's `passes`)."""
 
     candidates: int = 0  #: proposed
     seen: int = 0  #: skipped: canonical form already tried
@@ -50,7 +50,7 @@ RunPass = Callable[[str, int], Outcome]
 class Schedule:
     """The order of the passes and the rounds (module doc)."""
 
-    def __init__(self, names: Sequence[str], seed: int = 0, max_failures: int = 20):
+    def __init__(self, names: Sequence[str], seed: int = 0, max_failures: int = 50):
         self.order = list(names)
         self.rng = random.Random(seed)
         self.max_failures = max_failures
