@@ -263,6 +263,17 @@ def test_ranks_and_dtypes_are_simplified_by_retyping():
     assert res.graph.insts[0].op.to is DType.float32  # the cast's target simplified too
 
 
+def test_suspended_passes_resume_and_reach_a_fixed_point():
+    g, values = _graph()
+
+    def pred(h, vals):
+        return {"relu", "add"} <= {i.op.name for i, _ in h.walk()}
+
+    res = reduce_graph(g, values, pred, ReduceConfig(max_failures=1))
+    assert res.stopped == "fixed point" and sum(st.suspended for st in res.passes.values()) > 0
+    assert set(_ops(res.graph)) == {"add", "relu"}
+
+
 def test_budget_stops_the_reducer():
     g, values = _graph()
     res = reduce_graph(g, values, lambda h, v: True, ReduceConfig(max_tests=3))
@@ -281,7 +292,8 @@ def cases(draw):
     if valid is None:
         return None
     ops = sorted({inst.op.name for inst, _ in valid.graph.walk()})
-    return valid.graph, valid.search.values, draw(st.sampled_from(ops)), draw(st.integers(5, 60))
+    return (valid.graph, valid.search.values, draw(st.sampled_from(ops)), draw(st.integers(5, 60)),
+            draw(st.sampled_from([1, 5, 50])))
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -289,12 +301,12 @@ def cases(draw):
 def test_reduction_never_grows_and_keeps_the_predicate(case):
     if case is None:
         return
-    g, values, op, budget = case
+    g, values, op, budget, max_failures = case
 
     def pred(h, v):
         return any(inst.op.name == op for inst, _ in h.walk())
 
-    res = reduce_graph(g, values, pred, ReduceConfig(max_tests=budget))
+    res = reduce_graph(g, values, pred, ReduceConfig(max_tests=budget, max_failures=max_failures))
     assert res.size <= res.original
     assert res.graph.num_insts() <= g.num_insts()
     assert pred(res.graph, res.values)
