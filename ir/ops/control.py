@@ -92,18 +92,14 @@ class Inlining:
     `inputs`, one per input of that body: the operand whose value it binds and the op applied
     to it first (a scan's slice: `squeeze(axis=0)` of a length-1 sequence), or operand None: a
     value the op makes (a loop's counter), a new graph input holding zeros of its type (so only
-    at the top level, when the body reads it). `results`, one per result: the body output it
-    is (`from_body`) or the operand it is (no body run), and the op applied to it (a scan's
-    stacked y: `unsqueeze(axis=0)`)."""
+    at the top level, when the body reads it). `results`, one per result: the index of the
+    body output it is (of the operand it is, when no body runs) and the op applied to it (a
+    scan's stacked y: `unsqueeze(axis=0)`)."""
 
     desc: str
     body: int | None
     inputs: tuple[tuple[int | None, Op | None], ...]
     results: tuple[tuple[int, Op | None], ...]
-
-    @property
-    def from_body(self) -> bool:
-        return self.body is not None
 
 
 def is_control(op: Op) -> TypeGuard[ControlFlow]:

@@ -50,8 +50,6 @@ class _Typer:
         for inst in g.insts:
             ins = [scope[a] for a in inst.args]
             op = self.op_map(inst.op) if self.op_map else inst.op
-            if op.result_dtypes(tuple(t.dtype for t in ins)) is None:
-                raise _Fail(f"{op.name} refuses the dtypes")
             bodies = [self.graph(b, ts) for b, ts in
                       zip(inst.blocks, self.body_inputs(op, ins, inst.blocks), strict=True)]
             op, outs = self.results(op, ins, bodies)
@@ -99,8 +97,12 @@ class _Typer:
         raise _Fail(f"{op.name}: no symbolic type rule")
 
     def control(self, op: Op, ins: list[TensorType], bodies: list[Graph]) -> list[TensorType]:
+        """A control-flow instruction's result types over symbolic types: the op's dtypes and
+        `requires`, then its `relate` (the same rules `Op.type_rule` checks on concrete types)."""
         if not is_control(op):
             raise _Fail(f"no symbolic rule for {op.name}")
+        if op.result_dtypes(tuple(t.dtype for t in ins)) is None:
+            raise _Fail(f"{op.name} refuses the dtypes")
         for c in op.requires(ins):
             if not _collector(self.cons)(c):
                 raise _Fail("constraint violated")
