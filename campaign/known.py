@@ -52,7 +52,7 @@ class Trigger:
         is empty or the spec itself sets it. A bug that needs a drawn option (`fullgraph=
         false` on `inductor?dialect=mixed`) holds back nothing: most of that backend's tests
         run without the option, and a test is matched before its configuration is drawn."""
-        from campaign.triage.buckets import config_covers
+        from campaign.triage.pipeline.buckets import config_covers
 
         return config_covers(self.config, backend.partition("?")[2])
 
@@ -102,7 +102,7 @@ def load_triggers(paths: Iterable[str | Path]) -> list[Trigger]:
     """The triggers of the confirmed compiler-bug buckets in bugs tables (a `bugs.parquet`,
     or an output dir holding one): each bucket's reduced graph (`graph.gir` in its folder,
     relative to the table's dir). A bucket without a reduced graph on disk has no trigger."""
-    from campaign.triage.buckets import BUGS_FILE, read_bugs_table
+    from campaign.triage.pipeline.buckets import BUGS_FILE, read_bugs_table
     from ir.core.text import load
 
     out: list[Trigger] = []
@@ -137,7 +137,7 @@ def _folder(root: Path, artifact_path: str | None) -> Path | None:
     return folder if (folder / "graph.gir").is_file() else None
 
 
-#: bug database statuses whose bugs hold back their repeats (`campaign.triage.bugdb`): a
+#: bug database statuses whose bugs hold back their repeats (`campaign.triage.bugdb.store`): a
 #: fixed bug's tests go through (a regression is seen), as do ours and limitations (no bug)
 HELD_STATUSES = ("new", "known", "known-upstream")
 
@@ -146,7 +146,7 @@ def db_triggers(path: str | Path) -> list[Trigger]:
     """The triggers of the bug database's held bugs (`HELD_STATUSES`) that keep a reduced
     graph: one per compiler-bug bucket of the backend that graph failed on. An unreadable
     database gives none (a warning; the campaign checked it at its start)."""
-    from campaign.triage.bugdb import BugDb, BugDbError
+    from campaign.triage.bugdb.store import BugDb, BugDbError
     from ir.core.text import parse
 
     try:

@@ -526,7 +526,7 @@ def signal_name(signum: int) -> str:
 # ---- the parent --------------------------------------------------------------------------------
 
 def kill_group(pid: int, mark: str | None = None) -> set[int]:
-    """Kill sandbox process `pid` (or a repro script's: `campaign.triage.repro.check_repro`) with
+    """Kill sandbox process `pid` (or a repro script's: `campaign.triage.pipeline.repro.check_repro`) with
     everything it started: its descendants (it is their
     subreaper), what carries its mark (escaped after it died), its process group. Returns the
     other processes killed (their pids)."""

@@ -71,7 +71,7 @@ def test_no_import_circle():
 def test_function_level_imports_count_and_type_only_ones_do_not():
     g = import_graph()
     # reduction.py imports the worker inside BackendRunner.worker_for
-    assert g.has_edge("campaign.triage.reduction", "campaign.worker")
+    assert g.has_edge("campaign.triage.pipeline.reduction", "campaign.worker")
     # op.py names the graph only for the type checker
     assert not g.has_edge("ir.core.op", "ir.core.graph") and g.has_edge("ir.core.graph", "ir.core.op")
 

@@ -45,7 +45,7 @@ from campaign.signature import python_frames
 # `root_error`: the error a chain of wrapper exceptions (Dynamo's "backend='inductor' raised:",
 # the exporter's "Failed to export the model ...") wraps, which a row records: one function with
 # the repro scripts, whose prelude it is
-from campaign.triage.repro_scripts.prelude import root_error
+from campaign.triage.pipeline.repro_scripts.prelude import root_error
 from campaign.verdict import Stage, Verdict
 
 
@@ -183,10 +183,10 @@ class KnownUnsupported:
 @dataclass(frozen=True)
 class ReproSpec:
     """How a backend's findings are reproduced by a standalone `repro.py`
-    (`campaign.triage.repro`, docs/triage.md): the script's body and the options it runs with.
+    (`campaign.triage.pipeline.repro`, docs/triage.md): the script's body and the options it runs with.
 
     `kind`: the body (`ort`, `tvm`, `tvm_torch`, `inductor`, `onnx_export`: the parts of
-    campaign/triage/repro_scripts it copies). `options`: plain data (repr-able), each written
+    campaign/triage/pipeline/repro_scripts it copies). `options`: plain data (repr-able), each written
     into the script as the constant of its name in capitals, which the body declares.
     `dialect` and `form`: the torch program the body compiles (None: it takes `model.onnx`).
     `trains`: it runs a gradient test's training step and a transform test's program."""
@@ -266,7 +266,7 @@ class Backend(abc.ABC):
     #: the front end another library provides that this backend's import stage runs
     #: (`torch.export`: the exporter and TVM's torch frontend both export, then decompose):
     #: an import failure with one cause signature in two compilers of one front end is one
-    #: bug (`campaign.triage.grouping`); None: the importer is the compiler's own
+    #: bug (`campaign.triage.pipeline.grouping`); None: the importer is the compiler's own
     FRONTEND: ClassVar[str | None] = None
     #: the configurations worth fuzzing (`campaign.backends.configs`): constructor options with
     #: their values; a test draws one by its seed when `sample_configs` > 0
@@ -319,7 +319,7 @@ class Backend(abc.ABC):
         compiler, `compiler` (torch.compile's `aot_eager`: Dynamo and AOT autograd without
         Inductor), with everything else as here; this backend's own spec when it is that
         stage; None when it has no such stage (the triage's ablations ask it:
-        `campaign.triage.training_ablation`)."""
+        `campaign.triage.pipeline.training_ablation`)."""
         return None
 
     def repro_spec(self) -> ReproSpec | None:

@@ -99,9 +99,9 @@ def check_resume_config(conf: Config, out_dir: Path) -> None:
 
 def bug_db(conf: Config, out_dir: Path) -> Path | None:
     """The bug database the triage will use (`triage.db`, else `runs/bugdb` for an output dir
-    under runs/: `campaign.triage.bugdb.resolve`), written back into `conf.triage.db` (`off`
+    under runs/: `campaign.triage.bugdb.store.resolve`), written back into `conf.triage.db` (`off`
     for none) so config.yaml records it; ConfigError (before any testing) when it is unusable."""
-    from campaign.triage.bugdb import BugDb, BugDbError, resolve
+    from campaign.triage.bugdb.store import BugDb, BugDbError, resolve
 
     path = resolve(conf.triage.db, out_dir) if conf.triage.enabled else None
     conf.triage.db = str(path) if path is not None else "off"

@@ -142,7 +142,7 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
         log.warning("summary.json: cannot write to %s (%s)", out_dir, e.strerror or e)
     print(summary.text(), flush=True)
     if conf.triage.enabled and not interrupted:
-        from campaign.triage.run import triage_campaign  # buckets, reductions, repro.py
+        from campaign.triage.pipeline.campaign_triage import triage_campaign  # buckets, reductions, repro.py
 
         end = t0 + plan.total_s - REPORT_S if plan.total_s is not None else None
         try:

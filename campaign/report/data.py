@@ -70,7 +70,7 @@ BUGS_GLOBS = ("bugs.parquet", "bugs/*.parquet")
 BUG_COLUMNS: dict[str, tuple[str, ...]] = {
     "bucket": ("bucket", "bucket_id", "bucket_key", "key"),
     #: the bug (cause) the bucket belongs to: its group's representative bucket
-    #: (campaign/triage/grouping.py); tables from before grouping: the bucket itself
+    #: (campaign/triage/pipeline/grouping.py); tables from before grouping: the bucket itself
     "bug": ("bug",),
     "first_seen": ("first_seen", "first_seen_ts", "first_ts", "ts"),
     "count": ("count", "n", "n_rows", "hits", "n_findings"),

@@ -2,7 +2,7 @@
 findings, reduce the first members of each new bucket, write bug folders with standalone
 reproducers and the `bugs` table (see docs/triage.md); `--db DIR` adds them to a bug database.
 
-The bug database's own commands (`campaign.triage.dbcli`):
+The bug database's own commands (`campaign.triage.bugdb.commands`):
   python -m campaign.triage recheck DB [--timeout S] [--bug ID ...]
   python -m campaign.triage show DB [--all]
   python -m campaign.triage mark DB BUG STATUS [--note TEXT] [--merged-into BUG]
@@ -20,7 +20,7 @@ from campaign.triage.config import TriageConfig
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
-    from campaign.triage.dbcli import COMMANDS, run_command
+    from campaign.triage.bugdb.commands import COMMANDS, run_command
 
     if args and args[0] in COMMANDS and not Path(args[0]).exists():
         return run_command(args)
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                        db=a.db, reduce_known=a.reduce_known,
                        reduce_verdicts=[v for v in a.verdicts.split(",") if v])
     logging.basicConfig(level=logging.WARNING)
-    from campaign.triage.bugdb import BugDbError
-    from campaign.triage.run import triage
+    from campaign.triage.bugdb.store import BugDbError
+    from campaign.triage.pipeline.campaign_triage import triage
 
     log = (lambda s: None) if a.quiet else (lambda s: print(s, flush=True))
     try:

@@ -39,11 +39,11 @@ class TriageConfig:
     #: compile in a process takes ~15 s)
     repro_cold_start_s: float = 30.0
     #: cross re-runs when grouping buckets into bugs: a reduced graph re-run on another
-    #: bucket's compiler (`campaign.triage.grouping`), within the budget
+    #: bucket's compiler (`campaign.triage.pipeline.grouping`), within the budget
     group_reruns: int = 20
     #: earlier bugs tables (bugs.parquet) or output dirs whose buckets are not new
     known: list[str] = field(default_factory=list)
-    #: the bug database across campaigns (a directory, `campaign.triage.bugdb`): every bucket
+    #: the bug database across campaigns (a directory, `campaign.triage.bugdb.store`): every bucket
     #: in it is known (not new, not reduced again), and each triage adds its buckets to it.
     #: Unset (null): `runs/bugdb` when the output dir lies under `runs/` (Hydra's default run
     #: dirs), else none; `off`: none

@@ -2,7 +2,7 @@
 function of its leaves, under one `torch.func` transform. Standalone on purpose: this file
 imports only numpy, torch and the standard library, because it is both the program dynsmith
 runs (`ir.materialize.transforms.transformed` builds on it) and, copied verbatim, a part of
-every transform finding's `repro.py` (`campaign.triage.repro.part_source`), where `transform_program`
+every transform finding's `repro.py` (`campaign.triage.pipeline.repro.part_source`), where `transform_program`
 reads the transform from the finding's folder. One program, so the repro computes exactly
 what the campaign compared.
 

@@ -3,7 +3,7 @@ tests that hold it, and not a new pattern; triggers load from a bugs table's bug
 from __future__ import annotations
 
 from campaign.known import Trigger, load_triggers, matching, skeleton
-from campaign.triage.buckets import Bucket, BucketKey, write_bugs_table
+from campaign.triage.pipeline.buckets import Bucket, BucketKey, write_bugs_table
 from ir.core.text import parse, print_graph
 
 REDUCED = """graph main(%x: f32[4]) {

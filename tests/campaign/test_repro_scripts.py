@@ -1,4 +1,4 @@
-"""The parts of a standalone repro.py are real modules (campaign/triage/repro_scripts): each
+"""The parts of a standalone repro.py are real modules (campaign/triage/pipeline/repro_scripts): each
 compiles, and the script a backend's `ReproSpec` assembles from them is valid Python that
 imports nothing of dynsmith and gives every per-test value its part declares."""
 from __future__ import annotations
@@ -10,11 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import campaign.triage.repro_scripts as scripts
+import campaign.triage.pipeline.repro_scripts as scripts
 from campaign.backends import make_backend
 from campaign.backends.base import ReproSpec, root_error
-from campaign.triage.repro import BODIES, SCRIPTS, part_source, program_dialect, repro_source, repro_spec_of
-from campaign.triage.repro_scripts import prelude
+from campaign.triage.pipeline.repro import (
+    BODIES,
+    SCRIPTS,
+    part_source,
+    program_dialect,
+    repro_source,
+    repro_spec_of,
+)
+from campaign.triage.pipeline.repro_scripts import prelude
 from ir import parse
 from ir.materialize.grad import GradSpec
 

@@ -8,7 +8,7 @@ import pytest
 
 from campaign.backends import register
 from campaign.backends.eager import EagerBackend
-from campaign.triage.reduction import load_finding
+from campaign.triage.pipeline.reduction import load_finding
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import parse, verify
 from ir.core.text import print_graph
@@ -137,7 +137,7 @@ def test_a_gradient_repro_trains_with_its_configuration():
     """repro.py of a gradient finding: plain torch that trains (leaf params as nn.Parameters,
     the cotangents from the folder), with the AOT autograd options the fuzzer set; valid
     Python."""
-    from campaign.triage.repro import repro_source, repro_spec_of
+    from campaign.triage.pipeline.repro import repro_source, repro_spec_of
 
     g = verify(parse("""
 graph main(%x: f32[3], %w: param f32[3]) {

@@ -1,4 +1,4 @@
-"""The training bug's ablation (campaign/triage/training_ablation.py): which part of the training
+"""The training bug's ablation (campaign/triage/pipeline/training_ablation.py): which part of the training
 step is wrong, and whether `aot_eager` agrees with eager on the same test."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from campaign.backends import make_backend, register
 from campaign.backends.inductor import InductorBackend
-from campaign.triage.reduction import BackendRunner, FindingCase, Reduction
-from campaign.triage.training_ablation import ablate, part_of_label
+from campaign.triage.pipeline.reduction import BackendRunner, FindingCase, Reduction
+from campaign.triage.pipeline.training_ablation import ablate, part_of_label
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir.gen.builder import GenConfig
 from mutators import MutationConfig

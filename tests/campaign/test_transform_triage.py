@@ -9,8 +9,14 @@ import pytest
 from campaign.backends import register
 from campaign.backends.eager import EagerBackend
 from campaign.testcase import npz_bytes
-from campaign.triage.reduction import BackendRunner, FindingCase, Reduction, load_finding, reduce_finding
-from campaign.triage.repro import check_repro, write_bug_folder
+from campaign.triage.pipeline.reduction import (
+    BackendRunner,
+    FindingCase,
+    Reduction,
+    load_finding,
+    reduce_finding,
+)
+from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import parse, verify
 from ir.gen.builder import GenConfig

@@ -17,10 +17,10 @@ from campaign.sandbox import SandboxConfig
 from campaign.storage import ResultSink
 from campaign.testcase import TestCase, npz_bytes
 from campaign.triage import TriageConfig
-from campaign.triage.buckets import BUGS_SCHEMA, crash_key, mismatch_key, op_pattern, pattern_ops
-from campaign.triage.reduction import BackendRunner, load_finding, reduce_finding
-from campaign.triage.repro import check_repro, write_bug_folder
-from campaign.triage.run import triage
+from campaign.triage.pipeline.buckets import BUGS_SCHEMA, crash_key, mismatch_key, op_pattern, pattern_ops
+from campaign.triage.pipeline.campaign_triage import triage
+from campaign.triage.pipeline.reduction import BackendRunner, load_finding, reduce_finding
+from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir.numerics.input_search import make_valid
 
@@ -102,7 +102,7 @@ def test_crash_keys_use_the_normalized_signature():
 
 
 def test_timeouts_bucket_without_the_frames_they_were_killed_in():
-    from campaign.triage.reduction import same_failure
+    from campaign.triage.pipeline.reduction import same_failure
 
     a = {"backend": "inductor", "target": "cpu", "verdict": "timeout", "stage": "compile",
          "error_sig": "Timeout: during compile @ symbolic_convert.step < symbolic_convert.run"}
@@ -380,7 +380,7 @@ def _bug_folder(tmp_path: Path, expected_delta: float, spec: str = "ort",
                 text: str = SMALL) -> Path:
     """A bug folder for `spec` claiming a mismatch; the backend really agrees with the
     reference unless the expected outputs are shifted by `expected_delta`."""
-    from campaign.triage.reduction import FindingCase, Reduction
+    from campaign.triage.pipeline.reduction import FindingCase, Reduction
 
     tc = _case(text=text)
     runner = BackendRunner(spec, timeout_s=300)
@@ -423,7 +423,7 @@ def test_ort_repro_is_standalone_and_judges_the_outputs(tmp_path):
 
 
 def test_torch_codegen_computes_what_the_interpreter_computes():
-    from campaign.triage.torchgen import check_source, torch_source
+    from ir.materialize.torch_source import check_source, torch_source
 
     text = """graph main(%x0: f32[3,4], %x1: i64[], %x2: f32[2,4], %x3: f32[]) {
       %v4 = reduce_sum[axis=0, keepdim=false](%x0) : f32[4]

@@ -16,10 +16,16 @@ from campaign.backends import make_backend
 from campaign.backends.configs import config_text, parse_config, with_config
 from campaign.testcase import npz_bytes
 from campaign.triage import TriageConfig
-from campaign.triage.buckets import BUGS_SCHEMA, BucketKey, config_covers, crash_key
-from campaign.triage.reduction import BackendRunner, FindingCase, Reduction, load_finding, reduce_finding
-from campaign.triage.repro import check_repro, write_bug_folder
-from campaign.triage.run import triage
+from campaign.triage.pipeline.buckets import BUGS_SCHEMA, BucketKey, config_covers, crash_key
+from campaign.triage.pipeline.campaign_triage import triage
+from campaign.triage.pipeline.reduction import (
+    BackendRunner,
+    FindingCase,
+    Reduction,
+    load_finding,
+    reduce_finding,
+)
+from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 from ir.shrink.options import OPTION_PASSES
 
 #: a compiler whose injected bug needs `vectorize=true` (tests/campaign/buggy_backends.py)

@@ -1,4 +1,4 @@
-"""The bug database across campaigns (campaign/triage/bugdb.py, sightings.py, recheck.py,
+"""The bug database across campaigns (campaign/triage/bugdb/store.py, sightings.py, recheck.py,
 upstream.py, dbcli.py): two triages into one database, re-check of open bugs, atomic and
 concurrent writes, the report.md per bug, and the exact error messages (the findings page and
 the notes' import: test_triage_findings.py)."""
@@ -20,16 +20,16 @@ from test_triage import PATTERN, WRONG, _bug_folder, _case, campaign_dir
 
 from campaign.triage import TriageConfig
 from campaign.triage.__main__ import main
-from campaign.triage.bugdb import DB_SCHEMA, TABLE, Bug, BugDb, BugDbError, resolve
-from campaign.triage.recheck import recheck
-from campaign.triage.run import triage
-from campaign.triage.sightings import record
+from campaign.triage.bugdb.recheck import recheck
+from campaign.triage.bugdb.sightings import record
+from campaign.triage.bugdb.store import DB_SCHEMA, TABLE, Bug, BugDb, BugDbError, resolve
+from campaign.triage.pipeline.campaign_triage import triage
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _row(bucket: str, count: int = 1, **kw) -> dict:
-    """A bugs-table row (campaign.triage.buckets.BUGS_SCHEMA's fields the database reads)."""
+    """A bugs-table row (campaign.triage.pipeline.buckets.BUGS_SCHEMA's fields the database reads)."""
     return {"bucket": bucket, "backend": "ort", "target": "cpu", "verdict": "crash",
             "stage": "compile", "error_sig": f"E: {bucket}", "pattern": None,
             "backend_config": "", "kind": "bug", "count": count, "first_seen": None,
@@ -192,8 +192,8 @@ def test_recheck_marks_a_fixed_bug_fixed_and_an_open_one_open(tmp_path):
 _WRITER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from campaign.triage.sightings import record
-    from campaign.triage.bugdb import BugDb
+    from campaign.triage.bugdb.sightings import record
+    from campaign.triage.bugdb.store import BugDb
     db = BugDb.open(sys.argv[1])
     for i in range(int(sys.argv[3])):
         record(db, Path(sys.argv[2]), [{"bucket": f"{sys.argv[2]}-{i}", "backend": "ort",

@@ -1,4 +1,4 @@
-"""docs/findings.md generated from the notes (campaign/triage/notes.py, findings_page.py,
+"""docs/findings.md generated from the notes (campaign/triage/pages/notes.py, findings_page.py,
 the `findings` command of dbcli.py): the committed page is what the committed notes make, the
 notes keep every row of the old hand-written table, merged notes fold into the bug they repeat,
 statuses and a database's bugs without notes are shown, and a bad field is one exact line."""
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from campaign.triage.__main__ import main
-from campaign.triage.bugdb import Bug, BugDb
-from campaign.triage.findings_page import PAGE, Page
-from campaign.triage.notes import NOTES_DIR, Note, Tracker, dump_note, load_notes
+from campaign.triage.bugdb.store import Bug, BugDb
+from campaign.triage.pages.findings_page import PAGE, Page
+from campaign.triage.pages.notes import NOTES_DIR, Note, Tracker, dump_note, load_notes
 
 REPO = Path(__file__).resolve().parents[2]
 #: docs/findings.md as it was last written by hand, before the notes replaced it

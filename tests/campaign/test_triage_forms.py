@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from campaign.triage.repro import repro_source, repro_spec_of
-from campaign.triage.torchgen import check_source, torch_source
+from campaign.triage.pipeline.repro import repro_source, repro_spec_of
 from ir import parse
 from ir.core.text import load
 from ir.materialize.form import TorchForm
+from ir.materialize.torch_source import check_source, torch_source
 
 #: a loop with a counter read in its body, 0-d params and params used after it
 LOOP = load(Path(__file__).resolve().parents[1] / "data" / "form_loop.gir")
@@ -86,7 +86,7 @@ def test_the_reducer_shrinks_a_form_option_to_the_one_the_failure_needs(tmp_path
 
     from campaign.backends import make_backend
     from campaign.backends.configs import config_text, parse_config
-    from campaign.triage.reduction import BackendRunner, load_finding, reduce_finding
+    from campaign.triage.pipeline.reduction import BackendRunner, load_finding, reduce_finding
     from ir import print_graph
 
     spec = "buggy_backends:BuggyInForm"

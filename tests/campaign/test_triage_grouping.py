@@ -1,4 +1,4 @@
-"""Cause-level grouping (campaign/triage/grouping.py): buckets whose reduced graphs share a
+"""Cause-level grouping (campaign/triage/pipeline/grouping.py): buckets whose reduced graphs share a
 structure or a core, whose cause signatures agree (unless the graphs say otherwise), or whose
 reduced graph re-run on the other's compiler fails the other's way are one bug; the cause
 signature's normalization; and a real triage on a stand-in backend whose message quotes the
@@ -13,9 +13,9 @@ from test_triage import _case, campaign_dir
 import ir
 from campaign.signature import cause_signature
 from campaign.triage import TriageConfig
-from campaign.triage.buckets import BUGS_SCHEMA
-from campaign.triage.grouping import BucketEvidence, core, group, structure
-from campaign.triage.run import triage
+from campaign.triage.pipeline.buckets import BUGS_SCHEMA
+from campaign.triage.pipeline.campaign_triage import triage
+from campaign.triage.pipeline.grouping import BucketEvidence, core, group, structure
 
 # two consumers of one BatchNormalization inside an If (TVM's importer made it a tuple)
 BN_RELU = """graph main(%x: f32[1,1], %c: b8[], %s: f32[1], %b: f32[1], %m: f32[1], %v: f32[1]) {
@@ -386,7 +386,7 @@ def test_a_triage_groups_buckets_of_one_cause_into_one_bug(tmp_path):
 
     # the triage's cross re-run: one bucket's reduced graph (its bug folder) on the other's
     # compiler, in a sandbox; here one compiler, so it fails the way both buckets do
-    from campaign.triage.run import _Triage
+    from campaign.triage.pipeline.campaign_triage import _Triage
 
     t = _Triage(out, TriageConfig(budget="1m"), log=lambda s: None)
     try:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import keyword
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -110,7 +110,7 @@ def py_name(name: str) -> str:
     return s if s.isidentifier() else "_" + "".join(c if c.isalnum() else "_" for c in name)
 
 
-def _example(t: TensorType):
+def _example(t: TensorType) -> Any:
     import torch
 
     shape = tuple(int(d) for d in t.shape)
@@ -190,9 +190,9 @@ def _literal(v: Any, names: dict[int, str], consts: Callable[[Any], str]) -> str
     raise CodegenError(f"cannot print argument {v!r} ({type(v).__name__})")
 
 
-def _index(v: Any, names, consts) -> str:
+def _index(v: Any, names: dict[int, str], consts: Callable[[Any], str]) -> str:
     """An indexing expression as Python subscript syntax (`:, 1:5:2`)."""
-    def one(x):
+    def one(x: Any) -> str:
         if isinstance(x, slice):
             parts = ["" if p is None else _literal(p, names, consts) for p in (x.start, x.stop)]
             s = ":".join(parts)
@@ -211,7 +211,7 @@ def _record(inst: Inst, args: list) -> tuple[list, Any]:
     calls: list = []
 
     class Recorder(TorchFunctionMode):
-        def __torch_function__(self, func, types, fargs=(), kwargs=None):
+        def __torch_function__(self, func: Any, types: Any, fargs: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             out = func(*fargs, **kwargs)
             calls.append((func, fargs, kwargs, out))
@@ -222,7 +222,7 @@ def _record(inst: Inst, args: list) -> tuple[list, Any]:
     return calls, res
 
 
-def _tensors_in(out) -> list:
+def _tensors_in(out: Any) -> list:
     import torch
 
     if isinstance(out, torch.Tensor):
@@ -345,7 +345,7 @@ def _tuple(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _emit_if(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+def _emit_if(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter, indent: str, dialect: str,
              keep: list, res: list[str]) -> list[str]:
     """`if`: a plain Python `if` on the predicate's value, or `torch.cond`."""
     n, ind2 = len(res), indent + "    "
@@ -375,7 +375,7 @@ def _emit_if(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dial
     return [f"{out}[{k}]" for k in range(n)]
 
 
-def _emit_loop(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+def _emit_loop(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter, indent: str, dialect: str,
                keep: list, res: list[str]) -> list[str]:
     """`loop`: a `for` over the trip count, or `torch.while_loop` with the counter carried."""
     n, ind2 = len(res), indent + "    "
@@ -415,7 +415,7 @@ def _emit_loop(inst: Inst, args: list[str], types, em: _Emitter, indent: str, di
     return [f"{out}[{k + 2}]" for k in range(n)]
 
 
-def _emit_scan(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+def _emit_scan(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter, indent: str, dialect: str,
                keep: list, res: list[str]) -> list[str]:
     """`scan`: a `for` over the sequence with `torch.stack`, or torch's `scan`."""
     ind2 = indent + "    "
@@ -460,7 +460,7 @@ _CONTROL_EMITTERS: dict[type[Op], Callable[..., list[str]]] = {
     If: _emit_if, Loop: _emit_loop, Scan: _emit_scan}
 
 
-def _emit_control(inst: Inst, args: list[str], types, em: _Emitter, indent: str, dialect: str,
+def _emit_control(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter, indent: str, dialect: str,
                   keep: list) -> list[str]:
     """The torch code of a control-flow instruction, by its op's emitter (each gets the fresh
     names of the results, for the forms that assign them)."""

@@ -2,14 +2,14 @@
 
 - `recheck DB [--timeout S] [--bug ID ...]`: run every open bug's repro.py on the compilers
   installed now; a bug whose repro no longer reproduces is marked `fixed`
-  (`campaign.triage.recheck`);
+  (`campaign.triage.bugdb.recheck`);
 - `show DB [--all]`: the bugs, open ones first (`--all`: every status);
 - `mark DB BUG STATUS [--note TEXT] [--merged-into BUG]`: set a bug's status and note;
 - `import-findings DB [NOTES]`: the findings' notes (docs/findings/<bug>.md) as bugs, with
-  their statuses (`campaign.triage.findings_import`; the database is made if missing);
+  their statuses (`campaign.triage.bugdb.findings_import`; the database is made if missing);
 - `findings [DB] [--notes DIR] [--out FILE] [--check]`: write docs/findings.md from the notes
   (and the database's bugs without notes, when given); `--check` writes nothing and exits 1
-  when the file is not what the notes make (`campaign.triage.findings_page`).
+  when the file is not what the notes make (`campaign.triage.pages.findings_page`).
 
 Exit status 0; 2 with a one-line `error: ...` naming the file when the database or a notes file
 cannot be used (nothing is written then).
@@ -20,9 +20,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from campaign.triage.bugdb import OPEN, STATUSES, BugDb, BugDbError
-from campaign.triage.findings_page import PAGE
-from campaign.triage.notes import NOTES_DIR, NotesError
+from campaign.triage.bugdb.store import OPEN, STATUSES, BugDb, BugDbError
+from campaign.triage.pages.findings_page import PAGE
+from campaign.triage.pages.notes import NOTES_DIR, NotesError
 
 COMMANDS = ("recheck", "show", "mark", "import-findings", "findings")
 
@@ -61,8 +61,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _findings(a: argparse.Namespace) -> int:
     """The `findings` command."""
-    from campaign.triage.findings_page import Page
-    from campaign.triage.notes import load_notes
+    from campaign.triage.pages.findings_page import Page
+    from campaign.triage.pages.notes import load_notes
 
     bugs = BugDb.open(a.db, create=False).read() if a.db is not None else None
     out = Path(a.out)
@@ -86,12 +86,12 @@ def run_command(argv: list[str]) -> int:
             return _findings(a)
         db = BugDb.open(a.db, create=a.command == "import-findings")
         if a.command == "import-findings":
-            from campaign.triage.findings_import import import_findings
+            from campaign.triage.bugdb.findings_import import import_findings
 
             added = import_findings(db, Path(a.notes))
             print(f"import-findings: {len(added)} bugs added to {db.path}")
         elif a.command == "recheck":
-            from campaign.triage.recheck import recheck
+            from campaign.triage.bugdb.recheck import recheck
 
             done = recheck(db, a.timeout, a.bug or None, log=lambda s: print(s, flush=True))
             fixed = sum(c.status == "fixed" for c in done)

@@ -1,5 +1,5 @@
 """What a torch body sees of the graph's module: the script defines `Model` itself, printed by
-`campaign.triage.torchgen` from the graph (this stub is never copied into a script)."""
+`ir.materialize.torch_source` from the graph (this stub is never copied into a script)."""
 from __future__ import annotations
 
 from collections.abc import Mapping

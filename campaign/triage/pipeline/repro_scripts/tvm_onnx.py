@@ -7,8 +7,8 @@ import onnx
 import tvm
 from tvm.relax.frontend.onnx import from_onnx
 
-from campaign.triage.repro_scripts.prelude import HERE, failed, finish, input_sets, stage
-from campaign.triage.repro_scripts.relax import OPT_LEVEL, PIPELINE, TARGET_SPEC, compile_and_run
+from campaign.triage.pipeline.repro_scripts.prelude import HERE, failed, finish, input_sets, stage
+from campaign.triage.pipeline.repro_scripts.relax import OPT_LEVEL, PIPELINE, TARGET_SPEC, compile_and_run
 
 
 def main() -> None:

@@ -6,8 +6,8 @@ import os
 
 import onnxruntime as ort
 
-from campaign.triage.repro_scripts.ort_session import ort_session
-from campaign.triage.repro_scripts.prelude import HERE, INPUTS, failed, finish, input_sets, stage
+from campaign.triage.pipeline.repro_scripts.ort_session import ort_session
+from campaign.triage.pipeline.repro_scripts.prelude import HERE, INPUTS, failed, finish, input_sets, stage
 
 # ---- per-test values
 #: the session's options: graph optimizations (all, extended, basic, disabled), device (cpu,

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from campaign.triage.buckets import BucketKey, bucket_signature, crash_key
+from campaign.triage.pipeline.buckets import BucketKey, bucket_signature, crash_key
 from ir.core.graph import Graph
 
 

@@ -1,5 +1,5 @@
 """The compiler versions a backend runs on, as installed here: what the bug database records
-per sighting of a bug (`campaign.triage.bugdb`) and per re-check (`campaign.triage.recheck`).
+per sighting of a bug (`campaign.triage.bugdb.store`) and per re-check (`campaign.triage.bugdb.recheck`).
 
 Result rows carry no version column, so the versions are read where the triage (or the
 re-check) runs, which is where the campaign ran: from the installed distributions'

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from campaign.triage.reduction import BackendRunner, same_failure
+from campaign.triage.pipeline.reduction import BackendRunner, same_failure
 
 #: the label prefixes of a transform test's results (`TransformSpec.labels`) and the part of
 #: the training step each one is
@@ -63,7 +63,7 @@ def _describe(row: dict[str, Any]) -> str:
 
 
 def ablate(red: Any, runner_for: Callable[[str], BackendRunner]) -> TrainingAblation | None:
-    """The ablation of a `campaign.triage.reduction.Reduction` whose test trained; None for
+    """The ablation of a `campaign.triage.pipeline.reduction.Reduction` whose test trained; None for
     any other (an inference test, no test case). `runner_for(spec)` gives the runner of a
     backend spec (the triage's, so sandboxes are shared)."""
     tc = red.tc

@@ -9,9 +9,9 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
-from campaign.triage.repro_scripts.model import Model
-from campaign.triage.repro_scripts.ort_session import ort_session
-from campaign.triage.repro_scripts.prelude import INPUTS, PARAMS, failed, finish, input_sets, stage
+from campaign.triage.pipeline.repro_scripts.model import Model
+from campaign.triage.pipeline.repro_scripts.ort_session import ort_session
+from campaign.triage.pipeline.repro_scripts.prelude import INPUTS, PARAMS, failed, finish, input_sets, stage
 
 # ---- per-test values
 #: the exporter (dynamo=True: torch.export, with or without onnxscript's optimizer; False:

@@ -1,4 +1,4 @@
-"""torchgen prints in-place writes that are statements (`setitem`: `x[i] = y`, which returns
+"""ir.materialize.torch_source prints in-place writes that are statements (`setitem`: `x[i] = y`, which returns
 nothing), refuses any other effect-only call rather than dropping it, and checks the code it
 prints against the interpreter (outputs and written inputs) before a reproducer uses it."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import ir
-from campaign.triage import torchgen
-from campaign.triage.torchgen import CodegenError, check_source, example_values, torch_source
+from ir.materialize import torch_source as source_module
+from ir.materialize.torch_source import CodegenError, check_source, example_values, torch_source
 from ir.ops.inplace import SetItem
 
 #: the reduced graph of bucket aot_eager-mismatch-f2326addbe (a cpu_train campaign): its repro
@@ -67,8 +67,8 @@ def test_check_source_compares_the_inputs_a_module_writes():
 
 def test_torch_source_refuses_code_that_computes_something_else(monkeypatch):
     g = ir.verify(ir.parse(REDUCED))
-    real = torchgen._source
-    monkeypatch.setattr(torchgen, "_source", lambda *a: real(*a).replace("x0[0,] = x17", "pass"))
+    real = source_module._source
+    monkeypatch.setattr(source_module, "_source", lambda *a: real(*a).replace("x0[0,] = x17", "pass"))
     with pytest.raises(CodegenError, match="output 0: values differ"):
         torch_source(g, "python")
     assert "pass" in torch_source(g, "python", verify=False)

@@ -7,9 +7,9 @@ import torch
 import tvm
 from tvm.relax.frontend.torch import from_exported_program
 
-from campaign.triage.repro_scripts.model import Model
-from campaign.triage.repro_scripts.prelude import INPUTS, PARAMS, failed, finish, input_sets, stage
-from campaign.triage.repro_scripts.relax import OPT_LEVEL, PIPELINE, TARGET_SPEC, compile_and_run
+from campaign.triage.pipeline.repro_scripts.model import Model
+from campaign.triage.pipeline.repro_scripts.prelude import INPUTS, PARAMS, failed, finish, input_sets, stage
+from campaign.triage.pipeline.repro_scripts.relax import OPT_LEVEL, PIPELINE, TARGET_SPEC, compile_and_run
 
 
 def main() -> None:

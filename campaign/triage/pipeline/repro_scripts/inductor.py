@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from campaign.triage.repro_scripts.model import Model
-from campaign.triage.repro_scripts.prelude import (
+from campaign.triage.pipeline.repro_scripts.model import Model
+from campaign.triage.pipeline.repro_scripts.prelude import (
     GRADIENTS,
     INPUTS,
     PARAMS,
@@ -18,7 +18,7 @@ from campaign.triage.repro_scripts.prelude import (
     input_sets,
     stage,
 )
-from campaign.triage.repro_scripts.torch_compile import (
+from campaign.triage.pipeline.repro_scripts.torch_compile import (
     DEVICE,
     DYNAMIC,
     FULLGRAPH,
@@ -26,7 +26,7 @@ from campaign.triage.repro_scripts.torch_compile import (
     describe,
     set_training_flags,
 )
-from campaign.triage.repro_scripts.training import train_step
+from campaign.triage.pipeline.repro_scripts.training import train_step
 
 
 def main() -> None:

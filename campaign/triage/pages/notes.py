@@ -1,5 +1,5 @@
 """The hand-written notes of the bugs dynsmith found (`docs/findings/<bug>.md`): the committed
-source of truth that docs/findings.md is generated from (`campaign.triage.findings_page`).
+source of truth that docs/findings.md is generated from (`campaign.triage.pages.findings_page`).
 
 One Markdown file per bug, named by the bug's id in the bug database (`F07-...`, or a triage
 bug's id), so a note and a database row meet by name. The file starts with YAML front matter
@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from campaign.triage.bugdb import STATUSES
+from campaign.triage.bugdb.store import STATUSES
 
 #: where the notes live, relative to the repository root
 NOTES_DIR = Path("docs/findings")

@@ -2,7 +2,7 @@
 read as it stands (docs/triage.md).
 
 It holds a title, the versions, expected against actual, the smallest graph as plain code
-(torch source from `campaign.triage.torchgen` for every backend; for ONNX backends also the
+(torch source from `ir.materialize.torch_source` for every backend; for ONNX backends also the
 ONNX model as text, `onnx.printer`), and the standalone `repro.py` of the bug's smallest
 bucket, whole. `<bug>` is the bugs table's `bug` value (the bucket id in a table without one);
 when a bug is one bucket the report lies beside that bucket's repro.py, else in a folder of its
@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from campaign.triage.buckets import rows_by_bug
-from campaign.triage.versions import installed
+from campaign.triage.bugdb.versions import installed
+from campaign.triage.pipeline.buckets import rows_by_bug
 
 REPORT = "report.md"
 #: what a backend spec's stack is called in a title, by name prefix (longest first)
@@ -43,7 +43,7 @@ def compiler(spec: str) -> str:
 def title(row: dict[str, Any]) -> str:
     """A one-line title from a bugs-table row: compiler, what failed where, the signature
     (without its frames) or the op pattern's ops."""
-    from campaign.triage.buckets import pattern_ops
+    from campaign.triage.pipeline.buckets import pattern_ops
 
     who = compiler(row["backend"])
     if row.get("verdict") == "mismatch":
@@ -129,7 +129,7 @@ AOT_EAGER_MEANS = {
 
 
 def _training_ablation(row: dict[str, Any]) -> list[str]:
-    """The training bug's ablation (`campaign.triage.training_ablation`), when it has one."""
+    """The training bug's ablation (`campaign.triage.pipeline.training_ablation`), when it has one."""
     if not row.get("wrong_part") and not row.get("aot_eager"):
         return []
     out = ["## Where", ""]
@@ -169,14 +169,14 @@ def _actual(row: dict[str, Any], failed: dict[str, Any]) -> str:
 def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
     """The graph as torch source (the program every backend is given), plus the ONNX model as
     text for backends that take ONNX."""
-    from campaign.triage.repro import program_dialect, repro_spec_of
+    from campaign.triage.pipeline.repro import program_dialect, repro_spec_of
 
     how = repro_spec_of(spec)
     out: list[str] = []
     try:
-        from campaign.triage.torchgen import torch_source
         from ir.core.text import load
         from ir.materialize.form import DEFAULT_FORM
+        from ir.materialize.torch_source import torch_source
 
         dialect = program_dialect(how, info.get("seed") or 0)
         g = load(folder / "graph.gir")

@@ -3,7 +3,7 @@ that no longer reproduce `fixed` (`python -m campaign.triage recheck DB`; what a
 upgrading TVM or torch).
 
 Each repro.py runs in a fresh process where importing dynsmith fails
-(`campaign.triage.repro.check_repro`), with a timeout (a timeout bug's own wait plus its
+(`campaign.triage.pipeline.repro.check_repro`), with a timeout (a timeout bug's own wait plus its
 imports). The outcome and the versions installed now are written to the bug
 (`checked`, `checked_versions`, `check_outcome`), one bug at a time under the database's lock,
 so a re-check cut short keeps what it checked. A bug is marked fixed only when its repro.py
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from campaign.triage.bugdb import OPEN, Bug, BugDb, now
-from campaign.triage.versions import installed
+from campaign.triage.bugdb.store import OPEN, Bug, BugDb, now
+from campaign.triage.bugdb.versions import installed
 
 #: seconds a timeout bug's repro.py gets beyond its own wait (imports, the watchdog's grace)
 IMPORT_S = 60.0
@@ -44,7 +44,7 @@ class Checked:
 def recheck(db: BugDb, timeout_s: float = 300.0, bugs: list[str] | None = None,
             log: Callable[[str], None] = print) -> list[Checked]:
     """Re-check the open bugs of `db` (those named in `bugs`, when given)."""
-    from campaign.triage.repro import check_repro
+    from campaign.triage.pipeline.repro import check_repro
 
     todo = [b for b in db.read().values() if b.status in OPEN and (not bugs or b.bug in bugs)]
     out = []

@@ -1,4 +1,4 @@
-"""Adding one triage's bugs table to the bug database (`campaign.triage.bugdb`).
+"""Adding one triage's bugs table to the bug database (`campaign.triage.bugdb.store`).
 
 `record(db, out_dir, rows)` groups the table's rows into bugs (by the `bug` column where the
 table has one, else one bug per bucket), matches each group to the database's bugs by bucket
@@ -14,15 +14,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from campaign.triage.buckets import rows_by_bug
-from campaign.triage.bugdb import Bug, BugDb, Sighting, now
-from campaign.triage.upstream import title
-from campaign.triage.versions import installed
+from campaign.triage.bugdb.store import Bug, BugDb, Sighting, now
+from campaign.triage.bugdb.versions import installed
+from campaign.triage.pages.upstream_report import title
+from campaign.triage.pipeline.buckets import rows_by_bug
 
 #: the bucket key's fields a bug keeps per bucket
 KEY_FIELDS = ("bucket", "backend", "target", "verdict", "stage", "error_sig", "pattern",
               "backend_config", "kind")
-#: a new bug's status by the kinds of its buckets (`campaign.triage.buckets.KIND`)
+#: a new bug's status by the kinds of its buckets (`campaign.triage.pipeline.buckets.KIND`)
 FIRST_STATUS = {"bug": "new", "ours": "ours", "known": "limitation"}
 
 

@@ -23,7 +23,7 @@ that run's sightings (triaging a run twice counts it once).
 
 Statuses (`STATUSES`): `new` (seen in one campaign, not looked at), `known` (seen again in a
 later campaign, or looked at), `fixed` (its repro.py stopped reproducing on a re-check:
-`campaign.triage.recheck`), `ours` (a bug of dynsmith: `invalid` buckets), `known-upstream`
+`campaign.triage.bugdb.recheck`), `ours` (a bug of dynsmith: `invalid` buckets), `known-upstream`
 (already in the compiler's tracker), `limitation` (documented behaviour, not a bug:
 `unsupported` buckets start there), `merged` (the same bug as `merged_into`). A `new` bug seen
 by a later campaign becomes `known`; a `fixed` one seen again becomes `known` (a regression,
@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from campaign.triage.buckets import BucketKey
+from campaign.triage.pipeline.buckets import BucketKey
 
 STATUSES = ("new", "known", "fixed", "ours", "known-upstream", "limitation", "merged")
 #: the statuses a re-check runs (a bug still to be fixed upstream)

@@ -1,6 +1,6 @@
 """docs/findings.md, generated (`python -m campaign.triage findings [DB] [--notes DIR] [--out
 FILE] [--check]`): the page of the real bugs dynsmith found, made from the hand-written notes
-(`campaign.triage.notes`, docs/findings/<bug>.md) and, when given, a bug database.
+(`campaign.triage.pages.notes`, docs/findings/<bug>.md) and, when given, a bug database.
 
 The page: a header saying it is generated and how to regenerate it, then one table per status
 group, each ordered by compiler project, compiler and bug id: the bugs (`new`, `known`), those
@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from campaign.triage.bugdb import Bug
-from campaign.triage.notes import NOTES_DIR, Note
+from campaign.triage.bugdb.store import Bug
+from campaign.triage.pages.notes import NOTES_DIR, Note
 
 PAGE = Path("docs/findings.md")
 #: status groups in page order: (statuses, heading, a line under it, how the summary counts it)

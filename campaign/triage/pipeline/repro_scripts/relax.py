@@ -8,7 +8,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from campaign.triage.repro_scripts.prelude import INPUTS, failed, stage
+from campaign.triage.pipeline.repro_scripts.prelude import INPUTS, failed, stage
 
 # ---- per-test values
 #: the target's name (llvm, cuda), the CPU of an llvm target (None: this machine's), the

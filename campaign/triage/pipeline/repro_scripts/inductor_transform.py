@@ -6,9 +6,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from campaign.triage.repro_scripts.model import Model
-from campaign.triage.repro_scripts.prelude import HERE, INPUTS, PARAMS, failed, finish, input_sets, stage
-from campaign.triage.repro_scripts.torch_compile import (
+from campaign.triage.pipeline.repro_scripts.model import Model
+from campaign.triage.pipeline.repro_scripts.prelude import (
+    HERE,
+    INPUTS,
+    PARAMS,
+    failed,
+    finish,
+    input_sets,
+    stage,
+)
+from campaign.triage.pipeline.repro_scripts.torch_compile import (
     DYNAMIC,
     FULLGRAPH,
     configure,

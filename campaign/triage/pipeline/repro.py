@@ -11,8 +11,8 @@
     read the model); torch for Inductor; torch + onnxruntime for the torch.onnx exporter; torch
     + tvm for TVM's torch frontend) and
     prints the failure. Torch backends get the graph as plain torch code
-    (`campaign.triage.torchgen`); ONNX backends load `model.onnx`. The script is copied from
-    real modules, campaign/triage/repro_scripts (`repro_source`, `part_source`), the body and
+    (`ir.materialize.torch_source`); ONNX backends load `model.onnx`. The script is copied from
+    real modules, campaign/triage/pipeline/repro_scripts (`repro_source`, `part_source`), the body and
     options a backend names (`Backend.repro_spec`).
 
 `repro.py` prints `REPRODUCED: ...` and exits 1 when the failure happens, `NOT REPRODUCED`
@@ -60,8 +60,8 @@ def program_dialect(how: ReproSpec | None, seed: int) -> str:
     return seeded_dialect(how.dialect if how is not None else None, seed) or "python"
 
 
-#: the package of the script parts (campaign/triage/repro_scripts: its docstring says the rules)
-SCRIPTS = "campaign.triage.repro_scripts"
+#: the package of the script parts (campaign/triage/pipeline/repro_scripts: its docstring says the rules)
+SCRIPTS = "campaign.triage.pipeline.repro_scripts"
 #: the body of each kind (`ReproSpec.kind`): parts after the prelude and the torch program
 BODIES: dict[str, tuple[str, ...]] = {
     "ort": ("ort_session", "ort"),
@@ -94,8 +94,8 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
     cotangents go in the folder), which a backend that trains differentiates; `transform`: a
     transform test's `TransformSpec` (transform.json and transform.npz go in the folder),
     whose program it compiles."""
-    from campaign.triage.torchgen import torch_source
     from ir.materialize.form import DEFAULT_FORM
+    from ir.materialize.torch_source import torch_source
 
     if spec.kind not in BODIES:
         raise ValueError(f"no standalone reproducer for backend kind {spec.kind!r}")
@@ -143,7 +143,7 @@ def part_source(module: str, values: dict[str, Any] | None = None,
                 declared: set[str] | None = None) -> str:
     """The text of module `module` (dotted name) as a part of a repro script: a plain Python
     file that ruff and mypy check, importing only the standard library, numpy and a backend's
-    own library (campaign/triage/repro_scripts, `ir.materialize.torch_func`). The copy drops
+    own library (campaign/triage/pipeline/repro_scripts, `ir.materialize.torch_func`). The copy drops
     the module docstring, `from __future__` (which must open a file) and imports of dynsmith's
     own packages (names of earlier parts), and writes each of its per-test values (the
     assignments between `VALUES_START` and `VALUES_END`) as `NAME = <repr of values[NAME]>`;
@@ -225,7 +225,7 @@ def _truth(tc) -> dict[str, np.ndarray] | None:
 def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str, Any],
                      red, seed: int, timeout_s: float | None = None,
                      cold_start_s: float = 0.0) -> dict[str, Any]:
-    """Write the folder of one bucket from a `campaign.triage.reduction.Reduction` (reduced or
+    """Write the folder of one bucket from a `campaign.triage.pipeline.reduction.Reduction` (reduced or
     not); returns what was written (`repro`: whether a repro.py exists, `codegen` errors,
     `timeout_s`: a timeout repro's wait).
 

@@ -7,15 +7,15 @@ reproducers, and write the `bugs` table.
 finding folder (reduced into `<folder>/reduced` or `out`). The campaign driver calls
 `triage_campaign(out_dir, cfg)` when a campaign ends.
 
-Layout: `<out>/bugs.parquet` (`campaign.triage.buckets.BUGS_SCHEMA`), `<out>/bugs/<bucket>/`
-(`campaign.triage.repro`), `<out>/bugs/reduced.json`: every finding folder reduced so far ->
+Layout: `<out>/bugs.parquet` (`campaign.triage.pipeline.buckets.BUGS_SCHEMA`), `<out>/bugs/<bucket>/`
+(`campaign.triage.pipeline.repro`), `<out>/bugs/reduced.json`: every finding folder reduced so far ->
 its bucket, so a second triage of the same output reuses the reductions.
 
 Order of work: mismatch folders first (up to `reduce_mismatches` per backend, oldest first:
 their bucket is only known once reduced), then `reduce_first` folders of each new
 crash/signal failure, within the total `budget`. A reduction also reduces the finding's
-compiler configuration (`campaign.triage.reduction`), and the bucket keys on the reduced one
-(`campaign.triage.buckets`).
+compiler configuration (`campaign.triage.pipeline.reduction`), and the bucket keys on the reduced one
+(`campaign.triage.pipeline.buckets`).
 
 A *failure* here is (backend, target, verdict, stage, signature) in any configuration. Of its
 rows, the first reduced is the oldest; each further one (up to `reduce_first`) is the oldest
@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from campaign.budget_plan import triage_seconds
-from campaign.triage.buckets import (
+from campaign.triage.config import TriageConfig
+from campaign.triage.pipeline.buckets import (
     BUGS_FILE,
     UNREDUCED,
     Bucket,
@@ -51,11 +52,10 @@ from campaign.triage.buckets import (
     pattern_ops,
     write_bugs_table,
 )
-from campaign.triage.config import TriageConfig
 
 if TYPE_CHECKING:
-    from campaign.triage.bugdb import BugDb
-    from campaign.triage.sightings import Recorded
+    from campaign.triage.bugdb.sightings import Recorded
+    from campaign.triage.bugdb.store import BugDb
 
 #: verdicts that are not findings; every other one is bucketed
 NOT_FINDINGS = ("pass", "skipped")
@@ -211,7 +211,7 @@ class _Triage:
     def limit(self, info: dict[str, Any]) -> float:
         """The sandbox limit a finding is re-run at: a timeout's, the limit the campaign
         confirmed it at (still no result after it reproduces it); else `triage.timeout_s`."""
-        from campaign.triage.reduction import confirmed_limit
+        from campaign.triage.pipeline.reduction import confirmed_limit
 
         if info.get("verdict") == "timeout":
             return confirmed_limit(info, self.cfg.timeout_s)
@@ -219,7 +219,7 @@ class _Triage:
 
     def runner(self, spec: str, timeout_s: float | None = None):
         """The runner of backend `spec` at `timeout_s` (default `triage.timeout_s`)."""
-        from campaign.triage.reduction import BackendRunner
+        from campaign.triage.pipeline.reduction import BackendRunner
 
         limit = self.cfg.timeout_s if timeout_s is None else timeout_s
         if (spec, limit) not in self.runners:
@@ -255,7 +255,7 @@ class _Triage:
     def reduce(self, finding_dir: str):
         """Reduce the finding in `finding_dir` (relative to the output dir); None when it has
         no graph or the budget is spent."""
-        from campaign.triage.reduction import Reduction, load_finding, reduce_finding
+        from campaign.triage.pipeline.reduction import Reduction, load_finding, reduce_finding
 
         case = load_finding(self.out / finding_dir)
         if case is None:
@@ -390,7 +390,7 @@ class _Triage:
         folder = self.bugs_dir / entry["bucket"]
         if not (folder / "graph.gir").is_file():
             return None
-        from campaign.triage.reduction import Reduction, load_finding
+        from campaign.triage.pipeline.reduction import Reduction, load_finding
         from ir.core.text import load
 
         case = load_finding(self.out / finding_dir)
@@ -404,7 +404,7 @@ class _Triage:
     def unreduced(self, key: BucketKey, finding_dir: str) -> None:
         """Represent a bucket by a finding as it is; a new compiler-bug bucket's finding is
         re-run first (within the budget) to confirm it still fails the same way."""
-        from campaign.triage.reduction import Reduction, load_finding, same_failure
+        from campaign.triage.pipeline.reduction import Reduction, load_finding, same_failure
 
         if key in self.best:
             return
@@ -487,10 +487,10 @@ class _Triage:
 
     # ---- grouping buckets into bugs --------------------------------------------------------
     def group(self) -> None:
-        """Set each bucket's bug (`campaign.triage.grouping`): evidence from the reduced graphs
+        """Set each bucket's bug (`campaign.triage.pipeline.grouping`): evidence from the reduced graphs
         (`best`), the signatures, and cross re-runs of reduced graphs while time is left."""
         from campaign.backends.base import frontend_of
-        from campaign.triage.grouping import BucketEvidence, group
+        from campaign.triage.pipeline.grouping import BucketEvidence, group
 
         evidence = []
         for key, b in self.buckets.items():
@@ -517,7 +517,7 @@ class _Triage:
         """Re-run bucket `a`'s reduced graph (its bug folder) on bucket `b`'s compiler and
         configuration: (verdict, stage, error_sig), or None when there is no time left or it
         could not run."""
-        from campaign.triage.reduction import load_finding
+        from campaign.triage.pipeline.reduction import load_finding
 
         if self.time_left() < MIN_REDUCTION_S:
             return None
@@ -549,23 +549,23 @@ class _Triage:
 
     def record(self) -> Recorded | None:
         """report.md per bug, then this triage's buckets into the bug database (if any);
-        returns what the database got (`campaign.triage.sightings.Recorded`) or None."""
-        from campaign.triage.buckets import read_bugs_table
-        from campaign.triage.upstream import write_reports
+        returns what the database got (`campaign.triage.bugdb.sightings.Recorded`) or None."""
+        from campaign.triage.pages.upstream_report import write_reports
+        from campaign.triage.pipeline.buckets import read_bugs_table
 
         rows = read_bugs_table(self.out / BUGS_FILE).to_pylist()
         reports = write_reports(self.out, rows)
         if self.db is None:
             return None
-        from campaign.triage.sightings import record
+        from campaign.triage.bugdb.sightings import record
 
         return record(self.db, self.out, rows, reports=reports)
 
     # ---- writing ---------------------------------------------------------------------------
     def ablate(self, key: BucketKey, b: Bucket, red: Any) -> Any:
-        """A new training bug's ablation (`campaign.triage.training_ablation`), into `b`; None
+        """A new training bug's ablation (`campaign.triage.pipeline.training_ablation`), into `b`; None
         when it is no such bug, or no time is left for two more runs of it."""
-        from campaign.triage.training_ablation import ablate
+        from campaign.triage.pipeline.training_ablation import ablate
 
         if (key.kind != "bug" or not b.new or red.status not in ("reduced", "confirmed")
                 or red.tc is None or red.tc.mode == "infer"
@@ -583,7 +583,7 @@ class _Triage:
         return res
 
     def write(self) -> Path:
-        from campaign.triage.repro import check_repro, write_bug_folder
+        from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 
         self.bugs_dir.mkdir(parents=True, exist_ok=True)
         for key, red in self.best.items():
@@ -591,7 +591,7 @@ class _Triage:
             b.original_insts = red.original_insts
             b.reduced_insts = red.reduced_insts if red.status in ("reduced", "cached") else None
             if red.status in ("reduced", "cached"):
-                from campaign.triage.buckets import op_pattern
+                from campaign.triage.pipeline.buckets import op_pattern
 
                 b.reduced_pattern = op_pattern(red.graph)
             b.confirmed = (True if red.status in ("reduced", "cached", "confirmed") else
@@ -712,9 +712,9 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
 
 def open_db(cfg: TriageConfig, out_dir: Path) -> BugDb | None:
     """The bug database of a triage writing to `out_dir`: `cfg.db`, or unset, `runs/bugdb` for
-    an output dir under runs/ (`campaign.triage.bugdb.resolve`); None for none. Raises
+    an output dir under runs/ (`campaign.triage.bugdb.store.resolve`); None for none. Raises
     BugDbError (a one-line message naming the path) when it cannot be used."""
-    from campaign.triage.bugdb import BugDb, resolve
+    from campaign.triage.bugdb.store import BugDb, resolve
 
     path = resolve(cfg.db, out_dir)
     return BugDb.open(path) if path is not None else None
@@ -723,7 +723,7 @@ def open_db(cfg: TriageConfig, out_dir: Path) -> BugDb | None:
 def _triage_one(folder: Path, cfg: TriageConfig, out: Path | None,
                 log: Callable[[str], None]) -> TriageReport:
     """One finding folder: reduce it and write its bug folder (and a one-row bugs table)."""
-    from campaign.triage.reduction import load_finding
+    from campaign.triage.pipeline.reduction import load_finding
 
     t0 = time.monotonic()
     out_dir = Path(out) if out is not None else folder / "reduced"
@@ -733,7 +733,7 @@ def _triage_one(folder: Path, cfg: TriageConfig, out: Path | None,
     t = _Triage(out_dir, cfg, log)
     t.deadline = time.monotonic() + max(cfg.max_seconds, triage_seconds(cfg.budget, None))
     try:
-        from campaign.triage.reduction import reduce_finding
+        from campaign.triage.pipeline.reduction import reduce_finding
 
         red = reduce_finding(case, t.runner(case.backend, t.limit(case.info)), cfg.max_tests,
                              cfg.max_seconds, log=lambda s: log(f"  {s}"))
@@ -763,7 +763,7 @@ def triage_campaign(out_dir: Path, cfg: TriageConfig, log: Callable[[str], None]
     logged, the campaign's results stay as they are."""
     if not cfg.enabled:
         return None
-    from campaign.triage.bugdb import BugDbError
+    from campaign.triage.bugdb.store import BugDbError
 
     try:
         try:

@@ -186,16 +186,16 @@ class Bucket:
     confirmed: bool | None = None
     #: repro.py relative to the output dir, when one was written
     repro: str | None = None
-    #: how the repro.py fared run fresh (`campaign.triage.repro.check_repro`)
+    #: how the repro.py fared run fresh (`campaign.triage.pipeline.repro.check_repro`)
     repro_status: str | None = None
     note: str | None = None
     #: the bug (cause) this bucket belongs to: the id of its group's representative bucket
-    #: (`campaign.triage.grouping`); None: not grouped yet (a bug of its own)
+    #: (`campaign.triage.pipeline.grouping`); None: not grouped yet (a bug of its own)
     bug: str | None = None
     #: why it is in that bug: the grouping rule that linked it ('' for the representative)
     bug_reason: str | None = None
     #: a training bug: which part of the training step is wrong, and how `aot_eager` fares
-    #: on the same test (`campaign.triage.training_ablation`); None: not a training bug, or
+    #: on the same test (`campaign.triage.pipeline.training_ablation`); None: not a training bug, or
     #: not ablated
     wrong_part: str | None = None
     aot_eager: str | None = None

@@ -1,5 +1,5 @@
 """The findings' notes into the bug database (`python -m campaign.triage import-findings DB
-[docs/findings]`): each note (`campaign.triage.notes`, docs/findings/<bug>.md) becomes a bug of
+[docs/findings]`): each note (`campaign.triage.pages.notes`, docs/findings/<bug>.md) becomes a bug of
 the same id, so a triage and a re-check know them.
 
 A note's bug has no buckets or sightings (the findings predate the database, or were written up
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from campaign.triage.bugdb import Bug, BugDb
-from campaign.triage.notes import Note, load_notes
+from campaign.triage.bugdb.store import Bug, BugDb
+from campaign.triage.pages.notes import Note, load_notes
 
 
 def note_bug(note: Note, notes_dir: Path) -> Bug:

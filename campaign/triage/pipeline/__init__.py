@@ -1,0 +1,2 @@
+"""The triage pipeline: bucket the findings, reduce them, write bug folders with standalone
+reproducers, the bugs table (docs/triage.md)."""
