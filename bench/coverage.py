@@ -25,7 +25,7 @@ Prints: ifs covered both ways / total (top level, nested), branches taken / tota
 rows' `branch_coverage` averages), loops with >= 2 distinct trip counts and with a zero trip,
 input sets per test, seconds per test (median, p90; CPU time of this process, then wall) in
 `cover` and in `make_valid` over the tests with control flow, instructions `make_valid`
-dropped, and each uncovered if's reason (`ir.numerics.coverage.explain`, the reason of its first
+dropped, and each uncovered if's reason (`ir.numerics.flow_coverage.explain`, the reason of its first
 missing branch); `--list` names them (seed, site, reason, mutators).
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ import campaign.worker as worker_mod  # noqa: E402
 from campaign.config import Config, register_configs, to_config  # noqa: E402
 from campaign.worker import FuzzWorker, WorkerConfig  # noqa: E402
 from ir.gen.builder import GenConfig  # noqa: E402
-from ir.numerics.coverage import REASONS, Coverage, explain  # noqa: E402
+from ir.numerics.flow_coverage import REASONS, Coverage, explain  # noqa: E402
 
 
 def preset_config(preset: str) -> Config:

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from campaign.artifacts import Materialized  # noqa: E402
 from campaign.backends import make_backend  # noqa: E402
-from campaign.coverage import CoverageSpec, size  # noqa: E402
+from campaign.compiler_coverage import CoverageSpec, size  # noqa: E402
 from campaign.sandbox import Job, Sandbox, SandboxConfig  # noqa: E402
 from campaign.worker import set_single_thread  # noqa: E402
 from ir import GenConfig  # noqa: E402
@@ -75,10 +75,10 @@ def valid_tests(n: int, gen: GenConfig) -> list[tuple[Materialized, Job]]:
 def arcs_sandbox(backend, cfg: SandboxConfig, spec: CoverageSpec) -> Sandbox:
     """A sandbox measuring arcs (branch coverage) instead of lines: its process inherits, by
     fork, a coverage.py object with `branch=True` in the tracer cache for `spec`
-    (`campaign.coverage._TRACERS`; a bench-only side door: the campaign measures lines)."""
-    from campaign import coverage as cc
+    (`campaign.compiler_coverage._TRACERS`; a bench-only side door: the campaign measures lines)."""
+    from campaign import compiler_coverage as cc
 
-    coverage = importlib.import_module("coverage")  # by name, as campaign/coverage.py does
+    coverage = importlib.import_module("coverage")  # by name, as campaign/compiler_coverage.py does
     sb = Sandbox(backend, cfg, spec)
     cc._TRACERS[spec] = coverage.Coverage(data_file=None, config_file=False,
                                           include=spec.include, branch=True)

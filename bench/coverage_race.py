@@ -182,7 +182,7 @@ class ExternalSource:
 
 def arm_config(arm: str) -> Any:
     """The `WorkerConfig` of an arm (backends, coverage and limits the same for all)."""
-    from campaign.coverage import CoverageConfig
+    from campaign.compiler_coverage import CoverageConfig
     from campaign.sandbox import SandboxConfig
     from campaign.worker import WorkerConfig
     from ir import GenConfig

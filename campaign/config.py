@@ -15,7 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from campaign.coverage import CoverageConfig
+from campaign.compiler_coverage import CoverageConfig
 from campaign.triage.config import TriageConfig
 from ir.gen.builder import GenConfig
 from mutators import MutationConfig
@@ -286,7 +286,7 @@ def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
 
 
 def drop_unlisted_options(cfg: Config) -> list[str]:
-    """Remove `campaign.backend_options` entries (and `campaign.coverage.rates`/`packages`
+    """Remove `campaign.backend_options` entries (and `campaign.compiler_coverage.rates`/`packages`
     ones) whose spec is not in `campaign.backends` (a
     preset's options for a backend the user's `campaign.backends=[...]` left out); returns
     their specs, so the caller can warn about those the user set on the command line."""

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from campaign.artifacts import Materialized
-from campaign.coverage import Covered
+from campaign.compiler_coverage import Covered
 from campaign.known import matching
 from campaign.merge import merge as build_merged
 from campaign.merge import note as merge_note

@@ -64,7 +64,7 @@ def torch_env(values: dict[str, np.ndarray], widen: bool = False) -> dict[str, t
 def run_reference(m: Materialized) -> ReferenceResult:
     """The outputs of every input set, set after set (one flat list); invalid when any set is.
     Taken as they are when the input-set search computed them already (`TestCase.ref_outputs`:
-    the same evaluation, `ir.numerics.coverage.Covered.outputs`)."""
+    the same evaluation, `ir.numerics.flow_coverage.Covered.outputs`)."""
     t0 = time.perf_counter()
     if m.tc.transform is not None:
         return run_transform_reference(m, t0)

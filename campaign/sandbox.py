@@ -42,7 +42,7 @@ Design (one sandbox per backend per FuzzWorker):
   Scratch dirs live under `WORK_ROOT/<parent pid>-...`; those of dead parents (a Ray actor
   killed with SIGKILL cannot clean up) are swept by the next sandbox to start.
 
-- Compiler coverage (`coverage`, a `campaign.coverage.CoverageSpec`): on the tests its rate
+- Compiler coverage (`coverage`, a `campaign.compiler_coverage.CoverageSpec`): on the tests its rate
   chooses, the child runs the evaluation under coverage.py's tracer restricted to the
   backend's packages and sends the lines back in `BackendResult.covered`; the union of what
   was seen is kept by the caller (`FuzzWorker`), in the parent, so a replaced process loses
@@ -80,7 +80,7 @@ import onnx
 from campaign import proctree
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, set_stage_listener
-from campaign.coverage import CoverageSpec, run_measured
+from campaign.compiler_coverage import CoverageSpec, run_measured
 from campaign.signature import python_frames
 from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict

@@ -32,12 +32,12 @@ class TestCase:
     lineage: list[dict[str, Any]] = field(default_factory=list)
     #: input sets 1.., each a value for every graph input (not params), by name
     extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
-    #: what the input sets exercise (`ir.numerics.coverage.Coverage.summary()`), when measured
+    #: what the input sets exercise (`ir.numerics.flow_coverage.Coverage.summary()`), when measured
     coverage: dict[str, Any] | None = None
     #: dynamic shapes (`ir.materialize.dynshape.DynShape`, docs/dynshape.md): which dims are symbolic and
     #: the shape of each input set; `graph` is then the concrete graph of set 0
     dynshape: Any = None
-    #: the reference outputs of every set (`ir.numerics.coverage.Covered.outputs`), when the input-set
+    #: the reference outputs of every set (`ir.numerics.flow_coverage.Covered.outputs`), when the input-set
     #: search computed them already; None: `campaign.reference.run_reference` runs the sets
     ref_outputs: list[np.ndarray] | None = None
     #: a gradient test's leaves and cotangents (`ir.materialize.grad.GradSpec`,

@@ -29,8 +29,15 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult, make_backend
-from campaign.coverage import CoverageConfig, CoverageSpec, CoverageUnion, Covered, run_measured, size
-from campaign.dynshape import add_shapes, classify, failing_sets
+from campaign.compiler_coverage import (
+    CoverageConfig,
+    CoverageSpec,
+    CoverageUnion,
+    Covered,
+    run_measured,
+    size,
+)
+from campaign.dynamic_shapes import add_shapes, classify, failing_sets
 from campaign.oracle import Judgement, Truths, judge_sets
 from campaign.reference import ReferenceResult, run_reference, run_shadow
 from campaign.row import ResultRow
@@ -47,10 +54,10 @@ from ir.analysis.precision import (
 from ir.core.graph import Graph
 from ir.core.text import print_graph
 from ir.gen.builder import GenConfig
-from ir.gen.dynshape import generate_dyn, wants_dynshape
 from ir.gen.generate import generate
-from ir.numerics.coverage import CoverConfig, cover
+from ir.gen.symbolic_shapes import generate_dyn, wants_dynshape
 from ir.numerics.domain import differentiable
+from ir.numerics.flow_coverage import CoverConfig, cover
 from ir.numerics.grad import draw_grad, wants_grad, wants_transform
 from ir.numerics.input_search import make_valid, search_inputs
 from mutators import MutationConfig
@@ -69,7 +76,7 @@ class WorkerConfig:
     limits: SandboxConfig = field(default_factory=SandboxConfig)
     #: judge float mismatches against the float64 shadow of the reference
     float64_shadow: bool = True
-    #: extra input sets for tests with control flow (`ir.numerics.coverage`)
+    #: extra input sets for tests with control flow (`ir.numerics.flow_coverage`)
     coverage: CoverConfig = field(default_factory=CoverConfig)
     #: known bugs' triggers (`campaign.known`): generation says which backends' a test matches
     known: list = field(default_factory=list)
@@ -78,7 +85,7 @@ class WorkerConfig:
     #: backend spec -> the fraction of tests run in a drawn configuration
     #: (`BackendOptions.configs`; `Backend.sample_configs`)
     configs: dict[str, float] = field(default_factory=dict)
-    #: compiler coverage (`campaign.coverage`; `campaign.coverage` in the campaign config)
+    #: compiler coverage (`campaign.compiler_coverage`; `campaign.compiler_coverage` in the campaign config)
     compiler_coverage: CoverageConfig = field(default_factory=CoverageConfig)
 
 
@@ -100,7 +107,7 @@ class TestReport:
     rows: list[dict[str, Any]]
     findings: list[Finding]
     #: (test id, backend, lines its evaluation added to the evaluating worker's union): the
-    #: driver adds them to the campaign's union (`campaign.coverage_log`)
+    #: driver adds them to the campaign's union (`campaign.compiler_coverage_log`)
     coverage: list[tuple[str, str, Covered]] = field(default_factory=list)
 
 
@@ -196,7 +203,7 @@ def make_dyn_test(cfg: WorkerConfig, test_id: str, seed: int) -> TestCase:
 
 def dynshape_fields(prep: Prepared, row: ResultRow, result: BackendResult) -> dict[str, Any]:
     """Compiles counted, and for a dynamic-shape test the kind of its finding
-    (`campaign.dynshape.classify`)."""
+    (`campaign.dynamic_shapes.classify`)."""
     failing = None
     if row.verdict == "mismatch" and prep.tc.dynshape is not None and result.outputs:
         failing = failing_sets(prep, result.outputs)
@@ -384,7 +391,7 @@ class FuzzWorker:
         a backend that lacks them; the lineage header records them). The steps: a graph,
         valid inputs (repairing the graph), the coverage input sets, and for a
         dynamic-shape test (`dynshape`; None: as `GenConfig.p_dynshape` draws for the seed)
-        its other shapes (`campaign.dynshape.add_shapes`)."""
+        its other shapes (`campaign.dynamic_shapes.add_shapes`)."""
         if dynshape is None:
             dynshape = wants_dynshape(seed, self.cfg.generator)
         # a gradient test (docs/training.md): float graphs, and every check below also wants

@@ -2,8 +2,8 @@
 
 Each step draws a mutator by weight and asks it for a candidate; a candidate that is declined
 (the mutator found nothing to do at the place it looked), fails `ir.core.verify`, grows past
-`max_insts`, nests past `max_depth` or has more ifs whose branches `ir.numerics.coverage.cover` cannot
-steer than its parent (`ir.numerics.coverage.unsteerable_ifs`) is discarded and counted, and the step is
+`max_insts`, nests past `max_depth` or has more ifs whose branches `ir.numerics.flow_coverage.cover` cannot
+steer than its parent (`ir.numerics.flow_coverage.unsteerable_ifs`) is discarded and counted, and the step is
 retried (a new draw, so another mutator or the same one with other choices) up to `retries`
 times. Accepted steps are recorded for the lineage as `{"mutator": name, ...its parameters}`.
 """
@@ -19,7 +19,7 @@ from typing import Any
 from ir.core.graph import Graph
 from ir.core.verify import VerifyError, verify
 from ir.gen.builder import GenConfig
-from ir.numerics.coverage import unsteerable_ifs
+from ir.numerics.flow_coverage import unsteerable_ifs
 from ir.ops.control import holds_choice
 from mutators.base import MUTATORS, Mutator
 
@@ -141,7 +141,7 @@ class MutationEngine:
         if holds_choice(g) and len(unsteerable_ifs(g)) > self._unsteerable(out.graph):
             # an if whose predicate is no longer a comparison with a graph-input threshold
             # (e.g. `gt` replaced by `eq`, an op inserted on the threshold or on the predicate,
-            # the comparison wrapped into a body): `ir.numerics.coverage.cover` could not take both
+            # the comparison wrapped into a body): `ir.numerics.flow_coverage.cover` could not take both
             # of its branches
             stats["unsteerable"] += 1
             return None

@@ -9,7 +9,7 @@ and so on up to the top, where it becomes a graph input or a param (`put`). Pass
 the generator's conventions (`ir.gen.control`): an `if` takes it as one more operand (the
 other body gets an unused input), a `loop` or `scan` as one more carried value its body
 returns unchanged (a pass-through result nobody reads). A threshold passed this way stays "a
-graph input passed unchanged into the site", which `ir.numerics.coverage` needs to steer the branch.
+graph input passed unchanged into the site", which `ir.numerics.flow_coverage` needs to steer the branch.
 
 `ScopedMutator` picks a scope, hands the subclass a `Ctx` (builder, rng, config, needs) and
 the scope's graph, and threads whatever the rewrite needed. Regions (`region`) are contiguous

@@ -1,7 +1,7 @@
 """`MutationSource`: where the campaign's generation stage gets each test's graph.
 
 Per test (deterministic given the seed and the pool's history):
-  - with probability `mutation.rate`, a parent drawn from the seed pool (`mutators.pool`: the
+  - with probability `mutation.rate`, a parent drawn from the seed pool (`mutators.seed_pool`: the
     corpus in `mutation.seeds`, `mutation.generated_seeds` generated graphs, and novel tests)
     is mutated by a chain of 1..`max_steps` mutators (`MutationEngine`);
   - otherwise (or when no mutation applied) a graph is generated from the seed, as with
@@ -30,7 +30,7 @@ from ir.core.verify import VerifyError, verify
 from ir.gen.builder import GenConfig, GenerationError, signature_key
 from ir.gen.generate import generate
 from mutators.engine import MutationConfig, MutationEngine
-from mutators.pool import Outcome, SeedPool
+from mutators.seed_pool import Outcome, SeedPool
 
 log = logging.getLogger(__name__)
 

@@ -105,7 +105,7 @@ class BackendResult:
     #: found when this test hit a harness error there and passed a re-run in a fresh process
     blame: Any = None
     #: set by a sandbox (or an in-process worker), never by a backend: the lines of the
-    #: backend's packages this evaluation ran (`campaign.coverage`; None: not measured)
+    #: backend's packages this evaluation ran (`campaign.compiler_coverage`; None: not measured)
     covered: dict[str, frozenset[int]] | None = None
     #: set by the worker: of those, the lines its union for this backend had not seen
     cov_added: dict[str, frozenset[int]] | None = None
@@ -258,10 +258,10 @@ class Backend(abc.ABC):
     #: holding one (no row, counted as not applicable) and, when it would idle, has tests made
     #: without them. A gap outside this set still shows as `unsupported` rows.
     LACKS: ClassVar[frozenset[str]] = frozenset()
-    #: its Python code whose lines compiler coverage measures (`campaign.coverage`): path
+    #: its Python code whose lines compiler coverage measures (`campaign.compiler_coverage`): path
     #: fragments matched anywhere in a file's path (`torch/_dynamo`); () for a compiler with
     #: next to no Python (ORT: a C++ library behind a thin binding), which is not measured;
-    #: `campaign.coverage.packages.<spec>` overrides it
+    #: `campaign.compiler_coverage.packages.<spec>` overrides it
     COVERAGE_PACKAGES: ClassVar[tuple[str, ...]] = ()
     #: the front end another library provides that this backend's import stage runs
     #: (`torch.export`: the exporter and TVM's torch frontend both export, then decompose):

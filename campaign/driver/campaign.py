@@ -16,13 +16,13 @@ from typing import Any
 import ray
 from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 
+from campaign.compiler_coverage_log import CampaignCoverage
 from campaign.config import Budget, Config
-from campaign.coverage_log import CampaignCoverage
+from campaign.driver.actor_pool import Call, Pool, PoolLimits, Slot
 from campaign.driver.actors import actor_class, kill_actor
 from campaign.driver.blame import BlamePolicy, Decision, Failure
 from campaign.driver.cluster import Needs, fmt_resources
 from campaign.driver.errors import CampaignError, last_line
-from campaign.driver.pool import Call, Pool, PoolLimits, Slot
 from campaign.driver.results import COVERAGE_DIR, Recorder, is_error
 from campaign.driver.resume import count_stored_findings, resume_point
 from campaign.driver.routing import Router
@@ -66,7 +66,7 @@ class Campaign:
         findings = FindingStore(out_dir, c.max_findings_per_signature)
         if c.resume:
             count_stored_findings(findings, out_dir)
-        #: compiler coverage: the union per backend (`campaign.coverage_log`)
+        #: compiler coverage: the union per backend (`campaign.compiler_coverage_log`)
         coverage = (CampaignCoverage.load(out_dir / COVERAGE_DIR) if c.resume
                     else CampaignCoverage())
         self.recorder = Recorder(sink, findings, coverage, targets,

@@ -10,10 +10,10 @@ import time
 
 import ray
 
+from campaign.driver.actor_pool import Pool
 from campaign.driver.actors import kill_actor
 from campaign.driver.campaign import Campaign
 from campaign.driver.errors import DiskFull
-from campaign.driver.pool import Pool
 from campaign.driver.stages import GEN
 from campaign.storage import describe_error
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from campaign.coverage_log import CampaignCoverage
+from campaign.compiler_coverage_log import CampaignCoverage
 from campaign.driver.stages import GEN
 from campaign.driver.work import PipelineTest
 from campaign.findings import FindingStore

@@ -12,7 +12,7 @@ from campaign.driver.work import PipelineTest
 from campaign.ids import sampled
 
 if TYPE_CHECKING:
-    from campaign.driver.pool import Pool
+    from campaign.driver.actor_pool import Pool
 
 
 class Router:

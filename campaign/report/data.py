@@ -59,7 +59,7 @@ LIST_FEATURE_COLUMNS = ("dyn_dims",)
 STRING_FEATURE_COLUMNS = ("transform",)
 #: where a run keeps its compiler coverage (campaign/driver/results.py `COVERAGE_DIR`)
 COVERAGE_DIR = "coverage"
-#: the union's growth (campaign/coverage_log.py) and the union, in COVERAGE_DIR
+#: the union's growth (campaign/compiler_coverage_log.py) and the union, in COVERAGE_DIR
 GROWTH_FILE = "growth.parquet"
 UNION_FILE = "union.parquet"
 #: the group of tests that applied no mutator (generated graphs)
@@ -552,7 +552,7 @@ def _op_coverage(db: _Db) -> list[dict]:
         FROM o GROUP BY op ORDER BY tests DESC, op""")
 
 
-#: the columns a coverage file must have to be read (campaign/coverage_log.py's schemas)
+#: the columns a coverage file must have to be read (campaign/compiler_coverage_log.py's schemas)
 _COVERAGE_COLUMNS = {GROWTH_FILE: ("backend", "t_s", "lines"), UNION_FILE: ("backend", "file")}
 
 

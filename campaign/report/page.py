@@ -259,7 +259,7 @@ _COVERAGE_NOTE = (
     "that long.")
 #: the coverage section's text when no run measured coverage
 NO_COVERAGE = ("No compiler coverage data in these runs: no coverage/ folder and no measured "
-               "rows (cov_new). Coverage was off (campaign.coverage.enabled), or the results "
+               "rows (cov_new). Coverage was off (campaign.compiler_coverage.enabled), or the results "
                "predate it.")
 #: ... when rows were measured but no run has a growth file to draw
 NO_CURVES = ("No run has coverage growth (coverage/growth.parquet: a campaign writes it when it "

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from campaign.coverage_log import CampaignCoverage
+from campaign.compiler_coverage_log import CampaignCoverage
 from campaign.schema import RESULT_SCHEMA
 from campaign.storage import RESULTS_DIR, ResultSink
 

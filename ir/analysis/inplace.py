@@ -385,7 +385,7 @@ class Functional:
     blocks: dict[int, list[Functional]]
 
     def site(self, site: str) -> str:
-        """The original site path (`ir.numerics.coverage` syntax "3/0/1") of a functionalized one."""
+        """The original site path (`ir.numerics.flow_coverage` syntax "3/0/1") of a functionalized one."""
         parts = site.split("/")
         out: list[str] = []
         level: Functional | None = self

@@ -127,7 +127,7 @@ class Op:
     #: False
     combines_with_copy: ClassVar[bool] = False
     #: an order comparison `a <cmp> b`: the sign s with which (a - b) * s > 0 makes it true
-    #: (gt, ge: 1; lt, le: -1), which tells `ir.numerics.coverage` which way to move a
+    #: (gt, ge: 1; lt, le: -1), which tells `ir.numerics.flow_coverage` which way to move a
     #: threshold. Default None: not an order comparison (eq included: no side makes it true)
     comparison_sign: ClassVar[int | None] = None
     #: a pure op whose torch form may return an operand's memory (a view of it, or the operand
@@ -238,7 +238,7 @@ class Op:
     @classmethod
     def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
                         ) -> dict[str, Any] | None:
-        """Fresh attributes written over the symbols of a dynamic-shape test (`ir.gen.dynshape`),
+        """Fresh attributes written over the symbols of a dynamic-shape test (`ir.gen.symbolic_shapes`),
         given input 0's symbolic type: z3 terms where they follow a symbolic dim (a reshape
         target `(B*2, 6)`, a slice end `L + -1`), ints elsewhere, so that the op follows the
         dims when the test runs at other sizes. None (the default, and when these dims give

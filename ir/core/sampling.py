@@ -35,7 +35,7 @@ class SampleContext:
 @dataclass
 class SymbolicSampleContext:
     """What an op's `sample_symbolic` may use to write attributes over the symbols of a
-    dynamic-shape test (`ir.gen.dynshape`); deterministic given `rng`'s seed."""
+    dynamic-shape test (`ir.gen.symbolic_shapes`); deterministic given `rng`'s seed."""
 
     rng: random.Random
     #: the test's dimension symbols

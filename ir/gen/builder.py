@@ -68,7 +68,7 @@ class GenConfig:
     #: chance of a write site (a destination, maybe through views, and one in-place op); per
     #: control-flow body, the chance of a write on a body-local value. 0: none (the default)
     p_inplace: float = 0.0
-    #: dynamic shapes (`ir.gen.dynshape`, docs/dynshape.md): the share of tests whose chosen
+    #: dynamic shapes (`ir.gen.symbolic_shapes`, docs/dynshape.md): the share of tests whose chosen
     #: input dims stay symbolic (one compiled model, run on several shapes); which roles may
     #: (`batch`, `seq`, `spatial`); how many shape assignments (input sets) each test runs
     p_dynshape: float = 0.0
@@ -365,7 +365,7 @@ class SymbolicGraphBuilder:
 
     def admit(self, insts: Sequence[Inst]) -> bool:
         """Whether placed control flow (its instructions, in order) joins the graph; a subclass
-        with more state may refuse it (`ir.gen.dynshape`: it would pin a symbolic dim)."""
+        with more state may refuse it (`ir.gen.symbolic_shapes`: it would pin a symbolic dim)."""
         return True
 
     def graph(self, name: str, insts: Sequence[Inst], outputs: Sequence[str]) -> Graph:

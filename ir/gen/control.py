@@ -5,12 +5,13 @@ Each instruction takes 1-2 values of its scope as operands; a body maps them to 
 same types through chains of ops built with the generator's own typed insertion (result type
 forced to the operand's type, operands only from inside the body: bodies are closed). An `if`
 predicate is `reduce(...(reduce(x))) > t`: a scalar from data compared with a new scalar input
-(never a param), so input data decides the branch and other input sets flip it (`ir.numerics.coverage`). A `loop` trip
-count is a new int64 scalar input (inside a body, sometimes an int64 scalar of the body, e.g. an
-enclosing loop's counter). A `scan` runs over axis 0 of a value of rank >= 1 (or of a new input)
-with a carry of the same dtype; its body mixes the carry with the slice x_t (a binary op, x_t
-broadcast or reduced to a scalar), continues with a chain, and returns the new carry and a y_t
-computed from it, so every step depends on the previous one and on its slice.
+(never a param), so input data decides the branch and other input sets flip it
+(`ir.numerics.flow_coverage`). A `loop` trip count is a new int64 scalar input (inside a body,
+sometimes an int64 scalar of the body, e.g. an enclosing loop's counter). A `scan` runs over
+axis 0 of a value of rank >= 1 (or of a new input) with a carry of the same dtype; its body
+mixes the carry with the slice x_t (a binary op, x_t broadcast or reduced to a scalar),
+continues with a chain, and returns the new carry and a y_t computed from it, so every step
+depends on the previous one and on its slice.
 
 Nesting: a step of a body's chain may be, with the generator's per-step probabilities
 (`p_if`, `p_loop`, `p_scan`) and while the nesting depth stays within `max_depth` (1: no
@@ -190,7 +191,7 @@ def make_predicate(b: SymbolicGraphBuilder, scope: BodyScope) -> Value | None:
     insts, cur = reduced
     dt = cur.type.dtype
     # a graph input (never a param): other input sets flip the branch by moving it alone
-    # (`ir.numerics.coverage`), so both branches run on the same compiled model
+    # (`ir.numerics.flow_coverage`), so both branches run on the same compiled model
     threshold = scope.new_input(TensorType((), dt))
     inst = scope.try_op(OP_REGISTRY["gt"], cur, [threshold], (dt, dt), 2)
     if inst is None:

@@ -37,7 +37,7 @@ def generate_once(rng: random.Random, cfg: GenConfig, seed: int,
     dtypes = cfg.enabled_dtypes()
     if not ops or not dtypes:
         raise GenerationError("generator: no ops or no dtypes enabled")
-    # `builder`: a subclass with more state (ir.gen.dynshape keeps symbolic dims beside it)
+    # `builder`: a subclass with more state (ir.gen.symbolic_shapes keeps symbolic dims beside it)
     b = builder if builder is not None else SymbolicGraphBuilder(rng, cfg)
     first_rank = rng.randint(1, cfg.max_rank)
     b.add_input(b.concrete_type(first_rank, _first_input_dtype(rng, dtypes)))

@@ -104,7 +104,7 @@ class _Invalid(Exception):
         self.violation = violation
 
 
-#: called after each run of a control-flow instruction with its site (`ir.numerics.coverage.sites`:
+#: called after each run of a control-flow instruction with its site (`ir.numerics.flow_coverage.sites`:
 #: "3", "3/0/1", ...), the indices of the bodies it ran, in order (an if: [0] then or [1]
 #: else; a loop: [0] per trip), and the values of the graph or body it is in (by name)
 ControlTrace = Callable[[str, list[int], dict[str, torch.Tensor]], None]
@@ -204,7 +204,7 @@ def evaluate_checked(g: Graph, env: Mapping[str, torch.Tensor], trace: ControlTr
     """Evaluate `g` instruction by instruction and stop at the first invalid one; `trace`
     observes which bodies every control-flow instruction ran; `explore` checks the branches
     not taken and the bodies of loops running zero trips too, on the same operands (so that
-    other input sets can run them: `ir.numerics.coverage`).
+    other input sets can run them: `ir.numerics.flow_coverage`).
 
     Returns every value computed so far and the violation (None when all values are valid)."""
     if has_writes(g):  # in-place writes: checked on the functionalized graph (docs/inplace.md)

@@ -148,7 +148,7 @@ class ValidTest:
     graph: Graph
     search: SearchResult
     #: instructions dropped because no input could make them valid ("op@path" per drop, the
-    #: path as in `ir.numerics.coverage` sites: "3" top-level instruction 3, "3/1/0" instruction 0 of
+    #: path as in `ir.numerics.flow_coverage` sites: "3" top-level instruction 3, "3/1/0" instruction 0 of
     #: body 1 of instruction 3)
     dropped: list[str]
 
@@ -237,7 +237,7 @@ def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = Va
 
     A graph with an `if` or a `loop` is first searched for values valid on the branches not
     taken and the loop bodies not run too (explore mode), so that other input sets can run them
-    (`ir.numerics.coverage`); failing that, for values valid on what runs, then again in explore mode
+    (`ir.numerics.flow_coverage`); failing that, for values valid on what runs, then again in explore mode
     from those. When explore mode fails inside a body not run, the failing instruction there
     is dropped (`drop_nested`: only it, the `if` or `loop` stays), as no input made it valid
     together with the rest, and the search starts over; when the instruction cannot be

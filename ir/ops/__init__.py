@@ -10,7 +10,7 @@ from ir.ops import (  # noqa: F401  # noqa: F401,E402  (in-place writes and view
     linear,
     norm,
     pad,
-    pool,
+    pooling,
     reduce,
     resize,
     rnn,

@@ -1,4 +1,4 @@
-"""Compiler coverage (campaign/coverage.py, docs/coverage.md): measured in the backend's
+"""Compiler coverage (campaign/compiler_coverage.py, docs/coverage.md): measured in the backend's
 sandbox process for its packages only, the union kept by the worker across sandbox processes,
 `cov_new` in the rows, and novelty in the seed pool. The compiler is the stand-in
 `covstand:CovStandIn`, whose measured code is the small package tests/campaign/covstand/compiler."""
@@ -8,8 +8,8 @@ import pytest
 
 from campaign.artifacts import Materialized
 from campaign.backends import make_backend
+from campaign.compiler_coverage import CoverageConfig, CoverageSpec, CoverageUnion, measuring
 from campaign.config import CampaignConfig, Config, ConfigError, drop_unlisted_options, validate
-from campaign.coverage import CoverageConfig, CoverageSpec, CoverageUnion, measuring
 from campaign.sandbox import Sandbox
 from campaign.testcase import TestCase
 from campaign.verdict import Verdict
@@ -154,18 +154,18 @@ def test_the_backends_own_packages_and_the_config_override():
 
 
 @pytest.mark.parametrize("coverage, message", [
-    (CoverageConfig(rate=1.5), "campaign.coverage.rate: must be in [0, 1], got 1.5"),
-    (CoverageConfig(rate=-0.1), "campaign.coverage.rate: must be in [0, 1], got -0.1"),
-    (CoverageConfig(rates={"ort": 2.0}), "campaign.coverage.rates.ort: must be in [0, 1], got 2.0"),
+    (CoverageConfig(rate=1.5), "campaign.compiler_coverage.rate: must be in [0, 1], got 1.5"),
+    (CoverageConfig(rate=-0.1), "campaign.compiler_coverage.rate: must be in [0, 1], got -0.1"),
+    (CoverageConfig(rates={"ort": 2.0}), "campaign.compiler_coverage.rates.ort: must be in [0, 1], got 2.0"),
     (CoverageConfig(rates={"tvm": 0.5}),
-     "campaign.coverage.rates.tvm: 'tvm' is not in campaign.backends ['ort']"),
+     "campaign.compiler_coverage.rates.tvm: 'tvm' is not in campaign.backends ['ort']"),
     (CoverageConfig(packages={"tvm": ["tvm/relax"]}),
-     "campaign.coverage.packages.tvm: 'tvm' is not in campaign.backends ['ort']"),
+     "campaign.compiler_coverage.packages.tvm: 'tvm' is not in campaign.backends ['ort']"),
     (CoverageConfig(packages={"ort": ["onnxruntime/*"]}),
-     "campaign.coverage.packages.ort: bad package 'onnxruntime/*' (a path fragment such as "
+     "campaign.compiler_coverage.packages.ort: bad package 'onnxruntime/*' (a path fragment such as "
      "torch/_dynamo, no wildcards)"),
     (CoverageConfig(packages={"ort": [" / "]}),
-     "campaign.coverage.packages.ort: bad package ' / ' (a path fragment such as "
+     "campaign.compiler_coverage.packages.ort: bad package ' / ' (a path fragment such as "
      "torch/_dynamo, no wildcards)"),
 ])
 def test_bad_coverage_config_is_one_line_naming_the_field(coverage, message):
@@ -184,13 +184,13 @@ def test_a_presets_rates_and_packages_for_a_backend_left_out_are_dropped():
 
 
 def test_a_tracer_that_fails_is_our_harness_error_never_the_compilers_crash(monkeypatch):
-    import campaign.coverage
+    import campaign.compiler_coverage
 
     def broken(spec):
         raise RuntimeError("no tracer here")
 
     # the sandbox process is forked from this one: it inherits the broken tracer
-    monkeypatch.setattr(campaign.coverage, "_tracer", broken)
+    monkeypatch.setattr(campaign.compiler_coverage, "_tracer", broken)
     with Sandbox(make_backend("covstand:CovStandIn"), coverage=_spec()) as sb:
         result = sb.evaluate(_m(NARROW, 1))
     assert result.verdict is Verdict.INVALID and result.harness

@@ -11,8 +11,8 @@ import ray.cloudpickle
 import stage_doubles
 from stage_doubles import Cfg, Report
 
+from campaign.compiler_coverage_log import CampaignCoverage
 from campaign.config import BackendOptions, CampaignConfig, Config, RayConfig
-from campaign.coverage_log import CampaignCoverage
 from campaign.driver.run import run_campaign
 from campaign.driver.stages import Stages
 from campaign.storage import read_results

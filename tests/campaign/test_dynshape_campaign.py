@@ -10,7 +10,7 @@ import pytest
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult
-from campaign.dynshape import classify, generic, unexpected_recompile
+from campaign.dynamic_shapes import classify, generic, unexpected_recompile
 from campaign.reference import run_reference
 from campaign.schema import COLUMNS
 from campaign.testcase import TestCase

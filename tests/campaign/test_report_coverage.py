@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from campaign.coverage_log import CampaignCoverage
+from campaign.compiler_coverage_log import CampaignCoverage
 from campaign.report import build_report
 from campaign.report.data import FEATURES, NO_MUTATOR, load
 from campaign.report.page import NO_COVERAGE, NO_CURVES, NOT_IN_CURVES

@@ -37,7 +37,7 @@ def test_control_flow_tests_run_every_input_set_on_every_backend():
     each backend (here in sandboxes, so the sets cross the process boundary) runs them all."""
     from campaign.testcase import TestCase
     from ir import parse, verify
-    from ir.numerics.coverage import cover
+    from ir.numerics.flow_coverage import cover
     from ir.numerics.input_search import make_valid
 
     g = verify(parse((Path(__file__).parents[1] / "data" / "if_loop.gir").read_text()))

@@ -1,4 +1,4 @@
-"""Mutants keep the ifs `ir.numerics.coverage.cover` can steer: a wrap_branch mutant of a shipped seed
+"""Mutants keep the ifs `ir.numerics.flow_coverage.cover` can steer: a wrap_branch mutant of a shipped seed
 gets input sets taking both branches of its ifs (each set valid); an if whose predicate is
 passed unchanged into a body is steered through the comparison outside; the engine discards a
 candidate whose if no longer has a graph-input threshold."""
@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from ir import GenConfig, parse, verify
-from ir.numerics.coverage import cover, unsteerable_ifs
 from ir.numerics.domain import evaluate_checked
+from ir.numerics.flow_coverage import cover, unsteerable_ifs
 from ir.numerics.input_search import make_valid
 from mutators import MUTATORS, MutationConfig
 from mutators.engine import MutationEngine, MutationOutcome

@@ -7,7 +7,7 @@ from collections import Counter
 from mutator_graphs import seeds
 
 from ir import generate
-from mutators.pool import Outcome, SeedPool, features
+from mutators.seed_pool import Outcome, SeedPool, features
 
 
 def _pool() -> SeedPool:

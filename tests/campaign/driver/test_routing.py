@@ -2,7 +2,7 @@
 backend gets a made test, and which tests are made for a backend that would idle."""
 from __future__ import annotations
 
-from campaign.driver.pool import Pool, PoolLimits
+from campaign.driver.actor_pool import Pool, PoolLimits
 from campaign.driver.routing import Router
 from campaign.driver.work import Item, PipelineTest
 

@@ -14,7 +14,7 @@ import z3
 from ir.core.text import print_graph
 from ir.core.verify import verify
 from ir.gen.builder import GenConfig
-from ir.gen.dynshape import MIN_VALUES, finish, generate_dyn, sample_expr_op, wants_dynshape
+from ir.gen.symbolic_shapes import MIN_VALUES, finish, generate_dyn, sample_expr_op, wants_dynshape
 from ir.materialize.dynshape import (
     DynShape,
     ExprError,
@@ -152,8 +152,8 @@ def test_control_flow_keeps_symbols_and_scans_run_over_a_symbolic_length():
 
 
 def test_expression_attributes_for_reshape_expand_slice_split():
-    from ir.gen.dynshape import DynShapeBuilder
     from ir.gen.generate import generate_once
+    from ir.gen.symbolic_shapes import DynShapeBuilder
 
     seen = set()
     for seed in range(60):

@@ -540,7 +540,7 @@ def test_param_leaves_replace_the_module_params():
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 18, 22, 92])
 def test_generated_draws_run_in_eager(seed: int):
-    from ir.numerics.coverage import cover
+    from ir.numerics.flow_coverage import cover
     from ir.numerics.input_search import make_valid
 
     cfg = GenConfig(p_if=0.15, p_loop=0.1, p_scan=0.15, max_depth=2)

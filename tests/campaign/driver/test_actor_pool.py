@@ -1,4 +1,4 @@
-"""How a pool takes its queued tests into calls (campaign.driver.pool.Pool), without Ray: a
+"""How a pool takes its queued tests into calls (campaign.driver.actor_pool.Pool), without Ray: a
 merging backend that compiles each test in a dialect of its own (`dialect=mixed`) gets calls of
 one dialect, so a call of k tests is one merged module."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from campaign.backends.configs import config_text
+from campaign.driver.actor_pool import Pool, PoolLimits
 from campaign.driver.checks import backend_merge_keys
-from campaign.driver.pool import Pool, PoolLimits
 from campaign.driver.work import Item, PipelineTest
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from campaign.coverage import CoverageUnion
+from campaign.compiler_coverage import CoverageUnion
 
 UNION_SCHEMA = pa.schema([pa.field("backend", pa.string(), nullable=False),
                           pa.field("file", pa.string(), nullable=False),

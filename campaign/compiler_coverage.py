@@ -31,7 +31,7 @@ Covered = dict[str, frozenset[int]]
 
 @dataclass
 class CoverageConfig:
-    """The `campaign.coverage` group (docs/coverage.md)."""
+    """The `campaign.compiler_coverage` group (docs/coverage.md)."""
 
     #: measure compiler coverage (off: no tracer runs, `cov_new` null, no coverage/ folder)
     enabled: bool = False
@@ -53,7 +53,7 @@ class CoverageConfig:
 
     def problems(self, backends: list[str]) -> list[tuple[bool, str]]:
         """Checks of the config (ok, one-line message naming the field)."""
-        key = "campaign.coverage"
+        key = "campaign.compiler_coverage"
         checks = [(0.0 <= self.rate <= 1.0, f"{key}.rate: must be in [0, 1], got {self.rate}")]
         for spec, rate in self.rates.items():
             checks += [(spec in backends, f"{key}.rates.{spec}: {spec!r} is not in "
@@ -124,7 +124,7 @@ _TRACERS: dict[CoverageSpec, Any] = {}
 def _tracer(spec: CoverageSpec) -> Any:
     cov = _TRACERS.get(spec)
     if cov is None:
-        # by name: mypy, run over the checkout, takes `import coverage` for ir/numerics/coverage.py
+        # by name: mypy, run over the checkout, takes `import coverage` for ir/numerics/flow_coverage.py
         coverage = importlib.import_module("coverage")
         cov = _TRACERS[spec] = coverage.Coverage(data_file=None, config_file=False,
                                                  include=spec.include, branch=False)

@@ -24,7 +24,7 @@ import numpy as np
 
 from campaign.testcase import TestCase
 from ir.gen.builder import GenConfig
-from ir.gen.dynshape import finish, wants_dynshape
+from ir.gen.symbolic_shapes import finish, wants_dynshape
 from ir.materialize.dynshape import DynShape, instantiate
 from ir.numerics.input_search import search_inputs
 from ir.numerics.values import random_values

@@ -1,4 +1,4 @@
-"""Input sets that exercise control flow (`ir.numerics.coverage`): both branches of every `if`, several
+"""Input sets that exercise control flow (`ir.numerics.flow_coverage`): both branches of every `if`, several
 trip counts (zero included) of every loop, each set valid, params shared; nested sites reached
 through the branch or loop body set 0 did not run; the reasons of what stays uncovered; and
 the explore-mode validity of bodies not run (`ir.numerics.domain`, `ir.numerics.input_search.make_valid`)."""
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from ir import GenConfig, generate, parse, print_graph, verify
-from ir.numerics.coverage import (
+from ir.numerics.domain import evaluate_checked
+from ir.numerics.flow_coverage import (
     INVALID,
     KEPT,
     NO_THRESHOLD,
@@ -27,7 +28,6 @@ from ir.numerics.coverage import (
     sites,
     trace_run,
 )
-from ir.numerics.domain import evaluate_checked
 from ir.numerics.input_search import make_valid
 
 IF_LOOP = (Path(__file__).parents[2] / "data" / "if_loop.gir").read_text()
