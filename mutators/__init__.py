@@ -1,5 +1,7 @@
 """The mutation engine, its mutators (each a class, registered by name) and the seed pool."""
-from mutators import classic, control, inplace, insert_op, rnn  # noqa: F401  (register the mutators)
+# registration order is the order the engine offers mutators in: keep it
+from mutators import replace_op, mutate_attrs, mutate_shape, duplicate_region, splice  # noqa: F401, I001
+from mutators import control, inplace, insert_op, rnn  # noqa: F401  (register the mutators)
 from mutators.base import MUTATORS, Mutant, Mutator
 from mutators.engine import MutationConfig, MutationEngine, MutationOutcome
 

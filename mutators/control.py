@@ -21,9 +21,10 @@ from ir.core.text import print_graph
 from ir.core.types import TensorType
 from ir.gen.control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
 from ir.ops.control import If, Loop, Scan
-from mutators.classic import MutateAttrs, ReplaceOp
 from mutators.insert_op import InsertOp
+from mutators.mutate_attrs import MutateAttrs
 from mutators.optable import enabled_ops, fragile_deep, ops_to
+from mutators.replace_op import ReplaceOp
 from mutators.scope import (
     Ctx,
     Region,
