@@ -32,7 +32,7 @@ class SolveCtx(Protocol):
 
 def plain(inst: Inst) -> bool:
     """An ordinary pure op (no bodies, no view or write, placed by the generator)."""
-    return not inst.blocks and pure(inst.op) and getattr(type(inst.op), "generic", True)
+    return not inst.blocks and pure(inst.op) and inst.op.generic
 
 
 def exclusive(g: Graph, name: str, index: int) -> bool:
