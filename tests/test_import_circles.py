@@ -16,14 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("ir", "mutators", "campaign")
 
 
-def _module(path: Path) -> str:
+def module_name(path: Path) -> str:
+    """The dotted module name of a file of the tree."""
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _type_only(tree: ast.Module) -> set[int]:
+def type_only_nodes(tree: ast.Module) -> set[int]:
     """Ids of the nodes under `if TYPE_CHECKING:`."""
     return {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
             and "TYPE_CHECKING" in ast.unparse(block.test)
@@ -32,12 +33,12 @@ def _type_only(tree: ast.Module) -> set[int]:
 
 def import_graph() -> nx.DiGraph:
     """module -> the modules it imports (at run time)."""
-    files = {_module(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    files = {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
     g = nx.DiGraph()
     for name, path in files.items():
         g.add_node(name)
         tree = ast.parse(path.read_text())
-        skip = _type_only(tree)
+        skip = type_only_nodes(tree)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         for node in ast.walk(tree):
             if id(node) in skip:

@@ -3,26 +3,11 @@ below, there is no import circle, and no module imports another's private name."
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.test_import_circles import ROOT, module_name, type_only_nodes
 
 #: the layers of ir/, lowest first (docs/architecture.md#packages)
 LAYERS = ["core", "ops", "analysis", "materialize", "numerics", "shrink", "gen"]
-
-
-def _module(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _type_only(tree: ast.Module) -> set[int]:
-    """Ids of the import nodes under `if TYPE_CHECKING:` (never run)."""
-    return {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-            and "TYPE_CHECKING" in ast.unparse(block.test)
-            for stmt in block.body for n in ast.walk(stmt)}
 
 
 def _imports(package: str, type_only: bool = True) -> dict[str, list[tuple[int, str, list[str]]]]:
@@ -32,7 +17,7 @@ def _imports(package: str, type_only: bool = True) -> dict[str, list[tuple[int, 
     for f in sorted((ROOT / package).rglob("*.py")):
         found = []
         tree = ast.parse(f.read_text())
-        skip = set() if type_only else _type_only(tree)
+        skip = set() if type_only else type_only_nodes(tree)
         for node in ast.walk(tree):
             if id(node) in skip:
                 continue
@@ -42,7 +27,7 @@ def _imports(package: str, type_only: bool = True) -> dict[str, list[tuple[int, 
             elif isinstance(node, ast.Import):
                 found += [(node.lineno, a.name, []) for a in node.names
                           if a.name.split(".")[0] in ("ir", "mutators", "campaign")]
-        out[_module(f)] = found
+        out[module_name(f)] = found
     return out
 
 
