@@ -114,11 +114,13 @@ def write_rows(run_dir: Path, dest: Path) -> int:
     config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (
         run_dir / "config.yaml").is_file() else {}
     p_grad = float((config.get("generator") or {}).get("p_grad") or 0.0)
-    try:
-        from ir.numerics.grad import wants_grad
-    except ImportError:  # a tree from before gradient tests
-        def wants_grad(seed: int, rate: float) -> bool:
-            return False
+    # whether a seed draws a gradient test is this (the bench's own) tree's rule, for every
+    # tree compared; a config from before gradient tests has no p_grad. An import error is an
+    # error: it once made every test an inference test here, unnoticed
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from ir.numerics.grad import wants_grad
     rows = []
     for r in table.to_pylist():
         index = int(r["test_id"].rsplit("-", 1)[1])
