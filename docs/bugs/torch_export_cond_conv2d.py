@@ -11,10 +11,34 @@ run it. TVM's torch frontend (`from_exported_program`) takes the non-strict expo
 Found by dynsmith's `cpu_dynamic` campaign (`tvm_torch` crash at import, reduced by triage
 16 -> 3 instructions: cond(conv2d) then an in-place add); minimized by hand.
 
-    python docs/bugs/torch_export_cond_conv2d.py      # torch 2.13.0+cpu: strict=False fails
+    python docs/bugs/torch_export_cond_conv2d.py        # torch 2.13.0+cpu: strict=False fails
+    python docs/bugs/torch_export_cond_conv2d.py --fix  # pytorch#189525's change applied: passes
+
+The fault is pytorch#188151 (torch.cond under torch.compile(dynamic=True), 2.12+), fixed by
+pytorch#189525 after the 2.13 branch cut: `_bound_stride` in `_merge_output`
+(torch/_higher_order_ops/cond.py) keys the next stride as `stride * size`, but fake tensors
+give contiguous strides as `stride * Max(1, size)`, so the lookup misses (the RuntimeError, or
+the KeyError). `--fix` makes the same change in-process (also registers the `max(size, 1)` key
+form). The symbolic sizes come from non-strict export itself (see F26: the HOP's inner
+torch.compile runs with `assume_static_by_default=False`).
 """
+import sys
+
 import torch
 import torch.nn.functional as F
+
+if "--fix" in sys.argv[1:]:  # pytorch#189525's change to _bound_stride, applied in-process
+    import inspect
+
+    C = sys.modules["torch._higher_order_ops.cond"]
+    src = inspect.getsource(C._merge_output)
+    key = "            b_stride_expr[_maybe_expr(b_val * b_ex_size[i])] = nxt_merged_stride_expr\n"
+    assert src.count(key) == 1, "torch's cond.py is not 2.13's"
+    src = src.replace(key, key + "".join(
+        f"            {s}_stride_expr[_maybe_expr({s}_val * torch.sym_max({s}_ex_size[i], 1))]"
+        " = nxt_merged_stride_expr\n" for s in "ab"))
+    exec(compile(src, C.__file__, "exec"), C.__dict__)
+    print("with pytorch#189525's change")
 
 
 class M(torch.nn.Module):
