@@ -49,6 +49,11 @@ def _rows(text: str) -> list[list[str]]:
             if line.startswith("| ") and not line.startswith("| compiler")]
 
 
+#: rows whose diagnosis a later look replaced (issue 30: F30 is apache/tvm#20191, a memory-planning
+#: bug, not the importer the row guessed)
+REWRITTEN = {"F30-tvm_if_topk_segfault"}
+
+
 def test_the_notes_keep_every_row_of_the_hand_written_table_and_issue_20s_statuses():
     rows = _rows(HANDWRITTEN.read_text())
     notes = load_notes(REPO / NOTES_DIR)
@@ -56,6 +61,9 @@ def test_the_notes_keep_every_row_of_the_hand_written_table_and_issue_20s_status
     for n, (compiler, what, how, repro) in enumerate(rows, 1):
         (note,) = [v for k, v in notes.items() if k.startswith(f"F{n:02d}-")]
         t = note.tracker
+        if note.bug in REWRITTEN:  # a later look replaced the row's diagnosis; its repro stays
+            assert repro.split()[0] in note.reproducer and t.looked_up and t.result, note.bug
+            continue
         # a lookup the row recorded carries over word for word; the other rows had none, and
         # their notes' lookups came later (issue 20's check, the session-28 lookup of all rows)
         recorded = "Searched in the tracker" in what
@@ -66,11 +74,13 @@ def test_the_notes_keep_every_row_of_the_hand_written_table_and_issue_20s_status
         # every bug says whether it was looked up in its compiler's tracker (all were)
         assert t.looked_up and t.result, note.bug
     status = {k: v.status for k, v in notes.items() if int(k[1:3]) <= 30}
-    assert Counter(status.values()) == {"known": 24, "known-upstream": 2, "limitation": 2,
+    assert Counter(status.values()) == {"known": 23, "known-upstream": 3, "limitation": 2,
                                         "merged": 2}
     assert all(n.tracker.looked_up and n.tracker.result for n in notes.values())
     assert sorted(k for k, s in status.items() if s == "known-upstream") == [
-        "F05-export_fails_when_a_torch", "F06-torch_functionalize_views-case1"]
+        "F05-export_fails_when_a_torch", "F06-torch_functionalize_views-case1",
+        "F30-tvm_if_topk_segfault"]
+    assert "apache/tvm#20191" in (notes["F30-tvm_if_topk_segfault"].tracker.result or "")
     assert "FunctionalTensor on its own" in notes["F05-export_fails_when_a_torch"].what
     assert "with gaps" in notes["F06-torch_functionalize_views-case1"].what
     assert sorted(k for k, s in status.items() if s == "limitation") == [
