@@ -474,12 +474,12 @@ def _check_generated(n_graphs: int, hop_every: int, cfg: GenConfig = CONTROL) ->
 
 
 def test_generated_control_flow_agrees_with_ort():
-    """200 graphs with if/loop/scan nested two levels: all verify, round-trip and agree with
-    ORT in the python dialect; every 25th also in the hop dialect (each hop call is a Dynamo
-    compile, ~2 s per graph on CI's cores: all 200 are in the slow variant)."""
-    stats = _check_generated(200, hop_every=25)
+    """120 graphs with if/loop/scan nested two levels: all verify, round-trip and agree with
+    ORT in the python dialect; every 15th also in the hop dialect (each hop call is a Dynamo
+    compile, ~2 s per graph on CI's cores). The slow variant runs 200, each in both dialects."""
+    stats = _check_generated(120, hop_every=15)
     print(stats)
-    assert stats["hop"] == 8 and stats["depth2"] >= 100 and stats["scan"] >= 100, stats
+    assert stats["hop"] == 8 and stats["depth2"] >= 60 and stats["scan"] >= 60, stats
 
 
 @pytest.mark.slow
