@@ -51,9 +51,16 @@ def _func_name(func: str) -> str:
     return "::".join(name.split("::")[-2:])
 
 
+#: a generated module's name (Inductor's output code: `c23sjyha6voh...`)
+_GENERATED = re.compile(r"\b(?=\w*\d)[a-z0-9]{24,}\b")
+
+
 def _label(path: str, func: str) -> str:
-    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return f"{stem}.{_func_name(func)}"
+    """`file-stem.function`; a generated module's stem (Inductor's output code, named by a
+    hash of its source) is `<gen>`: the same crash in another compile is the same frame."""
+    stem = _GENERATED.fullmatch(path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
+    name = "<gen>" if stem else path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return f"{name}.{_func_name(func)}"
 
 
 def python_frames(text: str, innermost_first: bool = False) -> list[str]:
@@ -97,8 +104,6 @@ def normalize(error_class: str, message: str, max_len: int = MAX_LEN,
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
 #: a dotted name (`R.add`, `relax.nn.relu`, `prims.copy_to.default`) or a `%value` name
 _NAME = re.compile(r"%[\w.]+|\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b")
-#: a generated module's name (Inductor's output code: `c23sjyha6voh...`)
-_GENERATED = re.compile(r"\b(?=\w*\d)[a-z0-9]{24,}\b")
 #: characters of a cause signature's message kept (`normalize` cuts long signatures at a
 #: length limit, so what follows differs between buckets of one message)
 CAUSE_MESSAGE_CHARS = 100

@@ -1,0 +1,30 @@
+"""Error signatures (campaign/signature.py): the frames of a crash name library code, and a
+module Inductor generated (named by a hash of its source) is the same frame in every compile."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from campaign.signature import normalize, python_frames
+
+REPO = Path(__file__).resolve().parents[2]
+DUMP = """Fatal Python error: Segmentation fault
+
+Current thread 0x00007f (most recent call first):
+  File "/tmp/torchinductor_root/{d}/{name}.py", line 88 in g
+  File "/usr/lib/python3.11/site-packages/torch/_inductor/output_code.py", line 640 in __call__
+  File "{repo}/campaign/backends/inductor.py", line 500 in _evaluate
+"""
+
+
+def test_a_generated_module_is_one_frame_whatever_its_hash():
+    a = python_frames(DUMP.format(repo=REPO, d="c6", name="c6uewqkz3x5yyt7bmjd2pvzt4w5xsh6mqf3hqgcqorwmqmx7kx"),
+                      innermost_first=True)
+    b = python_frames(DUMP.format(repo=REPO, d="cx", name="cximmq2ojdfy7xgzkyx4k4fkwoa3tnswzkhe3zuxm4h3hqdcbq"),
+                      innermost_first=True)
+    assert a == b == ["<gen>.g", "output_code.__call__"]
+    assert normalize("SIGSEGV", "", frames=a) == "SIGSEGV:  @ <gen>.g < output_code.__call__"
+
+
+def test_an_ordinary_module_keeps_its_name():
+    text = DUMP.format(repo=REPO, d="lib", name="cpp_wrapper_cpu")
+    assert python_frames(text, innermost_first=True)[0] == "cpp_wrapper_cpu.g"
