@@ -58,9 +58,8 @@ _GENERATED = re.compile(r"\b(?=\w*\d)[a-z0-9]{24,}\b")
 def _label(path: str, func: str) -> str:
     """`file-stem.function`; a generated module's stem (Inductor's output code, named by a
     hash of its source) is `<gen>`: the same crash in another compile is the same frame."""
-    stem = _GENERATED.fullmatch(path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
-    name = "<gen>" if stem else path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    return f"{name}.{_func_name(func)}"
+    stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    return f"{'<gen>' if _GENERATED.fullmatch(stem) else stem}.{_func_name(func)}"
 
 
 def python_frames(text: str, innermost_first: bool = False) -> list[str]:
