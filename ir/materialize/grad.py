@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,16 @@ import torch
 from ir.core.graph import Graph
 from ir.core.npz import npz_bytes
 
+
+def kept_or_fresh(old: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...],
+                  dtype: np.dtype, key: str) -> np.ndarray:
+    """`old[name]` (a cotangent or tangent) when it still has `shape` and `dtype`, else a fresh
+    one uniform in [-1, 1], drawn from the string `key` (a reducer candidate's refit)."""
+    a = old.get(name)
+    if a is not None and a.shape == shape and a.dtype == dtype:
+        return a
+    rng = np.random.default_rng(random.Random(key).randrange(2**32))
+    return rng.uniform(-1.0, 1.0, shape).astype(dtype)
 
 @dataclass(frozen=True)
 class GradSpec:

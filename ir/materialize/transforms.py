@@ -93,7 +93,7 @@ from ir.analysis.inplace import has_writes
 from ir.core.dtypes import DType
 from ir.core.graph import Graph
 from ir.core.npz import npz_bytes
-from ir.materialize.grad import GradSpec
+from ir.materialize.grad import GradSpec, kept_or_fresh
 from ir.materialize.torch_func import LeafFunction, bind_leaves, func_program
 from ir.ops.control import ControlFlow, If, Loop, Scan, is_control
 
@@ -579,19 +579,6 @@ def _dims(shape: Iterable[Any]) -> tuple[int, ...]:
 
 # ---- refitting (the reducer's candidates) ----------------------------------------------------
 
-def _fresh(seed: int, what: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    rng = np.random.default_rng(random.Random(f"refit/{seed}/{what}").randrange(2**32))
-    return rng.uniform(-1.0, 1.0, shape).astype(dtype)
-
-
-def _kept(old: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...], dtype: np.dtype,
-          seed: int, what: str) -> np.ndarray:
-    a = old.get(name)
-    if a is None or a.shape != shape or a.dtype != dtype:
-        return _fresh(seed, f"{what}/{name}", shape, dtype)
-    return a
-
-
 def refit_transform(spec: TransformSpec, old: Graph, g: Graph,
                     values: Sequence[Mapping[str, np.ndarray]], seed: int,
                     sets: Sequence[Graph] | None = None) -> TransformSpec | None:
@@ -642,12 +629,14 @@ def refit_transform(spec: TransformSpec, old: Graph, g: Graph,
         tk = gk.types()
         if spec.name in ("grad", "vjp"):
             before = spec.cotangents[k] if k < len(spec.cotangents) else {}
-            cotangents.append({gk.outputs[i]: _kept(before, gk.outputs[i], _dims(tk[gk.outputs[i]].shape),
-                                                    tk[gk.outputs[i]].dtype.numpy, seed, f"c{k}")
+            cotangents.append({gk.outputs[i]: kept_or_fresh(before, gk.outputs[i], _dims(tk[gk.outputs[i]].shape),
+                                                            tk[gk.outputs[i]].dtype.numpy,
+                                                            f"refit/{seed}/c{k}/{gk.outputs[i]}")
                                for i in outs})
         if spec.name == "jvp":
             before = spec.tangents[k] if k < len(spec.tangents) else {}
-            tangents.append({x: _kept(before, x, _dims(tk[x].shape), tk[x].dtype.numpy, seed, f"t{k}")
+            tangents.append({x: kept_or_fresh(before, x, _dims(tk[x].shape), tk[x].dtype.numpy,
+                                           f"refit/{seed}/t{k}/{x}")
                              for x in leaves})
     order = [v.name for v in (*g.inputs, *g.params)]
     return TransformSpec(spec.name, tuple(sorted(leaves, key=order.index)), runs(leaves),

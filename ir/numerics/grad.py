@@ -16,7 +16,7 @@ import numpy as np
 from ir.analysis.autograd import autograd_problem, grad_values
 from ir.core.dtypes import DType
 from ir.core.graph import Graph
-from ir.materialize.grad import GradSpec
+from ir.materialize.grad import GradSpec, kept_or_fresh
 
 #: leaf dtypes: float16 gradients differ between correct implementations by far more than a
 #: test can tell from a bug (CPU kernels accumulate float16 in float32, eager in float16)
@@ -97,13 +97,8 @@ def refit_grad(spec: GradSpec, g: Graph, sets: Sequence[Graph], seed: int) -> Gr
         old = spec.cotangents[k] if k < len(spec.cotangents) else {}
         cts = {}
         for o, t in zip(gk.outputs, gk.output_types(), strict=True):
-            if not t.dtype.is_float:
-                continue
-            shape = tuple(int(d) for d in t.shape)
-            c = old.get(o)
-            if c is None or c.shape != shape or c.dtype != t.dtype.numpy:
-                rng = np.random.default_rng(random.Random(f"cotangent/{seed}/{k}/{o}").randrange(2**32))
-                c = rng.uniform(-1.0, 1.0, shape).astype(t.dtype.numpy)
-            cts[o] = c
+            if t.dtype.is_float:
+                cts[o] = kept_or_fresh(old, o, tuple(int(d) for d in t.shape), t.dtype.numpy,
+                                       f"cotangent/{seed}/{k}/{o}")
         cotangents.append(cts)
     return GradSpec(tuple(leaves), tuple(cotangents))
