@@ -19,7 +19,9 @@
 (exit 0) when the backend now agrees with the reference, `DIFFERENT FAILURE: ...` (exit 2) for
 another error; a signal kills it (the last `[repro] <stage>` line says where).
 `check_repro(folder, verdict, error_class)` runs it in a fresh process where importing dynsmith
-fails, and says whether it reproduced the verdict.
+fails, and says whether it reproduced the verdict. Any run takes `--set NAME=<json>` to change a
+per-test value; `repro.py --localize` runs the backend's localization plan (repro_scripts/
+localize.py: which stage, level, pass or flag the failure needs).
 """
 from __future__ import annotations
 
@@ -81,8 +83,12 @@ _MAIN = '''
 
 
 if __name__ == "__main__":
-    watchdog()
-    main()
+    apply_settings(globals(), sys.argv[1:])
+    if "--localize" in sys.argv:
+        localize(globals().get("ablate"), sys.argv[1:])
+    else:
+        watchdog()
+        main()
 '''
 
 
@@ -107,7 +113,7 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         "EXPECT": expect, "TOLERANCES": tolerances, "LABELS": labels, "GRADIENTS": trains,
         "INPUTS": [v.name for v in graph.inputs], "PARAMS": [p.name for p in graph.params],
         **{k.upper(): v for k, v in spec.options.items()}}
-    parts, body = [f"{SCRIPTS}.prelude"], BODIES[spec.kind]
+    parts, body = [f"{SCRIPTS}.prelude", f"{SCRIPTS}.localize"], BODIES[spec.kind]
     if trains:
         parts.append(f"{SCRIPTS}.training")
         values.update(LEAVES=list(grad.leaves), OUTPUTS=list(graph.outputs))
