@@ -50,6 +50,11 @@ class TriageConfig:
     db: str | None = None
     #: reduce findings of buckets already known (`known`, `db`) again
     reduce_known: bool = False
+    #: localize each new compiler bug whose repro.py reproduced (`repro.py --localize`:
+    #: which stage, level, pass or flag it needs; the bugs table's `culprit`)
+    localize: bool = True
+    #: seconds one localization may take at most (less when the triage has less left)
+    localize_budget_s: float = 600.0
 
 
 _VERDICTS = ("crash", "signal", "timeout", "mismatch")
@@ -71,7 +76,7 @@ def problem(t: TriageConfig) -> str | None:
     for name in ("reduce_first", "reduce_mismatches", "max_tests", "group_reruns"):
         if getattr(t, name) < 0:
             return f"triage.{name}: must be >= 0, got {getattr(t, name)}"
-    for name in ("max_seconds", "timeout_s", "repro_timeout_s"):
+    for name in ("max_seconds", "timeout_s", "repro_timeout_s", "localize_budget_s"):
         if getattr(t, name) <= 0:
             return f"triage.{name}: must be > 0, got {getattr(t, name)}"
     if t.repro_cold_start_s < 0:

@@ -88,33 +88,94 @@ def _representative(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]
 
 def report_text(out_dir: Path, bug: str, row: dict[str, Any],
                 members: list[dict[str, Any]]) -> str:
-    """The report's markdown for bug `bug`, represented by bucket row `row`."""
+    """The report's markdown for bug `bug`, represented by bucket row `row`, in its tracker's
+    template (`campaign.triage.pages.tracker_templates`)."""
+    from campaign.triage.pages.tracker_templates import ReportParts, render
+
     folder = out_dir / row["artifact_path"]
     info = json.loads((folder / "info.json").read_text())
     failed = info.get("row") or {}
     spec = row["backend"]
     count = sum(int(r.get("count") or 0) for r in members)
     where = folder.resolve()
-    lines = [f"# {title(row)}", ""]
-    lines += [f"- Versions: {', '.join(installed(spec)) or 'unknown'}",
-              f"- Backend: `{spec}`" + (f", configuration `{row['backend_config']}`"
-                                        if row.get("backend_config") else ""),
-              f"- Found by dynsmith: {count} failing tests, bucket(s) "
-              + ", ".join(f"`{r['bucket']}`" for r in members),
-              f"- Files (inputs, reference outputs, model): `{where}`", ""]
-    lines += ["## Expected and actual", "", _expected(row, failed), "", _actual(row, failed), ""]
-    lines += _training_ablation(row)
-    lines += ["## The smallest graph", ""] + _graph_code(folder, spec, info)
-    lines += ["## Reproducer", ""]
+    summary = [f"`{compiler(spec)}` (dynsmith backend `{spec}`"
+               + (f", configuration `{row['backend_config']}`" if row.get("backend_config")
+                  else "") + f") {_what(row)}. Found by the dynsmith fuzzer: {count} failing "
+               "tests, bucket(s) " + ", ".join(f"`{r['bucket']}`" for r in members)
+               + (f"; the graph was reduced from {row['original_insts']} to "
+                  f"{row['reduced_insts']} instructions" if row.get("reduced_insts") is not None
+                  and row.get("original_insts") is not None else "")
+               + f". Files (inputs, reference outputs, model): `{where}`."]
+    reproducer = []
     if (folder / "repro.py").is_file():
-        lines += [f"`python repro.py` in `{where}` (numpy and the compiler's own libraries only): "
-                  "it prints `REPRODUCED` and exits 1 while the bug is there, `NOT REPRODUCED` "
-                  "(exit 0) once it is fixed.", "",
-                  "```python", (folder / "repro.py").read_text().rstrip(), "```", ""]
+        reproducer += [f"`python repro.py` in `{where}` (numpy and the compiler's own libraries "
+                       "only): it prints `REPRODUCED` and exits 1 while the bug is there, `NOT "
+                       "REPRODUCED` (exit 0) once it is fixed; `python repro.py --localize` "
+                       "runs the ablation below.", "",
+                       "```python", (folder / "repro.py").read_text().rstrip(), "```", ""]
     else:
-        lines += ["No standalone repro.py for this backend: `graph.gir` and `inputs.npz` in the "
-                  "folder above replay it with dynsmith.", ""]
-    return "\n".join(lines)
+        reproducer += ["No standalone repro.py for this backend: `graph.gir` and `inputs.npz` "
+                       "in the folder above replay it with dynsmith.", ""]
+    parts = ReportParts(
+        title=title(row), summary=summary, expected=[_expected(row, failed)],
+        actual=[_actual(row, failed)], ablation=_localization(info) + _training_ablation(row),
+        program=_graph_code(folder, spec, info), reproducer=reproducer,
+        versions=installed(spec), fuzzer_notes=_fuzzer_notes(folder, row),
+        error_log=_error_log(row, failed))
+    return render(spec, parts)
+
+
+def _what(row: dict[str, Any]) -> str:
+    if row.get("verdict") == "mismatch":
+        return "gives a wrong result"
+    return f"fails ({row.get('verdict')}) during {row.get('stage')}"
+
+
+def _error_log(row: dict[str, Any], failed: dict[str, Any]) -> list[str]:
+    msg = (failed.get("error_msg") or "").strip().splitlines()
+    if not msg or row.get("verdict") == "mismatch":
+        return []
+    return ["```", *msg[:MESSAGE_LINES], "```"]
+
+
+def _localization(info: dict[str, Any]) -> list[str]:
+    """The localization's ablation table (`repro.py --localize`), when it ran."""
+    from campaign.triage.pipeline.localization import Localization
+
+    if not info.get("localization"):
+        return []
+    loc = Localization.from_json(info["localization"])
+    head = (f"**Culprit: {loc.culprit}** ({loc.why})." if loc.culprit else
+            f"**Not localized:** {loc.why}.")
+    return [head, "", loc.table(), ""]
+
+
+def _fuzzer_notes(folder: Path, row: dict[str, Any]) -> list[str]:
+    """What PyTorch's template asks of a fuzzer's report: tolerances against torch's defaults,
+    a float64 baseline, no index comparison, the same random numbers."""
+    import ast
+    import re
+
+    from campaign.triage.pages.tracker_templates import TORCH_DEFAULT_TOLERANCES
+
+    if row.get("verdict") != "mismatch":
+        return ["- Not a numerical comparison: the compiler fails where eager runs."]
+    out = []
+    script = folder / "repro.py"
+    found = re.search(r"^TOLERANCES = (.*)$", script.read_text(), re.M) if script.is_file() \
+        else None
+    if found:
+        tols = sorted(set(ast.literal_eval(found.group(1))))
+        loosest = ", ".join(f"{k}: {v}" for k, v in TORCH_DEFAULT_TOLERANCES.items())
+        out.append(f"- Tolerances (rtol, atol) per output: {', '.join(map(str, tols))}; "
+                   f"`torch.testing.assert_close`'s defaults are {loosest}.")
+    if (folder / "truth.npz").is_file():
+        out.append("- Baseline: an element counts as wrong only when it is off both eager's "
+                   "result (`expected.npz`) and a float64 evaluation of the same program "
+                   "(`truth.npz`), as `torch._dynamo.utils.same` with `fp64_ref` would judge.")
+    out.append("- Values are compared element by element, never argmax/argmin indices; the "
+               "programs hold no random ops.")
+    return out
 
 
 #: what the `aot_eager` column's values say about where the fault is
@@ -132,7 +193,7 @@ def _training_ablation(row: dict[str, Any]) -> list[str]:
     """The training bug's ablation (`campaign.triage.pipeline.training_ablation`), when it has one."""
     if not row.get("wrong_part") and not row.get("aot_eager"):
         return []
-    out = ["## Where", ""]
+    out = []
     if row.get("wrong_part"):
         out.append(f"- The wrong part of the training step: the {row['wrong_part']}.")
     if row.get("aot_eager"):
@@ -163,7 +224,7 @@ def _actual(row: dict[str, Any], failed: dict[str, Any]) -> str:
     head = f"**Actual:** {row.get('verdict')} during {row.get('stage')}"
     if failed.get("error_class"):
         head += f" ({failed['error_class']})"
-    return head + ":\n\n```\n" + "\n".join(msg[:MESSAGE_LINES]) + "\n```"
+    return head + (f": `{msg[0][:TITLE_CHARS]}` (the error log below)." if msg else ".")
 
 
 def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:

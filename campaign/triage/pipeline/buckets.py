@@ -20,7 +20,8 @@ The `bugs` table (`<out>/bugs.parquet`, schema `BUGS_SCHEMA`) has one row per bu
 first seen, count of result rows, example test ids, the artifact folder (relative to the output
 dir), its configuration (`backend_config`, the reduced one for a reduced bucket), sizes before
 and after reduction, `repro` (the repro.py path) and `repro_status` (how it
-fared when run fresh: reproduced, not reproduced, different failure, error, none).
+fared when run fresh: reproduced, not reproduced, different failure, error, none), and
+`culprit` (where in the compiler the fault is, `campaign.triage.pipeline.localization`).
 """
 from __future__ import annotations
 
@@ -199,6 +200,9 @@ class Bucket:
     #: not ablated
     wrong_part: str | None = None
     aot_eager: str | None = None
+    #: where in the compiler the fault is (`campaign.triage.pipeline.localization`): the
+    #: culprit (`ort: TransposeOptimizer`), or `not localized: <why>`; None: not localized
+    culprit: str | None = None
 
     def add(self, ts: Any, test_id: str, finding_dir: str | None) -> None:
         self.count += 1
@@ -224,6 +228,7 @@ class Bucket:
             "confirmed": self.confirmed, "reduced_pattern": self.reduced_pattern,
             "repro": self.repro, "repro_status": self.repro_status, "note": self.note,
             "wrong_part": self.wrong_part, "aot_eager": self.aot_eager,
+            "culprit": self.culprit,
         }
 
 
@@ -239,7 +244,7 @@ BUGS_SCHEMA = pa.schema([
     ("reduction_tests", pa.int32()), ("reduction_s", pa.float64()), ("confirmed", pa.bool_()),
     ("reduced_pattern", pa.string()),
     ("repro", pa.string()), ("repro_status", pa.string()), ("note", pa.string()),
-    ("wrong_part", pa.string()), ("aot_eager", pa.string()),
+    ("wrong_part", pa.string()), ("aot_eager", pa.string()), ("culprit", pa.string()),
 ])
 
 BUGS_FILE = "bugs.parquet"

@@ -52,6 +52,7 @@ from campaign.triage.pipeline.buckets import (
     pattern_ops,
     write_bugs_table,
 )
+from campaign.triage.pipeline.localization import Localization, localize_folder
 
 if TYPE_CHECKING:
     from campaign.triage.bugdb.sightings import Recorded
@@ -582,6 +583,23 @@ class _Triage:
             self.log(f"triage:   {key.id}: wrong part {res.part}; aot_eager {res.aot_eager}")
         return res
 
+    def localize(self, key: BucketKey, b: Bucket, dest: Path) -> Localization | None:
+        """A new compiler bug's localization (`repro.py --localize`), into `b.culprit`; None
+        when its repro did not reproduce, or it is off, or no time is left for it."""
+        if not (self.cfg.localize and key.kind == "bug" and b.new
+                and b.repro_status == "reproduced"):
+            return None
+        budget = self.cfg.localize_budget_s
+        if self.hard:
+            budget = min(budget, self.time_left())
+        if budget < 2 * MIN_REPRO_S or not self.fits(budget):
+            return None
+        self.tick(f"localizing {key.id}")
+        loc = localize_folder(dest, budget)
+        b.culprit = loc.text
+        self.log(f"triage:   {key.id}: {loc.text}")
+        return loc
+
     def write(self) -> Path:
         from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 
@@ -609,6 +627,8 @@ class _Triage:
                     b.repro_status = earlier.get("repro_status")
                     b.wrong_part = (earlier.get("training_ablation") or {}).get("part")
                     b.aot_eager = (earlier.get("training_ablation") or {}).get("aot_eager")
+                    if earlier.get("localization"):
+                        b.culprit = Localization.from_json(earlier["localization"]).text
                 if (dest / "repro.py").is_file():
                     b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
                 continue
@@ -651,6 +671,7 @@ class _Triage:
                     b.repro_status = outcome
                     if outcome != "reproduced":
                         self.log(f"triage: repro of {key.id}: {outcome}\n{tail}")
+            localized = self.localize(key, b, dest)
             info_path = dest / "info.json"
             if info_path.is_file():
                 info = json.loads(info_path.read_text())
@@ -658,6 +679,8 @@ class _Triage:
                 if ablation is not None:
                     info["training_ablation"] = {"part": ablation.part,
                                                  "aot_eager": ablation.aot_eager}
+                if localized is not None:
+                    info["localization"] = localized.to_json()
                 info_path.write_text(json.dumps(info, indent=2, default=str) + "\n")
         for b in self.buckets.values():
             if b.artifact_path is None:  # no bug folder (no graph, dynamic shapes): the finding's
