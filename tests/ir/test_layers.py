@@ -7,7 +7,7 @@ import ast
 from tests.test_import_circles import ROOT, module_name, type_only_nodes
 
 #: the layers of ir/, lowest first (docs/architecture.md#packages)
-LAYERS = ["core", "ops", "analysis", "materialize", "numerics", "shrink", "gen"]
+LAYERS = ["core", "ops", "analysis", "materialize", "numerics", "shrink", "gen", "importers"]
 
 
 def _imports(package: str, type_only: bool = True) -> dict[str, list[tuple[int, str, list[str]]]]:
