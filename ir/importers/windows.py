@@ -13,9 +13,16 @@ file carries as a leading comment (`window_text`, `read_lineage`).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import random
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from ir.core.graph import Graph, Value
+import numpy as np
+
+from ir.core.graph import Graph, Inst, Value
+from ir.core.text import print_graph
+from ir.core.verify import verify
 
 
 def subgraph(graph: Graph, insts: Iterable[int], name: str | None = None) -> Graph:
@@ -55,3 +62,157 @@ def subgraph(graph: Graph, insts: Iterable[int], name: str | None = None) -> Gra
     if not outputs:
         outputs = list(chosen[-1].result_names)
     return Graph(name or graph.name, tuple(inputs), tuple(chosen), tuple(outputs), tuple(params))
+
+
+#: the comment line a window's `.gir` file starts with (`read_lineage` reads it back)
+_LINEAGE = re.compile(r"^#\s*model:\s*(?P<model>\S+)\s+insts\s+(?P<first>\d+)-(?P<last>\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window of a model: its graph (top-level instructions `insts` of the model, in order),
+    the model's name and the window's place (`first`..`last`, the model's instruction
+    indices)."""
+
+    graph: Graph
+    model: str
+    insts: tuple[int, ...]
+
+    @property
+    def first(self) -> int:
+        return self.insts[0]
+
+    @property
+    def last(self) -> int:
+        return self.insts[-1]
+
+    @property
+    def lineage(self) -> str:
+        """`<model> insts <first>-<last>`: where the window comes from."""
+        return f"{self.model} insts {self.first}-{self.last}"
+
+    def text(self) -> str:
+        """The window's `.gir` text: a leading `# model: <lineage>` comment, then the graph."""
+        return f"# model: {self.lineage}\n{print_graph(self.graph)}"
+
+    def weights(self, params: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The values of the window's params among the model's `params` (by name; a param
+        missing there, or of another shape, is left out: it is drawn afresh)."""
+        out = {}
+        for p in self.graph.params:
+            a = params.get(p.name)
+            if a is not None and tuple(a.shape) == tuple(p.type.shape):
+                out[p.name] = np.asarray(a, dtype=p.type.dtype.numpy)
+        return out
+
+
+def read_lineage(text: str) -> tuple[str, int, int] | None:
+    """(model, first, last) of a window's `.gir` text (its `# model: ...` comment among the
+    leading comment lines), None when it has none."""
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if not s.startswith("#"):
+            return None
+        m = _LINEAGE.match(s)
+        if m:
+            return m.group("model"), int(m.group("first")), int(m.group("last"))
+    return None
+
+
+def _neighbours(graph: Graph) -> list[list[int]]:
+    """Per top-level instruction: the instructions it shares a value with (reads a result of,
+    or whose results read one of its results), in index order. Inputs and params connect
+    nothing: a window is connected through the values its instructions compute."""
+    producer: dict[str, int] = {}
+    near: list[set[int]] = [set() for _ in graph.insts]
+    for i, inst in enumerate(graph.insts):
+        for a in inst.args:
+            j = producer.get(a)
+            if j is not None and j != i:
+                near[i].add(j)
+                near[j].add(i)
+        for r in inst.result_names:
+            producer[r] = i
+    return [sorted(n) for n in near]
+
+
+def is_valid_material(g: Graph, seed: int = 0) -> bool:
+    """Whether the input search finds values for which every value of `g` is valid, without
+    dropping an instruction (how a seed must be: `tests/mutators/test_seed_corpus.py`)."""
+    from ir.numerics.input_search import make_valid
+
+    try:
+        valid = make_valid(g, seed, max_drops=0)
+    except Exception:  # an op the interpreter cannot run on these values: not a seed
+        return False
+    return valid is not None and not valid.dropped and valid.search.ok
+
+
+def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max: int = 30,
+                seed: int = 0, max_overlap: float = 0.5, check_valid: bool = True,
+                tries: int | None = None) -> list[Window]:
+    """Up to `count` windows of `graph`: connected sets of top-level instructions (connected
+    through the values they compute, `_neighbours`) of k in [`k_min`, `k_max`] instructions,
+    nested ones counted (`Graph.num_insts`; a control-flow instruction comes whole, bodies
+    are never cut, and one bigger than `k_max` is in no window). Deterministic given the
+    arguments: each try draws a start and a target size from `seed` and grows the set by
+    random neighbours. A window shares at most `max_overlap` of its instructions with an
+    earlier one, verifies (`ir.core.verify`), has an input, and with `check_valid` has valid
+    inputs (`is_valid_material`). Fewer than `count` when the tries (default 20 per window)
+    run out; sorted by place in the model."""
+    if not 1 <= k_min <= k_max:
+        raise ValueError(f"cut_windows: need 1 <= k_min <= k_max, got {k_min}, {k_max}")
+    n = len(graph.insts)
+    if n == 0 or count <= 0:
+        return []
+    rng = random.Random(f"{model}/{seed}")
+    sizes = [sum(1 for _ in inst_walk(inst)) for inst in graph.insts]
+    near = _neighbours(graph)
+    out: list[Window] = []
+    seen: set[tuple[int, ...]] = set()
+    for _ in range(tries if tries is not None else 20 * count):
+        if len(out) >= count:
+            break
+        starts = [i for i in range(n) if sizes[i] <= k_max]
+        if not starts:
+            break
+        start = rng.choice(starts)
+        target = rng.randint(k_min, k_max)
+        chosen = {start}
+        size = sizes[start]
+        frontier = {j for j in near[start] if sizes[j] <= k_max}
+        while size < target:
+            fits = sorted(j for j in frontier - chosen if size + sizes[j] <= k_max)
+            if not fits:
+                break
+            j = rng.choice(fits)
+            chosen.add(j)
+            size += sizes[j]
+            frontier.update(near[j])
+        key = tuple(sorted(chosen))
+        if size < k_min or key in seen:
+            continue
+        seen.add(key)
+        if any(len(chosen & set(w.insts)) > max_overlap * len(chosen) for w in out):
+            continue
+        g = subgraph(graph, key, name="main")
+        if not g.inputs:
+            continue
+        try:
+            verify(g)
+        except ValueError:
+            continue
+        if check_valid and not is_valid_material(g, seed):
+            continue
+        out.append(Window(g, model, key))
+    return sorted(out, key=lambda w: w.insts)
+
+
+def inst_walk(inst: Inst) -> Iterable[Inst]:
+    """`inst` and every instruction in its bodies."""
+    yield inst
+    for body in inst.blocks:
+        for nested, _ in body.walk():
+            yield nested
