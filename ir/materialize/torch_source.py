@@ -22,6 +22,20 @@ the op takes one (`Op.number_operand`) and as `torch.scalar_tensor(..., dtype=..
 `params=parameter` registers `nn.Parameter`s; `inplace=functional` prints the graph's
 `pure_form`.
 
+Floats keep where the module reads them from. `ir.materialize.to_torch`'s module reads an
+op's float attributes (`leaky_relu`'s `alpha`, `clip`'s bounds, a fill value) from the op
+object and its module's float constants (the norms' `EPS`) from globals, at trace time: under
+`torch.compile(dynamic=True)` Dynamo makes each such float a dynamic SymFloat (a graph input),
+where a literal is a constant it specializes. So the source reads each one from a module-level
+global of its own (`_f_EPS`, `_f_v3_alpha` for the `alpha` of the op making `%v3`: one per op
+attribute, one per module
+constant, as the module's reads have one source each), the float arithmetic and `int()` the op
+does on it printed as expressions (`int(_f_clip3_lo)`); a literal in the op's own code stays a
+literal, and NaN and infinities (which Dynamo specializes) are printed as values. A reproducer
+printed with literals compiled another program and did not fail where the campaign's did (docs
+findings F40, F44). How: `_record` runs the op on a copy whose float fields are `_Named` floats,
+with its module's float constants and `int` swapped for named ones meanwhile (`_named_floats`).
+
 Calls made only for their effect (they return None) are statements: `Tensor.__setitem__`
 (`setitem`) is printed as `x[idx] = y`; any other such call is a CodegenError, never dropped.
 
@@ -32,9 +46,14 @@ inputs it writes), so a reproducer is only written from code that computes the s
 """
 from __future__ import annotations
 
+import builtins
+import contextlib
+import copy
+import dataclasses
 import keyword
 import math
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -122,6 +141,101 @@ def _example(t: TensorType) -> Any:
     return torch.ones(shape, dtype=torch.bool)
 
 
+class _Named(float):
+    """A float the compiled module reads from somewhere (an op attribute, a module constant),
+    with the expression that reads it in the generated code (`expr`): a global's name, or
+    float arithmetic over such names, as Dynamo traces it (a SymFloat stays one)."""
+
+    expr: str
+
+    def __new__(cls, value: float, expr: str) -> _Named:
+        self = super().__new__(cls, value)
+        self.expr = expr
+        return self
+
+    def _op(self, other: Any, sym: str, value: Any, reflected: bool = False) -> Any:
+        if value is NotImplemented or not isinstance(other, (int, float)) \
+                or isinstance(other, bool) or not isinstance(value, float):
+            return value
+        a, b = self.expr, _number_expr(other)
+        return _Named(value, f"({b} {sym} {a})" if reflected else f"({a} {sym} {b})")
+
+    def __add__(self, o: Any) -> Any:
+        return self._op(o, "+", float(self).__add__(o))
+
+    def __radd__(self, o: Any) -> Any:
+        return self._op(o, "+", float(self).__radd__(o), True)
+
+    def __sub__(self, o: Any) -> Any:
+        return self._op(o, "-", float(self).__sub__(o))
+
+    def __rsub__(self, o: Any) -> Any:
+        return self._op(o, "-", float(self).__rsub__(o), True)
+
+    def __mul__(self, o: Any) -> Any:
+        return self._op(o, "*", float(self).__mul__(o))
+
+    def __rmul__(self, o: Any) -> Any:
+        return self._op(o, "*", float(self).__rmul__(o), True)
+
+    def __truediv__(self, o: Any) -> Any:
+        return self._op(o, "/", float(self).__truediv__(o))
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return self._op(o, "/", float(self).__rtruediv__(o), True)
+
+    def __neg__(self) -> Any:
+        return _Named(-float(self), f"(-{self.expr})")
+
+    def __abs__(self) -> Any:
+        return _Named(abs(float(self)), f"abs({self.expr})")
+
+
+class _NamedInt(int):
+    """`int()` of a `_Named` float (`expr`: `int(<its expression>)`): Dynamo makes `int()` of a
+    SymFloat a SymInt, so the generated code converts the same read."""
+
+    expr: str
+
+    def __new__(cls, value: int, expr: str) -> _NamedInt:
+        self = super().__new__(cls, value)
+        self.expr = expr
+        return self
+
+
+def _number_expr(v: Any) -> str:
+    return v.expr if isinstance(v, (_Named, _NamedInt)) else repr(v)
+
+
+class _IntMeta(type):
+    """`int` as the op's module sees it while recording: `int(x)` is `_NamedInt` for a
+    `_Named` x, the builtin otherwise; `isinstance(v, int)` is the builtin's."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        value = builtins.int(*args, **kwargs)
+        if args and isinstance(args[0], _Named) and not kwargs and len(args) == 1:
+            return _NamedInt(value, f"int({args[0].expr})")
+        return value
+
+    def __instancecheck__(cls, v: Any) -> bool:
+        return isinstance(v, builtins.int)
+
+    def __subclasscheck__(cls, c: type) -> bool:
+        return issubclass(c, builtins.int)
+
+
+class _TracedInt(metaclass=_IntMeta):
+    """The `int` of `_IntMeta` (never instantiated: calling it gives an int)."""
+
+
+def _named(value: Any, name: str) -> Any:
+    """`value` as a `_Named` float read from global `name` (a finite float only: Dynamo
+    specializes NaN and infinities, and treats ints and bools as the constants they are)."""
+    if type(value) is float and math.isfinite(value):
+        return _Named(value, name)
+    return value
+
+
 class _Emitter:
     def __init__(self, form: TorchForm = DEFAULT_FORM) -> None:
         self.lines: list[str] = []
@@ -131,6 +245,20 @@ class _Emitter:
         self.form = form
         #: the Python names that hold numbers (the `number` scalars form), not tensors
         self.numbers: set[str] = set()
+        #: the globals holding the floats the module reads (`_Named`): name -> value
+        self.floats: dict[str, float] = {}
+        #: (module, constant) -> the global standing for it (one read source, one name)
+        self.constants: dict[tuple[str, str], str] = {}
+
+    def float_global(self, name: str, value: float) -> str:
+        """A fresh global name like `name` for a float the module reads."""
+        base = "_f_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+        out, k = base, 1
+        while out in self.floats:
+            k += 1
+            out = f"{base}_{k}"
+        self.floats[out] = value
+        return out
 
     def tensor(self, expr: str, t: TensorType) -> str:
         """`expr` as a tensor of type `t`: itself, or a number wrapped as a 0-d tensor."""
@@ -158,6 +286,8 @@ def _literal(v: Any, names: dict[int, str], consts: Callable[[Any], str]) -> str
         if id(v) in names:
             return names[id(v)]
         return consts(v)
+    if isinstance(v, (_Named, _NamedInt)):  # a float the module reads, not a literal
+        return v.expr
     if v is None or isinstance(v, (bool, str)):
         return repr(v)
     if isinstance(v, (int, np.integer)):
@@ -204,7 +334,49 @@ def _index(v: Any, names: dict[int, str], consts: Callable[[Any], str]) -> str:
     return one(v)
 
 
-def _record(inst: Inst, args: list) -> tuple[list, Any]:
+@contextlib.contextmanager
+def _named_floats(op: Op, em: _Emitter, label: str) -> Iterator[Op]:
+    """`op` as the compiled module reads it, for the recording: a copy whose float fields are
+    `_Named` (`_f_<label>_<field>`; `label`: the instruction's first result), with the float
+    constants of the modules its class is defined in (`_f_<NAME>`, one global per constant
+    across the program) and `int` (`_IntMeta`) swapped in those modules until the recording
+    ends."""
+    named = copy.copy(op)
+    if dataclasses.is_dataclass(op):
+        for f in dataclasses.fields(op):
+            value = getattr(op, f.name)
+            if type(value) is float and math.isfinite(value):
+                object.__setattr__(named, f.name, _Named(
+                    value, em.float_global(f"{label}_{f.name}", value)))
+    saved: list[tuple[dict[str, Any], str, Any]] = []
+    modules = {c.__module__ for c in type(op).__mro__ if c.__module__.startswith("ir.")}
+    try:
+        for mod in sorted(modules):
+            ns = vars(sys.modules[mod])
+            for name, value in list(ns.items()):
+                if name.startswith("_") or type(value) is not float or not math.isfinite(value):
+                    continue
+                key = (mod, name)
+                if key not in em.constants:
+                    em.constants[key] = em.float_global(name, value)
+                saved.append((ns, name, value))
+                ns[name] = _Named(value, em.constants[key])
+            saved.append((ns, "int", ns.get("int", _MISSING)))
+            ns["int"] = _TracedInt
+        yield named
+    finally:
+        for ns, name, value in reversed(saved):
+            if value is _MISSING:
+                ns.pop(name, None)
+            else:
+                ns[name] = value
+
+
+#: a module global that was not there
+_MISSING = object()
+
+
+def _record(inst: Inst, args: list, op: Op | None = None) -> tuple[list, Any]:
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -218,7 +390,7 @@ def _record(inst: Inst, args: list) -> tuple[list, Any]:
             return out
 
     with torch.no_grad(), Recorder():
-        res = inst.op.torch(*args)
+        res = (inst.op if op is None else op).torch(*args)
     return calls, res
 
 
@@ -242,7 +414,9 @@ def _emit_plain(inst: Inst, arg_exprs: list[str], types: list[TensorType], em: _
         _methods = _tensor_methods()
     examples = [_example(t) for t in types]
     keep.extend(examples)
-    calls, res = _record(inst, examples)
+    label = py_name(inst.results[0].name) if inst.results else inst.op.name
+    with _named_floats(inst.op, em, label) as named:
+        calls, res = _record(inst, examples, named)
     keep.append((calls, res))
     names: dict[int, str] = {id(x): e for x, e in zip(examples, arg_exprs, strict=True)}
     fnames = _function_names()
@@ -515,6 +689,15 @@ def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str]) 
     if em.uses_scan:
         head.append("from torch._higher_order_ops.scan import scan")
     head.append("")
+    import re
+
+    code = "\n".join(em.lines)
+    floats = {name: value for name, value in em.floats.items()
+              if re.search(rf"\b{name}\b", code)}  # the ones the recorded calls read
+    if floats:
+        head += ["# floats the module reads from its ops and their modules' constants, not literals",
+                 "# (under dynamic=True Dynamo makes each a SymFloat, as in the module the fuzzer compiled)",
+                 *(f"{name} = {value!r}" for name, value in floats.items()), ""]
     if em.uses_fresh:
         head += ["", "def _fresh(ts):",
                  "    return tuple(t.clone(memory_format=torch.contiguous_format) for t in ts)", ""]

@@ -39,7 +39,8 @@ def _values(g) -> dict[str, np.ndarray]:
 def test_setitem_is_printed_as_an_indexed_assignment(dialect):
     g = ir.verify(ir.parse(REDUCED))
     src = torch_source(g, dialect)
-    assert "x0[0,] = x17" in src and "_t1 = x4.fill_(2.0)" in src, src
+    assert "x0[0,] = x17" in src and "_t1 = x4.fill_(_f_v15_value)" in src, src
+    assert "\n_f_v15_value = 2.0\n" in src, src  # read from a global, as the module reads it
     assert check_source(src, g, _values(g)) is None, src
     g = ir.verify(ir.parse(SLICED))
     src = torch_source(g, dialect)
@@ -61,7 +62,9 @@ def test_check_source_compares_the_inputs_a_module_writes():
     g = ir.verify(ir.parse(REDUCED))
     src = torch_source(g, "python")
     # the same outputs, computed without writing the caller's x4
-    forked = src.replace("_t1 = x4.fill_(2.0)", "x4 = x4.clone(); _t1 = x4.fill_(2.0)")
+    forked = src.replace("_t1 = x4.fill_(_f_v15_value)",
+                         "x4 = x4.clone(); _t1 = x4.fill_(_f_v15_value)")
+    assert forked != src
     assert check_source(forked, g, _values(g)) == "input %x4 (after the run): values differ"
 
 
@@ -93,3 +96,103 @@ def test_an_effect_only_call_is_refused_not_dropped(monkeypatch):
     g = ir.verify(ir.parse(REDUCED))
     with pytest.raises(CodegenError, match="returns nothing"):
         torch_source(g, "python")
+
+
+#: a float the module reads (batch_norm's epsilon, ir.ops.norm.EPS) used inside a cond branch
+#: and outside it, an op attribute (leaky_relu's alpha) and int() of one (clip on an int
+#: tensor): issue 30's leads L4/L5, docs/findings F44 and F40
+FLOATS = """graph main(%p: f32[], %t: f32[], %x: f32[2,3], %k: i64[3], %s: f32[3], %b: f32[3], %m: f32[3], %v: f32[3]) {
+  %c = gt(%p, %t) : b8[]
+  %n1 = if(%c, %x, %s, %b, %m, %v) : f32[2,3] {
+    graph then(%b4: f32[2,3], %b5: f32[3], %b6: f32[3], %b7: f32[3], %b8: f32[3]) {
+      %v9 = batch_norm(%b4, %b5, %b6, %b7, %b8) : f32[2,3]
+      return %v9
+    }
+    graph else(%b10: f32[2,3], %b11: f32[3], %b12: f32[3], %b13: f32[3], %b14: f32[3]) {
+      return %b10
+    }
+  }
+  %n2 = batch_norm(%x, %s, %b, %m, %v) : f32[2,3]
+  %l = leaky_relu[alpha=0.25](%n2) : f32[2,3]
+  %y = add(%n1, %l) : f32[2,3]
+  %q = clip[lo=-3.0, hi=2.0](%k) : i64[3]
+  return %y, %q
+}"""
+
+
+def test_floats_the_module_reads_are_read_from_globals_not_printed_as_literals():
+    g = ir.verify(ir.parse(FLOATS))
+    src = torch_source(g, "hop")
+    # one global per source the module reads: ir.ops.norm.EPS once, each op attribute
+    assert "\n_f_EPS = 1e-05\n_f_l_alpha = 0.25\n_f_q_lo = -3.0\n_f_q_hi = 2.0\n" in src, src
+    forward = src[src.index("def forward"):]
+    assert forward.count("_f_EPS") == 2 and "1e-05" not in forward, src
+    assert "_f_l_alpha" in forward and "0.25" not in forward, src
+    assert "int(_f_q_lo), int(_f_q_hi)" in forward, src
+    assert check_source(src, g, example_values(g)) is None
+    # the recording leaves the ops' modules as they were
+    from ir.ops import elementwise, norm
+
+    assert type(norm.EPS) is float and "int" not in vars(norm) and "int" not in vars(elementwise)
+
+
+def _values_of(g) -> dict[str, np.ndarray]:
+    vals = example_values(g)
+    vals["p"] = np.array(2.0, dtype=np.float32)  # the branch with the batch norm
+    return vals
+
+
+def _compiled(module, inputs, backend):
+    """(error class or None, each captured graph's placeholders: what Dynamo made an input,
+    in sorted order: the two programs read them in another order)."""
+    import torch
+
+    graphs: list = []
+
+    def capture(gm, example_inputs):
+        graphs.append(sorted(type(x).__name__ if not isinstance(x, torch.Tensor)
+                             else f"{x.dtype}[{x.dim()}]" for x in example_inputs))
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(module, backend=backend or capture, fullgraph=True, dynamic=True)(*inputs)
+        return None, graphs
+    except Exception as e:
+        return type(e).__name__, graphs
+    finally:
+        torch._dynamo.reset()
+
+
+def _both(text: str, backend=None):
+    import torch
+
+    from ir.materialize.to_torch import GraphModule
+
+    g = ir.verify(ir.parse(text))
+    vals = _values_of(g)
+    inputs = [torch.from_numpy(vals[v.name]) for v in g.inputs]
+    ns: dict = {}
+    exec(compile(torch_source(g, "hop"), "<generated>", "exec"), ns)
+    campaign = _compiled(GraphModule(g, {}, dialect="hop"), inputs, backend)
+    repro = _compiled(ns["Model"]({}), inputs, backend)
+    return campaign, repro
+
+
+def test_the_printed_program_compiles_as_the_module_the_campaign_compiles():
+    """Under torch.compile(dynamic=True) Dynamo captures the same graph inputs from the printed
+    program as from the campaign's module (a dynamic float is a float64 0-d input): with the
+    floats printed as literals it captured none of them, and F40/F44 did not reproduce."""
+    one_side = FLOATS.replace("%v9 = batch_norm(%b4, %b5, %b6, %b7, %b8)",
+                              "%v9 = leaky_relu[alpha=0.5](%b4)")  # EPS outside only: no F44
+    campaign, repro = _both(one_side)
+    assert campaign[0] is None and campaign == repro, (campaign, repro)
+    # EPS, both alphas, clip's bounds
+    assert sum(p == "torch.float64[0]" for p in campaign[1][0]) == 5, campaign
+
+
+def test_a_float_used_in_a_cond_branch_and_outside_fails_alike_in_both(tmp_path):
+    """docs/findings F44 (issue 30's L4): EPS read in the branch and outside. Whatever Dynamo
+    does with it (torch 2.13 fails), the printed program does the same as the module."""
+    (campaign_error, _), (repro_error, _) = _both(FLOATS, backend="eager")
+    assert campaign_error == repro_error, (campaign_error, repro_error)
