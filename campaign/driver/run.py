@@ -73,12 +73,17 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     stages = stages or default_stages(conf)
     known = conf.triage.known + ([str(out_dir)] if conf.campaign.resume else [])
     db = checks.bug_db(conf, out_dir)
-    if (known or db) and hasattr(stages.config, "known"):
-        from campaign.known import db_triggers, load_triggers
+    from campaign.triage.pipeline.note_known import findings_dir
 
-        stages.config.known = load_triggers(known) + (db_triggers(db) if db else [])
+    notes = findings_dir(conf.triage.findings)
+    if (known or db or notes) and hasattr(stages.config, "known"):
+        from campaign.known import db_triggers, load_triggers
+        from campaign.triage.pipeline.note_known import note_triggers
+
+        stages.config.known = (load_triggers(known) + (db_triggers(db) if db else [])
+                               + note_triggers(notes, db))
         log.warning("known bugs: %d triggers from %s", len(stages.config.known),
-                    ", ".join(known + ([str(db)] if db else [])))
+                    ", ".join(known + ([str(db)] if db else []) + ([str(notes)] if notes else [])))
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

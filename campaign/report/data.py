@@ -86,6 +86,8 @@ BUG_COLUMNS: dict[str, tuple[str, ...]] = {
     "signature": ("error_sig", "signature", "sig", "pattern"),
     #: not in `triage.known` / the bug database when the run was triaged (docs/triage.md)
     "new": ("new",),
+    #: the finding note (docs/findings) the bucket is a known bug of
+    "finding": ("finding",),
 }
 
 # columns read from the results (type used when a column is absent from every file)
@@ -766,6 +768,7 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
                              'row ' || CAST(row_number() OVER () AS VARCHAR)) AS key
           FROM bugs)
         SELECT key AS bucket, any_value(CAST(bug AS VARCHAR)) AS bug,
+          any_value(CAST(finding AS VARCHAR)) AS finding,
           any_value(backend) AS backend,
           any_value(CAST(config AS VARCHAR)) AS config, any_value(target) AS target,
           any_value(verdict) AS verdict, any_value(stage) AS stage,

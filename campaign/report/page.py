@@ -224,6 +224,9 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
         # a bucket grouped into another's bug (one cause): the bug's id
         bug = (f"<br><span class=note>bug {E(b['bug'])}</span>"
                if b.get("bug") and b.get("bug") != b.get("bucket") else "")
+        # a known bug written up in docs/findings: the note
+        if b.get("finding"):
+            bug += f"<br><span class=note>known: docs/findings/{E(b['finding'])}.md</span>"
         first = E(b.get("first_seen") or "")
         if derived and b.get("first_run"):
             first += f"<br><span class=note>{E(b['first_run'])} +{_fmt_dur(b['first_el'])}</span>"

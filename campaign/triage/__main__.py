@@ -7,7 +7,8 @@ The bug database's own commands (`campaign.triage.bugdb.commands`):
   python -m campaign.triage show DB [--all]
   python -m campaign.triage mark DB BUG STATUS [--note TEXT] [--merged-into BUG]
   python -m campaign.triage import-findings DB [docs/findings]
-  python -m campaign.triage findings [DB] [--notes docs/findings] [--out docs/findings.md] [--check]"""
+  python -m campaign.triage findings [DB] [--notes docs/findings] [--out docs/findings.md] [--check]
+  python -m campaign.triage findings-triggers [F21 ...] [--check] [--add GRAPH --backend SPEC]"""
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args and args[0] in COMMANDS and not Path(args[0]).exists():
         return run_command(args)
+    if args and args[0] == "findings-triggers" and not Path(args[0]).exists():
+        from campaign.triage.pipeline.note_runs import main as findings_triggers
+
+        return findings_triggers(args[1:])
     p = argparse.ArgumentParser(prog="python -m campaign.triage", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", type=Path,

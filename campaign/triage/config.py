@@ -50,6 +50,11 @@ class TriageConfig:
     db: str | None = None
     #: reduce findings of buckets already known (`known`, `db`) again
     reduce_known: bool = False
+    #: the findings' notes (docs/findings/<bug>.md) whose `triggers:` are known bugs: their
+    #: buckets are not new, not reduced, named by the finding in the bugs table (`finding`),
+    #: and held back during the campaign (`campaign.triage.pipeline.note_known`). A relative
+    #: path is taken from the repository root; '' or null: none
+    findings: str | None = "docs/findings"
     #: localize each new compiler bug whose repro.py reproduced (`repro.py --localize`:
     #: which stage, level, pass or flag it needs; the bugs table's `culprit`)
     localize: bool = True

@@ -181,7 +181,7 @@ STATUSES = "new, known, fixed, ours, known-upstream, limitation, merged"
     ("version: '2.13'", "version: 2.10", "version: expected text (quote it), got float 2.1"),
     ("what: it fails\n", "", "what: missing"),
     ("what: it fails", "wat: it fails", "wat: unknown field (known: status, merged_into, project, "
-                                        "version, compiler, what, how_found, reproducer, tracker)"),
+                                        "version, compiler, what, how_found, reproducer, tracker, triggers)"),
     ("status: known", "status: merged", "merged_into: missing (status merged names the bug it "
                                         "repeats)"),
     ("status: known", "status: known\nmerged_into: A", "merged_into: given, but the status is "

@@ -2,7 +2,10 @@
 
 `record(db, out_dir, rows)` groups the table's rows into bugs (by the `bug` column where the
 table has one, else one bug per bucket), matches each group to the database's bugs by bucket
-id, and records one sighting per bucket of this run (replacing the run's earlier ones). What it
+id, and records one sighting per bucket of this run (replacing the run's earlier ones). A group
+holding a bucket of a finding note (the table's `finding`, `campaign.triage.pipeline.note_known`)
+that the database does not hold yet joins that note's bug (imported by `import-findings`), else
+becomes a bug of the note's id with status `known`; it counts as seen before. What it
 did comes back as a `Recorded`: which bugs were new in this run and which were already known,
 the numbers a run's report shows.
 """
@@ -65,8 +68,14 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
             ids = [r["bucket"] for r in members]
             seen = sorted({holder[i] for i in ids if i in holder},
                           key=lambda b: (bugs[b].first_seen or when, b))
+            finding = next((r["finding"] for r in members if r.get("finding")), None)
             if seen:
                 bug = bugs[seen[0]]
+            elif finding is not None and finding in bugs:  # a note imported (import-findings)
+                bug = bugs[finding]
+            elif finding is not None:  # a known bug of the notes: its id, status known
+                bug = Bug(_fresh(finding, bugs), "known")
+                bugs[bug.bug] = bug
             else:
                 bug = Bug(_fresh(name, bugs), FIRST_STATUS.get(_kind(members), "new"))
                 bugs[bug.bug] = bug
@@ -94,7 +103,7 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
                 bug.report = str(Path(reports[name]).resolve())
             if bug.title is None:
                 bug.title = title(members[0])
-            if earlier or bug.bug in done.known:
+            if earlier or bug.bug in done.known or finding is not None:
                 done.known[bug.bug] = bug.status
             else:
                 done.new[bug.bug] = bug.status

@@ -20,7 +20,20 @@ it was minimized, a draft of the upstream report, ...) that the page links to an
       looked_up: true
       searched: If, TopK, segfault    # the terms (absent: not recorded)
       result: TopK import bugs (apache/tvm#17856), none with If
+    triggers:                   # optional: the repro graphs and how they fail (below)
+    - graph: graphs/F21-if_batchnorm_relu.gir
+      backend: tvm
+      config: ''
+      verdict: crash
+      stage: import
+      error_sig: "TypeError: Operator <...> @ ..."
     ---
+
+`triggers` (`campaign.triage.pages.note_triggers`): each entry a GraphIR graph under the notes
+dir, the backend spec and configuration it fails in, and the failure (verdict; stage and the
+normalized signature for a crash-like one, the graph's op pattern for a mismatch). A campaign
+loads them as known bugs (`triage.findings`); `python -m campaign.triage findings-triggers`
+writes and checks them by running the graphs.
 
 A field that is missing, unknown (a typo), of the wrong type or value is a `NotesError`: one
 line naming the file and the field.
@@ -35,6 +48,7 @@ from typing import Any
 import yaml
 
 from campaign.triage.bugdb.store import STATUSES
+from campaign.triage.pages.note_triggers import NoteTrigger, TriggerError, parse_triggers
 
 #: where the notes live, relative to the repository root
 NOTES_DIR = Path("docs/findings")
@@ -81,6 +95,8 @@ class Note:
     tracker: Tracker
     merged_into: str | None = None
     body: str = ""
+    #: the repro graphs and how they fail (`note_triggers`); () none
+    triggers: tuple[NoteTrigger, ...] = ()
 
     @property
     def title(self) -> str:
@@ -91,7 +107,7 @@ class Note:
 #: front-matter fields: name -> required
 _FIELDS = {"status": True, "merged_into": False, "project": True, "version": True,
            "compiler": True, "what": True, "how_found": True, "reproducer": True,
-           "tracker": True}
+           "tracker": True, "triggers": False}
 _TRACKER_FIELDS = {f.name for f in fields(Tracker)}
 
 
@@ -159,7 +175,8 @@ def parse_note(path: Path, text: str) -> Note:
     unknown = sorted(set(data) - set(_FIELDS), key=str)
     if unknown:
         raise NotesError(f"{path}: {unknown[0]}: unknown field (known: {', '.join(_FIELDS)})")
-    got = {k: _text(path, k, data.get(k), req) for k, req in _FIELDS.items() if k != "tracker"}
+    got = {k: _text(path, k, data.get(k), req) for k, req in _FIELDS.items()
+           if k not in ("tracker", "triggers")}
     if got["status"] not in STATUSES:
         raise NotesError(f"{path}: status: {got['status']!r} is not one of {', '.join(STATUSES)}")
     if (got["status"] == "merged") != (got["merged_into"] is not None):
@@ -167,8 +184,12 @@ def parse_note(path: Path, text: str) -> Note:
             "missing (status merged names the bug it repeats)" if got["status"] == "merged"
             else f"given, but the status is {got['status']} (only merged takes it)"))
     text_of = {k: v for k, v in got.items() if v is not None}
+    try:
+        triggers = parse_triggers(data.get("triggers"), path.parent)
+    except TriggerError as e:
+        raise NotesError(f"{path}: {e}") from None
     return Note(bug=bug, path=path, tracker=_tracker(path, data.get("tracker")), body=body,
-                **text_of)
+                triggers=triggers, **text_of)
 
 
 def load_notes(notes_dir: Path) -> dict[str, Note]:
@@ -229,6 +250,7 @@ def dump_note(note: Note) -> str:
         out.append(_folded("searched", note.tracker.searched, "  "))
     if note.tracker.result is not None:
         out.append(_folded("result", note.tracker.result, "  "))
+    out.append(dump_triggers(note.triggers))
     out.append("---\n")
     if note.body:
         out.append(f"\n{note.body}\n")
@@ -237,3 +259,32 @@ def dump_note(note: Note) -> str:
     if back != note:
         raise ValueError(f"{note.path}: the note does not read back as written")
     return text
+
+
+def dump_triggers(triggers: tuple[NoteTrigger, ...]) -> str:
+    """The `triggers:` block of the front matter ('' for none): one entry per trigger, each
+    value on one line (a signature quoted as YAML needs it)."""
+    if not triggers:
+        return ""
+    out = ["triggers:\n"]
+    for t in triggers:
+        for i, (k, v) in enumerate(t.as_dict().items()):
+            text = yaml.safe_dump(v, default_style=None, width=10**9).rstrip("\n")
+            text = text.removesuffix("\n...").removesuffix("...").rstrip("\n")
+            out.append(f"{'- ' if i == 0 else '  '}{k}: {text}\n")
+    return "".join(out)
+
+
+def replace_triggers(text: str, triggers: tuple[NoteTrigger, ...]) -> str:
+    """The note file `text` with its front matter's `triggers:` block replaced by `triggers`
+    (appended before the closing `---` when it has none); every other line kept as written."""
+    lines = text.splitlines(keepends=True)
+    end = next(i for i, ln in enumerate(lines[1:], 1) if ln.rstrip() == "---")
+    start = next((i for i in range(1, end) if lines[i].startswith("triggers:")), None)
+    if start is None:
+        start = stop = end
+    else:
+        stop = start + 1
+        while stop < end and (lines[stop].startswith((" ", "-")) or not lines[stop].strip()):
+            stop += 1
+    return "".join(lines[:start]) + dump_triggers(triggers) + "".join(lines[stop:])

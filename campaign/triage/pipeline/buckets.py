@@ -200,6 +200,9 @@ class Bucket:
     #: not ablated
     wrong_part: str | None = None
     aot_eager: str | None = None
+    #: the finding note (docs/findings) whose trigger this bucket's key is: a known bug,
+    #: named by its id (`campaign.triage.pipeline.note_known`); None: no note's
+    finding: str | None = None
     #: where in the compiler the fault is (`campaign.triage.pipeline.localization`): the
     #: culprit (`ort: TransposeOptimizer`), or `not localized: <why>`; None: not localized
     culprit: str | None = None
@@ -228,6 +231,7 @@ class Bucket:
             "confirmed": self.confirmed, "reduced_pattern": self.reduced_pattern,
             "repro": self.repro, "repro_status": self.repro_status, "note": self.note,
             "wrong_part": self.wrong_part, "aot_eager": self.aot_eager,
+            "finding": self.finding,
             "culprit": self.culprit,
         }
 
@@ -245,6 +249,7 @@ BUGS_SCHEMA = pa.schema([
     ("reduced_pattern", pa.string()),
     ("repro", pa.string()), ("repro_status", pa.string()), ("note", pa.string()),
     ("wrong_part", pa.string()), ("aot_eager", pa.string()), ("culprit", pa.string()),
+    ("finding", pa.string()),
 ])
 
 BUGS_FILE = "bugs.parquet"

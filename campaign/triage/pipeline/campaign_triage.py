@@ -107,6 +107,8 @@ class TriageReport:
                 what = b.key.error_sig or b.key.pattern or ""
                 if b.key.config:
                     what = f"[{b.key.config}] {what}"
+                if b.finding:
+                    what = f"known {b.finding.split('-')[0]}: {what}"
                 lines.append(f"{indent}{b.key.id:<34} {b.count:>5}x  {size:<16} "
                              f"repro: {b.repro_status or '-':<17} {what[:90]}")
         if self.db is not None and self.recorded is not None:
@@ -181,6 +183,9 @@ class _Triage:
             keys = db.known_keys(str(out_dir.resolve()))
             self.known |= {k.id for k in keys}
             self.known_keys += keys
+        #: the findings' notes (`triage.findings`): their triggers' buckets are known too,
+        #: and named by the finding (bucket id -> note id)
+        self.findings = self._note_keys(cfg)
         self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
         #: a hard deadline (a campaign's wall-clock budget): every step, re-runs and repro
@@ -195,6 +200,21 @@ class _Triage:
         self.best: dict[BucketKey, Any] = {}
         self.index: dict[str, dict[str, Any]] = self._load_index()
 
+    def _note_keys(self, cfg: TriageConfig) -> dict[str, str]:
+        """The notes' trigger keys into `known`/`known_keys`; bucket id -> finding. A notes
+        dir that cannot be read costs its keys (a line in the log), not the triage."""
+        from campaign.triage.pages.notes import NotesError
+        from campaign.triage.pipeline.note_known import findings_dir, known_note_keys
+
+        try:
+            notes = known_note_keys(findings_dir(cfg.findings))
+        except (NotesError, OSError, ValueError) as e:
+            self.log(f"triage: the findings' notes are not used: {e}")
+            return {}
+        self.known |= {k.key.id for k in notes}
+        self.known_keys += [k.key for k in notes if k.key not in self.known_keys]
+        return {k.key.id: k.finding for k in notes}
+
     def _load_index(self) -> dict[str, dict[str, Any]]:
         path = self.bugs_dir / INDEX
         if path.is_file():
@@ -206,7 +226,8 @@ class _Triage:
 
     def bucket(self, key: BucketKey) -> Bucket:
         if key not in self.buckets:
-            self.buckets[key] = Bucket(key, new=key.id not in self.known)
+            self.buckets[key] = Bucket(key, new=key.id not in self.known,
+                                       finding=self.findings.get(key.id))
         return self.buckets[key]
 
     def limit(self, info: dict[str, Any]) -> float:

@@ -1,0 +1,133 @@
+"""A finding note's machine-readable triggers: the `triggers:` field of its front matter
+(`campaign.triage.pages.notes`).
+
+Each entry names the note's repro graph in GraphIR and how it fails, so a campaign on a fresh
+clone knows the bug (`campaign.triage.pipeline.note_known`):
+
+    triggers:
+    - graph: graphs/F21-if_batchnorm_relu.gir   # relative to the notes dir (docs/findings)
+      backend: tvm                              # the backend spec, as in the bugs table
+      config: ''                                # the options the failure needs ('' none)
+      verdict: crash                            # crash, signal, timeout or mismatch
+      stage: import                             # crash-like only
+      error_sig: "TypeError: ... @ ..."         # crash-like only: the normalized signature
+      inputs: graphs/F43-....npz                # optional: the inputs (else searched, seed 0)
+      target: cpu                               # optional (default cpu)
+
+A crash-like trigger (crash, signal, timeout) keys on (backend, target, verdict, stage,
+error_sig, config), exactly as the campaign buckets a finding; a mismatch trigger on the op
+pattern of its graph (no stage or signature: the graph is the pattern). The fields are written
+and checked by running the graph (`python -m campaign.triage findings-triggers [--check]`).
+
+Invariants (checked here; a wrong field is a `NotesError`, one line naming the file and the
+field, `triggers[<i>].<field>`): every entry is a mapping of known fields; `graph` (and
+`inputs`) name files that exist under the notes dir; `verdict` is one of `VERDICTS`; a
+crash-like entry has a non-empty `stage` and `error_sig`, a mismatch entry neither; `config` is
+canonical configuration text (`key=value&...`, sorted by key).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+#: verdicts a trigger can name (compiler bugs with a graph; `recompile` needs several shapes)
+VERDICTS = ("crash", "signal", "timeout", "mismatch")
+#: the default target (the campaign's CPU backends)
+TARGET = "cpu"
+
+
+@dataclass(frozen=True)
+class NoteTrigger:
+    """One `triggers:` entry of a note (module doc). Paths are as written (relative to the
+    notes dir); `NoteTrigger.resolve` gives the files."""
+
+    graph: str
+    backend: str
+    verdict: str
+    stage: str | None = None
+    error_sig: str | None = None
+    config: str = ""
+    target: str = TARGET
+    inputs: str | None = None
+
+    @property
+    def crash_like(self) -> bool:
+        return self.verdict != "mismatch"
+
+    def resolve(self, notes_dir: Path, name: str) -> Path:
+        """The file of field `name` (`graph` or `inputs`) under `notes_dir`."""
+        return Path(notes_dir) / str(getattr(self, name))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as the front matter writes it: defaults (`target` cpu, no `inputs`) left
+        out, `stage` and `error_sig` only when crash-like."""
+        out: dict[str, Any] = {"graph": self.graph, "backend": self.backend,
+                               "config": self.config, "verdict": self.verdict}
+        if self.crash_like:
+            out["stage"] = self.stage
+            out["error_sig"] = self.error_sig
+        if self.target != TARGET:
+            out["target"] = self.target
+        if self.inputs is not None:
+            out["inputs"] = self.inputs
+        return out
+
+
+_FIELDS = [f.name for f in fields(NoteTrigger)]
+_REQUIRED = ("graph", "backend", "verdict")
+
+
+class TriggerError(Exception):
+    """A wrong entry: `<field>: <what is wrong>` (the caller prefixes the file)."""
+
+
+def canonical_config(text: str) -> str:
+    """`key=value&...` sorted by key (the campaign's `config_text` order)."""
+    parts = [p for p in text.split("&") if p]
+    return "&".join(sorted(parts, key=lambda p: p.partition("=")[0]))
+
+
+def parse_triggers(value: Any, notes_dir: Path) -> tuple[NoteTrigger, ...]:
+    """The `triggers:` field's entries; TriggerError naming `triggers[<i>].<field>`."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise TriggerError(f"triggers: expected a list of entries, got {type(value).__name__}")
+    return tuple(_entry(i, e, notes_dir) for i, e in enumerate(value))
+
+
+def _entry(i: int, e: Any, notes_dir: Path) -> NoteTrigger:
+    at = f"triggers[{i}]"
+    if not isinstance(e, dict):
+        raise TriggerError(f"{at}: expected a mapping (graph, backend, verdict, ...), "
+                           f"got {type(e).__name__}")
+    unknown = sorted(set(e) - set(_FIELDS), key=str)
+    if unknown:
+        raise TriggerError(f"{at}.{unknown[0]}: unknown field (known: {', '.join(_FIELDS)})")
+    for name in _REQUIRED:
+        if e.get(name) in (None, ""):
+            raise TriggerError(f"{at}.{name}: missing")
+    for name, v in e.items():
+        if v is not None and not isinstance(v, str):
+            raise TriggerError(f"{at}.{name}: expected text, got {type(v).__name__} {v!r}")
+    t = NoteTrigger(**{k: v for k, v in e.items() if v is not None})
+    for name in ("graph", "inputs"):
+        path = getattr(t, name)
+        if path is not None and not (Path(notes_dir) / path).is_file():
+            raise TriggerError(f"{at}.{name}: no such file {path!r} under {notes_dir}")
+    if t.verdict not in VERDICTS:
+        raise TriggerError(f"{at}.verdict: {t.verdict!r} is not one of {', '.join(VERDICTS)}")
+    if t.crash_like:
+        for name in ("stage", "error_sig"):
+            if not getattr(t, name):
+                raise TriggerError(f"{at}.{name}: missing (a {t.verdict} keys on it)")
+    else:
+        for name in ("stage", "error_sig"):
+            if getattr(t, name) is not None:
+                raise TriggerError(f"{at}.{name}: given, but a mismatch keys on its graph's "
+                                   f"op pattern")
+    if t.config != canonical_config(t.config):
+        raise TriggerError(f"{at}.config: {t.config!r} is not canonical (write "
+                           f"{canonical_config(t.config)!r})")
+    return t

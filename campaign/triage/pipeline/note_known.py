@@ -1,0 +1,117 @@
+"""The findings' notes as known bugs: each note's `triggers:` (`campaign.triage.pages.
+note_triggers`) as bucket keys for the triage and as op skeletons for known-bug avoidance.
+
+A campaign on a fresh clone (no `runs/`, no bug database) thus knows every bug written up in
+docs/findings: a bucket whose key is a note trigger's is not new, is not reduced again, and
+the bugs table names the finding (`finding`, the note's id). `triage.findings` says where the
+notes are ('' or null: none); a relative path is taken from the repository root (the
+directory holding the `campaign` package), so it works from any working directory.
+
+Which notes count: for the triage every status but `fixed` (a fixed bug seen again is a
+regression: new, reduced); for avoidance (`campaign.known.Trigger`) the open ones
+(`campaign.known.HELD_STATUSES`) and merged ones (their bug is another note's). The bug
+database stays on top: its buckets are known as before, and avoidance drops a note's trigger
+whose bucket the database holds in a bug it does not hold back (marked fixed, say).
+
+A crash-like trigger's key is (backend, target, verdict, stage, `bucket_signature` of its
+error_sig, config); a mismatch trigger's is `mismatch_key` of its graph (the op pattern).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from campaign.triage.pipeline.buckets import BucketKey, bucket_signature, mismatch_key
+from ir.core.graph import Graph
+
+if TYPE_CHECKING:
+    from campaign.known import Trigger
+    from campaign.triage.pages.note_triggers import NoteTrigger
+
+log = logging.getLogger(__name__)
+
+#: the repository root (relative `triage.findings` paths are taken from it)
+ROOT = Path(__file__).resolve().parents[3]
+#: note statuses whose triggers the triage does not take as known
+NOT_KNOWN = ("fixed",)
+
+
+@dataclass(frozen=True)
+class NoteKey:
+    """One trigger of one note: the finding's id, the note's status, the bucket key and the
+    trigger's graph."""
+
+    finding: str
+    status: str
+    key: BucketKey
+    trigger: NoteTrigger
+    graph: Graph
+
+
+def findings_dir(setting: str | None) -> Path | None:
+    """The notes dir of a `triage.findings` setting (module doc); None when it is off."""
+    if setting is None or not str(setting).strip():
+        return None
+    path = Path(setting).expanduser()
+    return path if path.is_absolute() else ROOT / path
+
+
+def trigger_key(t: NoteTrigger, graph: Graph) -> BucketKey:
+    """The bucket key a finding of trigger `t` (graph `graph`) gets in a campaign."""
+    if t.crash_like:
+        return BucketKey(t.backend, t.target, t.verdict, t.stage,
+                         bucket_signature(t.verdict, t.error_sig), None, t.config)
+    return mismatch_key(t.backend, t.target, graph, t.config)
+
+
+def note_keys(notes_dir: Path | None) -> list[NoteKey]:
+    """Every trigger of the notes in `notes_dir` (none for None). A bad note is a NotesError
+    (the notes are committed and tested: a campaign must not go on half-informed)."""
+    if notes_dir is None:
+        return []
+    from campaign.triage.pages.notes import load_notes
+    from ir.core.text import load
+
+    out = []
+    for note in load_notes(notes_dir).values():
+        for t in note.triggers:
+            g = load(t.resolve(notes_dir, "graph"))
+            out.append(NoteKey(note.bug, note.status, trigger_key(t, g), t, g))
+    return out
+
+
+def known_note_keys(notes_dir: Path | None) -> list[NoteKey]:
+    """The note keys the triage takes as known (every status but `NOT_KNOWN`)."""
+    return [k for k in note_keys(notes_dir) if k.status not in NOT_KNOWN]
+
+
+def note_triggers(notes_dir: Path | None, db: str | Path | None = None) -> list[Trigger]:
+    """Known-bug avoidance's triggers of the notes (module doc); `db`: the bug database (a
+    directory), whose bugs not held back take their buckets' note triggers with them. Notes
+    that cannot be read give none (a warning: the campaign goes on)."""
+    from campaign.known import HELD_STATUSES, Trigger, skeleton
+    from campaign.triage.pages.notes import NotesError
+
+    dropped: set[str] = set()
+    if db is not None:
+        from campaign.triage.bugdb.store import BugDb, BugDbError
+
+        try:
+            dropped = {ref["bucket"] for b in BugDb(Path(db)).read().values()
+                       if b.status not in HELD_STATUSES for ref in b.buckets}
+        except BugDbError as e:  # the campaign checked it at its start
+            log.warning("%s", e)
+    try:
+        keys = note_keys(notes_dir)
+    except (NotesError, OSError, ValueError) as e:
+        log.warning("the findings' notes give no triggers: %s", e)
+        return []
+    out = []
+    for k in keys:
+        if k.status not in (*HELD_STATUSES, "merged") or k.key.id in dropped:
+            continue
+        sigs, edges = skeleton(k.graph)
+        out.append(Trigger(k.key.id, k.key.backend, sigs, edges, k.key.config))
+    return out

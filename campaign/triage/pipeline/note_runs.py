@@ -1,0 +1,142 @@
+"""Running a finding note's trigger graphs on their compilers, to write or check the
+triggers' failure fields (`python -m campaign.triage findings-triggers`):
+
+    python -m campaign.triage findings-triggers [F21 ...] [--check] [--notes docs/findings]
+    python -m campaign.triage findings-triggers F21 --add graphs/F21-x.gir --backend tvm [--config ...]
+
+Each graph runs as the triage re-runs a finding (`BackendRunner`: `FuzzWorker.run_case` with
+the one backend, in its sandbox, reference and oracle included), on the trigger's inputs
+(`inputs`, an .npz under the notes dir) or on inputs searched from seed 0
+(`ir.numerics.input_search.search_inputs`). The row gives the verdict, stage, target and the
+normalized signature (`bucket_signature`). Without `--check` the note's `triggers:` block is
+rewritten with what the runs gave (every other line of the note kept as written); with it,
+nothing is written and the exit status is 1 when a trigger's fields differ from its run. A
+graph that no longer fails (it passes: fixed?) is never written as a trigger: the note keeps
+what it had, and the exit status is 1.
+Notes without triggers are left alone; ids are prefixes (`F21` names F21-...).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from campaign.triage.pages.note_triggers import VERDICTS, NoteTrigger
+from campaign.triage.pipeline.buckets import bucket_signature
+
+#: seconds per run (an exporter or Inductor compile under load takes tens of seconds)
+TIMEOUT_S = 120.0
+
+
+def trigger_values(t: NoteTrigger, notes_dir: Path, graph: Any) -> dict[str, np.ndarray]:
+    """The trigger's inputs: its .npz, else a search from seed 0 (valid on the reference)."""
+    if t.inputs is not None:
+        with np.load(t.resolve(notes_dir, "inputs"), allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    from ir.numerics.input_search import search_inputs
+
+    return search_inputs(graph, 0).values
+
+
+def run_trigger(t: NoteTrigger, notes_dir: Path, runners: dict[str, Any] | None = None,
+                timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+    """The result row of trigger `t`'s graph on its backend and configuration. `runners`: a
+    cache of `BackendRunner`s by backend spec (the caller closes them)."""
+    from campaign.triage.pipeline.reduction import BackendRunner
+    from ir.core.text import load
+
+    runners = {} if runners is None else runners
+    if t.backend not in runners:
+        runners[t.backend] = BackendRunner(t.backend, timeout_s=timeout_s)
+    g = load(t.resolve(notes_dir, "graph"))
+    row, _, _ = runners[t.backend].run(f"note-{Path(t.graph).stem}", 0, g,
+                                        trigger_values(t, notes_dir, g), config=t.config)
+    return row
+
+
+def observed(t: NoteTrigger, row: dict[str, Any]) -> NoteTrigger:
+    """Trigger `t` with its failure fields as the run `row` gave them."""
+    verdict = str(row.get("verdict"))
+    crash = verdict != "mismatch"
+    return replace(t, verdict=verdict, target=row.get("target") or t.target,
+                   stage=row.get("stage") if crash else None,
+                   error_sig=bucket_signature(verdict, row.get("error_sig")) if crash else None)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m campaign.triage findings-triggers",
+                                description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("ids", nargs="*", help="notes (id or id prefix; default: every note with "
+                                          "triggers)")
+    p.add_argument("--notes", type=Path, default=None,
+                   help="the notes dir (default: docs/findings of the repository)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 when a trigger differs from its run")
+    p.add_argument("--add", default=None,
+                   help="a graph (relative to the notes dir) to add as a trigger of the one note")
+    p.add_argument("--backend", default=None, help="with --add: the backend spec")
+    p.add_argument("--config", default="", help="with --add: the configuration ('' none)")
+    p.add_argument("--inputs", default=None, help="with --add: an .npz of its inputs")
+    p.add_argument("--timeout", type=float, default=TIMEOUT_S,
+                   help="seconds per run (default %(default)s)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """The command (module doc); 0 done (or all match), 1 a check failed, 2 an error."""
+    from campaign.triage.pages.notes import NotesError, load_notes, replace_triggers
+    from campaign.triage.pipeline.note_known import ROOT
+
+    a = _parser().parse_args(argv)
+    notes_dir = a.notes or ROOT / "docs" / "findings"
+    try:
+        notes = load_notes(notes_dir)
+    except NotesError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    chosen = [n for n in notes.values()
+              if (not a.ids or any(n.bug == i or n.bug.startswith(f"{i}-") for i in a.ids))
+              and (n.triggers or a.add)]
+    if a.add is not None and (len(chosen) != 1 or not a.backend):
+        print("error: --add needs one note and --backend", file=sys.stderr)
+        return 2
+    runners: dict[str, Any] = {}
+    failed = broken = 0  # triggers whose run differs; graphs that no longer fail
+    try:
+        for note in chosen:
+            triggers = list(note.triggers)
+            if a.add is not None:
+                triggers.append(NoteTrigger(a.add, a.backend, "crash", config=a.config,
+                                            inputs=a.inputs))
+            new = []
+            for i, t in enumerate(triggers):
+                row = run_trigger(t, notes_dir, runners, a.timeout)
+                got = observed(t, row)
+                added = i >= len(note.triggers)
+                same = got == t or added
+                print(f"{note.bug}: {t.graph} on {t.backend}"
+                      f"{'?' + t.config if t.config else ''}: {got.verdict} "
+                      f"{got.stage or ''} {(got.error_sig or '')[:100]}"
+                      f"{'  (added)' if added else '' if same else '  (differs from the note)'}",
+                      flush=True)
+                if got.verdict not in VERDICTS:  # it no longer fails: the note keeps its own
+                    print(f"{note.bug}: {t.graph}: {got.verdict}, not a failure: kept as it "
+                          f"was" + (" (not added)" if added else ""), flush=True)
+                    broken += 1
+                    if not added:
+                        new.append(t)
+                    continue
+                failed += not same
+                new.append(got)
+            if not a.check and tuple(new) != note.triggers:
+                text = note.path.read_text(encoding="utf-8")
+                note.path.write_text(replace_triggers(text, tuple(new)), encoding="utf-8")
+    finally:
+        for r in runners.values():
+            r.close()
+    return 1 if broken or (a.check and failed) else 0

@@ -1,0 +1,220 @@
+"""The findings' notes' machine-readable triggers (campaign/triage/pages/note_triggers.py,
+campaign/triage/pipeline/note_known.py, note_runs.py): every committed trigger graph parses,
+verifies and has a skeleton; each one fails on its compiler as its note says (the fast
+compilers in the default suite, the torch ones `slow`); wrong fields are one-line errors; and a
+campaign knows the notes' bugs: not new, not reduced, named by the finding, held back."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from test_triage import PATTERN, WRONG, _case, campaign_dir
+
+from campaign.known import skeleton
+from campaign.triage import TriageConfig
+from campaign.triage.pages.note_triggers import NoteTrigger
+from campaign.triage.pages.notes import NotesError, load_notes, parse_note, replace_triggers
+from campaign.triage.pipeline.campaign_triage import triage
+from campaign.triage.pipeline.note_known import (
+    ROOT,
+    findings_dir,
+    known_note_keys,
+    note_keys,
+    note_triggers,
+)
+from campaign.triage.pipeline.note_runs import main as findings_triggers
+from campaign.triage.pipeline.note_runs import observed, run_trigger
+from ir.core.verify import verify
+
+NOTES = ROOT / "docs" / "findings"
+#: backends whose trigger runs take a few seconds (the rest compile with torch: slow)
+FAST = ("tvm", "ort")
+
+_HEAD = """---
+status: known
+project: tvm
+version: '0.27'
+compiler: TVM 0.27 Relax
+what: a bug
+how_found: a campaign
+reproducer: a script
+tracker:
+  looked_up: false
+"""
+
+
+def _all() -> list[tuple[str, NoteTrigger]]:
+    return [(n.bug, t) for n in load_notes(NOTES).values() for t in n.triggers]
+
+
+def test_the_tours_bugs_have_triggers():
+    have = {bug.split("-")[0] for bug, _ in _all()}
+    assert {"F04", "F05", "F13", "F21"} <= have
+
+
+def test_every_trigger_graph_parses_verifies_and_has_a_skeleton():
+    keys = note_keys(NOTES)
+    assert keys
+    for k in keys:
+        verify(k.graph)
+        sigs, _ = skeleton(k.graph)
+        assert sigs, k.finding
+        t = k.trigger
+        if t.crash_like:
+            assert t.stage and t.error_sig and "\n" not in t.error_sig
+            assert k.key.error_sig == t.error_sig or t.verdict == "timeout"
+        else:
+            assert k.key.pattern and k.key.pattern.startswith("graph(")
+
+
+def test_no_two_notes_claim_one_bucket():
+    owner: dict[str, str] = {}
+    for k in note_keys(NOTES):
+        assert owner.setdefault(k.key.id, k.finding) == k.finding, k.key.id
+
+
+def test_the_default_notes_dir_is_the_repositorys_from_any_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert findings_dir("docs/findings") == NOTES
+    assert findings_dir("") is None and findings_dir(None) is None
+    assert findings_dir(str(tmp_path)) == tmp_path
+    assert len(known_note_keys(findings_dir(TriageConfig().findings))) == len(_all())
+
+
+_RUNNERS: dict = {}
+
+
+@pytest.fixture(scope="module")
+def runners():
+    yield _RUNNERS
+    for r in _RUNNERS.values():
+        r.close()
+    _RUNNERS.clear()
+
+
+@pytest.mark.parametrize("bug,trigger", [
+    pytest.param(b, t, id=f"{b.split('-')[0]}-{Path(t.graph).stem}-{t.backend}",
+                 marks=() if t.backend.partition("?")[0] in FAST else pytest.mark.slow)
+    for b, t in _all()])
+def test_each_trigger_graph_fails_as_its_note_says(bug, trigger, runners):
+    row = run_trigger(trigger, NOTES, runners)
+    assert observed(trigger, row) == trigger, (bug, row.get("verdict"), row.get("error_sig"))
+
+
+# ---- the schema's one-line errors --------------------------------------------------------------
+
+def _note(tmp_path: Path, triggers: str, name: str = "F99-x.md") -> Path:
+    (tmp_path / "g.gir").write_text("graph main(%x: f32[2]) {\n  %y = atan(%x) : f32[2]\n"
+                                    "  return %y\n}\n")
+    path = tmp_path / name
+    path.write_text(_HEAD + textwrap.dedent(triggers) + "---\nbody\n")
+    return path
+
+
+@pytest.mark.parametrize("triggers,message", [
+    ("triggers: {graph: g.gir}\n", "triggers: expected a list of entries, got dict"),
+    ("triggers:\n- g.gir\n", "triggers[0]: expected a mapping (graph, backend, verdict, ...), "
+                            "got str"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: crash, stag: x}\n",
+     "triggers[0].stag: unknown field (known: graph, backend, verdict, stage, error_sig, config, "
+     "target, inputs)"),
+    ("triggers:\n- {graph: g.gir, verdict: crash}\n", "triggers[0].backend: missing"),
+    ("triggers:\n- {graph: h.gir, backend: tvm, verdict: crash}\n",
+     "triggers[0].graph: no such file 'h.gir' under {dir}"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: crashed}\n",
+     "triggers[0].verdict: 'crashed' is not one of crash, signal, timeout, mismatch"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: crash, stage: import}\n",
+     "triggers[0].error_sig: missing (a crash keys on it)"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, stage: compare}\n",
+     "triggers[0].stage: given, but a mismatch keys on its graph's op pattern"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, config: b=1&a=2}\n",
+     "triggers[0].config: 'b=1&a=2' is not canonical (write 'a=2&b=1')"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, config: 3}\n",
+     "triggers[0].config: expected text, got int 3"),
+])
+def test_a_wrong_trigger_is_a_one_line_error(tmp_path, triggers, message):
+    path = _note(tmp_path, triggers)
+    with pytest.raises(NotesError) as e:
+        parse_note(path, path.read_text())
+    assert str(e.value) == f"{path}: {message.format(dir=tmp_path)}"
+
+
+def test_replace_triggers_keeps_every_other_line_and_reads_back(tmp_path):
+    path = _note(tmp_path, "")
+    text = path.read_text()
+    t = NoteTrigger("g.gir", "tvm", "crash", "import",
+                    "TypeError: it's 'quoted': # not a comment @ a.b < c.d", "a=1&b=x")
+    m = NoteTrigger("g.gir", "buggy_backends:WrongOnOp?op=atan", "mismatch")
+    once = replace_triggers(text, (t, m))
+    assert parse_note(path, once).triggers == (t, m)
+    assert once.replace("".join(once.partition("triggers:\n")[1:]), "") != once
+    assert once.startswith(text.split("---\nbody")[0])
+    twice = replace_triggers(once, (m,))
+    assert parse_note(path, twice).triggers == (m,)
+    assert replace_triggers(twice, ()) == text
+
+
+# ---- a campaign knows the notes' bugs ----------------------------------------------------------
+
+def _notes_with_triggers(tmp_path: Path) -> Path:
+    """A notes dir with one note: a mismatch of WRONG (atan) and a crash of PATTERN (relu ->
+    add, rank 3 as the campaign's graph: the message quotes it), their fields written by the
+    command from runs of the graphs."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "graphs").mkdir()
+    (notes / "graphs" / "atan.gir").write_text(
+        "graph main(%x: f32[2]) {\n  %y = atan(%x) : f32[2]\n  return %y\n}\n")
+    (notes / "graphs" / "relu_add.gir").write_text(
+        "graph main(%x0: f32[2,3,5], %w1: f32[2,3,5]) {\n  %v2 = relu(%x0) : f32[2,3,5]\n"
+        "  %v3 = add(%v2, %w1) : f32[2,3,5]\n  return %v3\n}\n")
+    (notes / "F98-two_bugs.md").write_text(_HEAD + "---\n")
+    for graph, spec in (("graphs/atan.gir", WRONG), ("graphs/relu_add.gir", PATTERN)):
+        assert findings_triggers(["F98", "--notes", str(notes), "--add", graph,
+                                  "--backend", spec]) == 0
+    assert findings_triggers(["--notes", str(notes), "--check"]) == 0
+    return notes
+
+
+def test_a_campaign_on_a_fresh_clone_knows_the_notes_bugs(tmp_path):
+    notes = _notes_with_triggers(tmp_path)
+    (trig_m, trig_c) = load_notes(notes)["F98-two_bugs"].triggers
+    assert trig_m.verdict == "mismatch" and trig_c.verdict == "crash"
+    out = campaign_dir(tmp_path / "run", [WRONG, PATTERN], [_case(f"a-{i}", i) for i in range(2)])
+    cfg = TriageConfig(max_tests=150, budget="5m", check_repro=False, db="off",
+                       findings=str(notes))
+    rep = triage(out, cfg, log=lambda s: None)
+    assert rep.reductions == 0
+    rows = pq.read_table(out / "bugs.parquet").to_pylist()
+    assert {r["backend"] for r in rows} == {WRONG, PATTERN}
+    assert all(r["finding"] == "F98-two_bugs" and r["new"] is False for r in rows)
+    assert "known F98:" in rep.text()
+    # without the notes, the same output is new and reduced
+    off = triage(out, TriageConfig(max_tests=150, budget="5m", check_repro=False, db="off",
+                                   findings=""), log=lambda s: None)
+    assert off.reductions >= 1
+    assert all(r["new"] and r["finding"] is None
+               for r in pq.read_table(out / "bugs.parquet").to_pylist())
+
+
+def test_the_notes_triggers_hold_back_and_the_database_stays_on_top(tmp_path):
+    from campaign.triage.bugdb.store import Bug, BugDb
+
+    notes = _notes_with_triggers(tmp_path)
+    held = note_triggers(notes)
+    assert {t.backend for t in held} == {WRONG, PATTERN}
+    assert all(t.sigs for t in held)
+    db = BugDb.open(tmp_path / "db")
+    keys = {k.key.backend: k.key for k in note_keys(notes)}
+
+    def fixed(bugs):
+        k = keys[WRONG]
+        bugs["F98"] = Bug("F98", "fixed", buckets=[{
+            "bucket": k.id, "backend": k.backend, "target": k.target, "verdict": k.verdict,
+            "stage": k.stage, "error_sig": k.error_sig, "pattern": k.pattern,
+            "backend_config": k.config, "kind": "bug"}])
+
+    db.update(fixed)
+    assert {t.backend for t in note_triggers(notes, tmp_path / "db")} == {PATTERN}
