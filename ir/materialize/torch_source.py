@@ -249,6 +249,18 @@ class _Emitter:
         self.floats: dict[str, float] = {}
         #: (module, constant) -> the global standing for it (one read source, one name)
         self.constants: dict[tuple[str, str], str] = {}
+        #: a graph with views and in-place writes: each level's fixes, by graph id (name ->
+        #: "clone" or "contiguous": `ir.analysis.inplace.Level`), and the top graph, whose
+        #: inputs the module writes in place (the `TorchPlan` run without copying them)
+        self.fix_inputs: dict[int, dict[str, str]] = {}
+        self.fix_results: dict[int, dict[str, str]] = {}
+        self.top: Graph | None = None
+
+    @staticmethod
+    def fix(expr: str, how: str) -> str:
+        """`expr` through a fix of `ir.analysis.inplace.TorchPlan` (`clone`: new storage)."""
+        return (f"{expr}.clone(memory_format=torch.contiguous_format)" if how == "clone"
+                else f"{expr}.contiguous()")
 
     def float_global(self, name: str, value: float) -> str:
         """A fresh global name like `name` for a float the module reads."""
@@ -491,6 +503,13 @@ def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[st
     """Emit the instructions of `g` (its inputs already bound in `env`); returns the output
     expressions."""
     types = g.types()
+    # the level's fixes as `TorchPlan` applies them (a graph with writes): its inputs as they
+    # enter (the top's written ones stay the caller's: the module writes them), each result
+    # as it is bound
+    for name, how in em.fix_inputs.get(id(g), {}).items():
+        if name in env and not (how == "clone" and g is em.top):
+            em.lines.append(f"{indent}{env[name]} = {em.fix(env[name], how)}")
+    fix_results = em.fix_results.get(id(g), {})
     for inst in g.insts:
         args = em.operands(inst, [env[a] for a in inst.args], [types[a] for a in inst.args])
         if inst.blocks:
@@ -500,7 +519,8 @@ def _graph_lines(g: Graph, em: _Emitter, indent: str, dialect: str, env: dict[st
             outs = _emit_plain(inst, args, [types[a] for a in inst.args], em, indent, keep)
         for r, expr in zip(inst.results, outs, strict=True):
             name = py_name(r.name)
-            em.lines.append(f"{indent}{name} = {expr}")
+            fix = fix_results.get(r.name)
+            em.lines.append(f"{indent}{name} = {expr if fix is None else em.fix(expr, fix)}")
             env[r.name] = name
     return [em.tensor(env[o], types[o]) for o in g.outputs]
 
@@ -671,6 +691,11 @@ def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str]) 
 
     keep: list = []  # keeps recorded tensors alive: their ids name them
     em = _Emitter(form)
+    if has_effects(g):  # the copies and contiguous bases the torch module's plan makes
+        plan = torch_plan(g)
+        em.top = g
+        for key, lv in plan.levels.items():
+            em.fix_inputs[key], em.fix_results[key] = dict(lv.fix_inputs), dict(lv.fix_results)
     env = {v.name: py_name(v.name) for v in g.inputs}
     ind = "        "
     # the 0-d params the number form holds as Python numbers (as `FormParams` decides)

@@ -196,3 +196,24 @@ def test_a_float_used_in_a_cond_branch_and_outside_fails_alike_in_both(tmp_path)
     does with it (torch 2.13 fails), the printed program does the same as the module."""
     (campaign_error, _), (repro_error, _) = _both(FLOATS, backend="eager")
     assert campaign_error == repro_error, (campaign_error, repro_error)
+
+
+#: `split3` returns torch views of its operand, which a later write through a view of that
+#: operand would change: the torch module's plan (`ir.analysis.inplace.TorchPlan`) copies such
+#: results; the printed program did not, so it computed something else and the bucket got no
+#: repro.py ("CodegenError: ... output 1: values differ", an onnx_export bucket of the tour)
+ALIASED = """graph main(%x: f32[3,6], %y: f32[6,3]) {
+  %a = sign(%x) : f32[3,6]
+  %s0, %s1, %s2 = split3[axis=0, sizes=[1,1,1]](%a) : f32[1,6], f32[1,6], f32[1,6]
+  %p = view_permute[perm=[1,0]](%a) : f32[6,3]
+  %w = mul_(%p, %y) : f32[6,3]
+  return %s1, %w
+}"""
+
+
+@pytest.mark.parametrize("dialect", ["python", "hop"])
+def test_the_copies_the_modules_plan_makes_are_printed(dialect):
+    g = ir.verify(ir.parse(ALIASED))
+    src = torch_source(g, dialect)  # checked against the interpreter: raised before
+    assert "s1 = _t2[1].clone(memory_format=torch.contiguous_format)" in src, src
+    assert check_source(src, g, _values(g)) is None
