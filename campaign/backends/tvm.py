@@ -205,9 +205,10 @@ class RelaxBackend(Backend):
         return None
 
     def relax_options(self) -> dict[str, Any]:
-        """The options of compile and run, for a repro (repro_scripts/relax.py)."""
+        """The options of compile and run, for a repro (repro_scripts/relax.py); no pass is
+        switched off (`disabled_pass`: what the repro's localization changes)."""
         return {"target": self.tvm_target, "mcpu": self.mcpu, "opt_level": self.opt_level,
-                "pipeline": self.pipeline}
+                "pipeline": self.pipeline, "disabled_pass": []}
 
     def _device(self) -> Any:
         import tvm

@@ -154,7 +154,8 @@ def test_a_backend_says_how_it_is_reproduced():
     assert how.dialect == "hop" and how.form.params == "parameter"
     assert program_dialect(how, 0) == "hop" and program_dialect(repro_spec_of("ort"), 0) == "python"
     assert make_backend("tvm").repro_spec() == ReproSpec(
-        "tvm", {"target": "llvm", "mcpu": None, "opt_level": 3, "pipeline": "fused"})
+        "tvm", {"target": "llvm", "mcpu": None, "opt_level": 3, "pipeline": "fused",
+                "disabled_pass": []})
     assert make_backend("inductor").repro_spec().trains
 
 

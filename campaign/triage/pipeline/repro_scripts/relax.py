@@ -1,26 +1,71 @@
 """Compile and run of a Relax module, as the fuzzer's TVM backends do (`RelaxBackend`): shared
-by the repros of every TVM backend (each imports the graph its own way)."""
+by the repros of every TVM backend (each imports the graph its own way); `ablate_relax`, their
+localization plan (docs/triage.md, "Where the fault is")."""
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tvm
 from tvm import relax
 
-from campaign.triage.pipeline.repro_scripts.prelude import INPUTS, failed, stage
+from campaign.triage.pipeline.repro_scripts.localize import SAME, Probe, first_failing, one_at_fault
+from campaign.triage.pipeline.repro_scripts.prelude import EXPECT, INPUTS, failed, stage
 
 # ---- per-test values
 #: the target's name (llvm, cuda), the CPU of an llvm target (None: this machine's), the
-#: PassContext's opt_level, the Relax pipeline (fused: the target's default, or "default")
+#: PassContext's opt_level, the Relax pipeline (fused: the target's default, or "default"),
+#: the passes the PassContext switches off by name (the localization's bisection sets them)
 TARGET = "llvm"
 MCPU: str | None = None
 OPT_LEVEL = 3
 PIPELINE = "fused"
+DISABLED_PASS: list[str] = []
 # ---- end of per-test values
 
-#: the target: its name, or the llvm target of one CPU
-TARGET_SPEC: Any = TARGET if MCPU is None else {"kind": TARGET, "mcpu": MCPU}
+#: when set, a file the compile appends each pass it runs to (`depth name`, depth 0 the
+#: outermost): how the localization learns the passes of this module's build
+PASS_LOG_ENV = "REPRO_TVM_PASS_LOG"
+#: Relax passes a build for the VM cannot do without (lowering to TIR, to the VM's builtins):
+#: switching one off fails otherwise, so the bisection leaves them on
+LOWERING_PASSES = frozenset({
+    "DispatchSampling", "NormalizeGlobalVar", "DispatchSortScan", "LegalizeOps",
+    "ToNonDataflow", "RemovePurityChecking", "CallTIRRewrite", "LowerAllocTensor",
+    "LowerRuntimeBuiltin", "ComputePrimValue", "VMShapeLower", "AttachGlobalSymbol",
+    "VMBuiltinLower", "_pipeline", "sequential"})
+#: TIR passes that only optimize (the build works without them): the second bisection's
+#: candidates, when no Relax pass is at fault
+OPTIONAL_TIR_PASSES = (
+    "s_tir.LoopPartition", "tirx.VectorizeLoop", "s_tir.InjectDoubleBuffer",
+    "tirx.StorageRewrite", "s_tir.HoistIfThenElse", "tirx.UnrollLoop",
+    "s_tir.RenormalizeSplitPattern", "tirx.StmtSimplify", "s_tir.StmtSimplify",
+    "tirx.RemoveNoOp", "s_tir.RewriteUnsafeSelect", "tirx.CommonSubexprElim",
+    "tirx.NarrowDataType", "s_tir.InjectSoftwarePipeline")
+
+
+def target_spec() -> Any:
+    """The target: its name, or the llvm target of one CPU."""
+    return TARGET if MCPU is None else {"kind": TARGET, "mcpu": MCPU}
+
+
+def pass_recorder(path: str) -> Any:
+    """A pass instrument that appends `depth name` of every pass run to `path`."""
+    depth = [0]
+
+    @tvm.instrument.pass_instrument
+    class Recorder:
+        def run_before_pass(self, mod: Any, info: Any) -> None:
+            with open(path, "a") as f:
+                f.write(f"{depth[0]} {info.name}\n")
+            depth[0] += 1
+
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            depth[0] -= 1
+
+    return Recorder()
 
 
 def compile_and_run(mod: Any, sets: list[dict[str, np.ndarray]]) -> list[Any]:
@@ -28,9 +73,11 @@ def compile_and_run(mod: Any, sets: list[dict[str, np.ndarray]]) -> list[Any]:
     outputs of every set, in order."""
     stage("compile")
     try:
-        target = tvm.target.Target(TARGET_SPEC)
+        target = tvm.target.Target(target_spec())
         pipeline = relax.get_default_pipeline(target) if PIPELINE == "fused" else "default"
-        with tvm.transform.PassContext(opt_level=OPT_LEVEL):
+        log = os.environ.get(PASS_LOG_ENV)
+        with tvm.transform.PassContext(opt_level=OPT_LEVEL, disabled_pass=list(DISABLED_PASS),
+                                       instruments=[pass_recorder(log)] if log else []):
             ex = tvm.compile(mod, target=target, relax_pipeline=pipeline)
     except Exception as e:
         failed(e)
@@ -45,3 +92,61 @@ def compile_and_run(mod: Any, sets: list[dict[str, np.ndarray]]) -> list[Any]:
     except Exception as e:
         failed(e)
     return outs
+
+
+def passes_run(probe: Probe, opt_level: int) -> list[tuple[int, str]]:
+    """The passes the build runs at `opt_level` (`depth`, name), in order: one run of the
+    script with the pass log on (a run of the ablation too)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "passes.txt")
+        probe.run(f"opt_level {opt_level}, recording the passes the build runs",
+                  {"OPT_LEVEL": opt_level}, {PASS_LOG_ENV: path})
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            rows = [line.split(" ", 1) for line in f.read().splitlines() if " " in line]
+    return [(int(d), name) for d, name in rows]
+
+
+def ablate_relax(probe: Probe, frontend: str,
+                 import_fails: Callable[[], str | None] | None = None) -> tuple[str | None, str]:
+    """TVM's plan: the stage (a failure while importing is the frontend's: `frontend`, unless
+    `import_fails` says the part before TVM fails), the lowest opt_level that fails, then the
+    one pass whose switching off (`disabled_pass`) alone makes it pass, by bisection over the
+    optional Relax passes the build runs, then over its optional TIR passes."""
+    if EXPECT.get("stage") == "import":
+        before = import_fails() if import_fails is not None else None
+        if before:
+            return None, f"it fails while importing, before TVM: {before}"
+        return f"tvm: {frontend}", "it fails while importing the model, before any compile"
+    below = list(range(OPT_LEVEL))
+    i, outcomes = first_failing(probe, [(f"opt_level {lv}", {"OPT_LEVEL": lv}) for lv in below])
+    lowest = below[i] if i is not None else OPT_LEVEL
+    lower = [f"opt_level {lv} {outcome}" for lv, outcome in zip(below, outcomes, strict=False)
+             if outcome != SAME]
+    where = (f"it fails from opt_level {lowest} on" + (f" ({'; '.join(lower)})" if lower else "")
+             + f", during {EXPECT.get('stage')}")
+    ran = passes_run(probe, lowest)
+    relax_depth = min((d for d, n in ran if "." not in n and n not in LOWERING_PASSES),
+                      default=0)
+    relax_passes = [n for d, n in ran if d == relax_depth and "." not in n
+                    and n not in LOWERING_PASSES and n not in DISABLED_PASS]
+    tir_passes = [n for n in OPTIONAL_TIR_PASSES
+                  if n in {name for _, name in ran} and n not in DISABLED_PASS]
+    print(f"[localize] optional Relax passes the build runs: {', '.join(relax_passes) or 'none'}",
+          flush=True)
+
+    def switched_off(subset: list[str]) -> tuple[str, dict[str, Any], dict[str, str]]:
+        return (f"opt_level {lowest}, disabled_pass += {subset}",
+                {"OPT_LEVEL": lowest, "DISABLED_PASS": list(DISABLED_PASS) + subset}, {})
+
+    culprit, why = one_at_fault(probe, relax_passes, switched_off)
+    if culprit is not None:
+        return f"tvm: relax.transform.{culprit}", f"{where}; {why}"
+    if not why.endswith(SAME) and relax_passes:
+        return None, f"{where}; of the {len(relax_passes)} optional Relax passes: {why}"
+    culprit, tir_why = one_at_fault(probe, tir_passes, switched_off)
+    if culprit is not None:
+        return f"tvm: {culprit}", f"{where}; no Relax pass alone ({why}); {tir_why}"
+    return None, (f"{where}; of the {len(relax_passes)} optional Relax passes: {why}; of the "
+                  f"{len(tir_passes)} optional TIR passes: {tir_why}")

@@ -1,4 +1,5 @@
-"""TVM's ONNX frontend on `model.onnx`, then compile and run (`relax`)."""
+"""TVM's ONNX frontend on `model.onnx`, then compile and run (`relax`); `ablate`, the
+localization plan (`relax.ablate_relax`)."""
 from __future__ import annotations
 
 import os
@@ -7,12 +8,19 @@ import onnx
 import tvm
 from tvm.relax.frontend.onnx import from_onnx
 
+from campaign.triage.pipeline.repro_scripts.localize import Probe
 from campaign.triage.pipeline.repro_scripts.prelude import HERE, failed, finish, input_sets, stage
-from campaign.triage.pipeline.repro_scripts.relax import OPT_LEVEL, PIPELINE, TARGET_SPEC, compile_and_run
+from campaign.triage.pipeline.repro_scripts.relax import (
+    OPT_LEVEL,
+    PIPELINE,
+    ablate_relax,
+    compile_and_run,
+    target_spec,
+)
 
 
 def main() -> None:
-    print(f"tvm {tvm.__version__}, target {TARGET_SPEC!r}, opt_level {OPT_LEVEL}, "
+    print(f"tvm {tvm.__version__}, target {target_spec()!r}, opt_level {OPT_LEVEL}, "
           f"pipeline {PIPELINE!r}", flush=True)
     sets = input_sets()
     stage("import")
@@ -21,3 +29,8 @@ def main() -> None:
     except Exception as e:
         failed(e)
     finish(compile_and_run(mod, sets))
+
+
+def ablate(probe: Probe) -> tuple[str | None, str]:
+    """The localization plan (`ablate_relax`): a failure while importing is the frontend's."""
+    return ablate_relax(probe, "ONNX frontend (from_onnx)")

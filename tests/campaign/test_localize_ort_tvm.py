@@ -1,0 +1,135 @@
+"""The localization plans of ONNX Runtime (repro_scripts/ort.py) and TVM Relax
+(repro_scripts/relax.py), on real compilers and small known-bad graphs of docs/bugs: each bug
+folder's `repro.py --localize` (`localize_folder`) must name the culprit a run showed, or say
+honestly why it names none."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ir
+from campaign.testcase import TestCase, npz_bytes
+from campaign.triage.pipeline.localization import Localization, localize_folder
+from campaign.triage.pipeline.reduction import BackendRunner, FindingCase, Reduction
+from campaign.triage.pipeline.repro import write_bug_folder
+from ir.numerics.input_search import make_valid
+
+#: F12 (docs/bugs/ort_transpose_pad_axes.py): the transpose optimizer moves the transposes
+#: through a Pad with `axes` and permutes its pads as if they held 2 x rank entries: the Gather
+#: it inserts fails at run time
+F12 = """graph main(%x0: f32[2,8,3]) {
+  %v1 = transpose[perm=[1,0,2]](%x0) : f32[8,2,3]
+  %v2 = pad_constant[pads=[3,0], value=0.5](%v1) : f32[8,2,6]
+  %v3 = transpose[perm=[1,0,2]](%v2) : f32[2,8,6]
+  return %v3
+}"""
+
+#: F30 (docs/bugs/tvm_if_topk_segfault.py, apache/tvm#20191): an If whose branches hold a
+#: TopK; the else branch crashes the Relax VM (StaticPlanBlockMemory)
+F30 = """graph main(%p0: b8[], %x1: f32[1]) {
+  %v2 = if(%p0, %x1) : f32[1] {
+    graph then(%t0: f32[1]) {
+      %t1, %t2 = topk[axis=0, k=1, largest=true](%t0) : f32[1], i64[1]
+      return %t1
+    }
+    graph else(%e0: f32[1]) {
+      %e1, %e2 = topk[axis=0, k=1, largest=true](%e0) : f32[1], i64[1]
+      return %e1
+    }
+  }
+  return %v2
+}"""
+
+#: a graph every compiler gets right (made to "fail" by shifting its expected outputs)
+SMALL = """graph main(%x0: f32[3,4], %w1: param f32[4,2]) {
+  %v2 = matmul(%x0, %w1) : f32[3,2]
+  %v3 = tanh(%v2) : f32[3,2]
+  return %v3
+}"""
+
+
+def bug_folder(tmp_path: Path, spec: str, text: str, values: dict[str, Any] | None = None,
+               expected_delta: float = 0.0) -> Path:
+    """The bug folder of `text` on backend `spec` as the triage writes it: the row is the
+    backend's own (a crash or a signal); a graph the backend gets right is made a mismatch by
+    shifting its expected outputs by `expected_delta`."""
+    g = ir.verify(ir.parse(text))
+    if values is None:
+        valid = make_valid(g, 0)
+        assert valid is not None
+        values = valid.search.values
+    tc = TestCase("t", 0, g, values, [{"seed": 0}])
+    runner = BackendRunner(spec, timeout_s=300)
+    try:
+        row, _, _ = runner.run("t", 0, g, values)
+    finally:
+        runner.close()
+    files: dict[str, bytes] = {}
+    if expected_delta:
+        from campaign.artifacts import Materialized
+        from campaign.reference import run_reference
+
+        assert row["verdict"] == "pass", row
+        ref = run_reference(Materialized(tc)).outputs
+        assert ref is not None
+        files["expected.npz"] = npz_bytes({f"out{i}": o + np.asarray(expected_delta, o.dtype)
+                                           for i, o in enumerate(ref)})
+        row = {**row, "verdict": "mismatch", "stage": "compare", "error_class": "Mismatch"}
+    assert row["verdict"] != "pass", row
+    case = FindingCase(tmp_path, {"backend": spec, "verdict": row["verdict"]}, g, values, [])
+    red = Reduction(case, "reduced", g, values, [], row, files, tc)
+    dest = tmp_path / "bug"
+    written = write_bug_folder(dest, spec, f"x-{row['verdict']}-x",
+                               {"verdict": row["verdict"], "stage": row.get("stage")}, red, 0)
+    assert written["repro"], written
+    if expected_delta:
+        (dest / "truth.npz").unlink(missing_ok=True)
+    return dest
+
+
+def show(loc: Localization) -> str:
+    return f"{loc.text}\n{loc.table()}"
+
+
+def test_ort_names_the_transpose_optimizer_for_f12(tmp_path):
+    loc = localize_folder(bug_folder(tmp_path, "ort", F12), budget_s=300)
+    assert loc.culprit == "ort: TransposeOptimizer", show(loc)
+    assert "'basic'" in loc.why, show(loc)
+    # the run that shows it: basic, with the transpose optimizer alone switched off, passes
+    assert any(s.values.get("DISABLED_OPTIMIZERS") == ["TransposeOptimizer"]
+               and s.outcome == "passes" for s in loc.steps), show(loc)
+    # and optimizations disabled pass
+    assert any(s.values == {"OPT_LEVEL": "disabled"} and s.outcome == "passes"
+               for s in loc.steps), show(loc)
+
+
+def test_ort_failing_with_optimizations_disabled_blames_no_transformer(tmp_path):
+    """Every run fails the same way (a stand-in mismatch: the expected outputs are shifted),
+    optimizations disabled too: the fault is no graph rewrite."""
+    loc = localize_folder(bug_folder(tmp_path, "ort", SMALL, expected_delta=1.0), budget_s=300)
+    assert loc.culprit is None or "kernel" in loc.culprit, show(loc)
+    assert "disabled" in loc.why and "no graph rewrite" in loc.why, show(loc)
+    assert not any("DISABLED_OPTIMIZERS" in s.values for s in loc.steps), show(loc)
+
+
+F30_VALUES = {"p0": np.array(False), "x1": np.array([-0.3], np.float32)}
+
+
+@pytest.mark.slow
+def test_tvm_names_static_plan_block_memory_for_f30(tmp_path):
+    loc = localize_folder(bug_folder(tmp_path, "tvm", F30, F30_VALUES), budget_s=600)
+    assert loc.culprit == "tvm: relax.transform.StaticPlanBlockMemory", show(loc)
+    assert any(s.values.get("DISABLED_PASS") == ["StaticPlanBlockMemory"]
+               and s.outcome == "passes" for s in loc.steps), show(loc)
+
+
+@pytest.mark.slow
+def test_tvm_no_single_pass_at_fault_is_not_localized(tmp_path):
+    """Expected outputs shifted: every run fails the same way, every optional pass switched
+    off too: no culprit, and the why says so."""
+    loc = localize_folder(bug_folder(tmp_path, "tvm", SMALL, expected_delta=1.0), budget_s=600)
+    assert loc.culprit is None, show(loc)
+    assert "still fails the same way" in loc.why, show(loc)
