@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from campaign.triage.pipeline.repro_scripts.localize import Probe
 from campaign.triage.pipeline.repro_scripts.model import Model
 from campaign.triage.pipeline.repro_scripts.prelude import (
     GRADIENTS,
@@ -20,8 +21,8 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
 )
 from campaign.triage.pipeline.repro_scripts.torch_compile import (
     DEVICE,
-    DYNAMIC,
-    FULLGRAPH,
+    ablate_compile,
+    compiled,
     configure,
     describe,
     set_training_flags,
@@ -37,17 +38,18 @@ def main() -> None:
     try:
         params = {n: np.array(sets[0][n], copy=True) for n in PARAMS}
         model = Model(params).to(DEVICE).eval()
-        compiled = torch.compile(model, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC)
+        program = compiled(model, backend)
         args = [[torch.from_numpy(np.array(s[n], copy=True)).to(DEVICE) for n in INPUTS]
                 for s in sets]
     except Exception as e:
         failed(e)
 
     def call(k: int, xs: list[torch.Tensor]) -> Any:
+        xs = [x.clone() for x in xs]  # fresh inputs each call: the program may write to them
         if GRADIENTS:  # forward, then the compiled backward
-            return train_step(compiled, model, [x.clone() for x in xs], k)
+            return train_step(program, model, xs, k)
         with torch.no_grad():
-            return compiled(*xs)
+            return program(*xs)
 
     outs = []
     set_training_flags()
@@ -63,3 +65,9 @@ def main() -> None:
     except Exception as e:
         failed(e)
     finish(outs)
+
+
+
+def ablate(probe: Probe) -> tuple[str | None, str]:
+    """`repro.py --localize`: torch.compile's plan (torch_compile.ablate_compile)."""
+    return ablate_compile(probe)

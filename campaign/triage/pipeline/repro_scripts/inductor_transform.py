@@ -4,8 +4,8 @@ program (`transform_program`, copied from ir/materialize/torch_func.py), on the 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
+from campaign.triage.pipeline.repro_scripts.localize import Probe
 from campaign.triage.pipeline.repro_scripts.model import Model
 from campaign.triage.pipeline.repro_scripts.prelude import (
     HERE,
@@ -17,8 +17,8 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
     stage,
 )
 from campaign.triage.pipeline.repro_scripts.torch_compile import (
-    DYNAMIC,
-    FULLGRAPH,
+    ablate_compile,
+    compiled,
     configure,
     describe,
     set_training_flags,
@@ -40,18 +40,24 @@ def main() -> None:
         model = Model({n: np.array(sets[0][n], copy=True) for n in PARAMS}).eval()
         program, args, what = transform_program(model, sets, INPUTS, OUTPUTS, HERE)
         print(f"[repro] the program: {what}", flush=True)
-        compiled = torch.compile(program, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC)
+        run = compiled(program, backend)
     except Exception as e:
         failed(e)
     set_training_flags()
     stage("compile")
     try:
-        compiled(*args)
+        run(*args)
     except Exception as e:
         failed(e)
     stage("run")
     try:
-        outs = [o.detach().cpu().numpy() for o in compiled(*args)]
+        outs = [o.detach().cpu().numpy() for o in run(*args)]
     except Exception as e:
         failed(e)
     finish(outs)
+
+
+
+def ablate(probe: Probe) -> tuple[str | None, str]:
+    """`repro.py --localize`: torch.compile's plan (torch_compile.ablate_compile)."""
+    return ablate_compile(probe)

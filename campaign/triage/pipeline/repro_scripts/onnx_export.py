@@ -1,5 +1,10 @@
 """torch.onnx.export of the graph's module (stage import), then ONNX Runtime on the exported
-model (compile: the session, run: every input set), as `OnnxExportBackend` does."""
+model (compile: the session, run: every input set), as `OnnxExportBackend` does.
+
+Its localization (`ablate`) stops the exporter after one of its steps (UNTIL) and judges what
+it has: torch.export's program run, the same after the exporter's decompositions, the ONNX
+translation without the optimizer in ORT; when only the optimized model fails, the onnx_ir
+passes of the optimizer are switched off (SKIP_PASSES) to find the one at fault."""
 from __future__ import annotations
 
 import os
@@ -9,9 +14,18 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME, Probe, one_at_fault
 from campaign.triage.pipeline.repro_scripts.model import Model
 from campaign.triage.pipeline.repro_scripts.ort_session import ort_session
-from campaign.triage.pipeline.repro_scripts.prelude import INPUTS, PARAMS, failed, finish, input_sets, stage
+from campaign.triage.pipeline.repro_scripts.prelude import (
+    EXPECT,
+    INPUTS,
+    PARAMS,
+    failed,
+    finish,
+    input_sets,
+    stage,
+)
 
 # ---- per-test values
 #: the exporter (dynamo=True: torch.export, with or without onnxscript's optimizer; False:
@@ -22,6 +36,13 @@ OPSET: int | None = None
 OPT_LEVEL = "all"
 DEVICE = "cpu"
 # ---- end of per-test values
+#: the localization's switches (`--set`; not the test's): where the export stops, None the
+#: whole export; "export" torch.export's program, "decompositions" after the exporter's
+#: decompositions (both run in torch), "translation" the ONNX model without the optimizer
+#: (optimize=False), run in ORT; and the onnx_ir passes (class names) switched off in the
+#: exporter's optimizer
+UNTIL: str | None = None
+SKIP_PASSES: list[str] = []
 
 
 def exporter() -> str:
@@ -30,11 +51,46 @@ def exporter() -> str:
     return note + (f", opset_version={OPSET}" if OPSET is not None else "")
 
 
+def patch_passes(skip: list[str], seen: list[str] | None = None) -> None:
+    """Every onnx_ir pass (`PassBase.__call__`) whose class is named in `skip` does nothing;
+    `seen` collects the class names of the passes run (containers left out)."""
+    import onnx_ir as ir
+
+    original = ir.passes.PassBase.__call__
+
+    def call(self: Any, model_or_result: Any, /) -> Any:
+        name = type(self).__name__
+        if seen is not None and not isinstance(self, ir.passes.Sequential):
+            seen.append(name)
+        if name in skip:
+            model = (model_or_result.model if isinstance(model_or_result, ir.passes.PassResult)
+                     else model_or_result)
+            return ir.passes.PassResult(model, modified=False)
+        return original(self, model_or_result)
+
+    ir.passes.PassBase.__call__ = call  # type: ignore[method-assign]
+
+
+def exported_program(model: Any, args: tuple[Any, ...]) -> Any:
+    """torch.export's program of `model` (non-strict: the exporter's first capture
+    strategy), after the exporter's decompositions when UNTIL says so."""
+    program = torch.export.export(model, args, strict=False)
+    if UNTIL == "decompositions":
+        from torch.onnx._internal.exporter import _core, _registration
+
+        program = _core._prepare_exported_program_for_export(
+            program, registry=_registration.ONNXRegistry.from_torchlib())
+    return program
+
+
 def export(model: Any, args: tuple[Any, ...]) -> bytes:
     """The ONNX model of `model` called on `args`, serialized."""
     opset: dict[str, Any] = {"opset_version": OPSET} if OPSET is not None else {}
     if DYNAMO:
-        program = torch.onnx.export(model, args, dynamo=True, optimize=OPTIMIZE,
+        if SKIP_PASSES:
+            patch_passes(SKIP_PASSES)
+        program = torch.onnx.export(model, args, dynamo=True,
+                                    optimize=OPTIMIZE and UNTIL != "translation",
                                     verbose=False, report=False, **opset)
         assert program is not None  # dynamo=True returns the program
         return program.model_proto.SerializeToString()
@@ -60,6 +116,8 @@ def main() -> None:
     sets = input_sets()
     args = [tuple(torch.from_numpy(np.array(s[n], copy=True)) for n in INPUTS) for s in sets]
     stage("import")
+    if UNTIL in ("export", "decompositions"):
+        run_in_torch(sets, args)
     try:
         model = Model({n: np.array(sets[0][n], copy=True) for n in PARAMS}).eval()
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -83,3 +141,101 @@ def main() -> None:
     except Exception as e:
         failed(e)
     finish(outs)
+
+
+
+def run_in_torch(sets: list[dict[str, Any]], args: list[tuple[Any, ...]]) -> None:
+    """UNTIL export or decompositions: the exported program run in torch, judged."""
+    import warnings
+
+    print(f"[repro] the export stops after {UNTIL}: its program is run in torch", flush=True)
+    try:
+        model = Model({n: np.array(sets[0][n], copy=True) for n in PARAMS}).eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = exported_program(model, args[0]).module()
+    except Exception as e:
+        failed(e)
+    stage("run")
+    outs = []
+    try:
+        for xs in args:
+            outs += [o.detach().numpy() for o in program(*xs)]
+    except Exception as e:
+        failed(e)
+    finish(outs)
+
+
+#: the exporter's steps, in order: (UNTIL, culprit, what a failure there means)
+EXPORT_STEPS = (
+    ("export", "torch.onnx: torch.export",
+     "torch.export's program (strict=False), run in torch, fails the same way"),
+    ("decompositions", "torch.onnx: decompositions",
+     "torch.export passes; after the exporter's decompositions (run_decompositions with the "
+     "ONNX registry's table) the program fails the same way"),
+    ("translation", "torch.onnx: ONNX translation",
+     "torch.export and its decompositions pass; the ONNX model without the optimizer "
+     "(optimize=False) fails the same way"),
+)
+
+
+def ablate(probe: Probe) -> tuple[str | None, str]:
+    """The exporter's plan: the first of its steps (EXPORT_STEPS) after which the failure is
+    there; a model that fails in ORT only once optimized by ORT (OPT_LEVEL disabled passes)
+    is ORT's; when only onnxscript's optimizer makes it fail, the onnx_ir pass at fault."""
+    if not DYNAMO:
+        return None, ("the TorchScript exporter (dynamo=False) has no steps this plan can stop "
+                      "after")
+    seen: list[str] = []
+    for until, culprit, why in EXPORT_STEPS:
+        if until == "translation" and not OPTIMIZE:
+            fares = SAME  # the failing run itself: optimize=False
+        else:
+            fares = probe(f"the export stopped after {until}", UNTIL=until)
+        if fares == SAME:
+            if until == "translation" and EXPECT["stage"] != "import" \
+                    and OPT_LEVEL != "disabled":
+                ort = probe("the ONNX model without the optimizer, in ORT without graph "
+                            "optimizations", UNTIL=until, OPT_LEVEL="disabled")
+                if ort == PASSES:
+                    return (f"onnxruntime: graph optimizations (level {OPT_LEVEL})",
+                            f"{'; '.join(seen)}; {why}, but passes in ORT with its graph "
+                            "optimizations disabled")
+                why += f"; ORT without graph optimizations {ort}"
+            return culprit, "; ".join([*seen, why])
+        seen.append(f"after {until} it {fares}")
+    return optimizer_passes(probe, "; ".join(seen))
+
+
+def optimizer_passes(probe: Probe, seen: str) -> tuple[str | None, str]:
+    """Only the optimized model fails: the onnx_ir passes onnxscript's optimizer runs (found
+    by optimizing this model here, in this process), one switched off at a time by
+    bisection."""
+    import contextlib
+    import io
+    import warnings
+
+    names: list[str] = []
+    try:
+        sets = input_sets()
+        args = tuple(torch.from_numpy(np.array(sets[0][n], copy=True)) for n in INPUTS)
+        model = Model({n: np.array(sets[0][n], copy=True) for n in PARAMS}).eval()
+        opset: dict[str, Any] = {"opset_version": OPSET} if OPSET is not None else {}
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(model, args, dynamo=True, optimize=False,
+                                        verbose=False, report=False, **opset)
+            assert program is not None
+            patch_passes([], names)
+            program.optimize()
+    except Exception as e:  # the optimizer may fail: the passes it entered are the candidates
+        print(f"[localize] optimizing here: {type(e).__name__}: {str(e)[:200]}", flush=True)
+    if not names:
+        return None, f"{seen}; the optimizer ran no onnx_ir pass that could be switched off"
+    print(f"[localize] the optimizer's onnx_ir passes: {', '.join(dict.fromkeys(names))}",
+          flush=True)
+    found, why = one_at_fault(probe, names, lambda subset: (
+        f"onnx_ir passes switched off: {', '.join(subset)}", {"SKIP_PASSES": subset}, {}))
+    if found is None:
+        return None, f"{seen}; only the optimized model fails; {why}"
+    return f"torch.onnx: onnx_ir {found}", f"{seen}; only the optimized model fails; {why}"

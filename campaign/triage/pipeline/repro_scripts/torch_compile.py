@@ -1,17 +1,23 @@
 """torch.compile as the fuzzer's Inductor backend runs it (`InductorBackend`): its process-wide
 options, the backend argument of the failing configuration, AOT autograd's options. Shared by
-the repro of a test (`inductor`) and of a transform test (`inductor_transform`)."""
+the repro of a test (`inductor`) and of a transform test (`inductor_transform`), and so is the
+localization plan both bodies run (`ablate_compile`, docs/triage.md "Where the fault is")."""
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Any
 
 import torch
+
+from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME, Probe
 
 # ---- per-test values
 #: the backend's options: device (cpu, cuda), torch.compile's fullgraph and dynamic (False
 #: static, True symbolic, None after a recompile), the C++ wrapper, Inductor's mode (None:
 #: default) and `torch._inductor.config` flags, the torch.compile backend (inductor, or a stage
-#: before it: aot_eager) and AOT autograd's options (`torch._functorch.config`)
+#: before it: aot_eager, aot_eager_decomp_partition, eager; `none`: no torch.compile, the
+#: program run eagerly) and AOT autograd's options (`torch._functorch.config`)
 DEVICE = "cpu"
 FULLGRAPH = True
 DYNAMIC: bool | None = False
@@ -40,6 +46,8 @@ def compile_backend() -> Any:
     `torch._inductor.config` options, for these compiles only, as the fuzzer set them
     (`compile_fx(config_patches=...)`, with what MODE sets: torch.compile takes no mode
     beside a backend function)."""
+    if COMPILER == "none":
+        return None
     if COMPILER != "inductor":
         return COMPILER
     if not FLAGS and MODE is None:
@@ -59,8 +67,19 @@ def compile_backend() -> Any:
     return inductor_with_config
 
 
+def compiled(program: Any, backend: Any) -> Any:
+    """torch.compile of `program` with the backend `configure` gave; COMPILER `none`: the
+    program itself, run eagerly (a localization's first question: is it the compiler?)."""
+    if COMPILER == "none":
+        return program
+    return torch.compile(program, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC)
+
+
 def describe(program: str, device: str) -> str:
     """What is compiled, how, on which device (the script's first line)."""
+    if COMPILER == "none":
+        return (f"torch {torch.__version__}: {program or 'the module'} run eagerly, without "
+                f"torch.compile (COMPILER='none'), on {device}")
     return (f"torch {torch.__version__}: torch.compile({program}backend={COMPILER!r}, "
             f"fullgraph={FULLGRAPH}, dynamic={DYNAMIC}), cpp_wrapper={CPP_WRAPPER}, on {device}")
 
@@ -75,3 +94,211 @@ def set_training_flags() -> None:
     for key, value in TRAINING_FLAGS.items():
         setattr(fcfg, key, value)
     print("torch._functorch.config:", TRAINING_FLAGS, flush=True)
+
+
+
+# ---- localization (`repro.py --localize`: localize.py runs the body's `ablate`) ----------------
+
+#: the stages before Inductor, each a torch.compile backend that stops earlier (the order of
+#: torch's CompilerBisector), and what it means when one already fails the same way
+STAGES = (
+    ("eager", "dynamo", "Dynamo's graph capture: backend='eager' (Dynamo alone) fails the same "
+                        "way"),
+    ("aot_eager", "aot_eager", "AOT autograd (functionalization, the joint graph): "
+                               "backend='aot_eager' fails the same way, 'eager' passes"),
+    ("aot_eager_decomp_partition", "inductor",
+     "decompositions/partitioner: backend='aot_eager_decomp_partition' (Inductor's "
+     "decompositions and partitioner, no Inductor codegen) fails the same way, 'aot_eager' "
+     "passes"),
+)
+
+
+def _bisect_files(root: str, backend: str, subsystem: str, state: str,
+                  low: int | None = None) -> dict[str, str]:
+    """The environment of a run that CompilerBisector drives from its files (under
+    TORCHINDUCTOR_CACHE_DIR/bisect): `find_max_bounds` counts the subsystem's applications,
+    `bisect` with low = high = N applies the first N + 1 and records the N-th's debug info."""
+    os.makedirs(os.path.join(root, "bisect", backend), exist_ok=True)
+    with open(os.path.join(root, "bisect", backend, f"{subsystem}_run_state.txt"), "w") as f:
+        f.write(state)
+    if low is not None:
+        with open(os.path.join(root, "bisect", backend, f"{subsystem}_bisect_range.txt"),
+                  "w") as f:
+            f.write(f"low={low}\nhigh={low}\n")
+    return {"TORCH_BISECT_BACKEND": backend, "TORCH_BISECT_SUBSYSTEM": subsystem,
+            "TORCHINDUCTOR_CACHE_DIR": root}
+
+
+def _read_file(root: str, backend: str, name: str) -> list[str]:
+    path = os.path.join(root, "bisect", backend, name)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def bisect_subsystem(probe: Probe, backend: str, subsystem: str,
+                     values: dict[str, Any]) -> tuple[str | None, str]:
+    """torch's CompilerBisector on one subsystem of `backend` (pre_grad_passes, lowerings,
+    decomposition, ...), each step a fresh run of this script with its environment
+    variables: switched off whole (TORCH_BISECT_MAX=-1), then, when that passes, its
+    applications counted and bisected to the first whose application makes the failure
+    come back. Returns (what, why); what is None when switching it off does not help."""
+    env = {"TORCH_BISECT_BACKEND": backend, "TORCH_BISECT_SUBSYSTEM": subsystem}
+    off = probe.run(f"{backend}: every {subsystem} switched off (TORCH_BISECT_MAX=-1)",
+                    values, {**env, "TORCH_BISECT_MAX": "-1"})
+    if off != PASSES:
+        return None, f"{subsystem} off: {off}"
+    with tempfile.TemporaryDirectory() as root:
+        count_dir, info_dir = os.path.join(root, "count"), os.path.join(root, "info")
+        counted = probe.run(f"{backend}: {subsystem} applications counted",
+                            values, _bisect_files(count_dir, backend, subsystem,
+                                                  "find_max_bounds"))
+        bounds = [line for line in _read_file(count_dir, backend,
+                                              f"{subsystem}_bisect_range.txt")
+                  if line.startswith("high=")]
+        if counted != SAME or not bounds:
+            return subsystem, (f"switching off every {subsystem} makes it pass; its "
+                               f"applications could not be counted (that run {counted})")
+        low, high = 0, int(bounds[-1].split("=")[1])
+        while low < high:  # MAX=low-1 does not fail the same way, MAX=high does
+            mid = (low + high) // 2
+            fares = probe.run(f"{backend}: the first {mid + 1} {subsystem} applied "
+                              f"(TORCH_BISECT_MAX={mid})", values,
+                              {**env, "TORCH_BISECT_MAX": str(mid)})
+            if fares == SAME:
+                high = mid
+            else:
+                low = mid + 1
+        shown = probe.run(f"{backend}: {subsystem} #{low} and those before it applied "
+                          "(its debug info)", values,
+                          _bisect_files(info_dir, backend, subsystem, "bisect", low))
+        info = [line.partition("=")[2] for line in
+                _read_file(info_dir, backend, f"{subsystem}_call_counter_debug_info.txt")
+                if line.partition("=")[0] == str(low)]
+    name = info[-1] if info else "?"
+    return (f"{subsystem}: {name} (bisect number {low} of {high + 1 if high else low + 1})",
+            f"every {subsystem} switched off passes; applying the first {low} passes"
+            f"{'' if low else ' (none)'}, the first {low + 1} fail the same way "
+            f"(that run {shown})")
+
+
+def _configuration() -> list[tuple[str, str, Any]]:
+    """The drawn configuration's options: (label, per-test value, key of a flag or None)."""
+    out: list[tuple[str, str, Any]] = [(f"{k}={v}", "FLAGS", k) for k, v in FLAGS.items()]
+    if CPP_WRAPPER:
+        out.append(("cpp_wrapper", "CPP_WRAPPER", None))
+    if DYNAMIC is not False:
+        out.append((f"dynamic={DYNAMIC}", "DYNAMIC", None))
+    if MODE is not None:
+        out.append((f"mode={MODE}", "MODE", None))
+    out += [(f"{k}={v}", "TRAINING_FLAGS", k) for k, v in TRAINING_FLAGS.items()]
+    return out
+
+
+def smallest_configuration(probe: Probe) -> tuple[list[str], list[str]]:
+    """The drawn options the failure needs: each put back to its default (a flag dropped,
+    cpp_wrapper off, dynamic False, mode None) while it still fails the same way, greedily, in
+    order. Returns (needed, what each needed one's run gave)."""
+    defaults = {"CPP_WRAPPER": False, "DYNAMIC": False, "MODE": None}
+    current: dict[str, Any] = {"FLAGS": dict(FLAGS), "TRAINING_FLAGS": dict(TRAINING_FLAGS)}
+    needed, notes = [], []
+    for label, name, key in _configuration():
+        trial = {**current}
+        if key is None:
+            trial[name] = defaults[name]
+        else:
+            trial[name] = {k: v for k, v in current[name].items() if k != key}
+        changed = {n: v for n, v in trial.items()
+                   if v != {"FLAGS": FLAGS, "TRAINING_FLAGS": TRAINING_FLAGS}.get(n, v)
+                   or n in defaults}
+        fares = probe(f"without {label}", **changed)
+        if fares == SAME:
+            current = trial
+        else:
+            needed.append(label)
+            notes.append(f"without {label} it {fares}")
+    return needed, notes
+
+
+def ablate_compile(probe: Probe) -> tuple[str | None, str]:
+    """The torch.compile plan: is it the compiler at all (COMPILER none), then the first stage
+    that fails the same way (eager: Dynamo; aot_eager: AOT autograd;
+    aot_eager_decomp_partition: Inductor's decompositions and partitioner), then within
+    Inductor torch's CompilerBisector (its config changes and subsystems, read from the
+    installed torch), then the smallest set of the drawn options that still fails."""
+    if probe("no torch.compile (COMPILER=none: run eagerly)", COMPILER="none") == SAME:
+        return None, ("it fails the same way without torch.compile (the program run "
+                      "eagerly): no stage of the compiler is at fault; the reference "
+                      "(expected.npz) is not what torch eager computes here")
+    seen = ["without torch.compile it passes"]
+    last = {"inductor": len(STAGES), "aot_eager_decomp_partition": 2, "aot_eager": 1}
+    for name, culprit, why in STAGES[:last.get(COMPILER, 0)]:
+        fares = probe(f"COMPILER={name}", COMPILER=name)
+        if fares == SAME:
+            if name == "aot_eager_decomp_partition":
+                return _decompositions(probe, "; ".join([*seen, why]))
+            return f"{culprit}: {why.split(':')[0]}", "; ".join([*seen, why])
+        seen.append(f"{name} {fares}")
+    if COMPILER == "aot_eager":
+        return "aot_eager: AOT autograd", ("backend='aot_eager' fails, 'eager' passes: "
+                                           "AOT autograd (functionalization, the joint graph)")
+    if COMPILER != "inductor":
+        return None, f"{'; '.join(seen)}; no plan beyond the stages for COMPILER={COMPILER}"
+    found, notes = _inductor_subsystems(probe)
+    if found is not None:
+        return found, f"{'; '.join(seen)}; {notes}"
+    needed, flag_notes = smallest_configuration(probe)
+    what = f"{'; '.join(seen)}; only Inductor fails; CompilerBisector: {notes}"
+    if needed:
+        return (f"inductor: {', '.join(needed)}",
+                f"{what}; the smallest set of the drawn options that still fails: "
+                f"{', '.join(needed)} ({'; '.join(flag_notes)})")
+    drawn = _configuration()
+    return None, (f"{what}; " + ("it fails the same way with none of the drawn options"
+                                 if drawn else "no drawn options to drop")
+                  + ": no single pass, subsystem or option is at fault")
+
+
+def _decompositions(probe: Probe, why: str) -> tuple[str | None, str]:
+    """aot_eager_decomp_partition fails, aot_eager passes: the partitioner's CSE, or which
+    decomposition (CompilerBisector's subsystems of that backend)."""
+    stage = {"COMPILER": "aot_eager_decomp_partition"}
+    fares = probe("COMPILER=aot_eager_decomp_partition, functorch cse=False",
+                  **stage, TRAINING_FLAGS={**TRAINING_FLAGS, "cse": False})
+    if fares == PASSES:
+        return "inductor: partitioner: cse", f"{why}; with torch._functorch.config.cse=False it passes"
+    found, bisected = bisect_subsystem(probe, "aot_eager_decomp_partition", "decomposition",
+                                       stage)
+    if found is not None:
+        return f"inductor: {found}", f"{why}; {bisected}"
+    return "inductor: decompositions/partitioner", (f"{why}; cse=False {fares}; {bisected}: "
+                                                    "no single decomposition named")
+
+
+def _inductor_subsystems(probe: Probe) -> tuple[str | None, str]:
+    """CompilerBisector's subsystems of Inductor, in its order: a config change (the flag set
+    as it says: layout_optimization=False, ...) or a subsystem switched off that makes the
+    failure pass, bisected to its application."""
+    from torch._inductor import compiler_bisector as cb
+
+    notes = []
+    for sub in cb.BACKENDS["inductor"]:
+        if isinstance(sub, cb.ConfigChange):
+            if FLAGS.get(sub.config_field, object()) == sub.config_value:
+                continue
+            fares = probe(f"inductor: {sub.config_field}={sub.config_value}",
+                          FLAGS={**FLAGS, sub.config_field: sub.config_value})
+            if fares == PASSES:
+                return (f"inductor: {sub.config_field}",
+                        f"with torch._inductor.config.{sub.config_field}={sub.config_value} "
+                        "it passes (CompilerBisector's config change)")
+            notes.append(f"{sub.config_field}={sub.config_value} {fares}")
+        elif sub.name == "cudagraphs" and DEVICE != "cuda" or sub.name == "pre_grad_graph":
+            continue
+        else:
+            found, why = bisect_subsystem(probe, "inductor", sub.name, {})
+            if found is not None:
+                return f"inductor: {found}", why
+            notes.append(why)
+    return None, "; ".join(notes)

@@ -1,0 +1,160 @@
+"""Localization (docs/triage.md, "Where the fault is"): torch.compile's plan (stages, torch's
+CompilerBisector, the smallest configuration) and the torch.onnx exporter's (its steps, the
+optimizer's passes), run by `repro.py --localize` on real compilers and small known-bad
+graphs from docs/bugs and docs/findings.
+
+Each test builds a bug folder from GraphIR text (its repro.py as the triage writes it; the
+compiler is not run to build it) and checks `localize_folder`'s culprit. Inductor compiles
+take 5-30 s each: the stage tests run by default, the CompilerBisector and flags tests are
+slow."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ir
+from campaign.testcase import TestCase, npz_bytes
+from campaign.triage.pipeline.localization import localize_folder
+from campaign.triage.pipeline.reduction import FindingCase, Reduction
+from campaign.triage.pipeline.repro import write_bug_folder
+from ir.numerics.input_search import make_valid
+
+
+def _folder(tmp_path: Path, spec: str, text: str, row: dict[str, Any],
+            expected_delta: float = 0.0) -> Path:
+    """The bug folder of `text` on backend `spec`, claiming the failure `row` (verdict,
+    stage, error_class); the expected outputs are the torch eager reference, shifted by
+    `expected_delta`."""
+    from campaign.artifacts import Materialized
+    from campaign.reference import run_reference
+
+    g = ir.verify(ir.parse(text))
+    valid = make_valid(g, 0)
+    assert valid is not None
+    tc = TestCase("t", 0, g, valid.search.values, [{"seed": 0}])
+    ref = run_reference(Materialized(tc)).outputs
+    assert ref is not None
+    expected = {f"out{i}": o + np.asarray(expected_delta, o.dtype) for i, o in enumerate(ref)}
+    case = FindingCase(tmp_path, {"backend": spec, "verdict": row["verdict"]}, g, tc.values, [])
+    red = Reduction(case, "reduced", g, tc.values, [], row,
+                    {"expected.npz": npz_bytes(expected)}, tc)
+    dest = tmp_path / "bug"
+    written = write_bug_folder(dest, spec, "x", {"verdict": row["verdict"]}, red, 0)
+    assert written["repro"], written
+    if expected_delta:
+        (dest / "truth.npz").unlink(missing_ok=True)
+    return dest
+
+
+MISMATCH = {"verdict": "mismatch", "stage": "compare", "error_class": "Mismatch"}
+
+
+def _ablation(loc) -> str:
+    return "\n".join(f"{s.what}: {s.outcome}" for s in loc.steps) + f"\n-> {loc.text}"
+
+
+def test_a_shifted_reference_fails_without_the_compiler_and_is_not_localized(tmp_path):
+    """Negative: expected.npz shifted, so every stage fails the same way, torch eager itself
+    included: no stage of the compiler is named."""
+    dest = _folder(tmp_path, "inductor", """graph main(%x0: f32[3,4]) {
+  %v1 = tanh(%x0) : f32[3,4]
+  return %v1
+}""", MISMATCH, expected_delta=1.0)
+    loc = localize_folder(dest, budget_s=300)
+    assert loc.culprit is None, _ablation(loc)
+    assert loc.why == ("it fails the same way without torch.compile (the program run eagerly): "
+                       "no stage of the compiler is at fault; the reference (expected.npz) is "
+                       "not what torch eager computes here"), _ablation(loc)
+    assert [s.values for s in loc.steps] == [{}, {"COMPILER": "none"}]
+
+
+def test_a_write_aot_autograd_loses_is_localized_at_the_aot_eager_stage(tmp_path):
+    """F42 (docs/findings): sigmoid_ on a 0-d float64 input, the input returned; eager and
+    backend='eager' are right, 'aot_eager' loses the write."""
+    dest = _folder(tmp_path, "inductor", """graph main(%x0: f64[], %x1: f32[3]) {
+  %v0 = sigmoid_(%x0) : f64[]
+  %v1 = tanh(%x1) : f32[3]
+  return %x0, %v1
+}""", MISMATCH)
+    loc = localize_folder(dest, budget_s=400)
+    assert loc.culprit == "aot_eager: AOT autograd (functionalization, the joint graph)", \
+        _ablation(loc)
+    assert [(s.values, s.outcome) for s in loc.steps[1:]] == [
+        ({"COMPILER": "none"}, "passes"), ({"COMPILER": "eager"}, "passes"),
+        ({"COMPILER": "aot_eager"}, "fails the same way")]
+
+
+# F46 (docs/findings): aten_bitwise_or_scalar with a SymInt, a loop's counter or-ed into its
+# int64 carry (lead L3's graph, reduced by hand)
+BITWISE_OR_COUNTER = """graph main(%x0: i64[], %x1: i64[2]) {
+  %v2 = loop(%x0, %x1) : i64[2] {
+    graph body(%i3: i64[], %b4: i64[2]) {
+      %v5 = bitwise_or(%b4, %i3) : i64[2]
+      return %v5
+    }
+  }
+  return %v2
+}"""
+
+
+@pytest.mark.slow
+def test_the_exporter_fails_in_its_onnx_translation(tmp_path):
+    """F46: torch.export and the decompositions run right; the ONNX translation fails."""
+    row = {"verdict": "crash", "stage": "import", "error_class": "GraphConstructionError"}
+    dest = _folder(tmp_path, "onnx_export", BITWISE_OR_COUNTER, row)
+    loc = localize_folder(dest, budget_s=400)
+    assert loc.culprit == "torch.onnx: ONNX translation", _ablation(loc)
+    assert [(s.values, s.outcome) for s in loc.steps[1:]] == [
+        ({"UNTIL": "export"}, "passes"), ({"UNTIL": "decompositions"}, "passes"),
+        ({"UNTIL": "translation"}, "fails the same way")]
+
+
+# F22 (docs/bugs/inductor_cond_conv_layout.py): a conv2d's result as a torch.cond operand
+COND_CONV = """graph main(%x0: f32[1,3,1,1], %x1: b8[], %w2: param f32[8,3,2,1]) {
+  %v3 = conv2d[stride=[1,1], padding=[1,1], dilation=[1,1], groups=1](%x0, %w2) : f32[1,8,2,3]
+  %v4 = if(%x1, %v3) : f32[1,8,1,1] {
+    graph then(%b5: f32[1,8,2,3]) {
+      %v6 = maxpool2d[kernel=[2,2], stride=[2,2], padding=[0,0]](%b5) : f32[1,8,1,1]
+      return %v6
+    }
+    graph else(%b7: f32[1,8,2,3]) {
+      %v8 = maxpool2d[kernel=[1,3], stride=[2,1], padding=[0,0]](%b7) : f32[1,8,1,1]
+      return %v8
+    }
+  }
+  return %v4
+}"""
+
+
+@pytest.mark.slow
+def test_the_compiler_bisector_names_layout_optimization_for_a_conv_into_cond(tmp_path):
+    """F22: only Inductor fails (a stride assertion); CompilerBisector's config change
+    layout_optimization=False makes it pass."""
+    row = {"verdict": "crash", "stage": "compile", "error_class": "AssertionError"}
+    dest = _folder(tmp_path, "inductor?dialect=hop", COND_CONV, row)
+    loc = localize_folder(dest, budget_s=900)
+    assert loc.culprit == "inductor: layout_optimization", _ablation(loc)
+
+
+# F28 (docs/bugs/inductor_cpp_wrapper_reverse_scan.py): a reverse scan returning its carry
+REVERSE_SCAN = """graph main(%x0: i64[], %x1: i64[1]) {
+  %v2, %v3 = scan[num_carries=1, reverse=true](%x0, %x1) : i64[], i64[1] {
+    graph body(%b4: i64[], %b5: i64[]) {
+      return %b4, %b4
+    }
+  }
+  return %v3
+}"""
+
+
+@pytest.mark.slow
+def test_a_cpp_wrapper_bug_is_localized_to_the_cpp_wrapper_option(tmp_path):
+    """F28: the C++ wrapper alone is needed, no subsystem of the bisector is at fault."""
+    row = {"verdict": "crash", "stage": "compile", "error_class": "InductorError"}
+    dest = _folder(tmp_path, "inductor?dialect=hop&cpp_wrapper=true", REVERSE_SCAN, row)
+    loc = localize_folder(dest, budget_s=1200)
+    assert loc.culprit == "inductor: cpp_wrapper", _ablation(loc)
+    assert loc.steps[-1].values == {"CPP_WRAPPER": False}
