@@ -218,3 +218,33 @@ def test_the_notes_triggers_hold_back_and_the_database_stays_on_top(tmp_path):
 
     db.update(fixed)
     assert {t.backend for t in note_triggers(notes, tmp_path / "db")} == {PATTERN}
+
+
+def test_a_notes_bucket_joins_the_notes_bug_in_the_database(tmp_path):
+    from campaign.triage.bugdb.findings_import import import_findings
+    from campaign.triage.bugdb.sightings import record
+    from campaign.triage.bugdb.store import BugDb
+
+    def row(bucket: str, finding: str | None) -> dict:
+        return {"bucket": bucket, "backend": "tvm", "target": "cpu", "verdict": "crash",
+                "stage": "import", "error_sig": f"E: {bucket}", "pattern": None,
+                "backend_config": "", "kind": "bug", "count": 2, "first_seen": None,
+                "artifact_path": None, "repro": None, "reduced_insts": None,
+                "finding": finding}
+
+    notes = _notes_with_triggers(tmp_path)
+    db = BugDb.open(tmp_path / "db")
+    rows = [row("tvm-crash-a", "F98-two_bugs"), row("tvm-crash-b", "F97-other"),
+            row("tvm-crash-c", None)]
+    done = record(db, tmp_path / "run", rows, versions=lambda b: [])
+    bugs = db.read()
+    assert bugs["F97-other"].status == "known" and bugs["F97-other"].bucket_ids == ["tvm-crash-b"]
+    assert bugs["F98-two_bugs"].status == "known"
+    assert bugs["tvm-crash-c"].status == "new"
+    assert set(done.known) == {"F97-other", "F98-two_bugs"} and set(done.new) == {"tvm-crash-c"}
+    # a note imported first: the bucket joins it, its status stays the note's
+    db2 = BugDb.open(tmp_path / "db2")
+    import_findings(db2, notes)
+    record(db2, tmp_path / "run", rows[:1], versions=lambda b: [])
+    assert db2.read()["F98-two_bugs"].bucket_ids == ["tvm-crash-a"]
+    assert db2.read()["F98-two_bugs"].status == "known"
