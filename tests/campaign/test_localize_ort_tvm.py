@@ -115,6 +115,28 @@ def test_ort_failing_with_optimizations_disabled_blames_no_transformer(tmp_path)
     assert not any("DISABLED_OPTIMIZERS" in s.values for s in loc.steps), show(loc)
 
 
+def test_ort_names_the_kernel_when_the_error_names_its_node(monkeypatch):
+    from campaign.triage.pipeline.repro_scripts import ort as part
+
+    monkeypatch.setitem(part.EXPECT, "error_sig", "RuntimeException: [ONNXRuntimeError] : 6 : "
+                        "RUNTIME_EXCEPTION : Non-zero status code returned while running "
+                        "ScatterND node. Name:'n3' Status Message: ...")
+    assert part.kernel_op() == "ScatterND"
+    monkeypatch.setitem(part.EXPECT, "error_sig", None)
+    assert part.kernel_op() is None
+
+
+#: F21 (docs/findings/graphs/F21-if_batchnorm_relu.gir): TVM's ONNX importer keeps the tuple
+#: of a BatchNormalization inside an If branch, and the relu after the If fails while importing
+F21 = (Path(__file__).parents[2] / "docs/findings/graphs/F21-if_batchnorm_relu.gir").read_text()
+
+
+def test_tvm_failing_while_importing_is_the_frontends(tmp_path):
+    loc = localize_folder(bug_folder(tmp_path, "tvm", F21), budget_s=300)
+    assert loc.culprit == "tvm: ONNX frontend (from_onnx)", show(loc)
+    assert "importing" in loc.why and len(loc.steps) == 1, show(loc)
+
+
 F30_VALUES = {"p0": np.array(False), "x1": np.array([-0.3], np.float32)}
 
 
