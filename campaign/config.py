@@ -265,14 +265,10 @@ def to_config(cfg: Config | DictConfig) -> Config:
 def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
     """The `mutation` group's checks (docs/mutation.md)."""
     from mutators import MUTATORS
-    from mutators.source import seeds_dir
+    from mutators.model_seeds import entry_problem
 
     unknown = sorted(set(m.weights) - set(MUTATORS))
-    try:
-        seeds_dir(m.seeds)
-        seeds_problem = ""
-    except ValueError as e:
-        seeds_problem = str(e)
+    seeds_problem = entry_problem(m.seeds)
     return [
         (0.0 <= m.rate <= 1.0, f"mutation.rate: must be in [0, 1], got {m.rate}"),
         (m.max_steps >= 1, f"mutation.max_steps: must be >= 1, got {m.max_steps}"),
@@ -282,6 +278,12 @@ def mutation_checks(m: MutationConfig) -> list[tuple[bool, str]]:
                       f"{', '.join(sorted(MUTATORS))})" if unknown else ""),
         (all(w >= 0 for w in m.weights.values()), "mutation.weights: weights must be >= 0"),
         (not seeds_problem, seeds_problem),
+        (m.model_weights in ("real", "fresh"),
+         f"mutation.model_weights: must be real or fresh, got {m.model_weights!r}"),
+        (m.windows >= 1, f"mutation.windows: must be >= 1, got {m.windows}"),
+        (1 <= m.window_min <= m.window_max,
+         f"mutation.window_min, window_max: need 1 <= window_min <= window_max, got "
+         f"{m.window_min}, {m.window_max}"),
     ]
 
 
@@ -326,15 +328,13 @@ def seed_problem(m: MutationConfig) -> str:
     is on (`mutation.rate` > 0)."""
     import logging
 
-    from mutators.source import check_seeds, seeds_dir
+    from mutators.model_seeds import entry_problem, load_all, options_of
+    from mutators.source import SeedError
 
-    try:
-        d = seeds_dir(m.seeds)
-    except ValueError:
+    if entry_problem(m.seeds) or m.rate <= 0:
         return ""  # mutation_checks says so
-    if d is None or m.rate <= 0:
-        return ""
-    bad = check_seeds(d)
+    bad: list[tuple[Any, SeedError]] = []
+    load_all(m.seeds, options_of(m), skip_bad=True, bad=bad)
     if bad and not m.skip_bad_seeds:
         return (f"mutation.seeds: {bad[0][1]}"
                 + (f" (and {len(bad) - 1} more bad files)" if len(bad) > 1 else "")

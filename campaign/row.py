@@ -62,6 +62,7 @@ class ResultRow:
     lineage: str
     mutators: list[str] = field(default_factory=list)
     seed_id: str = ""
+    seed_model: str = ""
     parent_id: str | None = None
     step_mutators: list[str] = field(default_factory=list)
     mutation_discarded: int = 0
@@ -152,7 +153,8 @@ class ResultRow:
         return cls(
             test_id=tc.test_id, seed=tc.seed, lineage=json.dumps(tc.lineage),
             mutators=[s["mutator"] for s in steps if "mutator" in s],
-            seed_id=str(head.get("seed_id", "")), parent_id=head.get("parent"),
+            seed_id=str(head.get("seed_id", "")), seed_model=str(head.get("model", "")),
+            parent_id=head.get("parent"),
             step_mutators=[s["mutator"] for s in steps
                            if "mutator" in s and s.get("test") == tc.test_id],
             mutation_discarded=int(head.get("discarded", 0)), novel=novel,

@@ -15,6 +15,7 @@ RESULT_SCHEMA = pa.schema(
         pa.field("lineage", pa.string(), nullable=False),
         pa.field("mutators", pa.list_(pa.string()), nullable=False),
         pa.field("seed_id", pa.string(), nullable=False),
+        pa.field("seed_model", pa.string(), nullable=False),
         pa.field("parent_id", pa.string(), nullable=True),
         pa.field("step_mutators", pa.list_(pa.string()), nullable=False),
         pa.field("mutation_discarded", pa.int32(), nullable=False),

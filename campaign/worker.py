@@ -414,7 +414,8 @@ class FuzzWorker:
             # inputs for which every value is valid (NNSmith-style gradient search), dropping
             # the instructions no input can make valid; if nothing valid remains, the plain
             # search's last try is kept and the reference marks the test invalid
-            valid = make_valid(g, seed)
+            # a window of a model starts from the model's weights (mutation.model_weights)
+            valid = make_valid(g, seed, params=self.mutation.start_values(g, lineage) or None)
             if valid is None:
                 return TestCase(test_id, seed, g, search_inputs(g, seed).values, lineage)
             if valid.dropped:

@@ -40,8 +40,13 @@ class MutationConfig:
     `rate`: share of tests made by mutating an entry of the seed pool (the rest are generated
     from scratch; 0: generation only); `max_steps`: each such test applies 1..max_steps
     mutators; `retries`: attempts per step; `weights`: mutator name -> relative weight (0 or
-    absent: off); `seeds`: a directory of `.gir` files for the pool (relative paths: to the
-    working directory, else to the dynsmith checkout; null or "": none); `generated_seeds`:
+    absent: off); `seeds`: an entry or a list of entries for the pool (`mutators.model_seeds`):
+    a directory of `.gir` files or one `.gir` file (relative paths: to the working directory,
+    else to the dynsmith checkout), an `.onnx` file, `torchvision:resnet18`-style model names
+    (`timm:`, `transformers:`), or a factory `pkg.mod:fn`, models being cut into windows
+    (`windows` per model, of `window_min`..`window_max` instructions); null or "": none;
+    `model_weights`: `real` (a window's params start from the model's values: its `.npz`, or
+    the imported weights) or `fresh` (drawn, as for any seed); `generated_seeds`:
     graphs generated into the pool at start; `pool_size`: most entries kept (seeds are never
     evicted); `max_insts`: mutants with more instructions (nested counted) are discarded;
     `max_depth`: deepest body nesting a mutant may reach; `skip_bad_seeds`: a seed file that
@@ -52,12 +57,17 @@ class MutationConfig:
     max_steps: int = 3
     retries: int = 4
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    seeds: str | None = "seeds"
+    #: a string or a list of strings (Any: the schema takes both)
+    seeds: Any = "seeds"
     generated_seeds: int = 8
     pool_size: int = 256
     max_insts: int = 80
     max_depth: int = 3
     skip_bad_seeds: bool = False
+    windows: int = 8
+    window_min: int = 5
+    window_max: int = 30
+    model_weights: str = "real"
 
 
 @dataclass

@@ -93,6 +93,8 @@ class Entry:
     #: its evaluation reached compiler code no earlier test had (`coverage_feedback`)
     new_coverage: bool = False
     parent: str | None = None
+    #: the model its root seed is a window of ("" for other seeds; docs/mutation.md)
+    model: str = ""
 
 
 @dataclass
@@ -124,8 +126,9 @@ class SeedPool:
         return len(self.entries)
 
     # ---- filling -------------------------------------------------------------------------------
-    def add_seed(self, seed_id: str, graph: Graph) -> Entry:
-        e = Entry(seed_id, graph, [{"seed_id": seed_id}], seed_id, op_class(graph), seed=True)
+    def add_seed(self, seed_id: str, graph: Graph, model: str = "") -> Entry:
+        head: dict[str, Any] = {"seed_id": seed_id, **({"model": model} if model else {})}
+        e = Entry(seed_id, graph, [head], seed_id, op_class(graph), seed=True, model=model)
         self.entries[seed_id] = e
         self.seen_features |= features(graph)
         self.freq[e.klass] += 1
@@ -194,8 +197,9 @@ class SeedPool:
     def _keep(self, test_id: str, graph: Graph, lineage, parent: str | None,
               new_signature: bool, new_coverage: bool = False) -> Entry:
         seed_id = lineage[0].get("seed_id", test_id) if lineage else test_id
+        model = str(lineage[0].get("model", "")) if lineage else ""
         e = Entry(test_id, graph, lineage, seed_id, op_class(graph), parent=parent,
-                  new_signature=new_signature, new_coverage=new_coverage)
+                  new_signature=new_signature, new_coverage=new_coverage, model=model)
         self.entries[test_id] = e
         if parent is not None and parent in self.entries:
             self.entries[parent].finds += 1

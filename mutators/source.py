@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ir.core.graph import Graph
 from ir.core.paths import scopes
 from ir.core.text import ParseError, parse
@@ -154,6 +156,8 @@ class MutationSource:
         self.engine = MutationEngine(cfg, gen, donors=self.pool.donor)
         self.active = bool(self.engine.mutators) and cfg.rate > 0
         self._seeded = False
+        #: root seed id -> the values its params came with (`mutation.model_weights: real`)
+        self.weights: dict[str, dict[str, np.ndarray]] = {}
 
     def seed_pool(self) -> None:
         """Fill the pool with the seeds (on first use: a config error surfaces as the first
@@ -162,13 +166,16 @@ class MutationSource:
             return
         self._seeded = True
         cfg, gen = self.cfg, self.gen
-        d = seeds_dir(cfg.seeds)
-        if d is not None:
-            for sid, g in load_seeds(d, skip_bad=cfg.skip_bad_seeds):
-                if usable(g, gen):
-                    self.pool.add_seed(sid, g)
-                else:
-                    log.info("seed %s left out: ops, dtypes or signatures the config excludes", sid)
+        from mutators.model_seeds import load_all, options_of
+
+        for s in load_all(cfg.seeds, options_of(cfg), skip_bad=cfg.skip_bad_seeds):
+            if usable(s.graph, gen):
+                self.pool.add_seed(s.seed_id, s.graph, s.model)
+                if s.weights and cfg.model_weights == "real":
+                    self.weights[s.seed_id] = s.weights
+            else:
+                log.info("seed %s left out: ops, dtypes or signatures the config excludes",
+                         s.seed_id)
         for i in range(cfg.generated_seeds):
             try:
                 self.pool.add_seed(f"genseed/{i}", generate(i, gen))
@@ -193,6 +200,8 @@ class MutationSource:
                 if out.steps:
                     head = {"seed": seed, "seed_id": parent.seed_id, "parent": parent.id,
                             "discarded": out.discarded}
+                    if parent.model:
+                        head["model"] = parent.model
                     steps = [{**s, "test": test_id} for s in out.steps]
                     return out.graph, [head, *parent.lineage[1:], *steps]
             else:  # an empty pool (no seeds configured): mutate a generated graph
@@ -204,6 +213,21 @@ class MutationSource:
         if discarded:
             gen_head["discarded"] = discarded
         return generate(seed, gen), [gen_head]
+
+    def start_values(self, g: Graph, lineage: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+        """The values `g`'s params start from: its root seed's (a window of a model with
+        `mutation.model_weights: real`), for each param a mutant kept with its name and type;
+        empty when there are none (every value is drawn)."""
+        real = self.weights.get(lineage[0].get("seed_id", "")) if lineage else None
+        if not real:
+            return {}
+        out = {}
+        for p in g.params:
+            a = real.get(p.name)
+            if a is not None and tuple(a.shape) == tuple(p.type.shape) \
+                    and a.dtype == p.type.dtype.numpy:
+                out[p.name] = a
+        return out
 
     # ---- feedback --------------------------------------------------------------------------
     def novel(self, graph: Graph) -> bool | None:

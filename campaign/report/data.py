@@ -96,7 +96,7 @@ _WANTED = {
     "ops": "VARCHAR[]", "backend": "VARCHAR", "target": "VARCHAR", "verdict": "VARCHAR",
     "stage": "VARCHAR", "error_class": "VARCHAR", "error_sig": "VARCHAR",
     "finding_dir": "VARCHAR", "ts": "TIMESTAMPTZ", "step_mutators": "VARCHAR[]",
-    "cov_new": "INTEGER",
+    "cov_new": "INTEGER", "seed_model": "VARCHAR",
     **{c: "VARCHAR[]" if c in LIST_FEATURE_COLUMNS else
        "VARCHAR" if c in STRING_FEATURE_COLUMNS else "INTEGER"
        for _, cols in FEATURES for c in cols},
@@ -178,6 +178,8 @@ class CoverageData:
     #: name, backend, measured (tests with a `cov_new`), with_new (of them > 0), lines (sum)
     by_mutator: list[dict] = field(default_factory=list)
     by_feature: list[dict] = field(default_factory=list)
+    #: the same per model the test's root seed is a window of (`seed_model`; docs/mutation.md)
+    by_model: list[dict] = field(default_factory=list)
     #: backends with a measured test or a growth curve, in label order
     backends: list[str] = field(default_factory=list)
     #: runs (idx) that have coverage/growth.parquet
@@ -213,6 +215,9 @@ class ReportData:
     n_finding_bugs: int | None = None
     #: compiler coverage (docs/coverage.md); all empty when no run measured it
     coverage: CoverageData = field(default_factory=CoverageData)
+    #: name, tests, hits, invalid, buckets per model the tests' seeds came from (`seed_model`;
+    #: empty when no test came from a model's window)
+    model_yield: list[dict] = field(default_factory=list)
     query_s: float = 0.0
 
 
@@ -280,7 +285,7 @@ def load(dirs: Sequence[Path], *, max_buckets: int = 500, op_registry: bool = Tr
         CREATE TABLE t AS
         SELECT run, test_id, any_value(campaign) AS campaign, min(el) AS el,
           any_value(mutators) AS mutators, any_value(step_mutators) AS step_mutators,
-          any_value(ops) AS ops,
+          any_value(ops) AS ops, any_value(seed_model) AS seed_model,
           {", ".join(f"max({c}) AS {c}" for c in feat_cols)},
           bool_or(is_finding) AS hit, bool_or(verdict = 'invalid') AS inv
         FROM r GROUP BY run, test_id""")
@@ -312,6 +317,7 @@ def load(dirs: Sequence[Path], *, max_buckets: int = 500, op_registry: bool = Tr
         )[0]["n"]
     data.buckets, data.n_buckets_total = _derived_buckets(db, runs, bug_runs, max_buckets)
     data.coverage = _coverage(db, runs, present)
+    data.model_yield = _yield(db, _MODEL_GROUPS)
     data.query_s = time.perf_counter() - t0
     return data
 
@@ -539,6 +545,11 @@ def _mutator_groups(column: str) -> str:
         FROM t"""
 
 
+#: SQL selecting (run, test_id, name) of each test whose root seed is a model's window, name
+#: the model (`seed_model`): what findings and coverage are credited to
+_MODEL_GROUPS = "SELECT run, test_id, seed_model AS name FROM t WHERE coalesce(seed_model, '') <> ''"
+
+
 def _feature_yield(db: _Db, present: dict[str, str]) -> list[dict]:
     source, order = _feature_groups(present)
     rows = {r["name"]: r for r in _yield(db, source)}
@@ -580,6 +591,8 @@ def _coverage(db: _Db, runs: list[Run], present: dict[str, str]) -> CoverageData
         source, order = _feature_groups(present)
         cov.by_feature = sorted(_coverage_by(db, source),
                                 key=lambda r: (order.index(r["name"]), r["backend"]))
+        cov.by_model = sorted(_coverage_by(db, _MODEL_GROUPS),
+                              key=lambda r: (r["name"], r["backend"]))
     cov.backends = sorted({p["backend"] for p in cov.curves} | {r["backend"] for r in cov.totals}
                           | {r["backend"] for r in cov.by_mutator})
     return cov

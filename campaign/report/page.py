@@ -308,6 +308,12 @@ def _coverage_body(data: ReportData) -> str:
             "feature the test contains (as in the yield per dynamic feature; a test with "
             "several counts for each).</p>"
             + _coverage_table(cov.by_feature, cov.backends, "feature", "cov-features"))
+    if cov.by_model:
+        parts.append(
+            "<h3>New compiler lines per seed model</h3><p class=\"note\">The same per model "
+            "the test's root seed is a window of (seed_model; mutation.seeds naming models or "
+            "their windows, docs/mutation.md).</p>"
+            + _coverage_table(cov.by_model, cov.backends, "model", "cov-models"))
     return "".join(parts)
 
 
@@ -373,6 +379,11 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
         "Tests whose lineage applied each mutator (a test with several counts for each); "
         "a finding is a mismatch/crash/signal/timeout row on any backend.",
         figures.yield_bars(data.mutator_yield))
+    if data.model_yield:
+        add("fig-models", "Yield per seed model",
+            "Tests whose root seed is a window of each model (seed_model: its lineage's "
+            "root, through every mutant of a mutant); a finding is a mismatch/crash/signal/"
+            "timeout row on any backend.", figures.yield_bars(data.model_yield))
     absent = data.absent_features
     feat_note = ("Columns " + ", ".join(c for lbl, cols in FEATURES if lbl in absent for c in cols)
                  + " are in none of these results: " + ", ".join(absent) + " not shown."

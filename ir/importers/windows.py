@@ -65,18 +65,21 @@ def subgraph(graph: Graph, insts: Iterable[int], name: str | None = None) -> Gra
 
 
 #: the comment line a window's `.gir` file starts with (`read_lineage` reads it back)
-_LINEAGE = re.compile(r"^#\s*model:\s*(?P<model>\S+)\s+insts\s+(?P<first>\d+)-(?P<last>\d+)\s*$")
+_LINEAGE = re.compile(r"^#\s*model:\s*(?P<model>\S+)(\s+part\s+\d+)?\s+insts\s+(?P<first>\d+)-"
+                      r"(?P<last>\d+)\s*$")
 
 
 @dataclass(frozen=True)
 class Window:
     """A window of a model: its graph (top-level instructions `insts` of the model, in order),
     the model's name and the window's place (`first`..`last`, the model's instruction
-    indices)."""
+    indices; of part `part` of the model when the importer gave the model in parts, the
+    connected sub-graphs of what it mapped: `ImportResult.windows`)."""
 
     graph: Graph
     model: str
     insts: tuple[int, ...]
+    part: int | None = None
 
     @property
     def first(self) -> int:
@@ -88,8 +91,9 @@ class Window:
 
     @property
     def lineage(self) -> str:
-        """`<model> insts <first>-<last>`: where the window comes from."""
-        return f"{self.model} insts {self.first}-{self.last}"
+        """`<model> [part <p>] insts <first>-<last>`: where the window comes from."""
+        part = f" part {self.part}" if self.part is not None else ""
+        return f"{self.model}{part} insts {self.first}-{self.last}"
 
     def text(self) -> str:
         """The window's `.gir` text: a leading `# model: <lineage>` comment, then the graph."""
@@ -152,15 +156,17 @@ def is_valid_material(g: Graph, seed: int = 0) -> bool:
 
 def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max: int = 30,
                 seed: int = 0, max_overlap: float = 0.5, check_valid: bool = True,
-                tries: int | None = None) -> list[Window]:
+                tries: int | None = None, max_elems: int | None = None,
+                part: int | None = None) -> list[Window]:
     """Up to `count` windows of `graph`: connected sets of top-level instructions (connected
     through the values they compute, `_neighbours`) of k in [`k_min`, `k_max`] instructions,
     nested ones counted (`Graph.num_insts`; a control-flow instruction comes whole, bodies
     are never cut, and one bigger than `k_max` is in no window). Deterministic given the
     arguments: each try draws a start and a target size from `seed` and grows the set by
     random neighbours. A window shares at most `max_overlap` of its instructions with an
-    earlier one, verifies (`ir.core.verify`), has an input, and with `check_valid` has valid
-    inputs (`is_valid_material`). Fewer than `count` when the tries (default 20 per window)
+    earlier one, verifies (`ir.core.verify`), has an input, has no value of more than
+    `max_elems` elements (when given), and with `check_valid` has valid inputs
+    (`is_valid_material`). `part`: the windows' `Window.part`. Fewer than `count` when the tries (default 20 per window)
     run out; sorted by place in the model."""
     if not 1 <= k_min <= k_max:
         raise ValueError(f"cut_windows: need 1 <= k_min <= k_max, got {k_min}, {k_max}")
@@ -198,7 +204,8 @@ def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max:
         if any(len(chosen & set(w.insts)) > max_overlap * len(chosen) for w in out):
             continue
         g = subgraph(graph, key, name="main")
-        if not g.inputs:
+        if not g.inputs or (max_elems is not None and any(
+                _elems(v.type.shape) > max_elems for v in g.all_values())):
             continue
         try:
             verify(g)
@@ -206,8 +213,15 @@ def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max:
             continue
         if check_valid and not is_valid_material(g, seed):
             continue
-        out.append(Window(g, model, key))
+        out.append(Window(g, model, key, part))
     return sorted(out, key=lambda w: w.insts)
+
+
+def _elems(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def inst_walk(inst: Inst) -> Iterable[Inst]:

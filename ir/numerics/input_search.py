@@ -9,7 +9,7 @@ is deterministic given the seed.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -143,6 +143,20 @@ def search_inputs(g: Graph, seed: int, ranges: ValueRanges = ValueRanges(),
 # repair: drop what no input can make valid
 
 
+def _start(g: Graph, seed: int, ranges: ValueRanges,
+           params: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+    """The random draw of `search_inputs`, with the given params' values where a param of
+    that name has that shape and dtype; None when none has."""
+    values = random_values(g, np.random.default_rng(seed), ranges)
+    hits = 0
+    for p in g.params:
+        a = params.get(p.name)
+        if a is not None and a.shape == values[p.name].shape and a.dtype == values[p.name].dtype:
+            values[p.name] = np.array(a, copy=True)
+            hits += 1
+    return values if hits else None
+
+
 @dataclass
 class ValidTest:
     graph: Graph
@@ -230,7 +244,8 @@ def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
 
 
 def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = ValueRanges(),
-               cfg: SearchConfig = SearchConfig()) -> ValidTest | None:
+               cfg: SearchConfig = SearchConfig(),
+               params: Mapping[str, np.ndarray] | None = None) -> ValidTest | None:
     """Search inputs for `g`; while the search fails at an instruction, drop it (see
     `drop_instruction`; a failure inside a body drops the top-level instruction holding it) and
     search again. None when nothing valid remains.
@@ -242,17 +257,21 @@ def make_valid(g: Graph, seed: int, max_drops: int = 8, ranges: ValueRanges = Va
     is dropped (`drop_nested`: only it, the `if` or `loop` stays), as no input made it valid
     together with the rest, and the search starts over; when the instruction cannot be
     dropped alone, what runs suffices. Such a drop never costs validity: if the graph after it
-    needs a top-level drop (or the drops run out), the valid test before it is returned."""
+    needs a top-level drop (or the drops run out), the valid test before it is returned.
+
+    `params`: values the search starts from for params of those names and types (a model's
+    weights, `mutation.model_weights: real`); the rest is drawn as always."""
     dropped: list[str] = []
     #: the valid test before the last drop in a body not run: what a failure after it returns
     before: ValidTest | None = None
     for _ in range(max_drops + 1):
         explore = any(is_control(inst.op) and inst.op.may_skip_bodies for inst, _ in g.walk())
+        start = _start(g, seed, ranges, params) if params else None
         if explore:
-            explored = search_inputs(g, seed, ranges, cfg, explore=True)
+            explored = search_inputs(g, seed, ranges, cfg, start=start, explore=True)
             if explored.ok:
                 return ValidTest(g, explored, dropped)
-        result = search_inputs(g, seed, ranges, cfg)
+        result = search_inputs(g, seed, ranges, cfg, start=start)
         if not result.ok and before is not None:
             return before  # a drop for explore mode never costs what runs
         if not result.ok:
