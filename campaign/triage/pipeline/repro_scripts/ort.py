@@ -74,10 +74,10 @@ LEVEL_ENUMS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
 #: lacks is ignored by ORT, so at worst a rule stays unnamed
 REWRITE_RULES = ("EliminateIdentity", "EliminateSlice", "UnsqueezeElimination",
                  "EliminateDropout", "ExpandElimination", "CastElimination",
-                 "PreShapeNodeElimination", "NoopElimination", "DivMulFusion", "FuseReluClip",
-                 "GemmSumFusion", "GemmTransposeFusion", "NotWhereFusion", "ConvAddFusion",
-                 "ConvMulFusion", "ConvBNFusion", "ClipQuantRewrite", "ReluQuantFusion",
-                 "LabelEncoderFusion", "ConvActivationFusion")
+                 "CastChainElimination", "PreShapeNodeElimination", "NoopElimination",
+                 "DivMulFusion", "FuseReluClip", "GemmSumFusion", "GemmTransposeFusion",
+                 "NotWhereFusion", "ConvAddFusion", "ConvMulFusion", "ConvBNFusion", "PadFusion",
+                 "MatmulBNFusion", "LabelEncoderFusion", "ClipQuantFusion", "ReluQuantFusion")
 #: a session made with ORT's verbose log, in a fresh process (the session may crash): the log
 #: has `GraphTransformer <name> modified: 1` for each transformer that changed the graph
 _LOG_SESSION = (
