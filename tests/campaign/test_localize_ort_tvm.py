@@ -131,6 +131,7 @@ def test_ort_names_the_kernel_when_the_error_names_its_node(monkeypatch):
 F21 = (Path(__file__).parents[2] / "docs/findings/graphs/F21-if_batchnorm_relu.gir").read_text()
 
 
+@pytest.mark.slow
 def test_tvm_failing_while_importing_is_the_frontends(tmp_path):
     loc = localize_folder(bug_folder(tmp_path, "tvm", F21), budget_s=300)
     assert loc.culprit == "tvm: ONNX frontend (from_onnx)", show(loc)
@@ -155,3 +156,60 @@ def test_tvm_no_single_pass_at_fault_is_not_localized(tmp_path):
     loc = localize_folder(bug_folder(tmp_path, "tvm", SMALL, expected_delta=1.0), budget_s=600)
     assert loc.culprit is None, show(loc)
     assert "still fails the same way" in loc.why, show(loc)
+
+
+class FakeProbe:
+    """A probe whose build runs `PASSES_RUN` and fails the same way unless `culprit` is
+    switched off; switching off a lowering pass fails otherwise (as TVM's build does)."""
+
+    PASSES_RUN = ["0 _pipeline", "1 sequential", "2 LegalizeOps", "2 FuseOps",
+                  "3 DeadCodeElimination", "2 StaticPlanBlockMemory", "2 KillAfterLastUse",
+                  "2 VMShapeLower", "0 tirx.BindTarget", "2 tirx.VectorizeLoop",
+                  "2 tirx.MakePackedAPI"]
+
+    def __init__(self, culprit: str | None):
+        self.culprit = culprit
+        self.deadline, self.run_limit_s = float("inf"), None
+        self.runs: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, what: str, **values: Any) -> str:
+        return self.run(what, values)
+
+    def run(self, what: str, values: dict[str, Any], env: dict[str, str] | None = None) -> str:
+        from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME
+        from campaign.triage.pipeline.repro_scripts.relax import PASS_LOG_ENV
+
+        self.runs.append((what, values))
+        if env and PASS_LOG_ENV in env:
+            Path(env[PASS_LOG_ENV]).write_text("\n".join(self.PASSES_RUN) + "\n")
+        off = values.get("DISABLED_PASS", [])
+        if {"LegalizeOps", "VMShapeLower", "tirx.MakePackedAPI"} & set(off):
+            return "fails otherwise: a lowering pass is off"
+        return PASSES if self.culprit in off else SAME
+
+
+@pytest.mark.parametrize("culprit, named", [
+    ("StaticPlanBlockMemory", "tvm: relax.transform.StaticPlanBlockMemory"),
+    ("tirx.VectorizeLoop", "tvm: tirx.VectorizeLoop"),
+    (None, None)])
+def test_tvm_plan_bisects_the_optional_passes_the_build_ran(monkeypatch, culprit, named):
+    """The plan's steps on a stand-in probe: the stage, the lowest opt_level, the recorded
+    passes less the lowering ones (and those nested in others), then the TIR ones."""
+    from campaign.triage.pipeline.repro_scripts import relax
+
+    monkeypatch.setitem(relax.EXPECT, "stage", "run")
+    probe: Any = FakeProbe(culprit)
+    found, why = relax.ablate_relax(probe, "ONNX frontend (from_onnx)")
+    assert found == named, (why, probe.runs)
+    assert [v for _, v in probe.runs[:2]] == [{"OPT_LEVEL": 0}] * 2  # opt_level 0, the pass log
+    switched = [set(v.get("DISABLED_PASS", ())) for _, v in probe.runs]
+    assert {"StaticPlanBlockMemory", "FuseOps", "KillAfterLastUse"} in switched
+    assert not any({"LegalizeOps", "DeadCodeElimination", "VMShapeLower"} & s for s in switched)
+    if culprit is None:
+        assert "with all 3 switched off it still fails the same way" in why
+        assert "with all 1 switched off it still fails the same way" in why  # tirx.VectorizeLoop
+    monkeypatch.setitem(relax.EXPECT, "stage", "import")
+    probe = FakeProbe(None)
+    assert relax.ablate_relax(probe, "ONNX frontend (from_onnx)")[0] == \
+        "tvm: ONNX frontend (from_onnx)" and not probe.runs
+    assert relax.ablate_relax(probe, "x", lambda: "torch.export.export fails: E")[0] is None
