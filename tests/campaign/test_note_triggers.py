@@ -191,6 +191,9 @@ def test_a_campaign_on_a_fresh_clone_knows_the_notes_bugs(tmp_path):
     assert {r["backend"] for r in rows} == {WRONG, PATTERN}
     assert all(r["finding"] == "F98-two_bugs" and r["new"] is False for r in rows)
     assert "known F98:" in rep.text()
+    reports = [f.read_text() for f in (out / "bugs").glob("*/report.md")]
+    assert reports and all(r.startswith("> **Known bug**: docs/findings/F98-two_bugs.md")
+                           for r in reports)
     # without the notes, the same output is new and reduced
     off = triage(out, TriageConfig(max_tests=150, budget="5m", check_repro=False, db="off",
                                    findings=""), log=lambda s: None)

@@ -69,6 +69,11 @@ def write_reports(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Path]:
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
             text = report_text(out_dir, bug, rep, members)
+            known = sorted({r["finding"] for r in members if r.get("finding")})
+            if known:  # a bug written up in docs/findings: say so before anything else
+                text = (f"> **Known bug**: {', '.join(f'docs/findings/{k}.md' for k in known)} "
+                        f"(the note's triggers match this run's buckets; its tracker status and "
+                        f"upstream report are there).\n\n") + text
             tmp = dest.with_name(f".{REPORT}.tmp")
             tmp.write_text(text)
             tmp.replace(dest)

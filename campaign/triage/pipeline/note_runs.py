@@ -89,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     """The command (module doc); 0 done (or all match), 1 a check failed, 2 an error."""
+    from campaign.backends.configs import with_config
     from campaign.triage.pages.notes import NotesError, load_notes, replace_triggers
     from campaign.triage.pipeline.note_known import ROOT
 
@@ -119,8 +120,8 @@ def main(argv: list[str]) -> int:
                 got = observed(t, row)
                 added = i >= len(note.triggers)
                 same = got == t or added
-                print(f"{note.bug}: {t.graph} on {t.backend}"
-                      f"{'?' + t.config if t.config else ''}: {got.verdict} "
+                print(f"{note.bug}: {t.graph} on {with_config(t.backend, t.config)}: "
+                      f"{got.verdict} "
                       f"{got.stage or ''} {(got.error_sig or '')[:100]}"
                       f"{'  (added)' if added else '' if same else '  (differs from the note)'}",
                       flush=True)
