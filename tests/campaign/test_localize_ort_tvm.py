@@ -138,6 +138,55 @@ def test_tvm_failing_while_importing_is_the_frontends(tmp_path):
     assert "importing" in loc.why and len(loc.steps) == 1, show(loc)
 
 
+def onnx_folder(tmp_path: Path, model: Any, expect: dict[str, Any],
+                options: dict[str, Any]) -> Path:
+    """An ORT bug folder of a hand-made ONNX model (as docs/bugs scripts build them): inputs of
+    ones, expected outputs those of ORT with optimizations disabled, the repro.py ORT's body
+    makes with `options`."""
+    from types import SimpleNamespace
+
+    import onnx
+    import onnxruntime as ort
+
+    from campaign.backends.base import ReproSpec
+    from campaign.triage.pipeline.repro import repro_source
+
+    dest = tmp_path / "bug"
+    dest.mkdir()
+    onnx.save(model, dest / "model.onnx")
+    feeds = {i.name: np.ones([d.dim_value for d in i.type.tensor_type.shape.dim],
+                             onnx.helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type))
+             for i in model.graph.input}
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    outs = ort.InferenceSession(str(dest / "model.onnx"), so,
+                                providers=["CPUExecutionProvider"]).run(None, feeds)
+    (dest / "inputs.npz").write_bytes(npz_bytes(feeds))
+    (dest / "expected.npz").write_bytes(npz_bytes({f"out{i}": o for i, o in enumerate(outs)}))
+    graph = SimpleNamespace(inputs=[SimpleNamespace(name=n) for n in feeds], params=[],
+                            outputs=list(range(len(outs))))
+    (dest / "repro.py").write_text(repro_source(ReproSpec("ort", options), graph, expect,
+                                                [(1e-2, 1e-2)] * len(outs), "F01"))
+    return dest
+
+
+def test_ort_names_the_fp16_initializer_fusion_for_f01(tmp_path):
+    """F01 (docs/bugs/ort_f16_rnn_transpose_segfault.py): the session of a float16 Transpose ->
+    MatMul -> GRU segfaults at optimizations 'all' only; the transformer is a level-'all' one."""
+    import runpy
+
+    model = runpy.run_path(str(Path(__file__).parents[2] / "docs/bugs/"
+                               "ort_f16_rnn_transpose_segfault.py"))["model"]()
+    options = {"opt_level": "all", "device": "cpu", "disabled_optimizers": [],
+               "execution_mode": "sequential", "threads": 1}
+    expect = {"verdict": "signal", "stage": "compile", "error_class": "SIGSEGV",
+              "error_sig": None}
+    loc = localize_folder(onnx_folder(tmp_path, model, expect, options), budget_s=300)
+    assert loc.culprit == "ort: FuseFp16InitializerToFp32NodeTransformer", show(loc)
+    assert [s.outcome for s in loc.steps[:4]] == ["fails the same way"] + ["passes"] * 3, \
+        show(loc)  # as it failed; disabled, basic, extended pass
+
+
 F30_VALUES = {"p0": np.array(False), "x1": np.array([-0.3], np.float32)}
 
 
