@@ -158,3 +158,39 @@ def test_a_cpp_wrapper_bug_is_localized_to_the_cpp_wrapper_option(tmp_path):
     loc = localize_folder(dest, budget_s=1200)
     assert loc.culprit == "inductor: cpp_wrapper", _ablation(loc)
     assert loc.steps[-1].values == {"CPP_WRAPPER": False}
+
+
+# F13 (docs/findings): a while_loop whose body holds a cond; onnx_ir's InlinePass raises a
+# PassError in the opset conversion 18 -> 20 (onnxscript's version_converter)
+LOOP_WITH_COND = """graph main(%x0: i64[], %x1: f32[3], %x2: f32[]) {
+  %v3, %v14 = loop(%x0, %x1, %x2) : f32[3], f32[] {
+    graph body(%i4: i64[], %b5: f32[3], %b13: f32[]) {
+      %v6 = reduce_sum[axis=0, keepdim=false](%b5) : f32[]
+      %v7 = gt(%v6, %b13) : b8[]
+      %v8 = if(%v7, %b5) : f32[3] {
+        graph then(%b9: f32[3]) {
+          %v10 = neg(%b9) : f32[3]
+          return %v10
+        }
+        graph else(%b11: f32[3]) {
+          %v12 = abs(%b11) : f32[3]
+          return %v12
+        }
+      }
+      return %v8, %b13
+    }
+  }
+  return %v3
+}"""
+
+
+@pytest.mark.slow
+def test_the_exporter_pass_at_fault_in_the_opset_conversion_is_named(tmp_path):
+    """F13: export, decompositions and translation pass; the opset conversion fails, and
+    switching off onnx_ir's InlinePass alone makes it pass."""
+    row = {"verdict": "crash", "stage": "import", "error_class": "PassError"}
+    dest = _folder(tmp_path, "onnx_export?dialect=hop", LOOP_WITH_COND, row)
+    loc = localize_folder(dest, budget_s=600)
+    assert loc.culprit == "torch.onnx: opset conversion: onnx_ir InlinePass", _ablation(loc)
+    assert loc.steps[-1].values == {"SKIP_PASSES": ["InlinePass"]}
+    assert loc.steps[-1].outcome == "passes"

@@ -38,9 +38,11 @@ DEVICE = "cpu"
 # ---- end of per-test values
 #: the localization's switches (`--set`; not the test's): where the export stops, None the
 #: whole export; "export" torch.export's program, "decompositions" after the exporter's
-#: decompositions (both run in torch), "translation" the ONNX model without the optimizer
-#: (optimize=False), run in ORT; and the onnx_ir passes (class names) switched off in the
-#: exporter's optimizer
+#: decompositions (both run in torch), "translation" the ONNX model as torchlib writes it
+#: (no opset conversion, no optimizer), "conversion" with the opset conversion
+#: (onnxscript's version_converter, which the exporter runs whenever the opset differs
+#: from torchlib's: by default 18 -> 20), run in ORT; and the onnx_ir passes (class names)
+#: switched off
 UNTIL: str | None = None
 SKIP_PASSES: list[str] = []
 
@@ -71,6 +73,23 @@ def patch_passes(skip: list[str], seen: list[str] | None = None) -> None:
     ir.passes.PassBase.__call__ = call  # type: ignore[method-assign]
 
 
+def conversion_module() -> Any:
+    """The onnxscript module whose `convert_version` the exporter calls."""
+    import importlib
+
+    from torch.onnx._internal._lazy_import import onnxscript_apis
+
+    return importlib.import_module(onnxscript_apis._name)  # type: ignore[attr-defined]
+
+
+def switch_off_conversion() -> Any:
+    """The exporter's opset conversion does nothing; returns the function it replaced."""
+    module = conversion_module()
+    original = module.convert_version
+    module.convert_version = lambda model, target_version: model
+    return original
+
+
 def exported_program(model: Any, args: tuple[Any, ...]) -> Any:
     """torch.export's program of `model` (non-strict: the exporter's first capture
     strategy), after the exporter's decompositions when UNTIL says so."""
@@ -89,8 +108,11 @@ def export(model: Any, args: tuple[Any, ...]) -> bytes:
     if DYNAMO:
         if SKIP_PASSES:
             patch_passes(SKIP_PASSES)
+        if UNTIL == "translation":
+            switch_off_conversion()
         program = torch.onnx.export(model, args, dynamo=True,
-                                    optimize=OPTIMIZE and UNTIL != "translation",
+                                    optimize=OPTIMIZE and UNTIL not in ("translation",
+                                                                        "conversion"),
                                     verbose=False, report=False, **opset)
         assert program is not None  # dynamo=True returns the program
         return program.model_proto.SerializeToString()
@@ -171,46 +193,52 @@ EXPORT_STEPS = (
     ("export", "torch.onnx: torch.export",
      "torch.export's program (strict=False), run in torch, fails the same way"),
     ("decompositions", "torch.onnx: decompositions",
-     "torch.export passes; after the exporter's decompositions (run_decompositions with the "
-     "ONNX registry's table) the program fails the same way"),
+     "after the exporter's decompositions (run_decompositions with the ONNX registry's "
+     "table) the program fails the same way"),
     ("translation", "torch.onnx: ONNX translation",
-     "torch.export and its decompositions pass; the ONNX model without the optimizer "
-     "(optimize=False) fails the same way"),
+     "the ONNX model as torchlib translates it (no opset conversion, no optimizer) fails the "
+     "same way"),
+    ("conversion", "torch.onnx: opset conversion",
+     "with the opset conversion (onnxscript's version_converter) it fails the same way"),
 )
 
 
 def ablate(probe: Probe) -> tuple[str | None, str]:
     """The exporter's plan: the first of its steps (EXPORT_STEPS) after which the failure is
-    there; a model that fails in ORT only once optimized by ORT (OPT_LEVEL disabled passes)
-    is ORT's; when only onnxscript's optimizer makes it fail, the onnx_ir pass at fault."""
+    there; a model that fails in ORT only when ORT optimizes it (OPT_LEVEL disabled passes)
+    is ORT's; the opset conversion or onnxscript's optimizer at fault: the onnx_ir pass
+    whose switching off alone makes it pass."""
     if not DYNAMO:
         return None, ("the TorchScript exporter (dynamo=False) has no steps this plan can stop "
                       "after")
     seen: list[str] = []
     for until, culprit, why in EXPORT_STEPS:
-        if until == "translation" and not OPTIMIZE:
+        if until == "conversion" and not OPTIMIZE:
             fares = SAME  # the failing run itself: optimize=False
         else:
             fares = probe(f"the export stopped after {until}", UNTIL=until)
-        if fares == SAME:
-            if until == "translation" and EXPECT["stage"] != "import" \
-                    and OPT_LEVEL != "disabled":
-                ort = probe("the ONNX model without the optimizer, in ORT without graph "
-                            "optimizations", UNTIL=until, OPT_LEVEL="disabled")
-                if ort == PASSES:
-                    return (f"onnxruntime: graph optimizations (level {OPT_LEVEL})",
-                            f"{'; '.join(seen)}; {why}, but passes in ORT with its graph "
-                            "optimizations disabled")
-                why += f"; ORT without graph optimizations {ort}"
-            return culprit, "; ".join([*seen, why])
-        seen.append(f"after {until} it {fares}")
-    return optimizer_passes(probe, "; ".join(seen))
+        if fares != SAME:
+            seen.append(f"after {until} it {fares}")
+            continue
+        if until in ("translation", "conversion") and EXPECT["stage"] != "import" \
+                and OPT_LEVEL != "disabled":
+            ort = probe(f"the export stopped after {until}, in ORT without graph "
+                        "optimizations", UNTIL=until, OPT_LEVEL="disabled")
+            if ort == PASSES:
+                return (f"onnxruntime: graph optimizations (level {OPT_LEVEL})",
+                        f"{'; '.join(seen)}; {why}, but passes in ORT with its graph "
+                        "optimizations disabled")
+            why += f"; ORT without graph optimizations {ort}"
+        if until == "conversion":
+            return step_passes(probe, until, culprit, "; ".join([*seen, why]))
+        return culprit, "; ".join([*seen, why])
+    return step_passes(probe, "optimizer", "torch.onnx: optimizer",
+                       "; ".join([*seen, "only the optimized model fails the same way"]))
 
 
-def optimizer_passes(probe: Probe, seen: str) -> tuple[str | None, str]:
-    """Only the optimized model fails: the onnx_ir passes onnxscript's optimizer runs (found
-    by optimizing this model here, in this process), one switched off at a time by
-    bisection."""
+def step_passes(probe: Probe, step: str, culprit: str, why: str) -> tuple[str | None, str]:
+    """The opset conversion or the optimizer fails: the onnx_ir passes it runs on this model
+    (found by running that step here, in this process), switched off by bisection."""
     import contextlib
     import io
     import warnings
@@ -220,22 +248,30 @@ def optimizer_passes(probe: Probe, seen: str) -> tuple[str | None, str]:
         sets = input_sets()
         args = tuple(torch.from_numpy(np.array(sets[0][n], copy=True)) for n in INPUTS)
         model = Model({n: np.array(sets[0][n], copy=True) for n in PARAMS}).eval()
-        opset: dict[str, Any] = {"opset_version": OPSET} if OPSET is not None else {}
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
+            convert = switch_off_conversion()
             program = torch.onnx.export(model, args, dynamo=True, optimize=False,
-                                        verbose=False, report=False, **opset)
+                                        verbose=False, report=False)
             assert program is not None
+            conversion_module().convert_version = convert
+            target = OPSET if OPSET is not None else torch.onnx._constants.ONNX_DEFAULT_OPSET
+            if step == "optimizer":
+                program.model = convert(program.model, target)
             patch_passes([], names)
-            program.optimize()
-    except Exception as e:  # the optimizer may fail: the passes it entered are the candidates
-        print(f"[localize] optimizing here: {type(e).__name__}: {str(e)[:200]}", flush=True)
+            if step == "optimizer":
+                program.optimize()
+            else:
+                convert(program.model, target)
+    except Exception as e:  # the step may fail here too: the passes it entered are candidates
+        print(f"[localize] the {step} run here: {type(e).__name__}: {str(e)[:200]}",
+              flush=True)
     if not names:
-        return None, f"{seen}; the optimizer ran no onnx_ir pass that could be switched off"
-    print(f"[localize] the optimizer's onnx_ir passes: {', '.join(dict.fromkeys(names))}",
+        return None, f"{why}; the {step} ran no onnx_ir pass that could be switched off"
+    print(f"[localize] onnx_ir passes the {step} runs: {', '.join(dict.fromkeys(names))}",
           flush=True)
-    found, why = one_at_fault(probe, names, lambda subset: (
+    found, bisected = one_at_fault(probe, names, lambda subset: (
         f"onnx_ir passes switched off: {', '.join(subset)}", {"SKIP_PASSES": subset}, {}))
     if found is None:
-        return None, f"{seen}; only the optimized model fails; {why}"
-    return f"torch.onnx: onnx_ir {found}", f"{seen}; only the optimized model fails; {why}"
+        return (culprit if step == "conversion" else None), f"{why}; {bisected}"
+    return f"{culprit}: onnx_ir {found}", f"{why}; {bisected}"

@@ -38,6 +38,10 @@ def configure() -> Any:
     icfg.compile_threads = 1
     icfg.fx_graph_cache = False
     icfg.cpp_wrapper = CPP_WRAPPER
+    if hasattr(icfg.test_configs, "bisect_keep_custom_backend_for_inductor"):
+        # under CompilerBisector (TORCH_BISECT_BACKEND=inductor, a localization's runs)
+        # torch.compile would replace the backend function that applies FLAGS by plain Inductor
+        icfg.test_configs.bisect_keep_custom_backend_for_inductor = True
     return compile_backend()
 
 
@@ -157,9 +161,13 @@ def bisect_subsystem(probe: Probe, backend: str, subsystem: str,
         bounds = [line for line in _read_file(count_dir, backend,
                                               f"{subsystem}_bisect_range.txt")
                   if line.startswith("high=")]
-        if counted != SAME or not bounds:
+        if counted != SAME:  # then switching it off showed nothing
+            return None, (f"every {subsystem} off passes, but so does CompilerBisector's "
+                          f"counting run, which switches nothing off (it {counted}): no "
+                          "evidence")
+        if not bounds:
             return subsystem, (f"switching off every {subsystem} makes it pass; its "
-                               f"applications could not be counted (that run {counted})")
+                               "applications could not be counted")
         low, high = 0, int(bounds[-1].split("=")[1])
         while low < high:  # MAX=low-1 does not fail the same way, MAX=high does
             mid = (low + high) // 2
