@@ -257,6 +257,13 @@ def test_tvm_plan_bisects_the_optional_passes_the_build_ran(monkeypatch, culprit
     if culprit is None:
         assert "with all 3 switched off it still fails the same way" in why
         assert "with all 1 switched off it still fails the same way" in why  # tirx.VectorizeLoop
+    if culprit is None:  # a compile that fails: where it stops (a pass begun, never ended)
+        monkeypatch.setitem(relax.EXPECT, "stage", "compile")
+        probe = FakeProbe(None)
+        probe.PASSES_RUN = ["0 _pipeline", "1 sequential", "2 FuseOps", "2 /FuseOps",
+                            "2 StaticPlanBlockMemory"]
+        found, why = relax.ablate_relax(probe, "ONNX frontend (from_onnx)")
+        assert found is None and "the build stops inside pass StaticPlanBlockMemory" in why
     monkeypatch.setitem(relax.EXPECT, "stage", "import")
     probe = FakeProbe(None)
     assert relax.ablate_relax(probe, "ONNX frontend (from_onnx)")[0] == \

@@ -52,7 +52,8 @@ def target_spec() -> Any:
 
 
 def pass_recorder(path: str) -> Any:
-    """A pass instrument that appends `depth name` of every pass run to `path`."""
+    """A pass instrument that appends `depth name` to `path` when a pass starts, and
+    `depth /name` when it ends."""
     depth = [0]
 
     @tvm.instrument.pass_instrument
@@ -64,6 +65,8 @@ def pass_recorder(path: str) -> Any:
 
         def run_after_pass(self, mod: Any, info: Any) -> None:
             depth[0] -= 1
+            with open(path, "a") as f:
+                f.write(f"{depth[0]} /{info.name}\n")
 
     return Recorder()
 
@@ -94,18 +97,28 @@ def compile_and_run(mod: Any, sets: list[dict[str, np.ndarray]]) -> list[Any]:
     return outs
 
 
-def passes_run(probe: Probe, opt_level: int) -> list[tuple[int, str]]:
-    """The passes the build runs at `opt_level` (`depth`, name), in order: one run of the
-    script with the pass log on (a run of the ablation too)."""
+def passes_run(probe: Probe, opt_level: int) -> tuple[list[tuple[int, str]], str | None]:
+    """The passes the build runs at `opt_level` (`depth`, name), in order, and the innermost
+    pass that started and never ended (where a compile that fails stops), if any: one run of
+    the script with the pass log on (a run of the ablation too)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "passes.txt")
         probe.run(f"opt_level {opt_level}, recording the passes the build runs",
                   {"OPT_LEVEL": opt_level}, {PASS_LOG_ENV: path})
         if not os.path.exists(path):
-            return []
+            return [], None
         with open(path) as f:
             rows = [line.split(" ", 1) for line in f.read().splitlines() if " " in line]
-    return [(int(d), name) for d, name in rows]
+    ran: list[tuple[int, str]] = []
+    open_: list[str] = []
+    for d, name in rows:
+        if name.startswith("/"):
+            if open_ and open_[-1] == name[1:]:
+                open_.pop()
+        else:
+            ran.append((int(d), name))
+            open_.append(name)
+    return ran, open_[-1] if open_ else None
 
 
 def ablate_relax(probe: Probe, frontend: str,
@@ -126,7 +139,9 @@ def ablate_relax(probe: Probe, frontend: str,
              if outcome != SAME]
     where = (f"it fails from opt_level {lowest} on" + (f" ({'; '.join(lower)})" if lower else "")
              + f", during {EXPECT.get('stage')}")
-    ran = passes_run(probe, lowest)
+    ran, inside = passes_run(probe, lowest)
+    if EXPECT.get("stage") == "compile" and inside:
+        where += f" (the build stops inside pass {inside})"
     relax_depth = min((d for d, n in ran if "." not in n and n not in LOWERING_PASSES),
                       default=0)
     relax_passes = [n for d, n in ran if d == relax_depth and "." not in n
@@ -148,5 +163,8 @@ def ablate_relax(probe: Probe, frontend: str,
     culprit, tir_why = one_at_fault(probe, tir_passes, switched_off)
     if culprit is not None:
         return f"tvm: {culprit}", f"{where}; no Relax pass alone ({why}); {tir_why}"
+    rest = ("; so the fault is in what every build does: the frontend's module, a lowering "
+            "(LegalizeOps' TIR, the VM's builtins) or code generation"
+            if why.endswith(SAME) and tir_why.endswith(SAME) else "")
     return None, (f"{where}; of the {len(relax_passes)} optional Relax passes: {why}; of the "
-                  f"{len(tir_passes)} optional TIR passes: {tir_why}")
+                  f"{len(tir_passes)} optional TIR passes: {tir_why}{rest}")
