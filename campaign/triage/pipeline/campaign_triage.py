@@ -57,6 +57,7 @@ from campaign.triage.pipeline.localization import Localization, localize_folder
 if TYPE_CHECKING:
     from campaign.triage.bugdb.sightings import Recorded
     from campaign.triage.bugdb.store import BugDb
+    from campaign.triage.pipeline.reduction import Reduction
 
 #: verdicts that are not findings; every other one is bucketed
 NOT_FINDINGS = ("pass", "skipped")
@@ -604,6 +605,34 @@ class _Triage:
             self.log(f"triage:   {key.id}: wrong part {res.part}; aot_eager {res.aot_eager}")
         return res
 
+    def check_written(self, key: BucketKey, b: Bucket, red: Reduction, dest: Path) -> None:
+        """Run the repro.py an earlier triage of this output wrote and did not check (the
+        campaign's, out of time: "continue with python -m campaign.triage"), as a fresh one is
+        checked; its outcome into `b.repro_status` and info.json."""
+        from campaign.triage.pipeline.repro import check_repro
+
+        info_path = dest / "info.json"
+        info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+        wait = info.get("repro_wait_s") or {}
+        limit = (float(wait.get("confirmed_limit_s", self.cfg.timeout_s))
+                 + float(wait.get("cold_start_s", 0.0)) + REPRO_IMPORT_S
+                 if key.verdict == "timeout" else self.cfg.repro_timeout_s)
+        if self.hard and key.verdict != "timeout":
+            limit = min(limit, self.time_left())
+        if not (self.cfg.check_repro and key.kind == "bug" and (
+                (b.new and not self.hard) or self.fits(
+                    limit if key.verdict == "timeout" else MIN_REPRO_S))):
+            return
+        self.tick(f"checking repro {key.id}")
+        error_class = (red.row or {}).get("error_class") or (info.get("row") or {}).get("error_class")
+        outcome, tail = check_repro(dest, key.verdict, error_class, limit)
+        b.repro_status = outcome
+        if outcome != "reproduced":
+            self.log(f"triage: repro of {key.id}: {outcome}\n{tail}")
+        if info:
+            info["repro_status"] = outcome
+            info_path.write_text(json.dumps(info, indent=2, default=str) + "\n")
+
     def localize(self, key: BucketKey, b: Bucket, dest: Path) -> Localization | None:
         """A new compiler bug's localization (`repro.py --localize`), into `b.culprit`; None
         when its repro did not reproduce, or it is off, or no time is left for it."""
@@ -652,6 +681,8 @@ class _Triage:
                         b.culprit = Localization.from_json(earlier["localization"]).text
                 if (dest / "repro.py").is_file():
                     b.repro = (dest / "repro.py").relative_to(self.out).as_posix()
+                    if b.repro_status is None:  # written by a triage out of time, never run
+                        self.check_written(key, b, red, dest)
                 continue
             key_fields = {"backend": key.backend, "target": key.target, "verdict": key.verdict,
                           "stage": key.stage, "error_sig": key.error_sig,
