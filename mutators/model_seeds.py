@@ -55,8 +55,11 @@ class WindowOptions:
     count: int = 8
     k_min: int = 5
     k_max: int = 30
-    #: no window holds a value of more elements (tests stay the size of generated ones)
+    #: no window holds a value but params of more elements (tests stay the size of generated
+    #: ones)
     max_elems: int = 1 << 16
+    #: nor params of more elements in all (a test's weights are drawn, stored with a finding)
+    max_param_elems: int = 1 << 20
 
 
 def options_of(cfg: Any) -> WindowOptions:
@@ -216,22 +219,28 @@ def _torchvision(name: str) -> tuple[Any, tuple[Any, ...]]:
     return m, _image(_TV_SIZE.get(name, 64))
 
 
+#: timm families in a small configuration (timm's constructors take the sizes as keywords):
+#: name fragment -> keywords, input image size
+_TIMM_SMALL: list[tuple[str, dict[str, Any], int]] = [
+    ("swin", dict(img_size=32, embed_dim=32, depths=(2, 2), num_heads=(1, 2), window_size=4), 32),
+    ("vit", dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2), 32),
+    ("deit", dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2), 32),
+]
+
+
 def _timm(name: str) -> tuple[Any, tuple[Any, ...]]:
     import timm
 
     if not timm.is_model(name):
         raise SeedError(f"timm has no model {name!r} (timm.list_models())")
-    m = timm.create_model(name, pretrained=False, num_classes=10)
-    size = 64
-    cfg = getattr(m, "pretrained_cfg", None) or {}
-    if "vit" in name or "swin" in name or "deit" in name or "mixer" in name:
-        size = int((cfg.get("input_size") or (3, 224, 224))[-1])
-        try:
-            m = timm.create_model(name, pretrained=False, num_classes=10, img_size=32)
-            size = 32
-        except TypeError:
-            pass
-    return m, _image(size)
+    for frag, kwargs, size in _TIMM_SMALL:
+        if frag in name:
+            try:
+                return timm.create_model(name, pretrained=False, num_classes=10,
+                                         **kwargs), _image(size)
+            except TypeError:  # this model does not take those sizes: its own, at 64x64
+                break
+    return timm.create_model(name, pretrained=False, num_classes=10), _image(64)
 
 
 def _small_transformers() -> dict[str, Callable[[], Any]]:
@@ -345,9 +354,9 @@ def import_model(entry: str) -> Any:
             raise SeedError(f"cannot import it: {_one_line(e)}") from None
     import torch
 
+    module, inputs = build_model(entry)
     from ir.importers.torch_export import import_torch
 
-    module, inputs = build_model(entry)
     try:
         with torch.no_grad():
             return import_torch(module, inputs, name, keep_windows=True)
@@ -360,7 +369,8 @@ def model_windows(result: Any, name: str, opts: WindowOptions, seed: int = 0) ->
     mapped (`ImportResult.windows`, parts numbered from 0), `opts.count` in all at most."""
     from ir.importers.windows import cut_windows
 
-    kw = dict(k_min=opts.k_min, k_max=opts.k_max, seed=seed, max_elems=opts.max_elems)
+    kw = dict(k_min=opts.k_min, k_max=opts.k_max, seed=seed, max_elems=opts.max_elems,
+              max_param_elems=opts.max_param_elems)
     if result.graph is not None:
         return cut_windows(result.graph, name, count=opts.count, **kw)  # type: ignore[arg-type]
     out: list[Any] = []

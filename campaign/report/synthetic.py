@@ -91,13 +91,16 @@ def write_run(
     repro_scripts: bool = True,
     op_names: Sequence[str] | None = None,
     coverage_rate: float = 0.0,
+    models: Sequence[str] = (),
 ) -> int:
     """Write one synthetic run under `out_dir` (results/, findings/, maybe bugs.parquet); return
     the number of rows. `op_names`: the op names to draw from (default: the IR's registry).
     `extra_columns` (name -> int type) adds count columns the schema lacks,
     written straight with pyarrow since ResultSink rejects unknown columns. `coverage_rate` > 0:
     that fraction of the tests of every backend but UNMEASURED's is measured (`cov_new`; a
-    signal or timeout loses its lines, as in a campaign), and `coverage/` is written."""
+    signal or timeout loses its lines, as in a campaign), and `coverage/` is written.
+    `models`: every other test's root seed is a window of one of these models in turn
+    (`seed_model`, docs/mutation.md "Seeds from models")."""
     rng = random.Random(seed)
     out_dir = Path(out_dir)
     start = start or dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -155,6 +158,8 @@ def write_run(
                 "run_ms": rng.uniform(0.1, 5), "host": "synth", "worker": f"w{i % 4}",
                 "ts": ts,
             }
+            if models and i % 2 == 0:
+                row["seed_model"] = models[(i // 2) % len(models)]
             if verdict != "pass":
                 k = rng.choices(range(n_signatures), weights=sig_weights)[0]
                 sig = f"{ERROR_CLASS[verdict]}: synthetic {verdict} #{k} in {b}"

@@ -157,15 +157,16 @@ def is_valid_material(g: Graph, seed: int = 0) -> bool:
 def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max: int = 30,
                 seed: int = 0, max_overlap: float = 0.5, check_valid: bool = True,
                 tries: int | None = None, max_elems: int | None = None,
-                part: int | None = None) -> list[Window]:
+                max_param_elems: int | None = None, part: int | None = None) -> list[Window]:
     """Up to `count` windows of `graph`: connected sets of top-level instructions (connected
     through the values they compute, `_neighbours`) of k in [`k_min`, `k_max`] instructions,
     nested ones counted (`Graph.num_insts`; a control-flow instruction comes whole, bodies
     are never cut, and one bigger than `k_max` is in no window). Deterministic given the
     arguments: each try draws a start and a target size from `seed` and grows the set by
     random neighbours. A window shares at most `max_overlap` of its instructions with an
-    earlier one, verifies (`ir.core.verify`), has an input, has no value of more than
-    `max_elems` elements (when given), and with `check_valid` has valid inputs
+    earlier one, verifies (`ir.core.verify`), has an input, has no value but params of more
+    than `max_elems` elements and params of at most `max_param_elems` elements in all (when
+    given), and with `check_valid` has valid inputs
     (`is_valid_material`). `part`: the windows' `Window.part`. Fewer than `count` when the tries (default 20 per window)
     run out; sorted by place in the model."""
     if not 1 <= k_min <= k_max:
@@ -204,8 +205,12 @@ def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max:
         if any(len(chosen & set(w.insts)) > max_overlap * len(chosen) for w in out):
             continue
         g = subgraph(graph, key, name="main")
+        params = {p.name for p in g.params}
         if not g.inputs or (max_elems is not None and any(
-                _elems(v.type.shape) > max_elems for v in g.all_values())):
+                _elems(v.type.shape) > max_elems for v in g.all_values() if v.name not in params)):
+            continue
+        if max_param_elems is not None and sum(
+                _elems(p.type.shape) for p in g.params) > max_param_elems:
             continue
         try:
             verify(g)

@@ -129,3 +129,43 @@ def test_cli_a_factory_that_raises_is_one_line_and_exit_2(tmp_path):
     assert proc.stderr.splitlines() == [
         "error: mutation.seeds: my_factories:broken: the factory raised RuntimeError: the "
         f"checkpoint is gone{HINT}"]
+
+
+def test_the_model_weights_are_where_the_search_starts(tmp_path):
+    from ir.numerics.input_search import make_valid
+
+    d, weights = _window_dir(tmp_path)
+    (s,) = load_entry(str(d))
+    valid = make_valid(s.graph, 1, params=s.weights)
+    assert valid is not None and valid.search.iters == 0  # 0.25 everywhere is valid as it is
+    assert all(np.array_equal(valid.search.values[k], weights[k]) for k in weights)
+    drawn = make_valid(s.graph, 1)
+    assert drawn is not None and not any(
+        np.array_equal(drawn.search.values[k], weights[k]) for k in weights)
+
+
+def test_the_report_credits_findings_and_coverage_to_the_seed_model(tmp_path):
+    import pyarrow.parquet as pq
+
+    from campaign.report import build_report
+    from campaign.report.data import FINDING_VERDICTS, load
+    from campaign.report.synthetic import write_run
+
+    run = tmp_path / "runs" / "camp" / "20260101-120000"
+    write_run(run, campaign="camp", n_tests=300, backends=("ort", "tvm"), seed=3,
+              coverage_rate=0.5, models=("resnet18", "moe"))
+    rows = pq.read_table(run / "results").to_pylist()
+    data = load([tmp_path / "runs"])
+    got = {r["name"]: r for r in data.model_yield}
+    assert set(got) == {"resnet18", "moe"}
+    for model in got:
+        tests = {r["test_id"] for r in rows if r["seed_model"] == model}
+        hits = {r["test_id"] for r in rows
+                if r["seed_model"] == model and r["verdict"] in FINDING_VERDICTS}
+        assert (got[model]["tests"], got[model]["hits"]) == (len(tests), len(hits))
+        lines = sum(r["cov_new"] or 0 for r in rows if r["seed_model"] == model)
+        assert sum(c["lines"] for c in data.coverage.by_model if c["name"] == model) == lines
+    res = build_report([tmp_path / "runs"], tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text()
+    assert "fig-models" in res.plot_ids
+    assert "New compiler lines per seed model" in page
