@@ -87,8 +87,8 @@ def test_a_write_aot_autograd_loses_is_localized_at_the_aot_eager_stage(tmp_path
         ({"COMPILER": "aot_eager"}, "fails the same way")]
 
 
-# F46 (docs/findings): aten_bitwise_or_scalar with a SymInt, a loop's counter or-ed into its
-# int64 carry (lead L3's graph, reduced by hand)
+# F46 (docs/findings): aten_bitwise_or_scalar with a SymInt, a loop's counter (a Python int in
+# the `scalars=number` form) or-ed into its int64 carry (lead L3's graph, reduced by hand)
 BITWISE_OR_COUNTER = """graph main(%x0: i64[], %x1: i64[2]) {
   %v2 = loop(%x0, %x1) : i64[2] {
     graph body(%i3: i64[], %b4: i64[2]) {
@@ -104,12 +104,12 @@ BITWISE_OR_COUNTER = """graph main(%x0: i64[], %x1: i64[2]) {
 def test_the_exporter_fails_in_its_onnx_translation(tmp_path):
     """F46: torch.export and the decompositions run right; the ONNX translation fails."""
     row = {"verdict": "crash", "stage": "import", "error_class": "GraphConstructionError"}
-    dest = _folder(tmp_path, "onnx_export", BITWISE_OR_COUNTER, row)
+    dest = _folder(tmp_path, "onnx_export?scalars=number", BITWISE_OR_COUNTER, row)
     loc = localize_folder(dest, budget_s=400)
     assert loc.culprit == "torch.onnx: ONNX translation", _ablation(loc)
     assert [(s.values, s.outcome) for s in loc.steps[1:]] == [
         ({"UNTIL": "export"}, "passes"), ({"UNTIL": "decompositions"}, "passes"),
-        ({"UNTIL": "translation"}, "fails the same way")]
+        ({"UNTIL": "translation"}, "fails the same way")]  # the import's crash: no ORT step
 
 
 # F22 (docs/bugs/inductor_cond_conv_layout.py): a conv2d's result as a torch.cond operand
