@@ -15,7 +15,14 @@ from ir.core.npz import npz_bytes
 from ir.gen.builder import GenConfig
 from ir.importers.windows import cut_windows
 from mutators.engine import MutationConfig
-from mutators.model_seeds import entries, kind, load_all, load_entry, torchvision_module
+from mutators.model_seeds import (
+    WindowOptions,
+    entries,
+    kind,
+    load_all,
+    load_entry,
+    torchvision_module,
+)
 from mutators.source import MutationSource, SeedError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,3 +176,28 @@ def test_the_report_credits_findings_and_coverage_to_the_seed_model(tmp_path):
     page = (tmp_path / "report.html").read_text()
     assert "fig-models" in res.plot_ids
     assert "New compiler lines per seed model" in page
+
+
+def test_an_onnx_file_gives_windows_of_its_model_with_its_weights(tmp_path):
+    pytest.importorskip("ir.importers.onnx_model")
+    import onnx
+
+    from ir.materialize.to_onnx import to_onnx
+    from ir.numerics.values import random_values
+
+    model = parse((REPO / "seeds" / "attention.gir").read_text())
+    values = random_values(model, 0)
+    f = tmp_path / "encoder_block.onnx"
+    onnx.save(to_onnx(model, {p.name: values[p.name] for p in model.params}), str(f))
+    seeds = load_entry(str(f), WindowOptions(count=3, k_min=5, k_max=12))
+    assert seeds and all(s.model == "encoder_block" for s in seeds)
+    assert all(s.seed_id.startswith("model/encoder_block/") for s in seeds)
+    assert all(5 <= s.graph.num_insts() <= 12 for s in seeds)
+    assert any(s.weights for s in seeds)  # the initializers' values came along
+
+
+def test_a_factory_gives_windows_of_its_module():
+    pytest.importorskip("ir.importers.torch_export")
+    seeds = load_entry("mutators.model_corpus:mlp_mixer", WindowOptions(count=2))
+    assert seeds and {s.model for s in seeds} == {"mlp_mixer"}
+    assert all(5 <= s.graph.num_insts() <= 30 and s.weights for s in seeds)
