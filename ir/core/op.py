@@ -26,6 +26,7 @@ from ir.core.types import TensorType
 
 if typing.TYPE_CHECKING:
     from ir.core.graph import Graph
+    from ir.core.importing import Imported, SourceNode
     from ir.core.onnx_builder import OnnxBuilder
     from ir.core.sampling import SampleContext, SymbolicSampleContext
 
@@ -144,6 +145,14 @@ class Op:
     #: write lands in the base. Set by that op when it is defined (`ir.ops.views.ViewOp`: its
     #: `movement`). Default None: none
     view_twin: ClassVar[type[Op] | None] = None
+    #: importing (`ir.importers`, `ir.core.importing`): the ATen overloads of a torch.export
+    #: graph (`aten.relu.default`) and the ONNX op types (`Relu`) whose nodes this op's rule
+    #: (`from_aten`, `from_onnx`) may take. Default: none
+    aten_imports: ClassVar[tuple[str, ...]] = ()
+    onnx_imports: ClassVar[tuple[str, ...]] = ()
+    #: the order in which the rules of the ops declaring one source kind are asked, highest
+    #: first: a pattern rule (reading through producers) before the plain one. Default 0
+    import_priority: ClassVar[int] = 0
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -310,6 +319,29 @@ class Op:
         inputs and reads those outer values instead (ONNX If bodies capture, not take,
         operands). Plain ops ignore both and call `onnx`."""
         self.onnx(b, ins, outs)
+
+    # ---- importing ---------------------------------------------------------------------------
+    @classmethod
+    def from_aten(cls, node: SourceNode) -> Imported | None:
+        """This op for an ATen node of one of its `aten_imports` (None: not this op). Default,
+        for an op without attributes: the node's arguments, all tensors (or numbers), are its
+        operands, and it gives no other argument."""
+        return cls._plain_import(node)
+
+    @classmethod
+    def from_onnx(cls, node: SourceNode) -> Imported | None:
+        """This op for an ONNX node of one of its `onnx_imports` (None: not this op). Default,
+        for an op without attributes: the node's inputs are its operands, and it has no
+        attribute."""
+        return cls._plain_import(node)
+
+    @classmethod
+    def _plain_import(cls, node: SourceNode) -> Imported | None:
+        from ir.core.importing import Imported
+
+        if dataclasses.fields(cls) or node.n_given not in cls.arities() or node.attrs_given:
+            return None
+        return Imported.one(cls(), *(node.tensor(i) for i in range(node.n_given)))
 
     # ---- attributes --------------------------------------------------------------------------
     def attrs(self) -> dict[str, Any]:

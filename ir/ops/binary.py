@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, SourceNode
 from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import Or, eq, if_then_else, same
 from ir.core.types import TensorType
@@ -156,6 +157,10 @@ def _binary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType]
          "exact": exact, "tolerance_factor": factor, "fragile_when_iterated": fragile,
          "combines_with_copy": combines, "comparison_sign": sign, "family": family,
          "number_operand": 1 if number else None,
+         "aten_imports": tuple(f"aten.{torch_name}.{o}" for o in (
+             ("Tensor", "Scalar") if torch_name not in ("maximum", "minimum") and
+             not torch_name.startswith("logical") else ("default",))),
+         "onnx_imports": (onnx_name,),
          "__module__": __name__,
          "__doc__": doc or f"Broadcasting {name}."},
     )
@@ -209,6 +214,7 @@ Div = _binary("div", "div", "Div", FLOATS, safe=_divisor, fragile=True,
 Pow = _binary("pow", "pow", "Pow", FLOATS, safe=_pow_safe, fragile=True,
               doc="x ** y on floats with x > 0 and a bounded result.", family="transcendental",
               factor=2.0)
+Pow.aten_imports = ("aten.pow.Tensor_Tensor", "aten.pow.Tensor_Scalar")
 # torch.maximum / minimum take tensors only; at a tie torch splits the gradient evenly
 Maximum = _binary("max", "maximum", "Max", number=False, kink=_tie_apart, exact=True,
                   combines=True)
@@ -255,6 +261,15 @@ class Where(Broadcasting):
 
     def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(self._shape(ins).shape, ins[1].dtype)]
+
+    aten_imports: ClassVar[tuple[str, ...]] = ("aten.where.self",)
+    onnx_imports: ClassVar[tuple[str, ...]] = ("Where",)
+
+    @classmethod
+    def from_aten(cls, node: SourceNode) -> Imported | None:
+        if node.n_given != 3 or node.attrs_given:
+            return None
+        return Imported.one(cls(), node.tensor(0), node.tensor(1, like=2), node.tensor(2, like=1))
 
     def torch(self, c: Tensor, x: Tensor, y: Tensor) -> Tensor:
         import torch

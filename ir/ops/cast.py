@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import FLOAT_DTYPES, INT_DTYPES, DType
+from ir.core.importing import Imported, SourceNode
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
 
@@ -53,6 +54,20 @@ class Cast(Op):
 
     def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [TensorType(ins[0].shape, self.to)]
+
+    aten_imports: ClassVar[tuple[str, ...]] = ("aten.to.dtype", "aten._to_copy.default",
+                                               "aten.to.dtype_layout")
+    onnx_imports: ClassVar[tuple[str, ...]] = ("Cast",)
+
+    @classmethod
+    def from_aten(cls, node: SourceNode) -> Imported | None:
+        out = node.out_types[0]
+        return None if out is None else Imported.one(cls(to=out.dtype), node.tensor(0))
+
+    @classmethod
+    def from_onnx(cls, node: SourceNode) -> Imported | None:
+        out = node.out_types[0]
+        return None if out is None else Imported.one(cls(to=out.dtype), node.tensor(0))
 
     def torch(self, x: Tensor) -> Tensor:
         return x.to(self.to.torch)

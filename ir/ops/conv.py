@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, NotImportable, Prev, Ref, SourceNode, ints
 from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import Dim, eq, floordiv
 from ir.core.types import TensorType
@@ -164,3 +165,74 @@ class ConvTranspose2d(ConvBase):
 
     def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("ConvTranspose", ins, outs, **self._onnx_attrs())
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _with_bias(op: Op, x: Ref, w: Ref, bias: Ref | None, channels: int, rank: int) -> Imported:
+    """op(x, w), plus a bias per channel (GraphIR's convolutions have none): reshaped to
+    [C, 1, ...] and added."""
+    if bias is None:
+        return Imported.one(op, x, w)
+    from ir.ops.binary import Add
+    from ir.ops.shape import Reshape
+
+    return Imported.chain([(op, [x, w]), (Reshape(shape=(channels,) + (1,) * (rank - 2)), [bias]),
+                           (Add(), [Prev(0), Prev(1)])])
+
+
+def _conv_aten(cls: type[ConvBase], node: SourceNode) -> Imported | None:
+    """conv1d/conv2d(x, w, bias, stride, padding, dilation, groups); conv_transpose2d.input(x,
+    w, bias, stride, padding, output_padding, groups, dilation); convolution(x, w, bias,
+    stride, padding, dilation, transposed, output_padding, groups)."""
+    n = cls.spatial
+    t = node.target
+    if t == "aten.convolution.default":
+        if bool(node.arg(6)) != (cls is ConvTranspose2d) or any(ints(node.arg(7), n)):
+            return None
+        stride, padding, dilation, groups = node.arg(3), node.arg(4), node.arg(5), node.arg(8)
+    elif t.startswith("aten.conv_transpose"):
+        if any(ints(node.arg(5, 0), n)):
+            return None
+        stride, padding, groups, dilation = (node.arg(3, 1), node.arg(4, 0), node.arg(6, 1),
+                                             node.arg(7, 1))
+    else:
+        stride, padding, dilation, groups = (node.arg(3, 1), node.arg(4, 0), node.arg(5, 1),
+                                             node.arg(6, 1))
+    if isinstance(padding, str):
+        return None
+    op = cls(stride=ints(stride, n), padding=ints(padding, n), dilation=ints(dilation, n),
+             groups=int(groups))
+    out = node.out_types[0]
+    if out is None:
+        raise NotImportable("no result type")
+    bias = node.tensor(2) if node.is_tensor(2) else None
+    return _with_bias(op, node.tensor(0), node.tensor(1), bias, int(out.shape[1]), out.rank)
+
+
+def _conv_onnx(cls: type[ConvBase], node: SourceNode) -> Imported | None:
+    n = cls.spatial
+    w = node.type(1)
+    if w.rank != n + 2 or node.attr("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        return None
+    if any(node.attr("output_padding", [0] * n)) or node.attr("output_shape") is not None:
+        return None
+    pads = ints(node.attr("pads", [0] * 2 * n))
+    if pads[:n] != pads[n:]:
+        return None
+    op = cls(stride=ints(node.attr("strides", [1] * n), n), padding=pads[:n],
+             dilation=ints(node.attr("dilations", [1] * n), n), groups=int(node.attr("group", 1)))
+    out = node.out_types[0]
+    if out is None:
+        raise NotImportable("no result type")
+    bias = node.tensor(2) if node.n_given > 2 else None
+    return _with_bias(op, node.tensor(0), node.tensor(1), bias, int(out.shape[1]), out.rank)
+
+
+for _ccls, _aten, _onnx in ((Conv1d, ("aten.conv1d.default", "aten.convolution.default"), "Conv"),
+                            (Conv2d, ("aten.conv2d.default", "aten.convolution.default"), "Conv"),
+                            (ConvTranspose2d, ("aten.conv_transpose2d.input",
+                                               "aten.convolution.default"), "ConvTranspose")):
+    _ccls.aten_imports = _aten
+    _ccls.onnx_imports = (_onnx,)
+    _ccls.from_aten = classmethod(_conv_aten)  # type: ignore[method-assign,assignment]
+    _ccls.from_onnx = classmethod(_conv_onnx)  # type: ignore[method-assign,assignment]

@@ -18,12 +18,14 @@ serves every float dtype.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, Prev, SourceNode, float_attr
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
 from ir.ops.common import (
@@ -89,6 +91,36 @@ class Unary(Op):
             return []
         return [kink(x)]
 
+    def __init_subclass__(cls, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        torch_name = getattr(cls, "torch_name", None)
+        if "name" in cls.__dict__ and "aten_imports" not in cls.__dict__ and torch_name:
+            cls.aten_imports = (f"aten.{torch_name.removeprefix('F.')}.default",)
+            onnx_name = getattr(cls, "onnx_name", None)
+            cls.onnx_imports = (onnx_name,) if onnx_name else ()
+
+    @classmethod
+    def from_aten(cls, node: SourceNode) -> Imported | None:
+        """x, then the attributes in order (numbers), each given or at its default."""
+        fields = [f.name for f in dataclasses.fields(cls)]
+        if node.attrs_given or not 1 <= node.n_given <= 1 + len(fields):
+            return None
+        values = {f: node.arg(1 + i) for i, f in enumerate(fields)}
+        if any(v is None for v in values.values()):
+            return None
+        return Imported.one(cls(**values), node.tensor(0))
+
+    @classmethod
+    def from_onnx(cls, node: SourceNode) -> Imported | None:
+        """x, the attributes as ONNX attributes of the same names."""
+        fields = [f.name for f in dataclasses.fields(cls)]
+        if node.n_given != 1 or set(node.attrs_given) - set(fields):
+            return None
+        values = {f: node.attr(f) for f in fields}
+        if any(v is None for v in values.values()):
+            return None
+        return Imported.one(cls(**{k: float_attr(v) for k, v in values.items()}), node.tensor(0))
+
     def torch(self, x: Tensor) -> Tensor:
         import torch
         import torch.nn.functional as F
@@ -114,6 +146,8 @@ def _unary(name: str, torch_name: str, onnx_name: str, dtypes: frozenset[DType] 
          "safe": staticmethod(safe) if safe else None, "kink": staticmethod(kink) if kink else None,
          "saves_for_backward": saves, "exact": exact, "fragile_when_iterated": fragile,
          "tolerance_factor": LIBM_FACTOR if family == T else 1.0, "family": family,
+         "aten_imports": (f"aten.{torch_name.removeprefix('F.')}.default",),
+         "onnx_imports": (onnx_name,),
          "__module__": __name__,
          "__doc__": doc or f"Elementwise {name}."},
     )
@@ -325,3 +359,123 @@ class Clip(Unary):
     def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         (x,) = ins
         b.node("Clip", [x, const_like(b, self.lo, x), const_like(b, self.hi, x)], outs)
+
+
+# ---- import rules beyond the plain ones (`Op.from_aten`, `Op.from_onnx`) ----------------------
+def _silu(cls: type[Op], node: SourceNode) -> Imported | None:
+    """aten.silu (GraphIR has no silu): x * sigmoid(x)."""
+    if node.target == "aten.silu.default":
+        from ir.ops.binary import Mul
+
+        x = node.tensor(0)
+        return Imported.chain([(Sigmoid(), [x]), (Mul(), [x, Prev(0)])])
+    return Unary.from_aten.__func__(cls, node)  # type: ignore[attr-defined]
+
+
+Sigmoid.aten_imports = ("aten.sigmoid.default", "aten.silu.default")
+Sigmoid.onnx_imports = ("Sigmoid",)
+Sigmoid.from_aten = classmethod(_silu)  # type: ignore[method-assign,assignment]
+
+
+def _softsign_aten(cls: type[Op], node: SourceNode) -> Imported | None:
+    """torch writes F.softsign out: x / (abs(x) + 1)."""
+    add = node.producer(1)
+    if add is None or add.target != "aten.add.Tensor" or add.arg(1) != 1 or add.n_given != 2:
+        return None
+    ab = add.producer(0)
+    if ab is None or ab.target != "aten.abs.default" or ab.tensor(0) != node.tensor(0):
+        return None
+    return Imported.one(cls(), node.tensor(0), absorbed=[add, ab])
+
+
+Softsign.aten_imports = ("aten.div.Tensor",)
+Softsign.import_priority = 1
+Softsign.from_aten = classmethod(_softsign_aten)  # type: ignore[method-assign,assignment]
+
+
+def _softplus_aten(cls: type[Op], node: SourceNode) -> Imported | None:
+    if node.attrs_given or node.arg(1, 1) != 1 or node.arg(2, 20) != 20:
+        return None
+    return Imported.one(cls(), node.tensor(0))
+
+
+Softplus.from_aten = classmethod(_softplus_aten)  # type: ignore[method-assign,assignment]
+
+
+def _hardsigmoid_onnx(cls: type[Op], node: SourceNode) -> Imported | None:
+    if (abs(node.attr("alpha", 0.2) - 1 / 6) > 1e-6 or abs(node.attr("beta", 0.5) - 0.5) > 1e-6
+            or node.n_given != 1):
+        return None
+    return Imported.one(cls(), node.tensor(0))
+
+
+Hardsigmoid.onnx_imports = ("HardSigmoid",)
+Hardsigmoid.from_onnx = classmethod(_hardsigmoid_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _scalar(node: SourceNode | None, i: int, value: float) -> bool:
+    c = None if node is None else node.const(i)
+    return c is not None and c.size == 1 and abs(float(c.reshape(())) - value) <= 1e-6 * max(1.0, abs(value))
+
+
+def _gelu_onnx(cls: type[Op], node: SourceNode) -> Imported | None:
+    """ONNX Gelu (opset 20), or the Erf form GraphIR writes (and torch.onnx exports):
+    ((x * (erf(x * c) + 1)) * 0.5) with c = 1/sqrt(2) (or x / sqrt(2))."""
+    if node.target == "Gelu":
+        if node.attr("approximate", "none") not in ("none", b"none") or node.n_given != 1:
+            return None
+        return Imported.one(cls(), node.tensor(0))
+    if not _scalar(node, 1, 0.5):
+        return None
+    h = node.producer(0)
+    if h is None or h.target != "Mul":
+        return None
+    x = h.tensor(0)
+    one_plus = h.producer(1)
+    if one_plus is None or one_plus.target != "Add" or not _scalar(one_plus, 1, 1.0):
+        return None
+    e = one_plus.producer(0)
+    if e is None or e.target != "Erf":
+        return None
+    t = e.producer(0)
+    if t is None or t.tensor(0) != x or not (
+            (t.target == "Mul" and _scalar(t, 1, 1 / math.sqrt(2)))
+            or (t.target == "Div" and _scalar(t, 1, math.sqrt(2)))):
+        return None
+    return Imported.one(cls(), x, absorbed=[h, one_plus, e, t])
+
+
+Gelu.onnx_imports = ("Gelu", "Mul")
+Gelu.import_priority = 1
+Gelu.from_onnx = classmethod(_gelu_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _clip_aten(cls: type[Clip], node: SourceNode) -> Imported | None:
+    lo, hi = node.arg(1), node.arg(2)
+    if node.attrs_given or lo is None or hi is None:
+        return None
+    return Imported.one(cls(lo=float(lo), hi=float(hi)), node.tensor(0))
+
+
+def _clip_onnx(cls: type[Clip], node: SourceNode) -> Imported | None:
+    lo, hi = node.const(1), node.const(2)
+    if lo is None or hi is None or lo.size != 1 or hi.size != 1:
+        return None
+    return Imported.one(cls(lo=float(lo.reshape(())), hi=float(hi.reshape(()))), node.tensor(0))
+
+
+Clip.aten_imports = ("aten.clamp.default",)
+Clip.onnx_imports = ("Clip",)
+Clip.from_aten = classmethod(_clip_aten)  # type: ignore[method-assign,assignment]
+Clip.from_onnx = classmethod(_clip_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _rsqrt(cls: type[Op], node: SourceNode) -> Imported | None:
+    """aten.rsqrt (GraphIR has none): 1 / sqrt(x)."""
+    if node.target == "aten.rsqrt.default":
+        return Imported.chain([(Sqrt(), [node.tensor(0)]), (Reciprocal(), [Prev(0)])])
+    return Unary.from_aten.__func__(cls, node)  # type: ignore[attr-defined]
+
+
+Reciprocal.aten_imports = ("aten.reciprocal.default", "aten.rsqrt.default")
+Reciprocal.from_aten = classmethod(_rsqrt)  # type: ignore[method-assign,assignment]

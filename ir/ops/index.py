@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, SourceNode, norm_axis
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
 from ir.ops.common import ALL, FLOATS, AxisOp, distinct_sorted, float_only, nonempty, same_dtype
@@ -155,3 +156,66 @@ class Triu(Trilu):
 class Tril(Trilu):
     name: ClassVar[str] = "tril"
     upper: ClassVar[bool] = False
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _gather(cls: type[Gather], node: SourceNode) -> Imported | None:
+    """index_select(x, dim, index) / Gather(x, index) with a constant 1-D index."""
+    x = node.type(0)
+    if node.target.startswith("aten."):
+        axis, idx = norm_axis(node.arg(1), x.rank), node.const(2)
+    else:
+        axis, idx = norm_axis(node.attr("axis", 0), x.rank), node.const(1)
+    if idx is None or idx.ndim != 1:
+        return None
+    size = int(x.shape[axis])
+    indices = tuple(int(i) + size if i < 0 else int(i) for i in idx)
+    return Imported.one(cls(axis=axis, indices=indices), node.tensor(0))
+
+
+Gather.aten_imports = ("aten.index_select.default",)
+Gather.onnx_imports = ("Gather",)
+Gather.from_aten = classmethod(_gather)  # type: ignore[method-assign,assignment]
+Gather.from_onnx = classmethod(_gather)  # type: ignore[method-assign,assignment]
+
+
+def _topk_aten(cls: type[TopK], node: SourceNode) -> Imported | None:
+    if not node.arg(4, True):
+        return None
+    return Imported.one(cls(axis=norm_axis(node.arg(2, -1), node.type(0).rank), k=node.arg(1),
+                            largest=bool(node.arg(3, True))), node.tensor(0))
+
+
+def _topk_onnx(cls: type[TopK], node: SourceNode) -> Imported | None:
+    k = node.arg(1)
+    if k is None or not node.attr("sorted", 1):
+        return None
+    k = int(k[0]) if isinstance(k, (list, tuple)) else int(k)
+    return Imported.one(cls(axis=norm_axis(node.attr("axis", -1), node.type(0).rank), k=k,
+                            largest=bool(node.attr("largest", 1))), node.tensor(0))
+
+
+TopK.aten_imports = ("aten.topk.default",)
+TopK.onnx_imports = ("TopK",)
+TopK.from_aten = classmethod(_topk_aten)  # type: ignore[method-assign,assignment]
+TopK.from_onnx = classmethod(_topk_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _trilu_aten(cls: type[Trilu], node: SourceNode) -> Imported | None:
+    return Imported.one(cls(k=int(node.arg(1, 0))), node.tensor(0))
+
+
+def _trilu_onnx(cls: type[Trilu], node: SourceNode) -> Imported | None:
+    if bool(node.attr("upper", 1)) != cls.upper:
+        return None
+    k = node.arg(1, 0) if node.n_given > 1 else 0
+    if k is None:
+        return None
+    return Imported.one(cls(k=int(k)), node.tensor(0))
+
+
+for _tcls in (Triu, Tril):
+    _tcls.aten_imports = (f"aten.{_tcls.name}.default",)
+    _tcls.onnx_imports = ("Trilu",)
+    _tcls.from_aten = classmethod(_trilu_aten)  # type: ignore[method-assign,assignment]
+    _tcls.from_onnx = classmethod(_trilu_onnx)  # type: ignore[method-assign,assignment]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, Ref, SourceNode
 from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import Dim, Or, eq
 from ir.core.types import TensorType
@@ -159,3 +160,131 @@ class InstanceNorm(Norm):
 
     def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("InstanceNormalization", ins, outs, epsilon=EPS)
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _eps_ok(eps: object) -> bool:
+    """GraphIR's norms have the one epsilon EPS (float32 attributes round it)."""
+    return isinstance(eps, (int, float)) and abs(float(eps) - EPS) <= 1e-9
+
+
+def _or_const(node: SourceNode, i: int, fill: float, shape: Sequence[int], like: int = 0) -> Ref:
+    import numpy as np
+
+    if node.is_tensor(i):
+        return node.tensor(i)
+    return node.constant(np.full(tuple(shape), fill, dtype=node.type(like).dtype.numpy))
+
+
+def _batch_norm_aten(cls: type[BatchNorm], node: SourceNode) -> Imported | None:
+    """_native_batch_norm_legit_no_training(x, w, b, mean, var, momentum, eps) (result 0), or
+    batch_norm(x, w, b, mean, var, training=False, momentum, eps, cudnn)."""
+    if node.target == "aten.add.Tensor":
+        return _batch_norm_written_out(cls, node)
+    if node.target == "aten.batch_norm.default":
+        if node.arg(5) or not _eps_ok(node.arg(7)):
+            return None
+        results = None
+    else:
+        if not _eps_ok(node.arg(6)):
+            return None
+        results = (0,)
+    if not (node.is_tensor(3) and node.is_tensor(4)):
+        return None
+    c = (int(node.type(0).shape[1]),)
+    return Imported.one(cls(), node.tensor(0), _or_const(node, 1, 1.0, c), _or_const(node, 2, 0.0, c),
+                        node.tensor(3), node.tensor(4), results=results)
+
+
+def _batch_norm_onnx(cls: type[BatchNorm], node: SourceNode) -> Imported | None:
+    if node.attr("training_mode", 0) or not _eps_ok(node.attr("epsilon", 1e-5)):
+        return None
+    return Imported.one(cls(), *(node.tensor(i) for i in range(5)), results=(0,))
+
+
+def _batch_norm_written_out(cls: type[BatchNorm], node: SourceNode) -> Imported | None:
+    """The form `BatchNorm.torch` writes (and models that write batch norm out):
+    (x - mean.reshape(s)) * rsqrt(var + EPS).reshape(s) * scale.reshape(s) + bias.reshape(s)."""
+
+    def reshaped(n: SourceNode | None) -> SourceNode | None:
+        return n if n is not None and n.target in ("aten.reshape.default", "aten.view.default") else None
+
+    def is_(n: SourceNode | None, target: str) -> bool:
+        return n is not None and n.target == target
+
+    rb, m2 = reshaped(node.producer(1)), node.producer(0)
+    if rb is None or not is_(m2, "aten.mul.Tensor") or node.n_given != 2:
+        return None
+    assert m2 is not None
+    rs, m1 = reshaped(m2.producer(1)), m2.producer(0)
+    if rs is None or not is_(m1, "aten.mul.Tensor"):
+        return None
+    assert m1 is not None
+    d, ri = m1.producer(0), reshaped(m1.producer(1))
+    if not is_(d, "aten.sub.Tensor") or ri is None:
+        return None
+    assert d is not None
+    rm, rsq = reshaped(d.producer(1)), ri.producer(0)
+    if rm is None or not is_(rsq, "aten.rsqrt.default"):
+        return None
+    assert rsq is not None
+    veps = rsq.producer(0)
+    if not is_(veps, "aten.add.Tensor") or veps is None or not _eps_ok(veps.arg(1)):
+        return None
+    return Imported.one(cls(), d.tensor(0), rs.tensor(0), rb.tensor(0), rm.tensor(0),
+                        veps.tensor(0), absorbed=[rb, m2, rs, m1, d, ri, rm, rsq, veps])
+
+
+BatchNorm.aten_imports = ("aten._native_batch_norm_legit_no_training.default",
+                          "aten.batch_norm.default", "aten.add.Tensor")
+BatchNorm.import_priority = 1
+BatchNorm.onnx_imports = ("BatchNormalization",)
+BatchNorm.from_aten = classmethod(_batch_norm_aten)  # type: ignore[method-assign,assignment]
+BatchNorm.from_onnx = classmethod(_batch_norm_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _layer_norm_aten(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
+    """layer_norm(x, normalized_shape, w, b, eps) (or native_layer_norm's result 0)."""
+    shape = tuple(node.arg(1))
+    if not _eps_ok(node.arg(4, 1e-5)):
+        return None
+    results = (0,) if node.target == "aten.native_layer_norm.default" else None
+    return Imported.one(cls(dims=len(shape)), node.tensor(0), _or_const(node, 2, 1.0, shape),
+                        _or_const(node, 3, 0.0, shape), results=results)
+
+
+def _layer_norm_onnx(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
+    rank = node.type(0).rank
+    axis = node.attr("axis", -1)
+    dims = -axis if axis < 0 else rank - axis
+    if not _eps_ok(node.attr("epsilon", 1e-5)) or node.attr("stash_type", 1) != 1:
+        return None
+    shape = tuple(node.type(0).shape[rank - dims:])
+    bias = node.tensor(2) if node.n_given > 2 else _or_const(node, 99, 0.0, shape)
+    return Imported.one(cls(dims=dims), node.tensor(0), node.tensor(1), bias, results=(0,))
+
+
+LayerNorm.aten_imports = ("aten.layer_norm.default", "aten.native_layer_norm.default")
+LayerNorm.onnx_imports = ("LayerNormalization",)
+LayerNorm.from_aten = classmethod(_layer_norm_aten)  # type: ignore[method-assign,assignment]
+LayerNorm.from_onnx = classmethod(_layer_norm_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _instance_norm_aten(cls: type[InstanceNorm], node: SourceNode) -> Imported | None:
+    """instance_norm(x, w, b, running_mean, running_var, use_input_stats, momentum, eps)."""
+    if node.is_tensor(3) or node.is_tensor(4) or not node.arg(5, True) or not _eps_ok(node.arg(7)):
+        return None
+    c = (int(node.type(0).shape[1]),)
+    return Imported.one(cls(), node.tensor(0), _or_const(node, 1, 1.0, c), _or_const(node, 2, 0.0, c))
+
+
+def _instance_norm_onnx(cls: type[InstanceNorm], node: SourceNode) -> Imported | None:
+    if not _eps_ok(node.attr("epsilon", 1e-5)):
+        return None
+    return Imported.one(cls(), *(node.tensor(i) for i in range(3)))
+
+
+InstanceNorm.aten_imports = ("aten.instance_norm.default",)
+InstanceNorm.onnx_imports = ("InstanceNormalization",)
+InstanceNorm.from_aten = classmethod(_instance_norm_aten)  # type: ignore[method-assign,assignment]
+InstanceNorm.from_onnx = classmethod(_instance_norm_onnx)  # type: ignore[method-assign,assignment]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, SourceNode, ints
 from ir.core.op import Op, Signature
 from ir.core.shapes import Dim, Or
 from ir.core.types import TensorType
@@ -160,3 +161,51 @@ class PadConstant(Pad):
 
     def onnx_value(self, b: OnnxBuilder, x: str) -> str:
         return const_like(b, self.value, x)
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _pad_aten(cls: type[Pad], node: SourceNode) -> Imported | None:
+    """pad(x, pad, mode, value) / constant_pad_nd(x, pad, value): torch's pairs run from the
+    last dim outwards, GraphIR's from the outermost padded dim."""
+    if node.target == "aten.constant_pad_nd.default":
+        mode, value = "constant", node.arg(2, 0)
+    else:
+        mode, value = node.arg(2, "constant"), node.arg(3)
+    if mode != cls.mode:
+        return None
+    flat = ints(node.arg(1))
+    pairs = [flat[i:i + 2] for i in range(0, len(flat), 2)]
+    pads = tuple(p for pair in reversed(pairs) for p in pair)
+    if cls is PadConstant:
+        return Imported.one(cls(value=float(value or 0.0), pads=pads), node.tensor(0))
+    return Imported.one(cls(pads=pads), node.tensor(0))
+
+
+def _pad_onnx(cls: type[Pad], node: SourceNode) -> Imported | None:
+    """Pad(x, pads, value, axes) with mode: pads are all begins, then all ends."""
+    mode = node.attr("mode", "constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode != cls.onnx_mode:
+        return None
+    rank = node.type(0).rank
+    flat = ints(node.arg(1))
+    n = len(flat) // 2
+    axes = ints(node.arg(3)) if node.n_given > 3 else tuple(range(rank - n, rank))
+    axes = tuple(a + rank if a < 0 else a for a in axes)
+    begins, ends = flat[:n], flat[n:]
+    by_axis = dict(zip(axes, zip(begins, ends, strict=True), strict=True))
+    first = min(axes, default=rank - 1)
+    pads = tuple(p for a in range(first, rank) for p in by_axis.get(a, (0, 0)))
+    if cls is PadConstant:
+        value = node.const(2) if node.n_given > 2 else None
+        v = 0.0 if value is None else float(value.reshape(()))
+        return Imported.one(cls(value=v, pads=pads), node.tensor(0))
+    return Imported.one(cls(pads=pads), node.tensor(0))
+
+
+for _pcls in (PadReflect, PadReplicate, PadConstant):
+    _pcls.aten_imports = ("aten.pad.default",) + (
+        ("aten.constant_pad_nd.default",) if _pcls is PadConstant else ())
+    _pcls.onnx_imports = ("Pad",)
+    _pcls.from_aten = classmethod(_pad_aten)  # type: ignore[method-assign,assignment]
+    _pcls.from_onnx = classmethod(_pad_onnx)  # type: ignore[method-assign,assignment]

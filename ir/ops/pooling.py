@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, SourceNode, ints
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
 from ir.ops.common import F16_32, FLOATS, as_float, float_only, same_dtype, tie_apart
@@ -142,3 +143,44 @@ class AvgPool1d(AvgPool):
 class AvgPool2d(AvgPool):
     name: ClassVar[str] = "avgpool2d"
     spatial: ClassVar[int] = 2
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _pool_aten(cls: type[Pool], node: SourceNode) -> Imported | None:
+    """max_poolNd(x, kernel, stride=kernel, padding=0, dilation=1, ceil_mode=False);
+    avg_poolNd(x, kernel, stride, padding, ceil_mode, count_include_pad=True, divisor=None)."""
+    n = cls.spatial
+    kernel = ints(node.arg(1), n)
+    stride = node.arg(2) or kernel
+    if issubclass(cls, MaxPool):
+        if any(d != 1 for d in ints(node.arg(4, 1), n)) or node.arg(5, False):
+            return None
+    elif node.arg(4, False) or not node.arg(5, True) or node.arg(6) is not None:
+        return None
+    return Imported.one(cls(kernel=kernel, stride=ints(stride, n), padding=ints(node.arg(3, 0), n)),
+                        node.tensor(0))
+
+
+def _pool_onnx(cls: type[Pool], node: SourceNode) -> Imported | None:
+    n = cls.spatial
+    if (node.attr("ceil_mode", 0) or node.attr("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET")
+            or any(d != 1 for d in node.attr("dilations", [1] * n)) or node.type(0).rank != n + 2):
+        return None
+    if issubclass(cls, AvgPool) and not node.attr("count_include_pad", 0):
+        return None
+    pads = ints(node.attr("pads", [0] * 2 * n))
+    if pads[:n] != pads[n:]:
+        return None
+    kernel = ints(node.attr("kernel_shape"), n)
+    return Imported.one(cls(kernel=kernel, stride=ints(node.attr("strides", [1] * n), n),
+                            padding=pads[:n]), node.tensor(0))
+
+
+for _pcls, _aten, _onnx in ((MaxPool1d, "aten.max_pool1d.default", "MaxPool"),
+                            (MaxPool2d, "aten.max_pool2d.default", "MaxPool"),
+                            (AvgPool1d, "aten.avg_pool1d.default", "AveragePool"),
+                            (AvgPool2d, "aten.avg_pool2d.default", "AveragePool")):
+    _pcls.aten_imports = (_aten,)
+    _pcls.onnx_imports = (_onnx,)
+    _pcls.from_aten = classmethod(_pool_aten)  # type: ignore[method-assign,assignment]
+    _pcls.from_onnx = classmethod(_pool_onnx)  # type: ignore[method-assign,assignment]

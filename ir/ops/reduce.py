@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, NotImportable, Prev, SourceNode, norm_axis
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
 from ir.ops.common import (
@@ -202,3 +203,108 @@ class CumSum(AlongAxis):
 
     def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         b.node("CumSum", [ins[0], b.const_i64(self.axis)], outs, exclusive=0, reverse=0)
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _over_axes(cls: type[Reduce], x: object, axes: list[int], keepdim: bool) -> Imported:
+    """One reduction per axis, the highest first (so the others keep their places)."""
+    steps: list = []
+    for k, a in enumerate(sorted(set(axes), reverse=True)):
+        steps.append((cls(axis=a, keepdim=keepdim), [x if k == 0 else Prev(k - 1)]))
+    if not steps:
+        raise NotImportable("no axes")
+    return Imported.chain(steps)
+
+
+def _reduce_aten(cls: type[Reduce], node: SourceNode) -> Imported | None:
+    """sum.dim_IntList / mean.dim / amax / amin (x, dims, keepdim=False, dtype=None),
+    prod.dim_int (x, dim, keepdim, dtype), sum.default (x): over every axis;
+    adaptive_avg_pool2d/1d to size 1 (mean over the spatial axes, kept)."""
+    x = node.type(0)
+    if node.target.startswith("aten.adaptive_avg_pool"):
+        size = node.arg(1)
+        if not isinstance(size, (list, tuple)) or any(s != 1 for s in size):
+            return None
+        return _over_axes(cls, node.tensor(0), list(range(x.rank - len(size), x.rank)), True)
+    if node.target == "aten.sum.default":
+        dims = list(range(x.rank))
+        keep = False
+    else:
+        d = node.arg(1)
+        dims = [d] if isinstance(d, int) else list(d or range(x.rank))
+        keep = bool(node.arg(2, False))
+    dtype = node.arg("dtype")
+    if dtype is not None and dtype != x.dtype:
+        return None
+    return _over_axes(cls, node.tensor(0), [norm_axis(a, x.rank) for a in dims], keep)
+
+
+def _reduce_onnx(cls: type[Reduce], node: SourceNode) -> Imported | None:
+    """Reduce*(x, axes) with keepdims (default 1); GlobalAveragePool: mean over the spatial axes."""
+    x = node.type(0)
+    if node.target == "GlobalAveragePool":
+        return _over_axes(cls, node.tensor(0), list(range(2, x.rank)), True)
+    axes = node.arg(1)
+    if axes is None:
+        axes = node.attr("axes")
+    if axes is None:
+        if node.attr("noop_with_empty_axes", 0):
+            return None
+        axes = list(range(x.rank))
+    axes = [axes] if isinstance(axes, int) else list(axes)
+    return _over_axes(cls, node.tensor(0), [norm_axis(a, x.rank) for a in axes],
+                      bool(node.attr("keepdims", 1)))
+
+
+for _cls, _aten in ((ReduceSum, ("aten.sum.dim_IntList", "aten.sum.default")),
+                    (ReduceMean, ("aten.mean.dim", "aten.adaptive_avg_pool2d.default",
+                                  "aten.adaptive_avg_pool1d.default")),
+                    (ReduceProd, ("aten.prod.dim_int",)),
+                    (ReduceMax, ("aten.amax.default",)), (ReduceMin, ("aten.amin.default",))):
+    _cls.aten_imports = _aten
+    _cls.onnx_imports = (_cls.onnx_name,) + (("GlobalAveragePool",) if _cls is ReduceMean else ())
+    _cls.from_aten = classmethod(_reduce_aten)  # type: ignore[method-assign,assignment]
+    _cls.from_onnx = classmethod(_reduce_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _arg_aten(cls: type[ArgReduce], node: SourceNode) -> Imported | None:
+    dim = node.arg(1)
+    if dim is None or node.attrs_given - {"keepdim"}:
+        return None
+    return Imported.one(cls(axis=norm_axis(dim, node.type(0).rank),
+                            keepdim=bool(node.arg(2, False))), node.tensor(0))
+
+
+def _arg_onnx(cls: type[ArgReduce], node: SourceNode) -> Imported | None:
+    if node.attr("select_last_index", 0):
+        return None
+    return Imported.one(cls(axis=norm_axis(node.attr("axis", 0), node.type(0).rank),
+                            keepdim=bool(node.attr("keepdims", 1))), node.tensor(0))
+
+
+for _acls in (ArgMax, ArgMin):
+    _acls.aten_imports = (f"aten.{_acls.name}.default",)
+    _acls.onnx_imports = (_acls.onnx_name,)
+    _acls.from_aten = classmethod(_arg_aten)  # type: ignore[method-assign,assignment]
+    _acls.from_onnx = classmethod(_arg_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _cumsum_aten(cls: type[CumSum], node: SourceNode) -> Imported | None:
+    x = node.type(0)
+    dtype = node.arg("dtype")
+    if dtype is not None and dtype != x.dtype:
+        return None
+    return Imported.one(cls(axis=norm_axis(node.arg(1), x.rank)), node.tensor(0))
+
+
+def _cumsum_onnx(cls: type[CumSum], node: SourceNode) -> Imported | None:
+    axis = node.arg(1)
+    if axis is None or node.attr("exclusive", 0) or node.attr("reverse", 0):
+        return None
+    return Imported.one(cls(axis=norm_axis(int(axis), node.type(0).rank)), node.tensor(0))
+
+
+CumSum.aten_imports = ("aten.cumsum.default",)
+CumSum.onnx_imports = ("CumSum",)
+CumSum.from_aten = classmethod(_cumsum_aten)  # type: ignore[method-assign,assignment]
+CumSum.from_onnx = classmethod(_cumsum_onnx)  # type: ignore[method-assign,assignment]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, NotImportable, Prev, SourceNode, ints, norm_axis
 from ir.core.op import Op, Signature
 from ir.core.shapes import And, Dim, Or, eq, floordiv, is_symbolic, product
 from ir.core.types import TensorType
@@ -456,3 +457,216 @@ class Split2(Split):
 class Split3(Split):
     name: ClassVar[str] = "split3"
     num_results: ClassVar[int] = 3
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _out_shape(node: SourceNode) -> tuple[int, ...]:
+    out = node.out_types[0]
+    if out is None:
+        raise NotImportable("no result type")
+    return tuple(int(d) for d in out.shape)
+
+
+def _to_shape(cls: type[ToShape], node: SourceNode) -> Imported | None:
+    """reshape / view / flatten / unflatten (torch), Reshape / Expand (ONNX): the target is the
+    result's shape (-1 and 0 resolved); an expand to the same shape is no op."""
+    shape = _out_shape(node)
+    if cls is Expand and shape == tuple(node.type(0).shape):
+        return Imported.same(node.tensor(0))
+    return Imported.one(cls(shape=shape), node.tensor(0))
+
+
+Reshape.aten_imports = ("aten.reshape.default", "aten.view.default", "aten._unsafe_view.default",
+                        "aten.flatten.using_ints", "aten.unflatten.int")
+Reshape.onnx_imports = ("Reshape",)
+Expand.aten_imports = ("aten.expand.default", "aten.expand_as.default")
+Expand.onnx_imports = ("Expand",)
+for _cls in (Reshape, Expand):
+    _cls.from_aten = classmethod(_to_shape)  # type: ignore[method-assign,assignment]
+    _cls.from_onnx = classmethod(_to_shape)  # type: ignore[method-assign,assignment]
+
+
+def _flatten_onnx(cls: type[Flatten], node: SourceNode) -> Imported | None:
+    rank = node.type(0).rank
+    axis = node.attr("axis", 1)
+    return Imported.one(cls(axis=axis + rank if axis < 0 else axis), node.tensor(0))
+
+
+Flatten.onnx_imports = ("Flatten",)
+Flatten.from_onnx = classmethod(_flatten_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _one_axis(node: SourceNode, i: int, rank: int) -> int:
+    a = node.arg(i)
+    if a is None:
+        a = node.attr("axes")
+    if isinstance(a, (list, tuple)):
+        if len(a) != 1:
+            raise NotImportable("several axes")
+        a = a[0]
+    if not isinstance(a, int):
+        raise NotImportable("no axis")
+    return norm_axis(a, rank)
+
+
+def _squeeze(cls: type[Squeeze], node: SourceNode) -> Imported | None:
+    x = node.type(0)
+    if node.target == "aten.squeeze.default" or (node.target == "Squeeze" and node.n_given < 2
+                                                 and node.attr("axes") is None):
+        ones = [i for i, d in enumerate(x.shape) if d == 1]
+        if len(ones) != 1:
+            return None
+        return Imported.one(cls(axis=ones[0]), node.tensor(0))
+    axis = _one_axis(node, 1, x.rank)
+    if x.shape[axis] != 1:  # torch: squeezing a dim > 1 is no op
+        return Imported.same(node.tensor(0))
+    return Imported.one(cls(axis=axis), node.tensor(0))
+
+
+Squeeze.aten_imports = ("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
+Squeeze.onnx_imports = ("Squeeze",)
+Squeeze.from_aten = classmethod(_squeeze)  # type: ignore[method-assign,assignment]
+Squeeze.from_onnx = classmethod(_squeeze)  # type: ignore[method-assign,assignment]
+
+
+def _unsqueeze(cls: type[Unsqueeze], node: SourceNode) -> Imported | None:
+    return Imported.one(cls(axis=_one_axis(node, 1, node.type(0).rank + 1)), node.tensor(0))
+
+
+Unsqueeze.aten_imports = ("aten.unsqueeze.default",)
+Unsqueeze.onnx_imports = ("Unsqueeze",)
+Unsqueeze.from_aten = classmethod(_unsqueeze)  # type: ignore[method-assign,assignment]
+Unsqueeze.from_onnx = classmethod(_unsqueeze)  # type: ignore[method-assign,assignment]
+
+
+def _transpose_aten(cls: type[Transpose], node: SourceNode) -> Imported | None:
+    rank = node.type(0).rank
+    if node.target == "aten.permute.default":
+        perm = [norm_axis(a, rank) for a in ints(node.arg(1))]
+    elif node.target in ("aten.t.default", "aten.numpy_T.default"):
+        perm = list(reversed(range(rank)))
+    else:  # transpose.int(x, d0, d1)
+        perm = list(range(rank))
+        a, b = norm_axis(node.arg(1), rank), norm_axis(node.arg(2), rank)
+        perm[a], perm[b] = perm[b], perm[a]
+    if rank < 2 and node.target != "aten.permute.default":
+        return Imported.same(node.tensor(0))
+    return Imported.one(cls(perm=tuple(perm)), node.tensor(0))
+
+
+def _transpose_onnx(cls: type[Transpose], node: SourceNode) -> Imported | None:
+    rank = node.type(0).rank
+    perm = node.attr("perm") or list(reversed(range(rank)))
+    return Imported.one(cls(perm=tuple(int(p) for p in perm)), node.tensor(0))
+
+
+Transpose.aten_imports = ("aten.permute.default", "aten.transpose.int", "aten.t.default",
+                          "aten.numpy_T.default")
+Transpose.onnx_imports = ("Transpose",)
+Transpose.from_aten = classmethod(_transpose_aten)  # type: ignore[method-assign,assignment]
+Transpose.from_onnx = classmethod(_transpose_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _tile(cls: type[Tile], node: SourceNode) -> Imported | None:
+    reps = node.arg(1)
+    if reps is None:
+        return None
+    return Imported.one(cls(repeats=ints(list(reps) if not isinstance(reps, int) else reps)),
+                        node.tensor(0))
+
+
+Tile.aten_imports = ("aten.repeat.default",)
+Tile.onnx_imports = ("Tile",)
+Tile.from_aten = classmethod(_tile)  # type: ignore[method-assign,assignment]
+Tile.from_onnx = classmethod(_tile)  # type: ignore[method-assign,assignment]
+
+
+def _concat_aten(cls: type[Concat], node: SourceNode) -> Imported | None:
+    xs = node.tensors(0)
+    rank = node.out_types[0].rank if node.out_types[0] is not None else 0
+    if len(xs) == 1:
+        return Imported.same(xs[0])
+    return Imported.one(cls(axis=norm_axis(node.arg(1, 0), rank)), *xs)
+
+
+def _concat_onnx(cls: type[Concat], node: SourceNode) -> Imported | None:
+    xs = node.tensors(0)
+    rank = node.type(0).rank
+    if len(xs) == 1:
+        return Imported.same(xs[0])
+    return Imported.one(cls(axis=norm_axis(node.attr("axis", 0), rank)), *xs)
+
+
+Concat.aten_imports = ("aten.cat.default", "aten.concat.default")
+Concat.onnx_imports = ("Concat",)
+Concat.from_aten = classmethod(_concat_aten)  # type: ignore[method-assign,assignment]
+Concat.from_onnx = classmethod(_concat_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _slice_bounds(size: int, start: int | None, end: int | None, step: int) -> tuple[int, int]:
+    start = 0 if start is None else start
+    end = size if end is None else end
+    start = max(0, start + size if start < 0 else start)
+    end = min(size, end + size if end < 0 else end)
+    return min(start, size), end
+
+
+def _slice_aten(cls: type[Slice], node: SourceNode) -> Imported | None:
+    x = node.type(0)
+    if node.target == "aten.select.int":  # x[..., i, ...]: a slice of 1, squeezed
+        axis = norm_axis(node.arg(1), x.rank)
+        i = node.arg(2)
+        i = i + x.shape[axis] if i < 0 else i
+        return Imported.chain([(cls(axis=axis, start=i, end=i + 1, step=1), [node.tensor(0)]),
+                               (Squeeze(axis=axis), [Prev(0)])])
+    axis = norm_axis(node.arg(1, 0), x.rank)
+    step = node.arg(4, 1)
+    start, end = _slice_bounds(int(x.shape[axis]), node.arg(2), node.arg(3), step)
+    return Imported.one(cls(axis=axis, start=start, end=end, step=step), node.tensor(0))
+
+
+def _slice_onnx(cls: type[Slice], node: SourceNode) -> Imported | None:
+    x = node.type(0)
+    starts, ends = node.arg(1), node.arg(2)
+    axes = node.arg(3) if node.n_given > 3 else list(range(len(starts or [])))
+    steps = node.arg(4) if node.n_given > 4 else [1] * len(axes or [])
+    if starts is None or ends is None or axes is None or steps is None:
+        return None
+    starts, ends, axes, steps = (ints(v) for v in (starts, ends, axes, steps))
+    steps_: list = []
+    for k, (a, s, e, st) in enumerate(zip(axes, starts, ends, steps, strict=True)):
+        if st < 1:
+            return None
+        axis = norm_axis(a, x.rank)
+        s, e = _slice_bounds(int(x.shape[axis]), s, e, st)
+        steps_.append((cls(axis=axis, start=s, end=e, step=st),
+                       [node.tensor(0) if k == 0 else Prev(k - 1)]))
+    return Imported.chain(steps_) if steps_ else None
+
+
+Slice.aten_imports = ("aten.slice.Tensor", "aten.select.int")
+Slice.onnx_imports = ("Slice",)
+Slice.from_aten = classmethod(_slice_aten)  # type: ignore[method-assign,assignment]
+Slice.from_onnx = classmethod(_slice_onnx)  # type: ignore[method-assign,assignment]
+
+
+def _split(cls: type[Split], node: SourceNode) -> Imported | None:
+    """split_with_sizes / split / chunk (torch), Split (ONNX): the sizes are the results'."""
+    x = node.type(0)
+    if node.target.startswith("aten."):
+        axis = norm_axis(node.arg(2, 0), x.rank)
+    else:
+        axis = norm_axis(node.attr("axis", 0), x.rank)
+    outs = node.out_types
+    if len(outs) != cls.num_results or any(t is None for t in outs):
+        return None
+    sizes = tuple(int(t.shape[axis]) for t in outs if t is not None)
+    return Imported.one(cls(axis=axis, sizes=sizes), node.tensor(0))
+
+
+for _scls in (Split2, Split3):
+    _scls.aten_imports = ("aten.split_with_sizes.default", "aten.split.Tensor",
+                          "aten.chunk.default")
+    _scls.onnx_imports = ("Split",)
+    _scls.from_aten = classmethod(_split)  # type: ignore[method-assign,assignment]
+    _scls.from_onnx = classmethod(_split)  # type: ignore[method-assign,assignment]

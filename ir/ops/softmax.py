@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, SourceNode, norm_axis
 from ir.ops.common import FLOATS
 from ir.ops.reduce import AlongAxis
 
@@ -40,3 +41,23 @@ class LogSoftmax(Softmax):
         import torch
 
         return torch.log_softmax(x, dim=self.axis)
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _softmax_aten(cls: type[Softmax], node: SourceNode) -> Imported | None:
+    """softmax.int(x, dim, dtype=None) / _softmax(x, dim, half_to_float=False)."""
+    if node.attrs_given - {"dtype"} or node.arg(2) not in (None, False):
+        return None
+    return Imported.one(cls(axis=norm_axis(node.arg(1), node.type(0).rank)), node.tensor(0))
+
+
+def _softmax_onnx(cls: type[Softmax], node: SourceNode) -> Imported | None:
+    return Imported.one(cls(axis=norm_axis(node.attr("axis", -1), node.type(0).rank)),
+                        node.tensor(0))
+
+
+for _cls, _aten in ((Softmax, "softmax"), (LogSoftmax, "log_softmax")):
+    _cls.aten_imports = (f"aten.{_aten}.int", f"aten._{_aten}.default")
+    _cls.onnx_imports = (_cls.onnx_name,)
+    _cls.from_aten = classmethod(_softmax_aten)  # type: ignore[method-assign,assignment]
+    _cls.from_onnx = classmethod(_softmax_onnx)  # type: ignore[method-assign,assignment]

@@ -1,0 +1,49 @@
+"""What both round-trip tests share: the generated graphs, and equality up to names on a
+normal form.
+
+`import(materialize(g))` is `g` up to value names: the canonical texts (`canonical_text`, values
+renamed in definition order) are equal, i.e. the same instructions in the same order with the
+same ops, attributes, result types and bodies, the same inputs and params (types, order) and
+outputs. Both sides are first put in a normal form where a materializer is not one to one:
+  - a slice of a whole axis (start 0, end its size, step 1) is no instruction: torch.export
+    records `x[0:n]` as an alias of x;
+  - torch only: `flatten[axis=a]` is the `reshape` it lowers to (torch has no flatten of
+    ONNX's meaning; `aten.reshape` reads back as reshape).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ir.core.graph import Graph, Inst
+from ir.core.text import canonical_text
+from ir.gen.builder import GenConfig
+from ir.ops.shape import Flatten, Reshape, Slice
+
+#: generated graphs with control flow (as tests/ir/ops/test_control.py's)
+CONTROL = GenConfig(p_if=0.1, p_loop=0.1, p_scan=0.15, max_depth=2)
+
+
+def normal_form(g: Graph, flatten_as_reshape: bool = False) -> Graph:
+    renamed: dict[str, str] = {}
+
+    def name(a: str) -> str:
+        return renamed.get(a, a)
+
+    insts: list[Inst] = []
+    for inst in g.insts:
+        args = tuple(name(a) for a in inst.args)
+        op = inst.op
+        if isinstance(op, Slice) and op.start == 0 and op.step == 1 and (
+                op.end == inst.results[0].type.shape[op.axis]):
+            renamed[inst.results[0].name] = args[0]
+            continue
+        if flatten_as_reshape and isinstance(op, Flatten):
+            op = Reshape(shape=tuple(inst.results[0].type.shape))
+        blocks = tuple(normal_form(b, flatten_as_reshape) for b in inst.blocks)
+        insts.append(Inst(op, args, inst.results, blocks))
+    return dataclasses.replace(g, insts=tuple(insts), outputs=tuple(name(o) for o in g.outputs))
+
+
+def same_up_to_names(a: Graph, b: Graph, flatten_as_reshape: bool = False) -> bool:
+    return (canonical_text(normal_form(a, flatten_as_reshape))
+            == canonical_text(normal_form(b, flatten_as_reshape)))
