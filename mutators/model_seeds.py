@@ -323,7 +323,17 @@ def build_model(entry: str) -> tuple[Any, tuple[Any, ...]]:
             raise SeedError(f"cannot build the model: {_one_line(e)}") from None
     else:
         module, inputs = _factory(entry)
-    return module.eval(), inputs
+    return out_of_place(module.eval()), inputs
+
+
+def out_of_place(module: Any) -> Any:
+    """`module` with its layers' in-place switches off (`nn.ReLU(inplace=True)` and the like
+    compute the same out of place): the exported graph then holds `relu`, not `relu_` on a
+    value other ops read."""
+    for m in module.modules():
+        if isinstance(getattr(m, "inplace", None), bool):
+            m.inplace = False
+    return module
 
 
 def model_name(entry: str) -> str:
