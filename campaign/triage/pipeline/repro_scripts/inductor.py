@@ -20,9 +20,11 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
     stage,
 )
 from campaign.triage.pipeline.repro_scripts.torch_compile import (
+    COMPILER,
     DEVICE,
+    DYNAMIC,
+    FULLGRAPH,
     ablate_compile,
-    compiled,
     configure,
     describe,
     set_training_flags,
@@ -38,7 +40,8 @@ def main() -> None:
     try:
         params = {n: np.array(sets[0][n], copy=True) for n in PARAMS}
         model = Model(params).to(DEVICE).eval()
-        program = compiled(model, backend)
+        program = torch.compile(model, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC) \
+            if COMPILER != "none" else model  # none: run eagerly (localization)
         args = [[torch.from_numpy(np.array(s[n], copy=True)).to(DEVICE) for n in INPUTS]
                 for s in sets]
     except Exception as e:

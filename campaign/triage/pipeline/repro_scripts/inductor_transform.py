@@ -4,6 +4,7 @@ program (`transform_program`, copied from ir/materialize/torch_func.py), on the 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from campaign.triage.pipeline.repro_scripts.localize import Probe
 from campaign.triage.pipeline.repro_scripts.model import Model
@@ -17,8 +18,10 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
     stage,
 )
 from campaign.triage.pipeline.repro_scripts.torch_compile import (
+    COMPILER,
+    DYNAMIC,
+    FULLGRAPH,
     ablate_compile,
-    compiled,
     configure,
     describe,
     set_training_flags,
@@ -40,7 +43,8 @@ def main() -> None:
         model = Model({n: np.array(sets[0][n], copy=True) for n in PARAMS}).eval()
         program, args, what = transform_program(model, sets, INPUTS, OUTPUTS, HERE)
         print(f"[repro] the program: {what}", flush=True)
-        run = compiled(program, backend)
+        run = torch.compile(program, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC) \
+            if COMPILER != "none" else program  # none: run eagerly (localization)
     except Exception as e:
         failed(e)
     set_training_flags()

@@ -71,14 +71,6 @@ def compile_backend() -> Any:
     return inductor_with_config
 
 
-def compiled(program: Any, backend: Any) -> Any:
-    """torch.compile of `program` with the backend `configure` gave; COMPILER `none`: the
-    program itself, run eagerly (a localization's first question: is it the compiler?)."""
-    if COMPILER == "none":
-        return program
-    return torch.compile(program, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC)
-
-
 def describe(program: str, device: str) -> str:
     """What is compiled, how, on which device (the script's first line)."""
     if COMPILER == "none":
