@@ -199,7 +199,8 @@ def _configuration() -> list[tuple[str, str, Any]]:
 def smallest_configuration(probe: Probe) -> tuple[list[str], list[str]]:
     """The drawn options the failure needs: each put back to its default (a flag dropped,
     cpp_wrapper off, dynamic False, mode None) while it still fails the same way, greedily, in
-    order. Returns (needed, what each needed one's run gave)."""
+    order. Returns (needed, what each needed one's run gave); a needed option whose removal
+    did not make it pass but fail another way says so."""
     defaults = {"CPP_WRAPPER": False, "DYNAMIC": False, "MODE": None}
     current: dict[str, Any] = {"FLAGS": dict(FLAGS), "TRAINING_FLAGS": dict(TRAINING_FLAGS)}
     needed, notes = [], []
@@ -215,8 +216,8 @@ def smallest_configuration(probe: Probe) -> tuple[list[str], list[str]]:
         fares = probe(f"without {label}", **changed)
         if fares == SAME:
             current = trial
-        else:
-            needed.append(label)
+        else:  # the failure needs it; without it the program may still fail another way
+            needed.append(label if fares == PASSES else f"{label} (without it: another failure)")
             notes.append(f"without {label} it {fares}")
     return needed, notes
 
