@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ir.core.graph import Graph
-from mutators.source import ROOT, SeedError, check_seed
+from mutators.seed_files import ROOT, SeedError, check_seed
 
 #: the model libraries `<library>:<model>` may name (the `[models]` extra)
 LIBRARIES = ("torchvision", "timm", "transformers")
