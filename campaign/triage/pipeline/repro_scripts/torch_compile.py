@@ -229,9 +229,11 @@ def ablate_compile(probe: Probe) -> tuple[str | None, str]:
     Inductor torch's CompilerBisector (its config changes and subsystems, read from the
     installed torch), then the smallest set of the drawn options that still fails."""
     if probe("no torch.compile (COMPILER=none: run eagerly)", COMPILER="none") == SAME:
-        return None, ("it fails the same way without torch.compile (the program run "
-                      "eagerly): no stage of the compiler is at fault; the reference "
-                      "(expected.npz) is not what torch eager computes here")
+        return None, ("it fails the same way without torch.compile (this program run "
+                      "eagerly): no stage of the compiler is at fault; torch eager itself "
+                      "computes it so (a higher-order op's own eager or autograd rule: the "
+                      "reference ran the Python dialect), or the reference (expected.npz) is "
+                      "not what torch computes here")
     seen = ["without torch.compile it passes"]
     last = {"inductor": len(STAGES), "aot_eager_decomp_partition": 2, "aot_eager": 1}
     for name, culprit, why in STAGES[:last.get(COMPILER, 0)]:
