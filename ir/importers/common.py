@@ -114,6 +114,10 @@ class Session:
         self.unmapped: Counter[str] = Counter()
         #: inputs standing for the results of unmapped nodes
         self.opaque_inputs: set[str] = set()
+        #: values of source nodes a pattern took: dropped once nothing reads them
+        self.absorbed: set[str] = set()
+        #: param name -> its sort key: the source's weights in their order, then the rest
+        self.param_order: dict[str, tuple[int, int]] = {}
 
     def fresh(self, prefix: str) -> str:
         while True:
@@ -146,6 +150,8 @@ class Const:
     hint: str
     #: a computed constant (not a weight): a node reading only such constants is folded
     foldable: bool = False
+    #: its place among the source's weights (the params' order); None: made by the import
+    order: int | None = None
     #: the param made of it, once an instruction reads it
     param: str | None = None
 
@@ -172,8 +178,6 @@ class Level:
     #: source value key -> how many source nodes read it; -> the source node making it
     readers: Counter[str] = field(default_factory=Counter)
     producers: dict[str, Any] = field(default_factory=dict)
-    #: source nodes taken into a pattern by a rule (`Imported.absorbed`)
-    absorbed: set[int] = field(default_factory=set)
     unmapped_nodes: dict[int, str] = field(default_factory=dict)
     #: a body's enclosing level, whose values the body captures when it reads them (ONNX
     #: bodies read outer values by name; GraphIR bodies are closed: each becomes an input)
@@ -192,11 +196,13 @@ class Level:
                 self.session.opaque_inputs.add(self.add_input(k, t, prefix="u"))
             self.opaque.add(k)
 
-    def absorb(self, node_ids: Iterable[int]) -> None:
-        """Nodes a pattern rule took: mapped, whatever they were alone."""
-        for i in node_ids:
+    def absorb(self, nodes: Iterable[tuple[int, Sequence[str]]]) -> None:
+        """Nodes a pattern rule took (node id, result keys): mapped, whatever they were
+        alone; what they were imported as goes once nothing else reads it."""
+        for i, keys in nodes:
             if self.unmapped_nodes.pop(i, None) is not None:
                 self.mapped += 1
+            self.session.absorbed.update(self.names[k] for k in keys if k in self.names)
 
     # ---- values ---------------------------------------------------------------------------------
     def add_input(self, key: str, t: TensorType, prefix: str = "x") -> str:
@@ -218,8 +224,9 @@ class Level:
         if of in self.opaque:
             self.opaque.add(key)
 
-    def add_const(self, key: str, value: np.ndarray, hint: str, foldable: bool = False) -> None:
-        self.consts[key] = Const(np.asarray(value), hint, foldable)
+    def add_const(self, key: str, value: np.ndarray, hint: str, foldable: bool = False,
+                  order: int | None = None) -> None:
+        self.consts[key] = Const(np.asarray(value), hint, foldable, order=order)
 
     def const(self, key: str) -> np.ndarray | None:
         c = self.consts.get(key)
@@ -258,6 +265,8 @@ class Level:
             t = TensorType(tuple(int(d) for d in c.value.shape), dtype)
             self.session.params.append(Value(name, t))
             self.session.values[name] = np.array(c.value, order="C")
+            self.session.param_order[name] = (0, c.order) if c.order is not None else (
+                1, len(self.session.param_order))
             self.types[name] = t
             c.param = name
         return c.param
@@ -354,33 +363,34 @@ def try_rules(level: Level, kind: str, node: SourceNode, out_types: Sequence[Ten
     return None
 
 
-def dead_code(g: Graph) -> Graph:
-    """`g` without instructions whose results nothing reads (bodies too): what pattern rules
-    read through, once nothing else reads it."""
+def dead_code(g: Graph, absorbed: set[str]) -> Graph:
+    """`g` without what pattern rules read through (`absorbed` values) once nothing else reads
+    it (bodies too). Other unread instructions stay: the source had them."""
     insts = []
     for inst in g.insts:
         if inst.blocks:
-            inst = Inst(inst.op, inst.args, inst.results, tuple(dead_code(b) for b in inst.blocks))
+            inst = Inst(inst.op, inst.args, inst.results,
+                        tuple(dead_code(b, absorbed) for b in inst.blocks))
         insts.append(inst)
     live = set(g.outputs)
     kept: list[Inst] = []
     for inst in reversed(insts):
-        if any(r.name in live for r in inst.results):
+        if (any(r.name in live for r in inst.results)
+                or not any(r.name in absorbed for r in inst.results)):
             kept.append(inst)
             live.update(inst.args)
     kept.reverse()
     return Graph(g.name, g.inputs, tuple(kept), g.outputs, g.params)
 
 
-def finish(session: Session, graph: Graph, source: str, param_order: Iterable[str] = ()
-           ) -> ImportResult:
-    """The result of an import: dead code removed, params in source order, unused ones
-    dropped; the error, or the windows, when some nodes were unmapped."""
-    graph = dead_code(graph)
+def finish(session: Session, graph: Graph, source: str) -> ImportResult:
+    """The result of an import: dead code removed, params in the source's order of its
+    weights (then the constants the import made), unused ones dropped; the error, or the
+    windows, when some nodes were unmapped."""
+    graph = dead_code(graph, session.absorbed)
     used = {a for inst, _ in graph.walk() for a in inst.args} | set(graph.outputs)
-    order = {n: i for i, n in enumerate(param_order)}
     params = sorted((p for p in session.params if p.name in used),
-                    key=lambda p: order.get(p.name, len(order)))
+                    key=lambda p: session.param_order[p.name])
     inputs = tuple(v for v in graph.inputs
                    if v.name not in session.opaque_inputs or v.name in used)
     graph = Graph(graph.name, inputs, graph.insts, graph.outputs, tuple(params))

@@ -41,8 +41,8 @@ def import_onnx(model: onnx.ModelProto, name: str, keep_windows: bool = False) -
     types = _value_types(g)
     level = Level(session, "main", top=True)
     inits = {t.name for t in g.initializer}
-    for t in g.initializer:
-        level.add_const(t.name, numpy_helper.to_array(t), t.name)
+    for k, t in enumerate(g.initializer):
+        level.add_const(t.name, numpy_helper.to_array(t), t.name, order=k)
     for v in g.input:
         if v.name in inits:
             continue
@@ -54,7 +54,7 @@ def import_onnx(model: onnx.ModelProto, name: str, keep_windows: bool = False) -
     session.mapped += level.mapped
     session.unmapped.update(level.unmapped_nodes.values())
     outputs = [level.value(o.name) for o in g.output]
-    return finish(session, level.graph(outputs), name, [t.name for t in g.initializer])
+    return finish(session, level.graph(outputs), name)
 
 
 def _tensor_type(tp: onnx.TypeProto) -> TensorType | None:
@@ -209,28 +209,29 @@ class _Onnx:
     def __init__(self, types: dict[str, TensorType | None]):
         self.types = types
 
-    def run(self, level: Level, g: onnx.GraphProto, wanted: Sequence[str]) -> None:
-        """Import the nodes of `g` that `wanted` needs into `level`."""
-        needed = set(wanted)
-        nodes = list(g.node)
-        live: list[onnx.NodeProto] = []
-        for n in reversed(nodes):
-            if any(o in needed for o in n.output):
-                live.append(n)
-                needed.update(n.input)
-                for a in n.attribute:
-                    subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
-                    for sub in subs:
-                        needed.update(_free(sub))
-        live.reverse()
+    def run(self, level: Level, g: onnx.GraphProto, wanted: Sequence[str],
+            dead: Sequence[str] = ()) -> None:
+        """Import the nodes of `g` into `level`, but those reading a `dead` value (a Loop
+        body's condition, which GraphIR's loop has not)."""
+        dead_set = set(dead)
+        nodes: list[onnx.NodeProto] = []
+        for n in g.node:
+            if dead_set & set(n.input):
+                dead_set.update(n.output)
+            else:
+                nodes.append(n)
         readers: Counter[str] = Counter()
         producers: dict[str, onnx.NodeProto] = {}
-        for n in live:
+        for n in nodes:
             readers.update(i for i in n.input if i)
+            for a in n.attribute:
+                subs = [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)
+                for sub in subs:
+                    readers.update(_free(sub))
             for o in n.output:
                 producers[o] = n
         readers.update(wanted)
-        for n in live:
+        for n in nodes:
             self.node(level, n, readers, producers)
 
     def node(self, level: Level, n: onnx.NodeProto, readers: Counter[str],
@@ -256,7 +257,8 @@ class _Onnx:
             level.mark_unmapped(id(n), n.op_type, outs, types)
             return
         level.mapped += 1
-        level.absorb(id(a.node) for a in imported.absorbed if isinstance(a, OnnxNode))
+        level.absorb((id(a.node), list(a.node.output)) for a in imported.absorbed
+                     if isinstance(a, OnnxNode))
 
     # ---- plumbing ------------------------------------------------------------------------------
     def plumbing(self, level: Level, n: onnx.NodeProto) -> bool:
@@ -303,7 +305,8 @@ class _Onnx:
         return False
 
     def body(self, level: Level, g: onnx.GraphProto, input_types: Sequence[TensorType | None],
-             wanted: Sequence[str], name: str) -> tuple[Level, list[str]] | None:
+             wanted: Sequence[str], name: str, dead: Sequence[str] = ()
+             ) -> tuple[Level, list[str]] | None:
         """Import an ONNX sub-graph as a closed body: its own inputs typed `input_types` (None:
         not given to the body), then what it captures from outside."""
         sub = Level(level.session, name, top=False, outer=level)
@@ -313,7 +316,7 @@ class _Onnx:
         for t in g.initializer:
             sub.add_const(t.name, numpy_helper.to_array(t), t.name)
         try:
-            self.run(sub, g, wanted)
+            self.run(sub, g, wanted, dead)
             outs = [sub.value(o) for o in wanted]
         except NotImportable:
             sub.unmapped_nodes[-1] = "body"
@@ -399,7 +402,8 @@ class _Onnx:
         if args is None:
             return False
         in_types = [TensorType((), DType.int64), None, *(level.types[a] for a in args[1:])]
-        made = self.body(level, body_g, in_types, [o.name for o in body_g.output[1:]], "body")
+        made = self.body(level, body_g, in_types, [o.name for o in body_g.output[1:]], "body",
+                         dead=[cond_in])
         if made is None:
             return False
         sub, outs = made

@@ -74,7 +74,7 @@ def import_exported(program: Any, name: str, keep_windows: bool = False) -> Impo
     level = Level(session, "main", top=True)
     specs = {s.arg.name: s for s in program.graph_signature.input_specs
              if hasattr(s.arg, "name")}
-    order: list[str] = []
+    n_weights = 0
     for node in gm.graph.nodes:
         if node.op != "placeholder":
             continue
@@ -89,9 +89,9 @@ def import_exported(program: Any, name: str, keep_windows: bool = False) -> Impo
         if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
             value = (program.state_dict[target] if target in program.state_dict
                      else program.constants[target])
-            hint = target.removeprefix("p_") if target.startswith("p_") else target
-            level.add_const(node.name, _numpy(value), hint)
-            order.append(hint)
+            # a GraphIR module's param `w1` is its buffer `p_w1`
+            level.add_const(node.name, _numpy(value), target.removeprefix("p_"), order=n_weights)
+            n_weights += 1
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             level.add_const(node.name, _numpy(program.constants[target]), target, foldable=True)
         else:
@@ -103,16 +103,7 @@ def import_exported(program: Any, name: str, keep_windows: bool = False) -> Impo
     names = [level.value(o) if level.has(o) else level.names.get(o, "") for o in outputs]
     if any(not n for n in names):
         raise ValueError(f"{name}: an output has no value")
-    graph = level.graph(names)
-    # params named after their hint: keep the source's order
-    hints = {p: p for p in order}
-    return finish(session, graph, name, [_param_name(session, h) for h in hints])
-
-
-def _param_name(session: Session, hint: str) -> str:
-    from ir.importers.common import sanitize
-
-    return sanitize(hint)
+    return finish(session, level.graph(names), name)
 
 
 def _numpy(t: Any) -> np.ndarray:
@@ -382,7 +373,8 @@ class _Torch:
             level.mark_unmapped(id(node), op_family(target), keys, types)
             return
         level.mapped += 1
-        level.absorb(id(a.node) for a in imported.absorbed if isinstance(a, AtenNode))
+        level.absorb((id(a.node), [a.node.name]) for a in imported.absorbed
+                     if isinstance(a, AtenNode))
 
     # ---- plumbing ----------------------------------------------------------------------------------
     def identity(self, level: Level, node: Any, types: list[TensorType | None]) -> bool:
@@ -613,7 +605,7 @@ class _Torch:
             level.mark_unmapped(id(node), "torch.scan", keys, types)
             return False
         if reverse:
-            level.absorb(id(f) for f in flips)
+            level.absorb((id(f), [f.name]) for f in flips if f is not None)
             ok = self._bind_results(level, inst, keys, types, range(nc))
             if not ok:
                 return False

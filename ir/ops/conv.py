@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.importing import Imported, NotImportable, Prev, Ref, SourceNode, ints
+from ir.core.importing import Imported, Prev, Ref, SourceNode, ints
 from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import Dim, eq, floordiv
 from ir.core.types import TensorType
@@ -180,6 +180,12 @@ def _with_bias(op: Op, x: Ref, w: Ref, bias: Ref | None, channels: int, rank: in
                            (Add(), [Prev(0), Prev(1)])])
 
 
+def _channels(op: ConvBase, node: SourceNode) -> int:
+    """The result's channels, from the weight: [O, C/g, ...] or, transposed, [C, O/g, ...]."""
+    w = node.type(1)
+    return int(w.shape[1]) * op.groups if isinstance(op, ConvTranspose2d) else int(w.shape[0])
+
+
 def _conv_aten(cls: type[ConvBase], node: SourceNode) -> Imported | None:
     """conv1d/conv2d(x, w, bias, stride, padding, dilation, groups); conv_transpose2d.input(x,
     w, bias, stride, padding, output_padding, groups, dilation); convolution(x, w, bias,
@@ -202,11 +208,8 @@ def _conv_aten(cls: type[ConvBase], node: SourceNode) -> Imported | None:
         return None
     op = cls(stride=ints(stride, n), padding=ints(padding, n), dilation=ints(dilation, n),
              groups=int(groups))
-    out = node.out_types[0]
-    if out is None:
-        raise NotImportable("no result type")
     bias = node.tensor(2) if node.is_tensor(2) else None
-    return _with_bias(op, node.tensor(0), node.tensor(1), bias, int(out.shape[1]), out.rank)
+    return _with_bias(op, node.tensor(0), node.tensor(1), bias, _channels(op, node), n + 2)
 
 
 def _conv_onnx(cls: type[ConvBase], node: SourceNode) -> Imported | None:
@@ -221,11 +224,8 @@ def _conv_onnx(cls: type[ConvBase], node: SourceNode) -> Imported | None:
         return None
     op = cls(stride=ints(node.attr("strides", [1] * n), n), padding=pads[:n],
              dilation=ints(node.attr("dilations", [1] * n), n), groups=int(node.attr("group", 1)))
-    out = node.out_types[0]
-    if out is None:
-        raise NotImportable("no result type")
     bias = node.tensor(2) if node.n_given > 2 else None
-    return _with_bias(op, node.tensor(0), node.tensor(1), bias, int(out.shape[1]), out.rank)
+    return _with_bias(op, node.tensor(0), node.tensor(1), bias, _channels(op, node), n + 2)
 
 
 for _ccls, _aten, _onnx in ((Conv1d, ("aten.conv1d.default", "aten.convolution.default"), "Conv"),

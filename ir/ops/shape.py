@@ -658,9 +658,15 @@ def _split(cls: type[Split], node: SourceNode) -> Imported | None:
     else:
         axis = norm_axis(node.attr("axis", 0), x.rank)
     outs = node.out_types
-    if len(outs) != cls.num_results or any(t is None for t in outs):
+    split = None if node.target.startswith("aten.") else node.arg(1)
+    if len(outs) != cls.num_results:
         return None
-    sizes = tuple(int(t.shape[axis]) for t in outs if t is not None)
+    if split is not None:  # ONNX's sizes (shape inference may leave a result untyped)
+        sizes = ints(split)
+    elif all(t is not None for t in outs):
+        sizes = tuple(int(t.shape[axis]) for t in outs if t is not None)
+    else:
+        return None
     return Imported.one(cls(axis=axis, sizes=sizes), node.tensor(0))
 
 

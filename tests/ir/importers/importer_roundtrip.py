@@ -8,7 +8,9 @@ outputs. Both sides are first put in a normal form where a materializer is not o
   - a slice of a whole axis (start 0, end its size, step 1) is no instruction: torch.export
     records `x[0:n]` as an alias of x;
   - torch only: `flatten[axis=a]` is the `reshape` it lowers to (torch has no flatten of
-    ONNX's meaning; `aten.reshape` reads back as reshape).
+    ONNX's meaning; `aten.reshape` reads back as reshape);
+  - torch only: an `if`'s operands (and its branches' inputs with them) in the order their
+    values are defined: Dynamo lifts a `torch.cond`'s operands in an order of its own.
 """
 from __future__ import annotations
 
@@ -17,14 +19,16 @@ import dataclasses
 from ir.core.graph import Graph, Inst
 from ir.core.text import canonical_text
 from ir.gen.builder import GenConfig
+from ir.ops.control import If
 from ir.ops.shape import Flatten, Reshape, Slice
 
 #: generated graphs with control flow (as tests/ir/ops/test_control.py's)
 CONTROL = GenConfig(p_if=0.1, p_loop=0.1, p_scan=0.15, max_depth=2)
 
 
-def normal_form(g: Graph, flatten_as_reshape: bool = False) -> Graph:
+def normal_form(g: Graph, torch: bool = False) -> Graph:
     renamed: dict[str, str] = {}
+    defined = {v.name: i for i, v in enumerate((*g.inputs, *g.params))}
 
     def name(a: str) -> str:
         return renamed.get(a, a)
@@ -37,13 +41,21 @@ def normal_form(g: Graph, flatten_as_reshape: bool = False) -> Graph:
                 op.end == inst.results[0].type.shape[op.axis]):
             renamed[inst.results[0].name] = args[0]
             continue
-        if flatten_as_reshape and isinstance(op, Flatten):
+        if torch and isinstance(op, Flatten):
             op = Reshape(shape=tuple(inst.results[0].type.shape))
-        blocks = tuple(normal_form(b, flatten_as_reshape) for b in inst.blocks)
+        blocks = tuple(normal_form(b, torch) for b in inst.blocks)
+        if torch and isinstance(op, If):
+            order = sorted(range(len(args) - 1), key=lambda i: defined[args[1 + i]])
+            args = (args[0], *(args[1 + i] for i in order))
+            blocks = tuple(dataclasses.replace(b, inputs=tuple(b.inputs[i] for i in order))
+                           for b in blocks)
         insts.append(Inst(op, args, inst.results, blocks))
+        for r in inst.results:
+            defined[r.name] = len(defined)
     return dataclasses.replace(g, insts=tuple(insts), outputs=tuple(name(o) for o in g.outputs))
 
 
-def same_up_to_names(a: Graph, b: Graph, flatten_as_reshape: bool = False) -> bool:
-    return (canonical_text(normal_form(a, flatten_as_reshape))
-            == canonical_text(normal_form(b, flatten_as_reshape)))
+def same_up_to_names(a: Graph, b: Graph, torch: bool = False) -> bool:
+    """Whether `a` and `b` are equal up to value names on the normal form (`torch`: with the
+    torch-only rules)."""
+    return canonical_text(normal_form(a, torch)) == canonical_text(normal_form(b, torch))

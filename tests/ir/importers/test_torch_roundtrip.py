@@ -47,7 +47,7 @@ def round_trip(seed: int) -> str:
 
     result = import_exported(program, f"seed{seed}")
     assert result.graph is not None and not result.unmapped
-    assert same_up_to_names(g, result.graph, flatten_as_reshape=True), (
+    assert same_up_to_names(g, result.graph, torch=True), (
         f"seed {seed}\n{print_graph(g)}\n{print_graph(result.graph)}")
     for p in result.graph.params:  # the weights come back with their values
         assert p.type.shape == result.params[p.name].shape
