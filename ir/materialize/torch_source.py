@@ -398,6 +398,12 @@ def _record(inst: Inst, args: list, op: Op | None = None) -> tuple[list, Any]:
         def __torch_function__(self, func: Any, types: Any, fargs: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             out = func(*fargs, **kwargs)
+            if fargs and out is fargs[0] and isinstance(out, torch.Tensor):
+                # an in-place call returns its receiver: the op's code then goes on with the
+                # call's result or with the receiver, two variables to Dynamo (the result is
+                # a node of the graph, the receiver maybe a graph input, which a frame returns
+                # as is). A new object on the same tensor tells which one the op used.
+                out = out.detach()
             calls.append((func, fargs, kwargs, out))
             return out
 

@@ -217,3 +217,39 @@ def test_the_copies_the_modules_plan_makes_are_printed(dialect):
     src = torch_source(g, dialect)  # checked against the interpreter: raised before
     assert "s1 = _t2[1].clone(memory_format=torch.contiguous_format)" in src, src
     assert check_source(src, g, _values(g)) is None
+
+
+#: an in-place op on a graph input, its result returned beside the input: the op's code
+#: (`getattr(x, "sigmoid_")(); return x`) goes on with its receiver, so Dynamo returns the input
+#: from the frame and the graph has no output for it; printed as `v0 = _t2` (the call's
+#: result, a graph node) the program compiled otherwise, and aot_eager's lost input write
+#: (bucket aot_eager-mismatch-6a8ce7b1ae of a cpu_dynamic run) did not reproduce
+RECEIVER = """graph main(%x0: f64[2,4], %x12: f64[]) {
+  %v16 = round(%x0) : f64[2,4]
+  %v0 = sigmoid_(%x12) : f64[]
+  return %v16, %v0, %x12
+}"""
+
+
+def test_an_in_place_ops_result_is_the_variable_the_op_returns():
+    import torch
+
+    from ir.materialize.to_torch import GraphModule
+
+    g = ir.verify(ir.parse(RECEIVER))
+    src = torch_source(g, "hop")
+    assert "x12.sigmoid_()" in src and "v0 = x12\n" in src, src
+    ns: dict = {}
+    exec(compile(src, "<generated>", "exec"), ns)
+    shapes = []
+    for module in (GraphModule(g, {}, dialect="hop"), ns["Model"]({})):
+        def capture(gm, example_inputs):
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            shapes.append(len(out.args[0]))  # noqa: B023 (called at once)
+            return gm.forward
+
+        torch._dynamo.reset()
+        xs = [torch.rand(2, 4, dtype=torch.float64), torch.rand((), dtype=torch.float64)]
+        torch.compile(module, backend=capture, fullgraph=True)(*xs)
+        torch._dynamo.reset()
+    assert shapes[0] == shapes[1] == 1, shapes  # round's result only: x12 leaves the frame as is
