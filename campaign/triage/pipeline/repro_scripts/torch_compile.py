@@ -161,6 +161,7 @@ def bisect_subsystem(probe: Probe, backend: str, subsystem: str,
             return subsystem, (f"switching off every {subsystem} makes it pass; its "
                                "applications could not be counted")
         low, high = 0, int(bounds[-1].split("=")[1])
+        count = high + 1  # applications, numbered from 0
         while low < high:  # MAX=low-1 does not fail the same way, MAX=high does
             mid = (low + high) // 2
             fares = probe.run(f"{backend}: the first {mid + 1} {subsystem} applied "
@@ -177,10 +178,9 @@ def bisect_subsystem(probe: Probe, backend: str, subsystem: str,
                 _read_file(info_dir, backend, f"{subsystem}_call_counter_debug_info.txt")
                 if line.partition("=")[0] == str(low)]
     name = info[-1] if info else "?"
-    return (f"{subsystem}: {name} (bisect number {low} of {high + 1 if high else low + 1})",
-            f"every {subsystem} switched off passes; applying the first {low} passes"
-            f"{'' if low else ' (none)'}, the first {low + 1} fail the same way "
-            f"(that run {shown})")
+    return (f"{subsystem}: {name} (bisect number {low} of {count})",
+            f"every {subsystem} switched off passes; with its first {low} applied it passes, "
+            f"with the first {low + 1} it fails the same way (the debug-info run: {shown})")
 
 
 def _configuration() -> list[tuple[str, str, Any]]:
