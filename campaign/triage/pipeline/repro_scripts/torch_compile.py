@@ -226,8 +226,9 @@ def ablate_compile(probe: Probe) -> tuple[str | None, str]:
     """The torch.compile plan: is it the compiler at all (COMPILER none), then the first stage
     that fails the same way (eager: Dynamo; aot_eager: AOT autograd;
     aot_eager_decomp_partition: Inductor's decompositions and partitioner), then within
-    Inductor torch's CompilerBisector (its config changes and subsystems, read from the
-    installed torch), then the smallest set of the drawn options that still fails."""
+    Inductor the smallest set of the drawn options that still fails (a needed one, such as
+    the C++ wrapper, is the culprit), then torch's CompilerBisector (its config changes and
+    subsystems, read from the installed torch)."""
     if probe("no torch.compile (COMPILER=none: run eagerly)", COMPILER="none") == SAME:
         return None, ("it fails the same way without torch.compile (this program run "
                       "eagerly): no stage of the compiler is at fault; torch eager itself "
@@ -248,18 +249,21 @@ def ablate_compile(probe: Probe) -> tuple[str | None, str]:
         seen.append(f"{name} {fares}")
     if COMPILER != "inductor":
         return None, f"{'; '.join(seen)}; no plan for COMPILER={COMPILER}"
-    found, notes = _inductor_subsystems(probe)
-    if found is not None:
-        return found, f"{'; '.join(seen)}; {notes}"
+    # a drawn option the failure needs (the C++ wrapper, a flag) names the code at fault
+    # before any pass does: without it Inductor compiles the program right
     needed, flag_notes = smallest_configuration(probe)
-    what = f"{'; '.join(seen)}; only Inductor fails; CompilerBisector: {notes}"
     if needed:
         return (f"inductor: {', '.join(needed)}",
-                f"{what}; the smallest set of the drawn options that still fails: "
-                f"{', '.join(needed)} ({'; '.join(flag_notes)})")
+                f"{'; '.join(seen)}; only Inductor fails; the smallest set of the drawn "
+                f"options that still fails: {', '.join(needed)} ({'; '.join(flag_notes)})")
+    found, notes = _inductor_subsystems(probe)
+    what = f"{'; '.join(seen)}; only Inductor fails"
+    if found is not None:
+        return found, f"{what}; {notes}"
     drawn = _configuration()
-    return None, (f"{what}; " + ("it fails the same way with none of the drawn options"
-                                 if drawn else "no drawn options to drop")
+    return None, (f"{what}; CompilerBisector: {notes}; "
+                  + ("it fails the same way with none of the drawn options"
+                     if drawn else "no drawn options to drop")
                   + ": no single pass, subsystem or option is at fault")
 
 
