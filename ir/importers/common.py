@@ -184,6 +184,8 @@ class Level:
     outer: Level | None = None
     #: the outer keys captured, in order (the body's inputs for them follow its own)
     captured: list[str] = field(default_factory=list)
+    #: source value key -> every value its node's instructions made (what absorbing drops)
+    emitted: dict[str, list[str]] = field(default_factory=dict)
     #: results waiting for a frontend's fix-up (torch: a reverse scan's ys, flipped back)
     flipped_pending: dict[str, tuple[str, TensorType]] = field(default_factory=dict)
 
@@ -202,7 +204,8 @@ class Level:
         for i, keys in nodes:
             if self.unmapped_nodes.pop(i, None) is not None:
                 self.mapped += 1
-            self.session.absorbed.update(self.names[k] for k in keys if k in self.names)
+            for k in keys:
+                self.session.absorbed.update(self.emitted.get(k, ()))
 
     # ---- values ---------------------------------------------------------------------------------
     def add_input(self, key: str, t: TensorType, prefix: str = "x") -> str:
@@ -338,6 +341,9 @@ class Level:
         self.insts.extend(made)
         for j, v in zip(idx, last, strict=True):
             self.bind(out_keys[j], v.name, v.type)
+        every = [r.name for inst in made for r in inst.results]
+        for k in out_keys:
+            self.emitted[k] = every
         return True
 
     def add_inst(self, inst: Inst) -> None:

@@ -54,6 +54,11 @@ DROPPED = frozenset({
     "aten.sym_constrain_range.default",
 })
 NONDETERMINISTIC = ("rand", "randn", "randint", "bernoulli", "normal", "uniform", "empty")
+#: nodes whose result depends on their operand's shape and dtype only: constants
+SHAPE_ONLY = frozenset({
+    "aten.zeros_like.default", "aten.ones_like.default", "aten.full_like.default",
+    "aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default",
+})
 
 
 def import_torch(module: Any, example_inputs: tuple, name: str,
@@ -397,6 +402,8 @@ class _Torch:
         import torch.fx
 
         name = str(node.target)
+        if name in SHAPE_ONLY:  # zeros_like(x) & co.: a constant of x's type
+            return self.fold_like(level, node)
         if any(w in name for w in NONDETERMINISTIC) or not name.startswith("aten."):
             return False
         ins = node.all_input_nodes
@@ -426,6 +433,23 @@ class _Torch:
                 level.add_const(f"{node.name}#{i}", _numpy(o), "c", foldable=True)
             return True
         return False
+
+    def fold_like(self, level: Level, node: Any) -> bool:
+        """A node reading its tensor operand's shape and dtype only: run on zeros of them."""
+        import torch
+        import torch.fx
+
+        src = node.args[0] if node.args else None
+        t = level.type_of(src.name) if isinstance(src, torch.fx.Node) else None
+        if t is None:
+            return False
+        try:
+            out = node.target(torch.zeros(t.shape, dtype=t.dtype.torch), *node.args[1:],
+                              **node.kwargs)
+        except Exception:  # noqa: BLE001  (not runnable eagerly here: not folded)
+            return False
+        level.add_const(node.name, _numpy(out), "c", foldable=True)
+        return True
 
     def unflip(self, level: Level, node: Any) -> bool:
         src, dims = node.args[0], node.args[1] if len(node.args) > 1 else None

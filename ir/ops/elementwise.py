@@ -451,6 +451,12 @@ Gelu.from_onnx = classmethod(_gelu_onnx)  # type: ignore[method-assign,assignmen
 
 
 def _clip_aten(cls: type[Clip], node: SourceNode) -> Imported | None:
+    """clamp(x, min, max) with both bounds; hardtanh(x, min=-1, max=1); relu6(x)."""
+    if node.target == "aten.relu6.default":
+        return Imported.one(cls(lo=0.0, hi=6.0), node.tensor(0))
+    if node.target == "aten.hardtanh.default":
+        return Imported.one(cls(lo=float(node.arg(1, -1.0)), hi=float(node.arg(2, 1.0))),
+                            node.tensor(0))
     lo, hi = node.arg(1), node.arg(2)
     if node.attrs_given or lo is None or hi is None:
         return None
@@ -464,7 +470,7 @@ def _clip_onnx(cls: type[Clip], node: SourceNode) -> Imported | None:
     return Imported.one(cls(lo=float(lo.reshape(())), hi=float(hi.reshape(()))), node.tensor(0))
 
 
-Clip.aten_imports = ("aten.clamp.default",)
+Clip.aten_imports = ("aten.clamp.default", "aten.hardtanh.default", "aten.relu6.default")
 Clip.onnx_imports = ("Clip",)
 Clip.from_aten = classmethod(_clip_aten)  # type: ignore[method-assign,assignment]
 Clip.from_onnx = classmethod(_clip_onnx)  # type: ignore[method-assign,assignment]

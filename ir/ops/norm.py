@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.importing import Imported, Ref, SourceNode
+from ir.core.importing import Imported, Prev, Ref, SourceNode
 from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import Dim, Or, eq
 from ir.core.types import TensorType
@@ -264,9 +264,40 @@ def _layer_norm_onnx(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
     return Imported.one(cls(dims=dims), node.tensor(0), node.tensor(1), bias, results=(0,))
 
 
-LayerNorm.aten_imports = ("aten.layer_norm.default", "aten.native_layer_norm.default")
+def _rms_norm_aten(node: SourceNode) -> Imported | None:
+    """rms_norm(x, normalized_shape, weight, eps) (GraphIR has no RMS norm): x divided by
+    sqrt(mean(x * x over the normalized dims) + eps), times the weight."""
+    import numpy as np
+
+    from ir.ops.binary import Add, Div, Mul
+    from ir.ops.elementwise import Sqrt
+    from ir.ops.reduce import ReduceMean
+
+    x = node.type(0)
+    dims = len(tuple(node.arg(1)))
+    eps = node.arg(3)
+    eps = float(np.finfo(x.dtype.numpy).eps) if eps is None else float(eps)
+    steps: list = [(Mul(), [node.tensor(0), node.tensor(0)])]
+    for axis in range(x.rank - 1, x.rank - 1 - dims, -1):
+        steps.append((ReduceMean(axis=axis, keepdim=True), [Prev(len(steps) - 1)]))
+    n = len(steps)
+    steps += [(Add(), [Prev(n - 1), node.constant(np.asarray(eps, dtype=x.dtype.numpy))]),
+              (Sqrt(), [Prev(n)]), (Div(), [node.tensor(0), Prev(n + 1)])]
+    if node.is_tensor(2):
+        steps.append((Mul(), [Prev(n + 2), node.tensor(2)]))
+    return Imported.chain(steps)
+
+
+def _layer_norm_or_rms(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
+    if node.target == "aten.rms_norm.default":
+        return _rms_norm_aten(node)
+    return _layer_norm_aten(cls, node)
+
+
+LayerNorm.aten_imports = ("aten.layer_norm.default", "aten.native_layer_norm.default",
+                          "aten.rms_norm.default")
 LayerNorm.onnx_imports = ("LayerNormalization",)
-LayerNorm.from_aten = classmethod(_layer_norm_aten)  # type: ignore[method-assign,assignment]
+LayerNorm.from_aten = classmethod(_layer_norm_or_rms)  # type: ignore[method-assign,assignment]
 LayerNorm.from_onnx = classmethod(_layer_norm_onnx)  # type: ignore[method-assign,assignment]
 
 

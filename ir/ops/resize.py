@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, SourceNode
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
 from ir.ops.common import F16_32, same_dtype
@@ -81,3 +82,55 @@ class ResizeLinear(Resize):
     name: ClassVar[str] = "resize_linear"
     torch_mode: ClassVar[tuple[str, str]] = ("linear", "bilinear")
     onnx_attrs: ClassVar[dict] = dict(mode="linear", coordinate_transformation_mode="half_pixel")
+
+
+# ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
+def _integral(values: object) -> tuple[int, ...] | None:
+    if not isinstance(values, (list, tuple)) or not values:
+        return None
+    out = tuple(int(v) for v in values)
+    return out if all(float(v) == o and o >= 1 for v, o in zip(values, out, strict=True)) else None
+
+
+def _resize_aten(cls: type[Resize], node: SourceNode) -> Imported | None:
+    """upsample_{nearest1d,nearest2d,linear1d,bilinear2d}.vec(x, output_size, [align_corners,]
+    scale_factors): integral scales (given, or the sizes' ratios); linear without corners."""
+    x = node.type(0)
+    linear = "linear" in node.target
+    if linear and node.arg(2):
+        return None
+    factors = node.arg(3 if linear else 2)
+    if factors is None:
+        size = node.arg(1)
+        if not isinstance(size, (list, tuple)) or any(s % d for s, d in zip(size, x.shape[2:], strict=True)):
+            return None
+        factors = [s // d for s, d in zip(size, x.shape[2:], strict=True)]
+    scales = _integral(factors)
+    return None if scales is None else Imported.one(cls(scales=scales), node.tensor(0))
+
+
+#: ONNX Resize's defaults of the attributes GraphIR sets
+_ONNX_DEFAULTS = {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                  "nearest_mode": "round_prefer_floor"}
+
+
+def _resize_onnx(cls: type[Resize], node: SourceNode) -> Imported | None:
+    """Resize(x, roi, scales) with integral scales over the spatial dims (1 on N and C), this
+    op's mode and coordinate transformation."""
+    for k, want in cls.onnx_attrs.items():
+        if node.attr(k, _ONNX_DEFAULTS[k]) != want:
+            return None
+    if node.attr("antialias", 0) or node.attr("axes") is not None or node.n_given != 3:
+        return None
+    scales = _integral(node.arg(2))
+    if scales is None or len(scales) < 3 or scales[:2] != (1, 1):
+        return None
+    return Imported.one(cls(scales=scales[2:]), node.tensor(0))
+
+
+ResizeNearest.aten_imports = ("aten.upsample_nearest1d.vec", "aten.upsample_nearest2d.vec")
+ResizeLinear.aten_imports = ("aten.upsample_linear1d.vec", "aten.upsample_bilinear2d.vec")
+for _cls in (ResizeNearest, ResizeLinear):
+    _cls.onnx_imports = ("Resize",)
+    _cls.from_aten = classmethod(_resize_aten)  # type: ignore[method-assign,assignment]
+    _cls.from_onnx = classmethod(_resize_onnx)  # type: ignore[method-assign,assignment]

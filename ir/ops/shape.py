@@ -581,23 +581,38 @@ Tile.from_aten = classmethod(_tile)  # type: ignore[method-assign,assignment]
 Tile.from_onnx = classmethod(_tile)  # type: ignore[method-assign,assignment]
 
 
+def _concat_chain(cls: type[Concat], axis: int, xs: list, steps: list) -> Imported:
+    """Concatenate `xs` (refs or earlier steps' results) after `steps`: concat takes 2 or 3
+    operands, so more are joined by a chain of them."""
+    last = cls.arities()[-1]
+    while len(xs) > 1:
+        take = min(len(xs), last)
+        steps.append((cls(axis=axis), xs[:take]))
+        xs = [Prev(len(steps) - 1), *xs[take:]]
+    return Imported.chain(steps)
+
+
 def _concat_aten(cls: type[Concat], node: SourceNode) -> Imported | None:
-    xs = node.tensors(0)
+    """cat(tensors, dim); stack(tensors, dim): each unsqueezed, then concatenated."""
+    xs: list = node.tensors(0)
     rank = node.out_types[0].rank if node.out_types[0] is not None else 0
+    axis = norm_axis(node.arg(1, 0), rank)
+    if node.target == "aten.stack.default":
+        steps: list = [(Unsqueeze(axis=axis), [x]) for x in xs]
+        return _concat_chain(cls, axis, [Prev(k) for k in range(len(xs))], steps)
     if len(xs) == 1:
         return Imported.same(xs[0])
-    return Imported.one(cls(axis=norm_axis(node.arg(1, 0), rank)), *xs)
+    return _concat_chain(cls, axis, xs, [])
 
 
 def _concat_onnx(cls: type[Concat], node: SourceNode) -> Imported | None:
-    xs = node.tensors(0)
-    rank = node.type(0).rank
+    xs: list = node.tensors(0)
     if len(xs) == 1:
         return Imported.same(xs[0])
-    return Imported.one(cls(axis=norm_axis(node.attr("axis", 0), rank)), *xs)
+    return _concat_chain(cls, norm_axis(node.attr("axis", 0), node.type(0).rank), xs, [])
 
 
-Concat.aten_imports = ("aten.cat.default", "aten.concat.default")
+Concat.aten_imports = ("aten.cat.default", "aten.concat.default", "aten.stack.default")
 Concat.onnx_imports = ("Concat",)
 Concat.from_aten = classmethod(_concat_aten)  # type: ignore[method-assign,assignment]
 Concat.from_onnx = classmethod(_concat_onnx)  # type: ignore[method-assign,assignment]

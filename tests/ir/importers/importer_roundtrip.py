@@ -9,6 +9,8 @@ outputs. Both sides are first put in a normal form where a materializer is not o
     records `x[0:n]` as an alias of x;
   - torch only: `flatten[axis=a]` is the `reshape` it lowers to (torch has no flatten of
     ONNX's meaning; `aten.reshape` reads back as reshape);
+  - torch only: instructions nothing reads are dropped (torch.export drops them; the
+    generator leaves some in bodies);
   - torch only: an `if`'s operands (and its branches' inputs with them) in the order their
     values are defined: Dynamo lifts a `torch.cond`'s operands in an order of its own.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from ir.core.graph import Graph, Inst
+from ir.core.rewrite import remove_unused
 from ir.core.text import canonical_text
 from ir.gen.builder import GenConfig
 from ir.ops.control import If
@@ -52,7 +55,8 @@ def normal_form(g: Graph, torch: bool = False) -> Graph:
         insts.append(Inst(op, args, inst.results, blocks))
         for r in inst.results:
             defined[r.name] = len(defined)
-    return dataclasses.replace(g, insts=tuple(insts), outputs=tuple(name(o) for o in g.outputs))
+    out = dataclasses.replace(g, insts=tuple(insts), outputs=tuple(name(o) for o in g.outputs))
+    return remove_unused(out, keep_inputs=True) if torch else out
 
 
 def same_up_to_names(a: Graph, b: Graph, torch: bool = False) -> bool:

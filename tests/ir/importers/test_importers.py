@@ -1,7 +1,7 @@
 """The importers on real models and on what they cannot map: the one-line message of unmapped
-ops, keep_windows, the mapped share of small torchvision-like models (written inline: a ResNet
-block, an LSTM, a GRU, a transformer encoder layer), imported through torch.export and through
-ONNX (torch.onnx's TorchScript exporter), each imported graph computing what the model does."""
+ops, keep_windows, the mapped share of small torchvision-like models (inline_models.py),
+imported through torch.export and through ONNX (torch.onnx's TorchScript exporter), each
+imported graph computing what the model does."""
 from __future__ import annotations
 
 import io
@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from inline_models import MAPPED, PARTLY
 from torch import nn
 
 from ir.core.verify import verify
@@ -73,71 +74,7 @@ def test_the_rules_registry_is_built_from_the_ops():
     assert "aten.conv2d.default" in supported("aten") and "Conv" in supported("onnx")
 
 
-# ---- small models written inline ------------------------------------------------------------
-
-class ResBlock(nn.Module):
-    def __init__(self, c: int = 8):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, c, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c)
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c)
-        self.conv3 = nn.Conv2d(c, c, 1)
-        self.pool = nn.MaxPool2d(2)
-        self.fc = nn.Linear(c, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = torch.relu(self.bn1(self.conv1(x)))
-        x = torch.relu(x + self.bn2(self.conv2(x)))
-        x = self.pool(self.conv3(x))
-        return self.fc(nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
-
-
-class LstmNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lstm = nn.LSTM(8, 16)
-        self.fc = nn.Linear(16, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y, _ = self.lstm(x)
-        return self.fc(y[-1])
-
-
-class GruNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.gru = nn.GRU(8, 16, batch_first=True, bidirectional=True)
-        self.fc = nn.Linear(32, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y, _ = self.gru(x)
-        return self.fc(y[:, -1])
-
-
-class MlpBlock(nn.Module):
-    """A transformer's feed-forward half: linear, GELU, linear, residual, layer norm."""
-
-    def __init__(self, d: int = 16):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-        self.norm = nn.LayerNorm(d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(self.norm(x + self.fc2(nn.functional.gelu(self.fc1(x)))), dim=-1)
-
-
-def _models() -> dict[str, tuple[nn.Module, tuple]]:
-    torch.manual_seed(0)
-    return {
-        "resnet_block": (ResBlock(), (torch.randn(2, 3, 16, 16),)),
-        "lstm": (LstmNet(), (torch.randn(5, 2, 8),)),
-        "gru": (GruNet(), (torch.randn(2, 5, 8),)),
-        "mlp_block": (MlpBlock(), (torch.randn(2, 5, 16),)),
-        "transformer_encoder": (nn.TransformerEncoderLayer(16, 4, 32, batch_first=True),
-                                (torch.randn(2, 5, 16),)),
-    }
-
+# ---- small models written inline (inline_models.py) ---------------------------------------
 
 def _same_outputs(result: ImportResult, module: nn.Module, args: tuple) -> None:
     assert result.graph is not None
@@ -147,18 +84,32 @@ def _same_outputs(result: ImportResult, module: nn.Module, args: tuple) -> None:
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", list(_models()))
+@pytest.mark.parametrize("name", list(MAPPED))
 def test_small_models_import_through_torch_export(name: str):
-    module, args = _models()[name]
+    torch.manual_seed(0)
+    module, args = MAPPED[name]()
     module.eval()
     result = import_torch(module, args, name)
     assert result.mapped_share == 1.0 and result.mapped > 0
     _same_outputs(result, module, args)
 
 
+@pytest.mark.parametrize("name", list(PARTLY))
+def test_models_with_ops_graphir_lacks_keep_their_windows(name: str):
+    make, unmapped = PARTLY[name]
+    torch.manual_seed(0)
+    module, args = make()
+    result = import_torch(module.eval(), args, name, keep_windows=True)
+    assert result.unmapped == unmapped and result.mapped_share >= 0.9
+    assert result.graph is None and result.windows
+    for w in result.windows:
+        verify(w)
+
+
 @pytest.mark.parametrize("name", ["resnet_block", "mlp_block"])
 def test_small_models_import_through_onnx(name: str):
-    module, args = _models()[name]
+    torch.manual_seed(0)
+    module, args = MAPPED[name]()
     module.eval()
     result = import_onnx(_onnx_of(module, args), name, keep_windows=True)
     assert result.mapped_share >= 0.9, (result.unmapped, result.mapped)

@@ -3,9 +3,9 @@
 module in the `hop` dialect (torch.cond, torch.while_loop, scan) that torch.export takes.
 
 Exclusions (see docs/architecture.md, "Importers"):
-  - lstm, gru, rnn, resize_nearest, resize_linear are not generated: their torch forms (the
-    per-gate weights built from ONNX's layout with index ops; `interpolate`) have no import
-    rule back to the op;
+  - lstm, gru, rnn are not generated: their torch form builds torch's per-gate weights from
+    the ONNX-layout params with index ops (`aten.index`, which GraphIR lacks), and the import
+    rule (`aten.lstm` of nn.LSTM) wants constant weights;
   - a graph torch.export itself refuses (its higher-order ops' metadata checks, e.g. a loop
     carry whose shape turns symbolic) is skipped and counted: no ATen graph to import.
 """
@@ -26,7 +26,7 @@ from ir.materialize.to_torch import GraphModule
 from ir.numerics.values import random_values
 
 #: ops whose torch form no rule reads back (the module docstring)
-NOT_ROUND_TRIPPED = ["lstm", "gru", "rnn", "resize_nearest", "resize_linear"]
+NOT_ROUND_TRIPPED = ["lstm", "gru", "rnn"]
 CFG = dataclasses.replace(CONTROL, ops_exclude=NOT_ROUND_TRIPPED)
 
 
