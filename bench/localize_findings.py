@@ -26,8 +26,10 @@ sys.path.insert(0, str(ROOT))
 #: per finding: (the note's analysis in short, words of which a culprit must hold one to agree;
 #: case-insensitive)
 ANALYSIS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "F01": ("ORT_ENABLE_ALL only (not extended): a level-all rewrite of f16 Transpose->MatMul",
-            ("nchwc", "level all", "optimization level all")),
+    "F01": ("ORT_ENABLE_ALL only (not extended): a rewrite of level all (level 4 and up); "
+            "before this localization the note named no transformer",
+            ("fusefp16", "nchwc", "level all")),
+    "F04": ("TVM codegen: LLVM FCmp emitted for a bool compare", ("codegen", "llvm")),
     "F06": ("functionalization (aot_eager and Inductor)", ("aot", "functional")),
     "F07": ("functionalization (internal overlap check)", ("aot", "functional")),
     "F08": ("functionalization (expand of bool)", ("aot", "functional")),
