@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,8 +158,9 @@ class Const:
 
 @dataclass
 class Level:
-    """One graph under construction: the model, or a control-flow body (closed: it reads only
-    its inputs; a constant cannot become a param inside it)."""
+    """One graph under construction: the model, or a control-flow body (closed: what it reads
+    from an enclosing level becomes an input, `capture`; a constant cannot become a param
+    inside it)."""
 
     session: Session
     name: str
@@ -175,9 +176,6 @@ class Level:
     opaque: set[str] = field(default_factory=set)
     #: source nodes mapped at this level; unmapped ones (node id -> source op name)
     mapped: int = 0
-    #: source value key -> how many source nodes read it; -> the source node making it
-    readers: Counter[str] = field(default_factory=Counter)
-    producers: dict[str, Any] = field(default_factory=dict)
     unmapped_nodes: dict[int, str] = field(default_factory=dict)
     #: a body's enclosing level, whose values the body captures when it reads them (ONNX
     #: bodies read outer values by name; GraphIR bodies are closed: each becomes an input)
@@ -357,7 +355,7 @@ class Level:
 
 
 def try_rules(level: Level, kind: str, node: SourceNode, out_types: Sequence[TensorType | None],
-              out_keys: Sequence[str], ) -> Imported | None:
+              out_keys: Sequence[str]) -> Imported | None:
     """The first answer of the rules for this node that `level` accepts (emitted), or None."""
     for cls in rules_for(kind, node.target):
         try:
@@ -441,9 +439,3 @@ def dtype_from_torch(dt: Any) -> DType | None:
             return d
     return None
 
-
-def numpy_scalar_like(value: float | int | bool, dtype: DType) -> np.ndarray:
-    return np.asarray(value, dtype=dtype.numpy)
-
-
-Call = Callable[..., Any]

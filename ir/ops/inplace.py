@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ir.core.dtypes import DType
+from ir.core.importing import Imported, SourceNode
 from ir.core.op import Effect, Op, OpError, Signature, Slot
 from ir.core.shapes import And, Cond, Dim, Or, eq
 from ir.core.types import TensorType
@@ -721,3 +722,16 @@ INPLACE_OPS: tuple[type[InPlace], ...] = (
     AddInPlace, SubInPlace, MulInPlace, DivInPlace, ClampInPlace, ReluInPlace, SigmoidInPlace,
     CopyInPlace, FillInPlace, MaskedFillInPlace, IndexPutInPlace, SetItem,
 )
+
+
+# ---- import rules (`Op.from_aten`; ir.core.importing) -----------------------------------------
+def _masked_fill_aten(cls: type[MaskedFill], node: SourceNode) -> Imported | None:
+    """masked_fill.Scalar(x, mask, value) (attention masks)."""
+    value = node.arg(2)
+    if not isinstance(value, (int, float)):
+        return None
+    return Imported.one(cls(value=float(value)), node.tensor(0), node.tensor(1))
+
+
+MaskedFill.aten_imports = ("aten.masked_fill.Scalar",)
+MaskedFill.from_aten = classmethod(_masked_fill_aten)  # type: ignore[method-assign,assignment]
