@@ -27,7 +27,6 @@ operators) or `default` (TVM's `default_build` pipeline: legalize and build, no 
 from __future__ import annotations
 
 import abc
-import contextlib
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -282,9 +281,10 @@ class TvmBackend(RelaxBackend):
         from tvm.relax.frontend import onnx  # noqa: F401
 
     def repro_spec(self) -> ReproSpec:
-        """`model.onnx` through the ONNX frontend, then compiled and run (the forward only:
-        repro_scripts/tvm_onnx.py)."""
-        return ReproSpec("tvm", self.relax_options())
+        """`model.onnx` through the ONNX frontend, then compiled and run
+        (repro_scripts/tvm_onnx.py); a gradient test trains as `_evaluate` does
+        (repro_scripts/relax_training.py, whose functions this backend uses)."""
+        return ReproSpec("tvm", self.relax_options(), trains=True)
 
     def _import(self, m: Materialized, result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
         from tvm.relax.frontend.onnx import from_onnx
@@ -311,87 +311,40 @@ def leaf_params_as_inputs(model: Any, g: Graph,
                           leaves: tuple[str, ...]) -> tuple[Any, list[np.ndarray]]:
     """A copy of the ONNX `model` of `g` whose leaf params (of `leaves`) are graph inputs,
     after the graph's own, in graph order, instead of initializers; and their values (the
-    initializers'), in that order."""
-    import onnx
-    from onnx import helper, numpy_helper
+    initializers'), in that order (`relax_training.leaf_params_as_inputs`, which the repro
+    copies)."""
+    from campaign.triage.pipeline.repro_scripts.relax_training import leaf_params_as_inputs
 
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    inits = {init.name: init for init in out.graph.initializer}
-    values = []
-    for p in g.params:
-        if p.name not in leaves:
-            continue
-        init = inits[p.name]
-        values.append(numpy_helper.to_array(init))
-        out.graph.initializer.remove(init)
-        out.graph.input.append(helper.make_tensor_value_info(p.name, init.data_type,
-                                                             list(init.dims)))
-    return out, values
+    return leaf_params_as_inputs(model, [p.name for p in g.params], leaves)
 
 
 def gradient_module(mod: Any, g: Graph, spec: GradSpec) -> tuple[Any, list[int]]:
     """The module whose `loss_adjoint` trains the gradient test of `g` (`spec`), from the
     imported `mod` whose `main` takes the graph inputs, then the leaf params (graph order):
     `relax.transform.Gradient` of the loss function (the module doc); and the indices of the
-    outputs with a cotangent, whose cotangents `loss_adjoint` takes after `main`'s params."""
-    import tvm
-    from tvm import relax
+    outputs with a cotangent, whose cotangents `loss_adjoint` takes after `main`'s params.
+    The repro's own code (repro_scripts/relax_training.py: `loss_module`, `differentiate`)."""
+    from campaign.triage.pipeline.repro_scripts.relax_training import (
+        differentiate,
+        loss_module,
+    )
 
-    main = mod["main"]
-    params = list(main.params)
-    n_in = len(g.inputs)
+    n_params = len(mod["main"].params)
     leaf_params = [p.name for p in g.params if p.name in spec.leaves]
-    if len(params) != n_in + len(leaf_params):
-        raise ValueError(f"the imported main takes {len(params)} params, expected {n_in} "
-                         f"inputs and {len(leaf_params)} leaf params")
-    position = {v.name: i for i, v in enumerate(g.inputs)}
-    position.update({name: n_in + j for j, name in enumerate(leaf_params)})
-
-    ret = main.ret_ty
-    n_out = len(ret.fields) if isinstance(ret, relax.TupleType) else 1
-    if n_out != len(g.outputs):
-        raise ValueError(f"the imported main returns {n_out} values, the graph {len(g.outputs)}")
-    types = list(ret.fields) if isinstance(ret, relax.TupleType) else [ret]
+    if n_params != len(g.inputs) + len(leaf_params):
+        raise ValueError(f"the imported main takes {n_params} params, expected "
+                         f"{len(g.inputs)} inputs and {len(leaf_params)} leaf params")
     cts = [i for i, o in enumerate(g.outputs) if o in spec.cotangents[0]]
-    ct_vars = [relax.Var(f"cotangent{i}", types[i]) for i in cts]
-
-    body = main.body
-    dataflow = all(isinstance(b, relax.DataflowBlock) for b in body.blocks)
-    bb = relax.BlockBuilder()
-    with bb.function("loss", params=params + ct_vars):
-        with bb.dataflow() if dataflow else contextlib.nullcontext():
-            for block in body.blocks:
-                for binding in block.bindings:
-                    bb.emit_normalized(binding)
-            outs = ([bb.emit(relax.TupleGetItem(body.body, i)) for i in range(n_out)]
-                    if isinstance(ret, relax.TupleType) else [body.body])
-            loss = None
-            for i, c in zip(cts, ct_vars, strict=True):
-                term = bb.emit(relax.op.astype(relax.op.sum(relax.op.multiply(outs[i], c)),
-                                               "float32"))
-                loss = term if loss is None else bb.emit(relax.op.add(loss, term))
-            if loss is None:  # no float output: L = 0
-                loss = bb.emit(relax.const(0.0, "float32"))
-            emit = bb.emit_output if dataflow else bb.emit
-            returned = [emit(x) for x in (loss, *outs)]
-        bb.emit_func_output(relax.Tuple(returned))
-    loss_mod = bb.get()
-    for gv, func in mod.functions_items():  # the importer's other functions, if any
-        if gv.name_hint != "main":
-            loss_mod[gv] = func
-    loss_params = list(loss_mod["loss"].params)
-    require = [loss_params[position[x]] for x in spec.leaves]
-    graded = relax.transform.Gradient("loss", require_grads=require)(loss_mod)
-    kept = {gv: f for gv, f in graded.functions_items() if gv.name_hint != "loss"}
-    return tvm.IRModule(kept), cts
+    loss_mod = loss_module(mod, cts, len(g.outputs))
+    return differentiate(loss_mod, [v.name for v in g.inputs], leaf_params, spec.leaves), cts
 
 
 def _training_results(out: Any) -> list[np.ndarray]:
     """`loss_adjoint`'s result `((L, outputs...), (grads...))` as the outputs, then the
-    gradients."""
-    forward, grads = out
-    return [o.numpy() for o in list(forward)[1:]] + [x.numpy() for x in grads]
+    gradients (`relax_training.training_results`)."""
+    from campaign.triage.pipeline.repro_scripts.relax_training import training_results
+
+    return training_results(out)
 
 
 def _to_numpy(out: Any) -> list[np.ndarray]:

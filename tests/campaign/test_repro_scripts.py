@@ -99,9 +99,10 @@ def test_each_backends_repro_is_valid_standalone_python(spec, trains):
     src = repro_source(how, G, EXPECT, [(1e-3, 1e-4)] * 3, "header", grad=grad)
     compile(src, "repro.py", "exec")
     assert not _imports(src) & {"campaign", "ir", "mutators", "."}
-    # every name a part takes from another is in the script (train_step: called only when
-    # GRADIENTS, a gradient test's)
-    assert _undefined(src) <= ({"train_step"} if how.trains and not trains else set())
+    # every name a part takes from another is in the script (train_step, train_relax: called
+    # only when GRADIENTS, a gradient test's)
+    assert _undefined(src) <= ({"train_step", "train_relax"} if how.trains and not trains
+                               else set())
     body = src.split('"""', 2)[2]
     assert "campaign" not in body and "{{" not in body
     assert "def main()" in body and body.rstrip().endswith("main()")
@@ -109,7 +110,12 @@ def test_each_backends_repro_is_valid_standalone_python(spec, trains):
         if name == "fullgraph" and how.dialect == "mixed":  # python (by the seed) breaks graphs
             value = False
         assert f"\n{name.upper()} = {value!r}\n" in body, name
-    assert ("def train_step(" in body) == (trains and how.trains)
+    trained_by_tvm = trains and how.trains and how.kind == "tvm"
+    assert ("def train_step(" in body) == (trains and how.trains and not trained_by_tvm)
+    # TVM trains as its backend does: relax.transform.Gradient (repro_scripts/relax_training)
+    assert ("def train_relax(" in body) == trained_by_tvm
+    if trains and how.trains:
+        assert "\nLEAVES = ['x0', 'w1']\n" in body and "\nGRADIENTS = True\n" in body
     assert ("\nclass Model(" in body) == (how.dialect is not None)
 
 
@@ -132,6 +138,10 @@ def test_a_transform_tests_repro_is_valid_standalone_python(spec):
     assert "campaign" not in body and "def train_step(" not in body
     assert "transform_program(model, sets, INPUTS, OUTPUTS, HERE)" in body
     assert "\nOUTPUTS = ['v3']\n" in body and "\nGRADIENTS = False\n" in body
+    # TVM runs no transform: its script is the forward's
+    tvm_src = repro_source(repro_spec_of("tvm"), G, EXPECT, [(1e-3, 1e-4)], "header",
+                           transform=transform)
+    assert "\nGRADIENTS = False\n" in tvm_src and "transform_program(" not in tvm_src
     with pytest.raises(ValueError, match="only in the python dialect"):
         repro_source(repro_spec_of("aot_eager"), G, EXPECT, [(0, 0)], "h", transform=transform)
 
@@ -155,7 +165,8 @@ def test_a_backend_says_how_it_is_reproduced():
     assert program_dialect(how, 0) == "hop" and program_dialect(repro_spec_of("ort"), 0) == "python"
     assert make_backend("tvm").repro_spec() == ReproSpec(
         "tvm", {"target": "llvm", "mcpu": None, "opt_level": 3, "pipeline": "fused",
-                "disabled_pass": []})
+                "disabled_pass": []}, trains=True)
+    assert not make_backend("tvm_torch").repro_spec().trains  # its backend runs forward
     assert make_backend("inductor").repro_spec().trains
 
 

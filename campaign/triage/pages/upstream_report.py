@@ -257,7 +257,17 @@ def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
                            grad.param_leaves(g) if grad is not None else frozenset())
         out += ["As PyTorch (`Model(...)(*inputs)`, inputs in `inputs.npz`):", "",
                 "```python", src.rstrip(), "```", ""]
-        if grad is not None:
+        if grad is not None and how is not None and how.kind == "tvm":
+            out += ["A training step, TVM's own reverse mode: the ONNX model with the leaf "
+                    "params as graph inputs, imported by `from_onnx`; its `main` re-emitted "
+                    "as the loss `L = sum_i sum(out_i * c_i)` over the float outputs, with "
+                    "the fixed cotangents `c_i` of `cotangents.npz`; "
+                    "`relax.transform.Gradient` with respect to "
+                    + ", ".join(f"`{x}`" for x in grad.leaves)
+                    + "; the expected outputs and gradients are eager autograd's "
+                    "(`expected.npz`, float64 in `truth.npz`). `repro.py` (`train_relax`) "
+                    "computes and compares them.", ""]
+        elif grad is not None:
             out += ["A training step: the loss `L = sum_i (out_i * c_i).sum()` over the float "
                     "outputs, with the fixed cotangents `c_i` of `cotangents.npz`, "
                     "differentiated by `torch.autograd.grad` with respect to "

@@ -72,8 +72,12 @@ BODIES: dict[str, tuple[str, ...]] = {
     "inductor": ("torch_compile", "inductor"),
     "onnx_export": ("ort_session", "onnx_export"),
 }
-#: the body of a transform test, on a kind that trains
+#: the body of a transform test, on a kind that trains and runs them (`TRANSFORM_KINDS`)
 TRANSFORM_BODY = ("torch_compile", "inductor_transform")
+TRANSFORM_KINDS = frozenset({"inductor"})
+#: the body of a gradient test on a kind that trains its own way (TVM: the backend's
+#: `relax.transform.Gradient`); other kinds that train get the torch `training` part
+TRAINING_BODIES: dict[str, tuple[str, ...]] = {"tvm": ("relax", "relax_training", "tvm_onnx")}
 #: the lines around a part's per-test values
 VALUES_START, VALUES_END = "# ---- per-test values", "# ---- end of per-test values"
 #: dynsmith's own packages: a part's imports of them are dropped from its copy
@@ -105,7 +109,7 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
 
     if spec.kind not in BODIES:
         raise ValueError(f"no standalone reproducer for backend kind {spec.kind!r}")
-    transforms = transform is not None and spec.trains
+    transforms = transform is not None and spec.trains and spec.kind in TRANSFORM_KINDS
     trains = grad is not None and spec.trains and not transforms
     labels = (transform.labels(graph) if transforms else grad.labels(graph) if trains else
               [f"output {i}" for i in range(len(graph.outputs))])
@@ -115,7 +119,10 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         **{k.upper(): v for k, v in spec.options.items()}}
     parts, body = [f"{SCRIPTS}.prelude", f"{SCRIPTS}.localize"], BODIES[spec.kind]
     if trains:
-        parts.append(f"{SCRIPTS}.training")
+        if spec.kind in TRAINING_BODIES:  # the backend's own training (relax_training)
+            body = TRAINING_BODIES[spec.kind]
+        else:  # torch autograd (train_step)
+            parts.append(f"{SCRIPTS}.training")
         values.update(LEAVES=list(grad.leaves), OUTPUTS=list(graph.outputs))
     if transforms:
         parts.append("ir.materialize.torch_func")
@@ -320,8 +327,9 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                                       f"+ {cold_start_s:g} s for a cold start")
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
-            grad = tc.grad if how.trains else None
-            transform = tc.transform if how.trains else None
+            transform = (tc.transform if how.trains and how.kind in TRANSFORM_KINDS
+                         else None)
+            grad = tc.grad if how.trains and transform is None else None
             files["repro.py"] = repro_source(how, g, expect, _tolerances(g, grad, transform),
                                              header, seed, grad, transform).encode()
             written["repro"] = True

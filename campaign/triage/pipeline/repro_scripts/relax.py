@@ -13,7 +13,7 @@ import tvm
 from tvm import relax
 
 from campaign.triage.pipeline.repro_scripts.localize import SAME, Probe, first_failing, one_at_fault
-from campaign.triage.pipeline.repro_scripts.prelude import EXPECT, INPUTS, failed, stage
+from campaign.triage.pipeline.repro_scripts.prelude import EXPECT, GRADIENTS, INPUTS, failed, stage
 
 # ---- per-test values
 #: the target's name (llvm, cuda), the CPU of an llvm target (None: this machine's), the
@@ -29,6 +29,9 @@ DISABLED_PASS: list[str] = []
 #: when set, a file the compile appends each pass it runs to (`depth name`, depth 0 the
 #: outermost): how the localization learns the passes of this module's build
 PASS_LOG_ENV = "REPRO_TVM_PASS_LOG"
+#: the name the pass log gives a gradient test's differentiation (`relax_training`, before
+#: the build): a compile that stops inside it failed in `relax.transform.Gradient`
+GRADIENT_PASS = "Gradient"
 #: Relax passes a build for the VM cannot do without (lowering to TIR, to the VM's builtins):
 #: switching one off fails otherwise, so the bisection leaves them on
 LOWERING_PASSES = frozenset({
@@ -71,9 +74,16 @@ def pass_recorder(path: str) -> Any:
     return Recorder()
 
 
-def compile_and_run(mod: Any, sets: list[dict[str, np.ndarray]]) -> list[Any]:
-    """Compile `mod` (stage compile), run its main on every input set (stage run); the
-    outputs of every set, in order."""
+def feeds_of(sets: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
+    """The graph inputs of every input set, in order: what `main` takes."""
+    return [[s[n] for n in INPUTS] for s in sets]
+
+
+def compile_and_run(mod: Any, feeds: list[list[np.ndarray]], func: str = "main",
+                    unpack: Callable[[Any], list[Any]] | None = None) -> list[Any]:
+    """Compile `mod` (stage compile), call `func` on the arguments of every input set
+    (`feeds`; stage run); the results of every set, in order (`unpack`: one call's result as
+    arrays; default its tensor, or its tensors)."""
     stage("compile")
     try:
         target = tvm.target.Target(target_spec())
@@ -89,9 +99,10 @@ def compile_and_run(mod: Any, sets: list[dict[str, np.ndarray]]) -> list[Any]:
     try:
         dev = tvm.cuda(0) if TARGET == "cuda" else tvm.cpu(0)
         vm = relax.VirtualMachine(ex, dev)
-        for s in sets:
-            out = vm["main"](*[tvm.runtime.tensor(np.asarray(s[n]), dev) for n in INPUTS])
-            outs += [out.numpy()] if hasattr(out, "numpy") else [o.numpy() for o in out]
+        for args in feeds:
+            out = vm[func](*[tvm.runtime.tensor(np.asarray(x), dev) for x in args])
+            outs += (unpack(out) if unpack is not None else
+                     [out.numpy()] if hasattr(out, "numpy") else [o.numpy() for o in out])
     except Exception as e:
         failed(e)
     return outs
@@ -132,6 +143,12 @@ def ablate_relax(probe: Probe, frontend: str,
         if before:
             return None, f"it fails while importing, before TVM: {before}"
         return f"tvm: {frontend}", "it fails while importing the model, before any compile"
+    if GRADIENTS and EXPECT.get("stage") == "compile":  # in the differentiation, or the build?
+        _, inside = passes_run(probe, OPT_LEVEL)
+        if inside == GRADIENT_PASS:
+            return (f"tvm: relax.transform.{GRADIENT_PASS}",
+                    "it fails while relax.transform.Gradient differentiates the loss, before "
+                    "the build (no PassContext option reaches it)")
     below = list(range(OPT_LEVEL))
     i, outcomes = first_failing(probe, [(f"opt_level {lv}", {"OPT_LEVEL": lv}) for lv in below])
     lowest = below[i] if i is not None else OPT_LEVEL
@@ -142,6 +159,7 @@ def ablate_relax(probe: Probe, frontend: str,
     ran, inside = passes_run(probe, lowest)
     if EXPECT.get("stage") == "compile" and inside:
         where += f" (the build stops inside pass {inside})"
+    ran = [(d, n) for d, n in ran if n != GRADIENT_PASS]  # not the build's: always runs
     relax_depth = min((d for d, n in ran if "." not in n and n not in LOWERING_PASSES),
                       default=0)
     relax_passes = [n for d, n in ran if d == relax_depth and "." not in n
@@ -165,6 +183,7 @@ def ablate_relax(probe: Probe, frontend: str,
         return f"tvm: {culprit}", f"{where}; no Relax pass alone ({why}); {tir_why}"
     rest = ("; so the fault is in what every build does: the frontend's module, a lowering "
             "(LegalizeOps' TIR, the VM's builtins) or code generation"
+            + (", or the gradients relax.transform.Gradient made" if GRADIENTS else "")
             if why.endswith(SAME) and tir_why.endswith(SAME) else "")
     return None, (f"{where}; of the {len(relax_passes)} optional Relax passes: {why}; of the "
                   f"{len(tir_passes)} optional TIR passes: {tir_why}{rest}")

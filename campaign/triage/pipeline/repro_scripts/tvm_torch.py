@@ -17,6 +17,7 @@ from campaign.triage.pipeline.repro_scripts.relax import (
     PIPELINE,
     ablate_relax,
     compile_and_run,
+    feeds_of,
     target_spec,
 )
 
@@ -44,7 +45,7 @@ def main() -> None:
             mod = from_exported_program(program)
     except Exception as e:
         failed(e)
-    finish(compile_and_run(mod, sets))
+    finish(compile_and_run(mod, feeds_of(sets)))
 
 
 def export_fails() -> str | None:
