@@ -458,8 +458,15 @@ def _clip_aten(cls: type[Clip], node: SourceNode) -> Imported | None:
         return Imported.one(cls(lo=float(node.arg(1, -1.0)), hi=float(node.arg(2, 1.0))),
                             node.tensor(0))
     lo, hi = node.arg(1), node.arg(2)
-    if node.attrs_given or lo is None or hi is None:
-        return None
+    if node.target == "aten.clamp_min.default":
+        lo, hi = node.arg(1), None
+    if lo is None or hi is None:  # one bound: max(x, lo) or min(x, hi)
+        from ir.ops.binary import Maximum, Minimum
+
+        if lo is None and hi is None:
+            return None
+        op = Maximum() if hi is None else Minimum()
+        return Imported.one(op, node.tensor(0), node.tensor(1 if hi is None else 2))
     return Imported.one(cls(lo=float(lo), hi=float(hi)), node.tensor(0))
 
 
@@ -470,7 +477,8 @@ def _clip_onnx(cls: type[Clip], node: SourceNode) -> Imported | None:
     return Imported.one(cls(lo=float(lo.reshape(())), hi=float(hi.reshape(()))), node.tensor(0))
 
 
-Clip.aten_imports = ("aten.clamp.default", "aten.hardtanh.default", "aten.relu6.default")
+Clip.aten_imports = ("aten.clamp.default", "aten.clamp_min.default", "aten.hardtanh.default",
+                     "aten.relu6.default")
 Clip.onnx_imports = ("Clip",)
 Clip.from_aten = classmethod(_clip_aten)  # type: ignore[method-assign,assignment]
 Clip.from_onnx = classmethod(_clip_onnx)  # type: ignore[method-assign,assignment]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.importing import Imported, NotImportable, Prev, SourceNode, norm_axis
+from ir.core.importing import Imported, NotImportable, Prev, SourceNode, Step, norm_axis
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
 from ir.ops.common import (
@@ -226,7 +226,16 @@ def _reduce_aten(cls: type[Reduce], node: SourceNode) -> Imported | None:
         if not isinstance(size, (list, tuple)) or any(s != 1 for s in size):
             return None
         return _over_axes(cls, node.tensor(0), list(range(x.rank - len(size), x.rank)), True)
-    if node.target == "aten.sum.default":
+    if node.target == "aten.linalg_vector_norm.default":  # ord 2: sqrt(sum(x * x)), ord 1
+        return _vector_norm(cls, node)
+    if node.target in ("aten.max.dim", "aten.min.dim"):  # (values, indices)
+        axis, keep = norm_axis(node.arg(1), x.rank), bool(node.arg(2, False))
+        arg = ArgMax if node.target == "aten.max.dim" else ArgMin
+        return Imported((Step(cls(axis=axis, keepdim=keep), (node.tensor(0),)),
+                         Step(arg(axis=axis, keepdim=keep), (node.tensor(0),))),
+                        outputs=(Prev(0), Prev(1)))
+    if node.target in ("aten.sum.default", "aten.mean.default", "aten.max.default",
+                       "aten.min.default", "aten.prod.default"):
         dims = list(range(x.rank))
         keep = False
     else:
@@ -237,6 +246,26 @@ def _reduce_aten(cls: type[Reduce], node: SourceNode) -> Imported | None:
     if dtype is not None and dtype != x.dtype:
         return None
     return _over_axes(cls, node.tensor(0), [norm_axis(a, x.rank) for a in dims], keep)
+
+
+def _vector_norm(cls: type[Reduce], node: SourceNode) -> Imported | None:
+    """linalg_vector_norm(x, ord, dim, keepdim, dtype) for ord 2 (sqrt of the sum of squares)
+    and 1 (the sum of magnitudes)."""
+    from ir.ops.binary import Mul
+    from ir.ops.elementwise import Abs, Sqrt
+
+    x = node.type(0)
+    order, dims, keep = node.arg(1, 2), node.arg(2), bool(node.arg(3, False))
+    if order not in (1, 2, 1.0, 2.0) or node.arg(4) is not None:
+        return None
+    axes = list(range(x.rank)) if dims is None else [dims] if isinstance(dims, int) else list(dims)
+    first = (Mul(), [node.tensor(0), node.tensor(0)]) if order == 2 else (Abs(), [node.tensor(0)])
+    steps: list = [first]
+    for a in sorted({norm_axis(a, x.rank) for a in axes}, reverse=True):
+        steps.append((cls(axis=a, keepdim=keep), [Prev(len(steps) - 1)]))
+    if order == 2:
+        steps.append((Sqrt(), [Prev(len(steps) - 1)]))
+    return Imported.chain(steps)
 
 
 def _reduce_onnx(cls: type[Reduce], node: SourceNode) -> Imported | None:
@@ -256,11 +285,14 @@ def _reduce_onnx(cls: type[Reduce], node: SourceNode) -> Imported | None:
                       bool(node.attr("keepdims", 1)))
 
 
-for _cls, _aten in ((ReduceSum, ("aten.sum.dim_IntList", "aten.sum.default")),
-                    (ReduceMean, ("aten.mean.dim", "aten.adaptive_avg_pool2d.default",
+for _cls, _aten in ((ReduceSum, ("aten.sum.dim_IntList", "aten.sum.default",
+                                 "aten.linalg_vector_norm.default")),
+                    (ReduceMean, ("aten.mean.dim", "aten.mean.default",
+                                  "aten.adaptive_avg_pool2d.default",
                                   "aten.adaptive_avg_pool1d.default")),
-                    (ReduceProd, ("aten.prod.dim_int",)),
-                    (ReduceMax, ("aten.amax.default",)), (ReduceMin, ("aten.amin.default",))):
+                    (ReduceProd, ("aten.prod.dim_int", "aten.prod.default")),
+                    (ReduceMax, ("aten.amax.default", "aten.max.dim", "aten.max.default")),
+                    (ReduceMin, ("aten.amin.default", "aten.min.dim", "aten.min.default"))):
     _cls.aten_imports = _aten
     _cls.onnx_imports = (_cls.onnx_name,) + (("GlobalAveragePool",) if _cls is ReduceMean else ())
     _cls.from_aten = classmethod(_reduce_aten)  # type: ignore[method-assign,assignment]
