@@ -145,8 +145,9 @@ def rotary_decoder() -> tuple[Any, tuple[Any, ...]]:
 
 
 def moe() -> tuple[Any, tuple[Any, ...]]:
-    """A mixture-of-experts feed-forward layer: a softmax router, top-2 gating, four GELU
-    experts computed densely and mixed by the gates (as exportable MoE layers are written)."""
+    """A mixture-of-experts feed-forward layer: a softmax router, top-2 gating (the gates at or
+    above each token's second largest, renormalized), four GELU experts computed densely as
+    batched matmuls and mixed by the gates (as exportable MoE layers are written)."""
     import torch
     from torch import nn
 
@@ -160,12 +161,12 @@ def moe() -> tuple[Any, tuple[Any, ...]]:
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             gates = torch.softmax(self.router(x), dim=-1)  # [t, e]
-            top, idx = torch.topk(gates, 2, dim=-1)
-            mask = torch.zeros_like(gates).scatter(-1, idx, top)
+            kth = torch.topk(gates, 2, dim=-1).values[:, 1:]  # [t, 1]
+            mask = gates * (gates >= kth).to(gates.dtype)
             mask = mask / mask.sum(-1, keepdim=True)
-            h = torch.nn.functional.gelu(torch.einsum("td,edh->teh", x, self.w1))
-            y = torch.einsum("teh,ehd->ted", h, self.w2)
-            return self.norm(x + (y * mask.unsqueeze(-1)).sum(1))
+            h = torch.nn.functional.gelu(torch.matmul(x.unsqueeze(0), self.w1))  # [e, t, 32]
+            y = torch.matmul(h, self.w2)  # [e, t, d]
+            return self.norm(x + (y * mask.t().unsqueeze(-1)).sum(0))
 
     _seeded()
     return MoE(), (torch.randn(8, 16),)
@@ -226,20 +227,21 @@ def unet_block() -> tuple[Any, tuple[Any, ...]]:
 
 
 def tcn() -> tuple[Any, tuple[Any, ...]]:
-    """A temporal convolution network: dilated causal conv1d residual blocks."""
+    """A temporal convolution network (Bai et al.'s TCN): dilated causal conv1d residual
+    blocks, each conv padded on both sides and its last steps chomped off."""
     import torch
     from torch import nn
 
     class Block(nn.Module):
         def __init__(self, c: int, dil: int) -> None:
             super().__init__()
-            self.pad = (3 - 1) * dil
-            self.c1 = nn.Conv1d(c, c, 3, dilation=dil)
-            self.c2 = nn.Conv1d(c, c, 3, dilation=dil)
+            self.chomp = (3 - 1) * dil
+            self.c1 = nn.Conv1d(c, c, 3, dilation=dil, padding=self.chomp)
+            self.c2 = nn.Conv1d(c, c, 3, dilation=dil, padding=self.chomp)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y = torch.relu(self.c1(nn.functional.pad(x, (self.pad, 0))))
-            y = torch.relu(self.c2(nn.functional.pad(y, (self.pad, 0))))
+            y = torch.relu(self.c1(x)[:, :, :-self.chomp])
+            y = torch.relu(self.c2(y)[:, :, :-self.chomp])
             return torch.relu(x + y)
 
     class TCN(nn.Module):

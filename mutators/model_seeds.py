@@ -203,7 +203,8 @@ _TV_KWARGS: dict[str, dict[str, Any]] = {
     "vit_l_16": {"image_size": 32}, "vit_l_32": {"image_size": 32}, "vit_h_14": {"image_size": 28},
 }
 _TV_SIZE: dict[str, int] = {"vit_b_16": 32, "vit_b_32": 32, "vit_l_16": 32, "vit_l_32": 32,
-                            "vit_h_14": 28, "inception_v3": 96, "googlenet": 64}
+                            "vit_h_14": 28, "inception_v3": 96, "googlenet": 64,
+                            **{f"vgg{n}{bn}": 32 for n in (11, 13, 16, 19) for bn in ("", "_bn")}}
 
 
 def _torchvision(name: str) -> tuple[Any, tuple[Any, ...]]:
@@ -380,17 +381,16 @@ def model_windows(result: Any, name: str, opts: WindowOptions, seed: int = 0) ->
     from ir.importers.windows import cut_windows
 
     kw = dict(k_min=opts.k_min, k_max=opts.k_max, seed=seed, max_elems=opts.max_elems,
-              max_param_elems=opts.max_param_elems)
+              max_param_elems=opts.max_param_elems, params=result.params)
     if result.graph is not None:
-        return cut_windows(result.graph, name, count=opts.count, **kw)  # type: ignore[arg-type]
+        return cut_windows(result.graph, name, count=opts.count, **kw)
     out: list[Any] = []
     for i, part in enumerate(result.windows):
         if len(out) >= opts.count:
             break
         if part.num_insts() < opts.k_min:
             continue
-        out += cut_windows(part, name, count=opts.count - len(out), part=i,
-                           **kw)  # type: ignore[arg-type]
+        out += cut_windows(part, name, count=opts.count - len(out), part=i, **kw)
     return out
 
 

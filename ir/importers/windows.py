@@ -142,13 +142,15 @@ def _neighbours(graph: Graph) -> list[list[int]]:
     return [sorted(n) for n in near]
 
 
-def is_valid_material(g: Graph, seed: int = 0) -> bool:
+def is_valid_material(g: Graph, seed: int = 0,
+                      params: Mapping[str, np.ndarray] | None = None) -> bool:
     """Whether the input search finds values for which every value of `g` is valid, without
-    dropping an instruction (how a seed must be: `tests/mutators/test_seed_corpus.py`)."""
+    dropping an instruction (how a seed must be: `tests/mutators/test_seed_corpus.py`);
+    `params`: values of params it starts from (a model's weights)."""
     from ir.numerics.input_search import make_valid
 
     try:
-        valid = make_valid(g, seed, max_drops=0)
+        valid = make_valid(g, seed, max_drops=0, params=params or None)
     except Exception:  # an op the interpreter cannot run on these values: not a seed
         return False
     return valid is not None and not valid.dropped and valid.search.ok
@@ -157,7 +159,8 @@ def is_valid_material(g: Graph, seed: int = 0) -> bool:
 def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max: int = 30,
                 seed: int = 0, max_overlap: float = 0.5, check_valid: bool = True,
                 tries: int | None = None, max_elems: int | None = None,
-                max_param_elems: int | None = None, part: int | None = None) -> list[Window]:
+                max_param_elems: int | None = None, part: int | None = None,
+                params: Mapping[str, np.ndarray] | None = None) -> list[Window]:
     """Up to `count` windows of `graph`: connected sets of top-level instructions (connected
     through the values they compute, `_neighbours`) of k in [`k_min`, `k_max`] instructions,
     nested ones counted (`Graph.num_insts`; a control-flow instruction comes whole, bodies
@@ -166,9 +169,10 @@ def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max:
     random neighbours. A window shares at most `max_overlap` of its instructions with an
     earlier one, verifies (`ir.core.verify`), has an input, has no value but params of more
     than `max_elems` elements and params of at most `max_param_elems` elements in all (when
-    given), and with `check_valid` has valid inputs
-    (`is_valid_material`). `part`: the windows' `Window.part`. Fewer than `count` when the tries (default 20 per window)
-    run out; sorted by place in the model."""
+    given), and with `check_valid` has valid inputs (`is_valid_material`: from drawn
+    values, and from the model's weights `params` when given, as `mutation.model_weights`
+    may start from either). `part`: the windows' `Window.part`. Fewer than `count` when the
+    tries (default 20 per window) run out; sorted by place in the model."""
     if not 1 <= k_min <= k_max:
         raise ValueError(f"cut_windows: need 1 <= k_min <= k_max, got {k_min}, {k_max}")
     n = len(graph.insts)
@@ -205,9 +209,9 @@ def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max:
         if any(len(chosen & set(w.insts)) > max_overlap * len(chosen) for w in out):
             continue
         g = subgraph(graph, key, name="main")
-        params = {p.name for p in g.params}
+        weights = {p.name for p in g.params}
         if not g.inputs or (max_elems is not None and any(
-                _elems(v.type.shape) > max_elems for v in g.all_values() if v.name not in params)):
+                _elems(v.type.shape) > max_elems for v in g.all_values() if v.name not in weights)):
             continue
         if max_param_elems is not None and sum(
                 _elems(p.type.shape) for p in g.params) > max_param_elems:
@@ -218,7 +222,11 @@ def cut_windows(graph: Graph, model: str, count: int = 8, k_min: int = 5, k_max:
             continue
         if check_valid and not is_valid_material(g, seed):
             continue
-        out.append(Window(g, model, key, part))
+        window = Window(g, model, key, part)
+        if check_valid and params and window.weights(params) and not is_valid_material(
+                g, seed, window.weights(params)):
+            continue
+        out.append(window)
     return sorted(out, key=lambda w: w.insts)
 
 

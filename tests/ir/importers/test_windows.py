@@ -119,3 +119,11 @@ def test_read_lineage_only_from_leading_comments():
         "resnet18", 40, 62)
     assert read_lineage("graph main() {\n# model: x insts 1-2\n") is None
     assert read_lineage((REPO / "seeds" / "mlp.gir").read_text()) is None
+
+
+def test_windows_are_valid_from_the_models_weights_too():
+    real = {p.name: np.full(p.type.shape, 0.25, dtype=np.float32) for p in MLP.params}
+    windows = cut_windows(MLP, "mlp", count=3, k_min=2, k_max=4, seed=0, params=real)
+    assert windows
+    for w in windows:
+        assert is_valid_material(w.graph, 0, w.weights(real))
