@@ -18,7 +18,9 @@ outputs with a cotangent (each term cast to float32: dL/dterm is 1 whatever the 
 `loss_adjoint`, which returns `((L, outputs...), (grad per leaf...))`; the module (without
 `loss`) is built as an inference one. Run: `loss_adjoint` per input set; its outputs, then its
 gradients. What the pass cannot differentiate (an op without `FPrimalGradient`, a `call_tir`,
-control flow: `TVM_GRADIENT_UNSUPPORTED`) is verdict `unsupported`.
+control flow: `TVM_GRADIENT_UNSUPPORTED`) is verdict `unsupported`. The code that trains is
+the repro's (campaign/triage/pipeline/repro_scripts/relax_training.py), so a gradient test's
+repro.py trains as the backend does.
 
 Registered: `tvm` (llvm), `tvm_cuda`. Options: `target` (`llvm` | `cuda`), `opt_level` (0-3,
 default 3), `pipeline`: `fused` (default: `relax.get_default_pipeline(target)`, which fuses

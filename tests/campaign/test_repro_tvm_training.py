@@ -122,8 +122,9 @@ def test_f35_triu_gradient_reproduces_and_is_the_gradient_pass(tmp_path):
 
 def test_localization_names_the_gradient_pass_when_the_compile_stops_inside_it(monkeypatch):
     """On a stand-in probe: a gradient test's compile that stops inside `Gradient` (the pass
-    log's entry for the differentiation) blames it after one logged run; one that stops in
-    the build goes on to the usual plan, where `Gradient` is no candidate."""
+    log's entry for the differentiation) blames it after one logged run; one that stops
+    before it (making the loss) names nothing; one that stops in the build goes on to the
+    usual plan, where `Gradient` is no candidate."""
     from campaign.triage.pipeline.repro_scripts import relax
     from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME
 
@@ -147,6 +148,9 @@ def test_localization_names_the_gradient_pass_when_the_compile_stops_inside_it(m
     culprit, why = relax.ablate_relax(probe, "ONNX frontend (from_onnx)")
     assert culprit == "tvm: relax.transform.Gradient" and "differentiates" in why
     assert probe.runs == [{"OPT_LEVEL": relax.OPT_LEVEL}]
+    probe = Probe([])  # the loss failed: nothing began
+    culprit, why = relax.ablate_relax(probe, "ONNX frontend (from_onnx)")
+    assert culprit is None and "before relax.transform.Gradient" in why and len(probe.runs) == 1
     probe = Probe(["0 Gradient", "0 /Gradient", "0 _pipeline", "1 FuseOps", "1 /FuseOps",
                    "1 StaticPlanBlockMemory"])
     culprit, why = relax.ablate_relax(probe, "ONNX frontend (from_onnx)")

@@ -5,10 +5,12 @@ A script is the parts of its backend kind in order: `prelude` (loading the folde
 stages, the timeout watchdog, judging the outputs), then for torch backends `training` (a
 gradient test's step) or `ir.materialize.torch_func` (a transform test's program) and the
 graph as torch code (`class Model`, printed by `ir.materialize.torch_source`), then the backend's
-body: `ort_session` + `ort`; `relax` + `tvm_onnx`; `relax` + `tvm_torch`; `torch_compile` +
-`inductor` (or `inductor_transform`); `ort_session` + `onnx_export`. Each backend names its
-kind and options (`Backend.repro_spec`). Two parts are dynsmith's own code as well:
-`prelude.root_error` (the backends' rows) and `ort_session` (the ORT backends' sessions).
+body: `ort_session` + `ort`; `relax` + `tvm_onnx` (a gradient test: `relax` +
+`relax_training` + `tvm_onnx`, TVM's own reverse mode); `relax` + `tvm_torch`;
+`torch_compile` + `inductor` (or `inductor_transform`); `ort_session` + `onnx_export`. Each
+backend names its kind and options (`Backend.repro_spec`). Three parts are dynsmith's own
+code as well: `prelude.root_error` (the backends' rows), `ort_session` (the ORT backends'
+sessions) and `relax_training` (how the `tvm` backend trains a gradient test).
 
 Rules for a part, so that the copy runs without dynsmith:
 - it imports only the standard library, numpy and the backend's own library; names it takes

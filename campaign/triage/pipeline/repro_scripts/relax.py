@@ -144,11 +144,15 @@ def ablate_relax(probe: Probe, frontend: str,
             return None, f"it fails while importing, before TVM: {before}"
         return f"tvm: {frontend}", "it fails while importing the model, before any compile"
     if GRADIENTS and EXPECT.get("stage") == "compile":  # in the differentiation, or the build?
-        _, inside = passes_run(probe, OPT_LEVEL)
+        logged, inside = passes_run(probe, OPT_LEVEL)
         if inside == GRADIENT_PASS:
             return (f"tvm: relax.transform.{GRADIENT_PASS}",
                     "it fails while relax.transform.Gradient differentiates the loss, before "
                     "the build (no PassContext option reaches it)")
+        if not logged:  # neither the differentiation nor the build began
+            return None, ("it fails while the loss function is made of the imported main, "
+                          "before relax.transform.Gradient and the build: an output of the "
+                          "frontend's module that is no tensor?")
     below = list(range(OPT_LEVEL))
     i, outcomes = first_failing(probe, [(f"opt_level {lv}", {"OPT_LEVEL": lv}) for lv in below])
     lowest = below[i] if i is not None else OPT_LEVEL
