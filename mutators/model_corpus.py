@@ -318,10 +318,11 @@ ARCHITECTURES: dict[str, str] = {
         "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "vgg11_bn", "alexnet",
         "squeezenet1_1", "densenet121", "googlenet", "mobilenet_v2", "mobilenet_v3_small",
         "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "regnet_x_400mf",
-        "convnext_tiny")},
+        "convnext_tiny", "regnet_y_400mf")},
     # ViT and Swin in small configurations (torchvision's are 768 wide)
     "vit_tiny": "timm:vit_tiny_patch16_224", "swin_tiny": "timm:swin_tiny_patch4_window7_224",
-    **{f"hf_{n}": f"transformers:{n}" for n in ("bert", "gpt2", "llama", "mixtral", "t5", "vit")},
+    **{f"hf_{n}": f"transformers:{n}" for n in ("bert", "gpt2", "llama", "mistral", "qwen2",
+                                                 "mixtral", "t5", "vit")},
     **{n: f"mutators.model_corpus:{n}" for n in INLINE},
 }
 

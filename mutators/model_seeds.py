@@ -256,6 +256,7 @@ def _small_transformers() -> dict[str, Callable[[], Any]]:
                                                    vocab_size=128, n_positions=64)),
         "llama": lambda: tr.LlamaModel(tr.LlamaConfig(**common, num_key_value_heads=2)),
         "mistral": lambda: tr.MistralModel(tr.MistralConfig(**common, num_key_value_heads=1)),
+        "qwen2": lambda: tr.Qwen2Model(tr.Qwen2Config(**common, num_key_value_heads=1)),
         "mixtral": lambda: tr.MixtralModel(tr.MixtralConfig(**common, num_key_value_heads=2,
                                                             num_local_experts=4,
                                                             num_experts_per_tok=2)),
