@@ -360,8 +360,8 @@ def try_rules(level: Level, kind: str, node: SourceNode, out_types: Sequence[Ten
     for cls in rules_for(kind, node.target):
         try:
             imported = cls.from_aten(node) if kind == "aten" else cls.from_onnx(node)
-        except NotImportable:
-            continue
+        except (NotImportable, TypeError, ValueError, IndexError, KeyError):
+            continue  # a form the rule does not take (arguments of other types or counts)
         if imported is not None and level.emit(imported, out_types, out_keys):
             return imported
     return None
