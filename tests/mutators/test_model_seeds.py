@@ -2,6 +2,7 @@
 with their model and real weights beside them, and one-line errors (exit 2) for bad entries."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -102,7 +103,8 @@ def _run(tmp_path: Path, seeds: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "run.py", f"mutation.seeds={seeds}",
                            f"hydra.run.dir={tmp_path / 'run'}"], cwd=REPO, capture_output=True,
                           text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])})
 
 
 def test_cli_a_corrupt_onnx_file_is_one_line_and_exit_2(tmp_path):
