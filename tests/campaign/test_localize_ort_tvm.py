@@ -269,3 +269,20 @@ def test_tvm_plan_bisects_the_optional_passes_the_build_ran(monkeypatch, culprit
     assert relax.ablate_relax(probe, "ONNX frontend (from_onnx)")[0] == \
         "tvm: ONNX frontend (from_onnx)" and not probe.runs
     assert relax.ablate_relax(probe, "x", lambda: "torch.export.export fails: E")[0] is None
+
+
+#: F23 (docs/bugs/tvm_torch_frontend.py): TVM's torch frontend drops selu's scale (its elu
+#: converter ignores `scale`): every output off by 1/1.0507, whatever the passes
+F23 = """graph main(%x: f32[4]) {
+  %y = selu(%x) : f32[4]
+  return %y
+}"""
+
+
+@pytest.mark.slow
+def test_tvm_torch_frontend_is_named_when_the_onnx_frontend_gets_the_program_right(tmp_path):
+    folder = bug_folder(tmp_path, "tvm_torch", F23)
+    loc = localize_folder(folder, budget_s=900)
+    assert loc.culprit == "tvm: torch frontend (from_exported_program)", show(loc)
+    assert loc.steps[-1].values == {"FRONTEND": "onnx"} and loc.steps[-1].outcome == "passes"
+    assert "with all" in loc.why and "still fails the same way" in loc.why, show(loc)
