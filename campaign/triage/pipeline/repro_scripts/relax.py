@@ -140,8 +140,9 @@ def ablate_relax(probe: Probe, frontend: str,
     optional Relax passes the build runs, then over its optional TIR passes."""
     if EXPECT.get("stage") == "import":
         before = import_fails() if import_fails is not None else None
-        if before:
-            return None, f"it fails while importing, before TVM: {before}"
+        if before:  # the stage before TVM's frontend, run alone, fails
+            return "torch: torch.export (before TVM)", (f"it fails while importing, before "
+                                                        f"TVM: {before}")
         return f"tvm: {frontend}", "it fails while importing the model, before any compile"
     if GRADIENTS and EXPECT.get("stage") == "compile":  # in the differentiation, or the build?
         logged, inside = passes_run(probe, OPT_LEVEL)
