@@ -69,7 +69,9 @@ ANALYSIS: dict[str, tuple[str, tuple[str, ...]]] = {
     "F44": ("Dynamo (dynamic float in and outside a HOP body)", ("dynamo",)),
     "F45": ("C++ wrapper with memory_planning", ("cpp_wrapper", "memory_planning")),
     "F46": ("exporter ONNX translation (onnxscript torchlib)", ("translation",)),
-    "F47": ("Inductor C++ wrapper (cond duplicate output)", ("cpp_wrapper",)),
+    "F47": ("Inductor post-grad remove_noop_ops drops both clones of a cond branch output "
+            "returned twice: a segfault in the C++ wrapper, a wrong result in the Python one",
+            ("remove_noop_ops", "post_grad")),
 }
 
 
