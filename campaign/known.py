@@ -85,9 +85,13 @@ def skeleton(g: Graph) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
 
 
 def matching(triggers: Iterable[Trigger], g: Graph, backends: Iterable[str]) -> dict[str, str]:
-    """backend -> the bucket of the first trigger of that backend `g` matches."""
+    """backend -> the bucket of the most specific trigger of that backend `g` matches (the
+    most signatures and edges)."""
     wanted = set(backends)
-    mine = [t for t in triggers if t.backend in wanted and t.holds_for(t.backend)]
+    # the most specific trigger first: a general one (which the router may find matches too
+    # many tests to hold any back) must not hide a specific one of the same backend
+    mine = sorted((t for t in triggers if t.backend in wanted and t.holds_for(t.backend)),
+                  key=lambda t: -(len(t.sigs) + len(t.edges)))
     if not mine:
         return {}
     sigs, edges = skeleton(g)

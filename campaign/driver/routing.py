@@ -1,8 +1,9 @@
 """Capability routing and known bugs: which backend gets a test, and which tests are made for
 a backend that would otherwise idle. A backend is never given a test whose graph holds an op it
 lacks (`Backend.LACKS`), and mostly not one that matches a known bug of its own; a backend that
-lacks ops and has fewer tests waiting than actors gets tests made without them. Plain Python:
-the campaign asks, the router counts (for the summary)."""
+lacks ops and has fewer tests waiting than actors gets tests made without them. A known bug
+whose trigger matches more than a tenth of a backend's tests is too general to hold any back
+(`GENERAL_SHARE`). Plain Python: the campaign asks, the router counts (for the summary)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -15,6 +16,15 @@ if TYPE_CHECKING:
     from campaign.driver.actor_pool import Pool
 
 
+#: a known bug's trigger stops holding tests back from its backend once that backend has been
+#: offered `GENERAL_AFTER` tests and more than `GENERAL_SHARE` of them, and at least
+#: `GENERAL_MATCHES`, matched it (a few matches early are no rate): a skeleton
+#: most tests hold (a lone `scan`, an `if` and a `neg`) says little about the bug (which needs
+#: what the skeleton leaves out: an attribute, a carry returned twice) and would starve the
+#: backend of the very programs it should be fuzzed with
+GENERAL_AFTER, GENERAL_SHARE, GENERAL_MATCHES = 20, 0.1, 5
+
+
 class Router:
     """Routing decisions and their counts, per backend."""
 
@@ -24,6 +34,12 @@ class Router:
         `known_rate`: the share of tests matching a backend's known bug that still go to it."""
         self.lacks = lacks
         self.known_rate = known_rate
+        #: per backend: tests offered to it (not lacking an op), and how many matched each
+        #: known bug's trigger; triggers found too general (`GENERAL_SHARE`) hold nothing back
+        self.offered: Counter[str] = Counter()
+        self.matched: dict[str, Counter[str]] = {b: Counter() for b in backends}
+        #: per backend: tests let through because the trigger they matched is too general
+        self.too_general: dict[str, Counter[str]] = {b: Counter() for b in backends}
         #: per backend: tests not sent to it, by the op it lacks
         self.not_applicable: dict[str, Counter[str]] = {b: Counter() for b in backends}
         #: per backend: tests held back for matching a known bug's trigger, by bucket
@@ -72,11 +88,25 @@ class Router:
         if lacking:
             self.not_applicable[b][lacking[0]] += 1
             return False
+        self.offered[b] += 1
         bucket = known.get(b)
-        if bucket is not None and not sampled(test.seed, f"known:{bucket}", self.known_rate):
+        if bucket is None:
+            return True
+        self.matched[b][bucket] += 1
+        if self.general(b, bucket):
+            self.too_general[b][bucket] += 1
+            return True
+        if not sampled(test.seed, f"known:{bucket}", self.known_rate):
             self.held_known[b][bucket] += 1
             return False
         return True
+
+    def general(self, b: str, bucket: str) -> bool:
+        """Whether known bug `bucket`'s trigger matched too many of the tests offered to `b`
+        to be evidence of the bug (`GENERAL_AFTER`, `GENERAL_SHARE`)."""
+        n = self.matched[b][bucket]
+        return (self.offered[b] >= GENERAL_AFTER and n >= GENERAL_MATCHES
+                and n > GENERAL_SHARE * self.offered[b])
 
     def applicable(self, report: Any) -> Any:
         """An invalid test's report without the rows of backends that lack one of its ops

@@ -101,6 +101,8 @@ class Summary:
         for key, what in (("not_applicable", "not applicable (no row; ops it lacks)"),
                           ("made_for", "made for a backend that would idle (without those ops)"),
                           ("held_known", "held back: matched a known bug (no row)"),
+                          ("too_general", "let through: the known bug they matched is too "
+                                          "general to hold back (matches over a tenth)"),
                           ("cut_off", "cut off at the deadline (no row)")):
             per = {b: s[key] for b, s in self.backends.items() if s.get(key)}
             if per:
@@ -177,6 +179,7 @@ def summarize(camp: Campaign, interrupted: bool,
                       "not_applicable": dict(router.not_applicable[b]),
                       "made_for": router.made_for[b],
                       "held_known": dict(router.held_known[b]),
+                      "too_general": dict(router.too_general[b]),
                       "cut_off": tally.cut_off[b]}
                   for b, p in camp.evals.items()},
         skipped_tests=tally.skipped_tests, generation_calls=camp.gen.calls,

@@ -39,6 +39,46 @@ def test_a_test_matching_a_known_bug_is_held_back_from_that_backend_only():
     assert always.route(test, "ort", {"ort": "bucket-1"})
 
 
+def test_a_trigger_matching_over_a_tenth_of_a_backends_tests_stops_holding_any_back():
+    """A lone `scan` skeleton (F28's: the bug needs reverse=True and a carry returned twice,
+    which the skeleton leaves out) matches most control-flow tests: after 20 tests offered to
+    the backend it holds none back; a specific trigger matching 1 in 20 still does."""
+    from campaign.driver.routing import GENERAL_AFTER
+
+    router = Router(["inductor"], {}, known_rate=0.0)
+    held = [router.route(made(i, ["scan"]), "inductor",
+                         {"inductor": "scan-bug"} if i % 2 == 0 else {})
+            for i in range(GENERAL_AFTER + 10)]
+    assert held[:GENERAL_AFTER] == [i % 2 == 1 for i in range(GENERAL_AFTER)]  # held back
+    assert all(held[GENERAL_AFTER:])  # then let through: half the tests match it
+    assert router.too_general == {"inductor": {"scan-bug": 5}}
+    assert router.held_known == {"inductor": {"scan-bug": 10}}
+    specific = Router(["inductor"], {}, known_rate=0.0)
+    went = [specific.route(made(i, ["topk"]), "inductor",
+                           {"inductor": "topk-bug"} if i % 20 == 0 else {}) for i in range(60)]
+    assert went.count(False) == 3 and specific.too_general == {"inductor": {}}
+
+
+def test_the_most_specific_matching_trigger_is_named():
+    from campaign.known import Trigger, matching
+    from ir import parse
+
+    g = parse("""graph main(%c: f32[3], %xs: f32[2,3]) {
+  %r, %ys = scan[num_carries=1, reverse=false](%c, %xs) : f32[3], f32[2,3] {
+    graph body(%b: f32[3], %x: f32[3]) {
+      %n = neg(%b) : f32[3]
+      return %n, %x
+    }
+  }
+  %t = tanh(%r) : f32[3]
+  return %t
+}""")
+    general = Trigger("general", "inductor", frozenset({"scan"}), frozenset())
+    specific = Trigger("specific", "inductor", frozenset({"scan", "tanh(f32)->f32"}),
+                       frozenset({("scan", "tanh")}))
+    assert matching([general, specific], g, ["inductor"]) == {"inductor": "specific"}
+
+
 def test_tests_are_made_for_a_backend_that_lacks_ops_while_it_has_fewer_waiting_than_actors():
     evals = pools({"ort": 1, "tvm": 2})
     router = Router(["ort", "tvm"], {"tvm": frozenset({"loop"})}, known_rate=1.0)
