@@ -49,7 +49,7 @@ class MatMul(Op):
 
     def requires(self, ins: Sequence[TensorType]) -> list:
         x, w = ins
-        if w.rank == 2:
+        if w.rank in (1, 2):  # the generator's forms: a matrix, or a vector (matrix @ vector)
             return [eq(x.shape[-1], w.shape[0])]
         # batched (numpy's matmul: what imports bring, e.g. attention's q @ k^T; the generator
         # feeds rank 2): batch dims broadcast
@@ -62,7 +62,7 @@ class MatMul(Op):
 
     def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         x, w = ins
-        if w.rank == 2:
+        if w.rank in (1, 2):
             return [TensorType(x.shape[:-1] + w.shape[1:], x.dtype)]
         from ir.ops.binary import broadcast_shape
 
