@@ -54,7 +54,12 @@ def round_trip(seed: int) -> str:
     return "ok"
 
 
-@pytest.mark.parametrize("seed", range(30))
+#: graphs in the default suite: a torch.export of a graph with control flow takes 5-30 s on
+#: the CI's 2 cores (30 took ~15 minutes there); the 500-graph run below is the figure
+DEFAULT_GRAPHS = 8
+
+
+@pytest.mark.parametrize("seed", range(DEFAULT_GRAPHS))
 def test_torch_round_trip_of_generated_graphs_with_control_flow(seed: int):
     if round_trip(seed) == "export":
         pytest.skip("torch.export refuses this module (no ATen graph to import)")
