@@ -73,7 +73,8 @@ def test_a_shifted_reference_fails_without_the_compiler_and_is_not_localized(tmp
     assert [s.values for s in loc.steps] == [{}, {"COMPILER": "none"}]
 
 
-@pytest.mark.parametrize("spec", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("spec", [pytest.param("inductor", marks=pytest.mark.slow),
+                                  "aot_eager"])
 def test_a_write_aot_autograd_loses_is_localized_at_the_aot_eager_stage(tmp_path, spec):
     """F42 (docs/findings): sigmoid_ on a 0-d float64 input, the input returned; eager and
     backend='eager' are right, 'aot_eager' loses the write (on the aot_eager backend itself
