@@ -32,7 +32,8 @@ def sample_row(**overrides: Any) -> dict[str, Any]:
     """A complete worker row (every RESULT_SCHEMA column but campaign/run_id/finding_dir)."""
     row: dict[str, Any] = {
         "test_id": "r-000000", "seed": 7, "lineage": '[{"seed": 7}]', "mutators": [],
-        "seed_id": "gen/7", "parent_id": None, "step_mutators": [], "mutation_discarded": 0,
+        "seed_id": "gen/7", "seed_model": "", "parent_id": None, "step_mutators": [],
+        "mutation_discarded": 0,
         "novel": True,
         "graph_hash": "abc", "n_insts": 3, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 1,
         "n_loop": 0, "n_scan": 0, "n_rnn": 0, "n_inplace": 0, "n_view_writes": 0, "n_input_sets": 2, "branch_coverage": 1.0, "n_if_both": 1, "trip_counts": [],
