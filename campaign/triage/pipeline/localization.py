@@ -10,15 +10,11 @@ the ablation. A localization that could not run at all says so in `why`; it neve
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaign.sandbox import kill_group
+from campaign.triage.pipeline.repro import run_fresh
 
 #: the line of repro.py's output that carries the result
 RESULT_PREFIX = "LOCALIZATION: "
@@ -69,41 +65,14 @@ class Localization:
         return Localization(data.get("culprit") or None, str(data.get("why") or ""), steps)
 
 
-_RUN = (
-    "import sys, runpy\n"
-    "class _NoDynsmith:\n"
-    "    def find_spec(self, name, path=None, target=None):\n"
-    "        if name.split('.')[0] in ('ir', 'campaign', 'mutators'):\n"
-    "            raise ImportError('repro.py must not import dynsmith: ' + name)\n"
-    "        return None\n"
-    "sys.meta_path.insert(0, _NoDynsmith())\n"
-    "sys.path = [p for p in sys.path if p not in ('', '.')]\n"
-    "sys.argv = ['repro.py'] + sys.argv[1:]\n"
-    "runpy.run_path('repro.py', run_name='__main__')\n"
-)
-
-
 def localize_folder(folder: Path, budget_s: float = 900.0) -> Localization:
     """Run `folder/repro.py --localize` within `budget_s` seconds (the script keeps to it; a
     grace beyond it kills the run)."""
     folder = Path(folder)
     if not (folder / "repro.py").is_file():
         return Localization(None, "there is no repro.py")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen([sys.executable, "-c", _RUN, "--localize", "--budget",
-                                 f"{budget_s:g}"], cwd=folder, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            proc.wait(timeout=budget_s + 60)
-            expired = False
-        except subprocess.TimeoutExpired:
-            expired = True
-        finally:
-            kill_group(proc.pid)
-            proc.wait()
-        out.seek(0)
-        text = out.read().decode("utf-8", "replace")
+    code, text, _, expired = run_fresh(folder, ["--localize", "--budget", f"{budget_s:g}"],
+                                       budget_s + 60)
     for line in reversed(text.splitlines()):
         if line.startswith(RESULT_PREFIX):
             try:
@@ -113,5 +82,5 @@ def localize_folder(folder: Path, budget_s: float = 900.0) -> Localization:
     last = (text.strip().splitlines() or [""])[-1][:200]
     if expired:
         return Localization(None, f"it ran past its budget of {budget_s:g} s")
-    return Localization(None, f"repro.py --localize gave no result (exit {proc.returncode}: "
+    return Localization(None, f"repro.py --localize gave no result (exit {code}: "
                               f"{last})")

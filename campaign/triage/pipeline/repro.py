@@ -374,28 +374,22 @@ _BLOCK_DYNSMITH = (
     "        return None\n"
     "sys.meta_path.insert(0, _NoDynsmith())\n"
     "sys.path = [p for p in sys.path if p not in ('', '.')]\n"
-    "sys.argv = ['repro.py']\n"
+    "sys.argv = ['repro.py'] + sys.argv[1:]\n"
     "runpy.run_path('repro.py', run_name='__main__')\n"
 )
 
 
-def check_repro(folder: Path, verdict: str, error_class: str | None = None,
-                timeout_s: float = 300.0) -> tuple[str, str]:
-    """Run `folder/repro.py` in a fresh Python where importing dynsmith fails; returns
-    (outcome, last output lines). outcome: "reproduced", "not reproduced", "different
-    failure", "error" (anything else), "none" (no repro.py). A timeout reproduces when its
-    repro.py's watchdog says so (still no result after its wait), or when it is still running
-    after `timeout_s`. Whatever the repro started (compiler subprocesses) is killed with it."""
+def run_fresh(folder: Path, args: list[str], timeout_s: float) -> tuple[int, str, str, bool]:
+    """Run `folder/repro.py args` in a fresh Python where importing dynsmith fails; returns
+    (exit code, stdout, stderr, whether it ran past `timeout_s`). Whatever the repro started
+    (compiler subprocesses) is killed with it; output goes to files, not pipes, so a
+    subprocess it left behind cannot keep us reading."""
     import tempfile
 
-    folder = Path(folder)
-    if not (folder / "repro.py").is_file():
-        return "none", ""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    # files, not pipes: a subprocess the repro left behind must not keep us reading
     with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
-        proc = subprocess.Popen([sys.executable, "-c", _BLOCK_DYNSMITH], cwd=folder, env=env,
-                                stdout=fout, stderr=ferr, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-c", _BLOCK_DYNSMITH, *args], cwd=folder,
+                                env=env, stdout=fout, stderr=ferr, start_new_session=True)
         try:
             proc.wait(timeout=timeout_s)
             expired = False
@@ -406,10 +400,22 @@ def check_repro(folder: Path, verdict: str, error_class: str | None = None,
             proc.wait()
         fout.seek(0)
         ferr.seek(0)
-        stdout = fout.read().decode("utf-8", "replace")
-        stderr = ferr.read().decode("utf-8", "replace")
+        return (proc.returncode, fout.read().decode("utf-8", "replace"),
+                ferr.read().decode("utf-8", "replace"), expired)
+
+
+def check_repro(folder: Path, verdict: str, error_class: str | None = None,
+                timeout_s: float = 300.0) -> tuple[str, str]:
+    """Run `folder/repro.py` in a fresh Python where importing dynsmith fails; returns
+    (outcome, last output lines). outcome: "reproduced", "not reproduced", "different
+    failure", "error" (anything else), "none" (no repro.py). A timeout reproduces when its
+    repro.py's watchdog says so (still no result after its wait), or when it is still running
+    after `timeout_s`. Whatever the repro started (compiler subprocesses) is killed with it."""
+    folder = Path(folder)
+    if not (folder / "repro.py").is_file():
+        return "none", ""
+    code, stdout, stderr, expired = run_fresh(folder, [], timeout_s)
     out = "\n".join(t for t in (_tail(stdout, 8), _tail(stderr)) if t)
-    code = proc.returncode
     if expired:
         return ("reproduced" if verdict == "timeout" else "error"), out
     if verdict == "timeout" and code == 1 and (
