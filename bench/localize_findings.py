@@ -78,7 +78,7 @@ ANALYSIS: dict[str, tuple[str, tuple[str, ...]]] = {
 def bug_folder(trigger, notes_dir: Path, dest: Path) -> tuple[Path | None, str]:
     """The triage's bug folder of a note's trigger graph, or (None, why)."""
     from campaign.backends.configs import with_config
-    from campaign.triage.pipeline.note_runs import trigger_values
+    from campaign.triage.pipeline.note_runs import trigger_grad, trigger_values
     from campaign.triage.pipeline.reduction import BackendRunner, FindingCase, Reduction
     from campaign.triage.pipeline.repro import write_bug_folder
     from ir.core.text import load
@@ -87,7 +87,8 @@ def bug_folder(trigger, notes_dir: Path, dest: Path) -> tuple[Path | None, str]:
     values = trigger_values(trigger, notes_dir, g)
     runner = BackendRunner(trigger.backend, timeout_s=180)
     try:
-        row, finding, tc = runner.run(f"note-{dest.name}", 0, g, values, config=trigger.config)
+        row, finding, tc = runner.run(f"note-{dest.name}", 0, g, values, config=trigger.config,
+                                      grad=trigger_grad(trigger))
     finally:
         runner.close()
     if row.get("verdict") != trigger.verdict:
@@ -95,7 +96,7 @@ def bug_folder(trigger, notes_dir: Path, dest: Path) -> tuple[Path | None, str]:
     info = {"backend": trigger.backend, "verdict": trigger.verdict,
             "backend_config": trigger.config, **{k: row.get(k) for k in (
                 "stage", "error_class", "error_sig")}}
-    case = FindingCase(dest, info, g, values, list(tc.extra_inputs))
+    case = FindingCase(dest, info, g, values, list(tc.extra_inputs), grad=tc.grad)
     files = dict(getattr(finding, "files", {}) or {})
     red = Reduction(case, "confirmed", g, values, list(tc.extra_inputs), row, files, tc)
     key = {"verdict": trigger.verdict, "stage": row.get("stage"),

@@ -119,7 +119,11 @@ def _note(tmp_path: Path, triggers: str, name: str = "F99-x.md") -> Path:
                             "got str"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: crash, stag: x}\n",
      "triggers[0].stag: unknown field (known: graph, backend, verdict, stage, error_sig, config, "
-     "target, inputs)"),
+     "target, inputs, grad)"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, grad: y}\n",
+     "triggers[0].grad: 'y' is not an input or param of g.gir"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, grad: x x}\n",
+     "triggers[0].grad: 'x x' is not distinct leaf names, space-separated"),
     ("triggers:\n- {graph: g.gir, verdict: crash}\n", "triggers[0].backend: missing"),
     ("triggers:\n- {graph: h.gir, backend: tvm, verdict: crash}\n",
      "triggers[0].graph: no such file 'h.gir' under {dir}"),

@@ -12,7 +12,13 @@ clone knows the bug (`campaign.triage.pipeline.note_known`):
       stage: import                             # crash-like only
       error_sig: "TypeError: ... @ ..."         # crash-like only: the normalized signature
       inputs: graphs/F43-....npz                # optional: the inputs (else searched, seed 0)
+      grad: x0 w1                               # optional: a gradient test's leaves
       target: cpu                               # optional (default cpu)
+
+A trigger with `grad` is a gradient test (docs/training.md): it differentiates w.r.t. those
+leaves (graph inputs or params, space-separated), with cotangents drawn from seed 0 as the
+triage's reducer draws a changed graph's (`ir.numerics.grad.refit_grad`), so a training bug
+(a wrong gradient, a backward that crashes) has a trigger like any other.
 
 A crash-like trigger (crash, signal, timeout) keys on (backend, target, verdict, stage,
 error_sig, config), exactly as the campaign buckets a finding; a mismatch trigger on the op
@@ -21,7 +27,8 @@ and checked by running the graph (`python -m campaign.triage findings-triggers [
 
 Invariants (checked here; a wrong field is a `NotesError`, one line naming the file and the
 field, `triggers[<i>].<field>`): every entry is a mapping of known fields; `graph` (and
-`inputs`) name files that exist under the notes dir; `verdict` is one of `VERDICTS`; a
+`inputs`) name files that exist under the notes dir; `grad` names inputs or params of the
+graph, each once; `verdict` is one of `VERDICTS`; a
 crash-like entry has a non-empty `stage` and `error_sig`, a mismatch entry neither; `config` is
 canonical configuration text (`key=value&...`, sorted by key).
 """
@@ -50,6 +57,12 @@ class NoteTrigger:
     config: str = ""
     target: str = TARGET
     inputs: str | None = None
+    grad: str | None = None
+
+    @property
+    def leaves(self) -> tuple[str, ...]:
+        """A gradient test's leaves (`grad`), () for an inference test."""
+        return tuple((self.grad or "").split())
 
     @property
     def crash_like(self) -> bool:
@@ -71,6 +84,8 @@ class NoteTrigger:
             out["target"] = self.target
         if self.inputs is not None:
             out["inputs"] = self.inputs
+        if self.grad is not None:
+            out["grad"] = self.grad
         return out
 
 
@@ -127,7 +142,24 @@ def _entry(i: int, e: Any, notes_dir: Path) -> NoteTrigger:
             if getattr(t, name) is not None:
                 raise TriggerError(f"{at}.{name}: given, but a mismatch keys on its graph's "
                                    f"op pattern")
+    if t.grad is not None:
+        _check_leaves(at, t, notes_dir)
     if t.config != canonical_config(t.config):
         raise TriggerError(f"{at}.config: {t.config!r} is not canonical (write "
                            f"{canonical_config(t.config)!r})")
     return t
+
+
+def _check_leaves(at: str, t: NoteTrigger, notes_dir: Path) -> None:
+    from ir.core.text import load
+
+    if not t.leaves or len(set(t.leaves)) != len(t.leaves):
+        raise TriggerError(f"{at}.grad: {t.grad!r} is not distinct leaf names, space-separated")
+    try:
+        g = load(t.resolve(notes_dir, "graph"))
+    except (OSError, ValueError) as e:
+        raise TriggerError(f"{at}.graph: {t.graph!r} does not parse: {e}") from None
+    names = {v.name for v in (*g.inputs, *g.params)}
+    for leaf in t.leaves:
+        if leaf not in names:
+            raise TriggerError(f"{at}.grad: {leaf!r} is not an input or param of {t.graph}")

@@ -8,11 +8,12 @@ Each graph runs as the triage re-runs a finding (`BackendRunner`: `FuzzWorker.ru
 the one backend, in its sandbox, reference and oracle included), on the trigger's inputs
 (`inputs`, an .npz under the notes dir) or on inputs searched from seed 0
 (`ir.numerics.input_search.search_inputs`). The row gives the verdict, stage, target and the
-normalized signature (`bucket_signature`). Without `--check` the note's `triggers:` block is
-rewritten with what the runs gave (every other line of the note kept as written); with it,
-nothing is written and the exit status is 1 when a trigger's fields differ from its run. A
-graph that no longer fails (it passes: fixed?) is never written as a trigger: the note keeps
-what it had, and the exit status is 1.
+normalized signature (`bucket_signature`). A trigger with `grad` runs as a gradient test
+(`trigger_grad`): the backend trains, and a leaf the run lets go is an error, not a trigger.
+Without `--check` the note's `triggers:` block is rewritten with what the runs gave (every
+other line of the note kept as written); with it, nothing is written and the exit status is 1
+when a trigger's fields differ from its run. A graph that no longer fails (it passes: fixed?)
+is never written as a trigger: the note keeps what it had, and the exit status is 1.
 Notes without triggers are left alone; ids are prefixes (`F21` names F21-...).
 """
 from __future__ import annotations
@@ -42,6 +43,20 @@ def trigger_values(t: NoteTrigger, notes_dir: Path, graph: Any) -> dict[str, np.
     return search_inputs(graph, 0).values
 
 
+def trigger_grad(t: NoteTrigger) -> Any:
+    """The gradient test's spec of trigger `t` (None for an inference test): its leaves, and
+    no cotangents, so the runner draws them from seed 0 (`refit_grad`)."""
+    if not t.leaves:
+        return None
+    from ir.materialize.grad import GradSpec
+
+    return GradSpec(t.leaves, ())
+
+
+class TriggerRunError(Exception):
+    """A trigger's graph cannot run as the trigger says (a leaf the gradient test let go)."""
+
+
 def run_trigger(t: NoteTrigger, notes_dir: Path, runners: dict[str, Any] | None = None,
                 timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     """The result row of trigger `t`'s graph on its backend and configuration. `runners`: a
@@ -53,8 +68,13 @@ def run_trigger(t: NoteTrigger, notes_dir: Path, runners: dict[str, Any] | None 
     if t.backend not in runners:
         runners[t.backend] = BackendRunner(t.backend, timeout_s=timeout_s)
     g = load(t.resolve(notes_dir, "graph"))
-    row, _, _ = runners[t.backend].run(f"note-{Path(t.graph).stem}", 0, g,
-                                        trigger_values(t, notes_dir, g), config=t.config)
+    row, _, tc = runners[t.backend].run(f"note-{Path(t.graph).stem}", 0, g,
+                                         trigger_values(t, notes_dir, g), config=t.config,
+                                         grad=trigger_grad(t))
+    kept = tc.grad.leaves if tc.grad is not None else ()
+    if t.leaves and tuple(kept) != t.leaves:
+        raise TriggerRunError(f"{t.graph}: the gradient test keeps leaves {list(kept)}, not "
+                              f"{list(t.leaves)} (autograd's rules let the others go)")
     return row
 
 
@@ -82,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default=None, help="with --add: the backend spec")
     p.add_argument("--config", default="", help="with --add: the configuration ('' none)")
     p.add_argument("--inputs", default=None, help="with --add: an .npz of its inputs")
+    p.add_argument("--grad", default=None,
+                   help="with --add: a gradient test's leaves, space-separated ('x0 w1')")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S,
                    help="seconds per run (default %(default)s)")
     return p
@@ -113,10 +135,17 @@ def main(argv: list[str]) -> int:
             triggers = list(note.triggers)
             if a.add is not None:
                 triggers.append(NoteTrigger(a.add, a.backend, "crash", config=a.config,
-                                            inputs=a.inputs))
+                                            inputs=a.inputs, grad=a.grad))
             new = []
             for i, t in enumerate(triggers):
-                row = run_trigger(t, notes_dir, runners, a.timeout)
+                try:
+                    row = run_trigger(t, notes_dir, runners, a.timeout)
+                except TriggerRunError as e:
+                    print(f"{note.bug}: error: {e}", file=sys.stderr, flush=True)
+                    broken += 1
+                    if i < len(note.triggers):
+                        new.append(t)
+                    continue
                 got = observed(t, row)
                 added = i >= len(note.triggers)
                 same = got == t or added
