@@ -72,9 +72,12 @@ def grad_folder(tmp_path: Path, text: str, leaves: tuple[str, ...], row: dict[st
     return dest
 
 
-def test_f34_dilated_conv2d_gradient_reproduces(tmp_path):
+def test_f34_dilated_conv2d_gradient_reproduces_and_is_the_gradient_pass(tmp_path):
     """A silent wrong gradient (mismatch): the script trains, and x0's gradient has the wrong
-    shape, as in the campaign."""
+    shape, as in the campaign. The localization reads the adjoint's declared types: the
+    Gradient pass typed x0's gradient unlike x0, its own error, after one recording run."""
+    from campaign.triage.pipeline.localization import localize_folder
+
     row = {"verdict": "mismatch", "stage": "compare", "error_class": "Mismatch",
            "error_sig": "Mismatch: grad %x0"}
     folder = grad_folder(tmp_path, F34, ("x0", "w1"), row)
@@ -82,6 +85,11 @@ def test_f34_dilated_conv2d_gradient_reproduces(tmp_path):
     assert outcome == "reproduced", out
     assert "REPRODUCED: mismatch: grad %x0: float32[1, 1, 8, 8], expected float32[1, 1, 7, 7]" \
         in out, out
+    loc = localize_folder(folder, budget_s=300)
+    assert loc.culprit == "tvm: relax.transform.Gradient", (loc.text, loc.table())
+    assert "declares the gradient of %x0 as R.Tensor((1, 1, 8, 8)" in loc.why, loc.why
+    assert "and %x0 is R.Tensor((1, 1, 7, 7)" in loc.why, loc.why
+    assert len(loc.steps) == 2, loc.table()  # as it failed; the types recorded
 
 
 @pytest.mark.slow
@@ -140,11 +148,17 @@ def test_localization_names_the_gradient_pass_when_the_compile_stops_inside_it(m
             self.runs.append(values)
             if env and relax.PASS_LOG_ENV in env:
                 Path(env[relax.PASS_LOG_ENV]).write_text("\n".join(self.log) + "\n")
+            if env and relax.GRAD_TYPES_ENV in env:
+                Path(env[relax.GRAD_TYPES_ENV]).write_text("[]")
             return PASSES if "FuseOps" in values.get("DISABLED_PASS", []) else SAME
 
     monkeypatch.setattr(relax, "GRADIENTS", True)
+    monkeypatch.setitem(relax.EXPECT, "stage", "compare")  # gradients typed as their leaves
+    probe: Any = Probe(["0 Gradient", "0 /Gradient", "0 _pipeline", "1 FuseOps", "1 /FuseOps"])
+    culprit, why = relax.ablate_relax(probe, "ONNX frontend (from_onnx)")
+    assert culprit == "tvm: relax.transform.FuseOps", why
     monkeypatch.setitem(relax.EXPECT, "stage", "compile")
-    probe: Any = Probe(["0 Gradient"])
+    probe = Probe(["0 Gradient"])
     culprit, why = relax.ablate_relax(probe, "ONNX frontend (from_onnx)")
     assert culprit == "tvm: relax.transform.Gradient" and "differentiates" in why
     assert probe.runs == [{"OPT_LEVEL": relax.OPT_LEVEL}]

@@ -3,6 +3,7 @@ by the repros of every TVM backend (each imports the graph its own way); `ablate
 localization plan (docs/triage.md, "Where the fault is")."""
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -32,6 +33,10 @@ PASS_LOG_ENV = "REPRO_TVM_PASS_LOG"
 #: the name the pass log gives a gradient test's differentiation (`relax_training`, before
 #: the build): a compile that stops inside it failed in `relax.transform.Gradient`
 GRADIENT_PASS = "Gradient"
+#: when set, a file a gradient test's compile writes (JSON) the gradients the Gradient pass
+#: typed unlike their leaves (`relax_training.mistyped_gradients`): how the localization tells
+#: the pass's fault from the build's
+GRAD_TYPES_ENV = "REPRO_TVM_GRAD_TYPES"
 #: Relax passes a build for the VM cannot do without (lowering to TIR, to the VM's builtins):
 #: switching one off fails otherwise, so the bisection leaves them on
 LOWERING_PASSES = frozenset({
@@ -132,6 +137,19 @@ def passes_run(probe: Probe, opt_level: int) -> tuple[list[tuple[int, str]], str
     return ran, open_[-1] if open_ else None
 
 
+def mistyped_gradients_of(probe: Probe) -> list[dict[str, str]]:
+    """The gradients the Gradient pass typed unlike their leaves (`relax_training.
+    mistyped_gradients`): one run of the script that records them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "grad_types.json")
+        probe.run("recording the types of the gradients relax.transform.Gradient makes", {},
+                  {GRAD_TYPES_ENV: path})
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return list(json.load(f))
+
+
 def ablate_relax(probe: Probe, frontend: str,
                  import_fails: Callable[[], str | None] | None = None) -> tuple[str | None, str]:
     """TVM's plan: the stage (a failure while importing is the frontend's: `frontend`, unless
@@ -144,6 +162,15 @@ def ablate_relax(probe: Probe, frontend: str,
             return "torch: torch.export (before TVM)", (f"it fails while importing, before "
                                                         f"TVM: {before}")
         return f"tvm: {frontend}", "it fails while importing the model, before any compile"
+    if GRADIENTS and EXPECT.get("stage") in ("compare", "run"):
+        wrong = mistyped_gradients_of(probe)
+        if wrong:
+            w = wrong[0]
+            return (f"tvm: relax.transform.{GRADIENT_PASS}",
+                    f"the adjoint relax.transform.Gradient makes declares the gradient of "
+                    f"%{w['leaf']} as {w['gradient']}, and %{w['leaf']} is {w['leaf_type']}: "
+                    f"a gradient has its leaf's type, whatever the build does after"
+                    + (f" ({len(wrong)} such gradients)" if len(wrong) > 1 else ""))
     if GRADIENTS and EXPECT.get("stage") == "compile":  # in the differentiation, or the build?
         logged, inside = passes_run(probe, OPT_LEVEL)
         if inside == GRADIENT_PASS:

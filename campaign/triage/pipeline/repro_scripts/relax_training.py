@@ -10,6 +10,7 @@ Also dynsmith's own: `campaign.backends.tvm` imports `leaf_params_as_inputs`, `l
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +18,12 @@ from typing import Any
 import numpy as np
 
 from campaign.triage.pipeline.repro_scripts.prelude import INPUTS, PARAMS, failed, load, stage
-from campaign.triage.pipeline.repro_scripts.relax import GRADIENT_PASS, PASS_LOG_ENV, compile_and_run
+from campaign.triage.pipeline.repro_scripts.relax import (
+    GRAD_TYPES_ENV,
+    GRADIENT_PASS,
+    PASS_LOG_ENV,
+    compile_and_run,
+)
 
 # ---- per-test values
 #: the gradient test: L = sum over float outputs of <out_i, c_i>, differentiated with respect
@@ -115,8 +121,32 @@ def differentiate(loss_mod: Any, inputs: Sequence[str], leaf_params: Sequence[st
     position.update({name: n_in + j for j, name in enumerate(leaf_params)})
     require = [loss_params[position[x]] for x in leaves]
     graded = relax.transform.Gradient("loss", require_grads=require)(loss_mod)
-    return tvm.IRModule({gv: f for gv, f in graded.functions_items()
-                         if gv.name_hint != "loss"})
+    adjoint = tvm.IRModule({gv: f for gv, f in graded.functions_items()
+                            if gv.name_hint != "loss"})
+    path = os.environ.get(GRAD_TYPES_ENV)
+    if path:
+        with open(path, "w") as f:
+            json.dump(mistyped_gradients(adjoint, leaves, require), f)
+    return adjoint
+
+
+def mistyped_gradients(adjoint: Any, leaves: Sequence[str], require: Sequence[Any]
+                       ) -> list[dict[str, str]]:
+    """The gradients `loss_adjoint` declares with another shape or dtype than their leaf
+    (`require`: the leaves' loss params): whatever the build does after, a gradient has its
+    leaf's type, so such a gradient is the Gradient pass's own error."""
+    grads = adjoint[ADJOINT].ret_ty.fields[1].fields
+    out = []
+    for leaf, var, got in zip(leaves, require, grads, strict=True):
+        if tensor_type(got) != tensor_type(var.ty):
+            out.append({"leaf": leaf, "gradient": str(got), "leaf_type": str(var.ty)})
+    return out
+
+
+def tensor_type(t: Any) -> tuple[str, list[str]]:
+    """A Relax tensor type's dtype and dims (static dims as numbers, symbolic ones by name)."""
+    shape = getattr(t, "shape", None)
+    return str(getattr(t, "dtype", t)), [str(d) for d in (shape if shape is not None else [])]
 
 
 def training_results(out: Any) -> list[np.ndarray]:
