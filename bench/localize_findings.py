@@ -75,39 +75,6 @@ ANALYSIS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def bug_folder(trigger, notes_dir: Path, dest: Path) -> tuple[Path | None, str]:
-    """The triage's bug folder of a note's trigger graph, or (None, why)."""
-    from campaign.backends.configs import with_config
-    from campaign.triage.pipeline.note_runs import trigger_grad, trigger_values
-    from campaign.triage.pipeline.reduction import BackendRunner, FindingCase, Reduction
-    from campaign.triage.pipeline.repro import write_bug_folder
-    from ir.core.text import load
-
-    g = load(trigger.resolve(notes_dir, "graph"))
-    values = trigger_values(trigger, notes_dir, g)
-    runner = BackendRunner(trigger.backend, timeout_s=180)
-    try:
-        row, finding, tc = runner.run(f"note-{dest.name}", 0, g, values, config=trigger.config,
-                                      grad=trigger_grad(trigger))
-    finally:
-        runner.close()
-    if row.get("verdict") != trigger.verdict:
-        return None, f"it gave {row.get('verdict')} ({row.get('error_sig')}), not {trigger.verdict}"
-    info = {"backend": trigger.backend, "verdict": trigger.verdict,
-            "backend_config": trigger.config, **{k: row.get(k) for k in (
-                "stage", "error_class", "error_sig")}}
-    case = FindingCase(dest, info, g, values, list(tc.extra_inputs), grad=tc.grad)
-    files = dict(getattr(finding, "files", {}) or {})
-    red = Reduction(case, "confirmed", g, values, list(tc.extra_inputs), row, files, tc)
-    key = {"verdict": trigger.verdict, "stage": row.get("stage"),
-           "error_sig": row.get("error_sig")}
-    written = write_bug_folder(dest, with_config(trigger.backend, trigger.config),
-                               f"{dest.name}-{trigger.verdict}", key, red, 0)
-    if not written.get("repro"):
-        return None, f"no repro.py: {written.get('codegen_error') or 'this backend has none'}"
-    return dest, ""
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", default=None, help="finding ids (prefixes)")
@@ -117,6 +84,7 @@ def main() -> int:
     args = ap.parse_args()
     from campaign.triage.pages.notes import load_notes
     from campaign.triage.pipeline.localization import localize_folder
+    from campaign.triage.pipeline.note_runs import trigger_folder
     from campaign.triage.pipeline.repro import check_repro
 
     notes = load_notes(args.notes)
@@ -136,7 +104,7 @@ def main() -> int:
         start = time.monotonic()
         dest = args.out / fid
         try:
-            folder, why = bug_folder(t, args.notes, dest)
+            folder, why = trigger_folder(t, args.notes, dest)
         except Exception as e:  # one finding must not stop the table
             folder, why = None, f"{type(e).__name__}: {e}"
         if folder is None:

@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import Backend, BackendResult, NotApplicable, register
+from campaign.backends.base import Backend, BackendResult, NotApplicable, ReproSpec, register
 from campaign.backends.forms import form_option
 from campaign.reference import run_shadow, torch_env
 from campaign.verdict import Stage
@@ -60,6 +60,18 @@ class EagerBackend(Backend):
 
     def prepare(self) -> None:
         import torch  # noqa: F401
+
+    def repro_spec(self) -> ReproSpec | None:
+        """A module dialect's findings: the torch program in that dialect and form, run
+        without torch.compile (`COMPILER='none'` of repro_scripts/torch_compile.py, whose
+        plan then names the higher-order op the program calls); the reference's interpreter
+        and the float64 shadow have none (they are the reference)."""
+        if self.dialect is None:
+            return None
+        return ReproSpec("inductor", {"device": "cpu", "fullgraph": True, "dynamic": False,
+                                      "cpp_wrapper": False, "mode": None, "flags": {},
+                                      "compiler": "none", "training_flags": {}},
+                         dialect=self.dialect, form=self.form, trains=True)
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         import torch

@@ -142,6 +142,9 @@ class ControlFlow(Op):
     iterates: ClassVar[bool] = False
     #: the operand holding a data-dependent trip count (None: the op has none)
     trip_operand: ClassVar[int | None] = None
+    #: the torch higher-order op the `hop` dialect calls for it (what a localization names
+    #: when the program fails without torch.compile)
+    torch_hop: ClassVar[str] = ""
 
     # ---- binding: what the bodies take -------------------------------------------------------
     def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:
@@ -212,6 +215,7 @@ class ControlFlow(Op):
 @dataclass(frozen=True)
 class If(ControlFlow):
     name: ClassVar[str] = "if"
+    torch_hop: ClassVar[str] = "torch.cond"
     arity: ClassVar[tuple[int, int]] = (1, 64)
     chooses_body: ClassVar[bool] = True
     may_skip_bodies: ClassVar[bool] = True
@@ -328,6 +332,7 @@ class Loop(ControlFlow):
     returns the condition, passed through)."""
 
     name: ClassVar[str] = "loop"
+    torch_hop: ClassVar[str] = "torch.while_loop"
     arity: ClassVar[tuple[int, int]] = (2, 64)
     iterates: ClassVar[bool] = True
     trip_operand: ClassVar[int | None] = 0
@@ -482,6 +487,7 @@ class Scan(ControlFlow):
     `If`); ONNX `Scan` (opset 18: `num_scan_inputs`, directions 1 in and out when reversed)."""
 
     name: ClassVar[str] = "scan"
+    torch_hop: ClassVar[str] = "torch._higher_order_ops.scan"
     arity: ClassVar[tuple[int, int]] = (2, 64)
     iterates: ClassVar[bool] = True
 

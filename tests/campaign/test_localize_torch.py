@@ -66,10 +66,9 @@ def test_a_shifted_reference_fails_without_the_compiler_and_is_not_localized(tmp
     loc = localize_folder(dest, budget_s=300)
     assert loc.culprit is None, _ablation(loc)
     assert loc.why == ("it fails the same way without torch.compile (this program run eagerly): "
-                       "no stage of the compiler is at fault; torch eager itself computes it so "
-                       "(a higher-order op's own eager or autograd rule: the reference ran the "
-                       "Python dialect), or the reference (expected.npz) is not what torch "
-                       "computes here"), _ablation(loc)
+                       "no stage of the compiler is at fault; torch eager itself computes it so, "
+                       "or the reference (expected.npz, with no float64 truth beside it) is not "
+                       "what torch computes here"), _ablation(loc)
     assert [s.values for s in loc.steps] == [{}, {"COMPILER": "none"}]
 
 
@@ -90,6 +89,34 @@ def test_a_write_aot_autograd_loses_is_localized_at_the_aot_eager_stage(tmp_path
     assert [(s.values, s.outcome) for s in loc.steps[1:]] == [
         ({"COMPILER": "none"}, "passes"), ({"COMPILER": "eager"}, "passes"),
         ({"COMPILER": "aot_eager"}, "fails the same way")][:3 if spec == "inductor" else 2]
+
+
+@pytest.mark.parametrize("finding,culprit,runs", [
+    ("F38", "torch: torch.while_loop run eagerly (its autograd rule or eager forward)", 2),
+    ("F32", "torch: torch.cond run eagerly (its autograd rule or eager forward)", 1),
+])
+def test_a_higher_order_ops_own_autograd_is_named_when_eager_fails_alike(tmp_path, finding,
+                                                                          culprit, runs):
+    """F38 (aot_eager: a zero-trip while_loop's gradient) and F32 (the eager hop-dialect
+    backend: torch.cond with a bool output beside a float one), from their notes' triggers:
+    run eagerly, the program fails the same way, the reference ran Python control flow and
+    the one higher-order op the program calls is named (F32's repro runs eagerly already: no
+    second run)."""
+    from campaign.triage.pages.notes import load_notes
+    from campaign.triage.pipeline.note_known import ROOT
+    from campaign.triage.pipeline.note_runs import trigger_folder
+    from campaign.triage.pipeline.repro import check_repro
+
+    notes = ROOT / "docs" / "findings"
+    trigger = next(n for n in load_notes(notes).values() if n.bug.startswith(f"{finding}-")
+                   ).triggers[0]
+    dest, why = trigger_folder(trigger, notes, tmp_path / finding)
+    assert dest is not None, why
+    outcome, out = check_repro(dest, trigger.verdict, None, 300)
+    assert outcome == "reproduced", out
+    loc = localize_folder(dest, budget_s=300)
+    assert loc.culprit == culprit, _ablation(loc)
+    assert len(loc.steps) == runs, _ablation(loc)
 
 
 # F46 (docs/findings): aten_bitwise_or_scalar with a SymInt, a loop's counter (a Python int in

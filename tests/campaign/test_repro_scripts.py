@@ -157,8 +157,11 @@ def test_a_value_no_part_declares_or_a_declared_value_not_given_is_an_error():
 
 
 def test_a_backend_says_how_it_is_reproduced():
-    assert make_backend("eager").repro_spec() is None
+    assert make_backend("eager").repro_spec() is None  # the reference itself
     assert repro_spec_of("eager") is None and repro_spec_of("no_such_backend") is None
+    eager = repro_spec_of("eager?dialect=hop")  # a module in a dialect, run without compile
+    assert eager is not None and eager.kind == "inductor" and eager.trains
+    assert eager.options["compiler"] == "none" and eager.dialect == "hop"
     how = repro_spec_of("onnx_export?params=parameter")
     assert how is not None and how.kind == "onnx_export"
     assert how.dialect == "hop" and how.form.params == "parameter"
@@ -181,3 +184,30 @@ def test_dynsmith_and_the_scripts_unwrap_errors_with_one_function():
         raise BackendCompilerFailed("backend='inductor' raised:") from inner
     except BackendCompilerFailed as e:
         assert root_error(e) is inner
+
+
+def test_the_higher_order_ops_of_a_program_are_asked_of_its_ops_bodies_included():
+    from campaign.triage.pipeline.repro import higher_order_ops
+    from ir.core.text import parse
+
+    g = parse("""graph main(%n: i64[], %p: b8[], %x: f32[2]) {
+  %y = loop(%n, %p, %x) : f32[2] {
+    graph body(%i: i64[], %q: b8[], %b: f32[2]) {
+      %z = if(%q, %b) : f32[2] {
+        graph then(%a: f32[2]) {
+          %s = sin(%a) : f32[2]
+          return %s
+        }
+        graph else(%c: f32[2]) {
+          return %c
+        }
+      }
+      return %q, %z
+    }
+  }
+  %w = tanh(%y) : f32[2]
+  return %w
+}""")
+    assert higher_order_ops(g) == ["torch.while_loop", "torch.cond"]
+    assert higher_order_ops(parse("graph main(%x: f32[2]) {\n  %y = tanh(%x) : f32[2]\n"
+                                  "  return %y\n}")) == []

@@ -78,6 +78,41 @@ def run_trigger(t: NoteTrigger, notes_dir: Path, runners: dict[str, Any] | None 
     return row
 
 
+def trigger_folder(trigger: NoteTrigger, notes_dir: Path, dest: Path) -> tuple[Path | None, str]:
+    """The bug folder the triage writes for a finding of trigger `trigger` (its graph run on
+    its backend, as `run_trigger` runs it; `write_bug_folder`: repro.py and its data) at
+    `dest`, or (None, why): the run did not fail as the trigger says, or the backend has no
+    repro."""
+    from campaign.backends.configs import with_config
+    from campaign.triage.pipeline.reduction import BackendRunner, FindingCase, Reduction
+    from campaign.triage.pipeline.repro import write_bug_folder
+    from ir.core.text import load
+
+    g = load(trigger.resolve(notes_dir, "graph"))
+    values = trigger_values(trigger, notes_dir, g)
+    runner = BackendRunner(trigger.backend, timeout_s=180)
+    try:
+        row, finding, tc = runner.run(f"note-{dest.name}", 0, g, values, config=trigger.config,
+                                      grad=trigger_grad(trigger))
+    finally:
+        runner.close()
+    if row.get("verdict") != trigger.verdict:
+        return None, f"it gave {row.get('verdict')} ({row.get('error_sig')}), not {trigger.verdict}"
+    info = {"backend": trigger.backend, "verdict": trigger.verdict,
+            "backend_config": trigger.config, **{k: row.get(k) for k in (
+                "stage", "error_class", "error_sig")}}
+    case = FindingCase(dest, info, g, values, list(tc.extra_inputs), grad=tc.grad)
+    files = dict(getattr(finding, "files", {}) or {})
+    red = Reduction(case, "confirmed", g, values, list(tc.extra_inputs), row, files, tc)
+    key = {"verdict": trigger.verdict, "stage": row.get("stage"),
+           "error_sig": row.get("error_sig")}
+    written = write_bug_folder(dest, with_config(trigger.backend, trigger.config),
+                               f"{dest.name}-{trigger.verdict}", key, red, 0)
+    if not written.get("repro"):
+        return None, f"no repro.py: {written.get('codegen_error') or 'this backend has none'}"
+    return dest, ""
+
+
 def observed(t: NoteTrigger, row: dict[str, Any]) -> NoteTrigger:
     """Trigger `t` with its failure fields as the run `row` gave them."""
     verdict = str(row.get("verdict"))

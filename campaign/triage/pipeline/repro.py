@@ -139,6 +139,8 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         leaf_params = (transform.param_leaves(graph) if transforms else
                        grad.param_leaves(graph) if trains else frozenset())
         src = torch_source(graph, dialect, spec.form or DEFAULT_FORM, leaf_params)
+        if "torch_compile" in body:  # what the plan names when eager fails alike
+            values["HIGHER_ORDER_OPS"] = higher_order_ops(graph) if dialect == "hop" else []
         program = "import torch\n" + "\n".join(line for line in src.splitlines()
                                                if line != "import torch").strip("\n")
     declared: set[str] = set()
@@ -150,6 +152,17 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         raise ValueError(f"repro {spec.kind}: no part declares {', '.join(unused)}")
     return (f'"""{header}"""\nfrom __future__ import annotations\n\n'
             + "\n\n\n".join(texts) + _MAIN)
+
+
+def higher_order_ops(graph) -> list[str]:
+    """The torch higher-order ops (`ControlFlow.torch_hop`) the `hop` dialect of `graph`
+    calls, bodies included, in order of first use."""
+    found: list[str] = []
+    for inst, _ in graph.walk():
+        hop = getattr(inst.op, "torch_hop", "")
+        if hop and hop not in found:
+            found.append(hop)
+    return found
 
 
 def part_source(module: str, values: dict[str, Any] | None = None,

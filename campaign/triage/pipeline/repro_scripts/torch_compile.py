@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME, Probe
+from campaign.triage.pipeline.repro_scripts.prelude import EXPECT, GRADIENTS, HERE
 
 # ---- per-test values
 #: the backend's options: device (cpu, cuda), torch.compile's fullgraph and dynamic (False
@@ -26,6 +27,8 @@ MODE: str | None = None
 FLAGS: dict[str, Any] = {}
 COMPILER = "inductor"
 TRAINING_FLAGS: dict[str, Any] = {}
+#: the torch higher-order ops the program calls (`torch.cond`, ...; none in the python dialect)
+HIGHER_ORDER_OPS: list[str] = []
 # ---- end of per-test values
 
 
@@ -225,6 +228,34 @@ def smallest_configuration(probe: Probe) -> tuple[list[str], list[str]]:
     return needed, notes
 
 
+def _eager_at_fault() -> tuple[str | None, str]:
+    """The program fails the same way run eagerly. The reference (expected.npz) ran the same
+    graph in the python dialect, where control flow is Python's and no higher-order op runs:
+    what only this program does is call the higher-order ops (their eager forward and their
+    autograd rule), so one kind of them is the culprit; several kinds, or none, are not
+    localized. A mismatch needs its reference confirmed (truth.npz, the float64 shadow's
+    results: an element fails only when off both): a wrong reference fails alike too."""
+    why = ("it fails the same way without torch.compile (this program run eagerly): no stage "
+           "of the compiler is at fault")
+    if EXPECT.get("verdict") == "mismatch" and not os.path.exists(os.path.join(HERE,
+                                                                               "truth.npz")):
+        return None, (f"{why}; torch eager itself computes it so, or the reference "
+                      f"(expected.npz, with no float64 truth beside it) is not what torch "
+                      f"computes here")
+    what = "its autograd rule or eager forward" if GRADIENTS else "its eager forward"
+    if len(HIGHER_ORDER_OPS) == 1:
+        hop = HIGHER_ORDER_OPS[0]
+        return (f"torch: {hop} run eagerly ({what})",
+                f"{why}; the reference ran the same graph with Python control flow, and the "
+                f"only higher-order op this program calls is {hop}")
+    if HIGHER_ORDER_OPS:
+        return None, (f"{why}; it calls {len(HIGHER_ORDER_OPS)} kinds of higher-order op "
+                      f"({', '.join(HIGHER_ORDER_OPS)}): which one, the script cannot switch "
+                      f"to Python control flow to tell")
+    return None, (f"{why}, and it calls no higher-order op: torch eager itself computes it "
+                  f"so, or the reference (expected.npz) is not what torch computes here")
+
+
 def ablate_compile(probe: Probe) -> tuple[str | None, str]:
     """The torch.compile plan: is it the compiler at all (COMPILER none), then the first stage
     that fails the same way (eager: Dynamo; aot_eager: AOT autograd;
@@ -232,12 +263,10 @@ def ablate_compile(probe: Probe) -> tuple[str | None, str]:
     Inductor the smallest set of the drawn options that still fails (a needed one, such as
     the C++ wrapper, is the culprit), then torch's CompilerBisector (its config changes and
     subsystems, read from the installed torch)."""
-    if probe("no torch.compile (COMPILER=none: run eagerly)", COMPILER="none") == SAME:
-        return None, ("it fails the same way without torch.compile (this program run "
-                      "eagerly): no stage of the compiler is at fault; torch eager itself "
-                      "computes it so (a higher-order op's own eager or autograd rule: the "
-                      "reference ran the Python dialect), or the reference (expected.npz) is "
-                      "not what torch computes here")
+    eager = SAME if COMPILER == "none" else probe("no torch.compile (COMPILER=none: run "
+                                                  "eagerly)", COMPILER="none")
+    if eager == SAME:
+        return _eager_at_fault()
     seen = ["without torch.compile it passes"]
     names = [name for name, _, _ in STAGES]
     upto = (len(STAGES) if COMPILER == "inductor" else
