@@ -13,6 +13,7 @@ file carries as a leading comment (`window_text`, `read_lineage`).
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Iterable, Mapping
@@ -30,9 +31,10 @@ def subgraph(graph: Graph, insts: Iterable[int], name: str | None = None) -> Gra
     order, duplicates ignored). Values they read that none of them defines become inputs, in
     order of first use, with their types; those that are params of `graph` stay params.
     Outputs: the results the rest of `graph` reads or returns, in definition order; when none
-    is, the results of the last instruction. Bodies come whole. The result is not verified
-    (`ir.core.verify.verify` says whether it is well formed: an in-place write to what is
-    now an input may not be)."""
+    is, the results of the last instruction; then every input an instruction writes in place
+    (`written_inputs`: a mutated input is returned, the in-place analysis' rule). Bodies come
+    whole. The result is not verified (`ir.core.verify.verify` says whether it is well
+    formed)."""
     idx = sorted(set(insts))
     if not idx:
         raise ValueError("subgraph: no instructions")
@@ -61,7 +63,27 @@ def subgraph(graph: Graph, insts: Iterable[int], name: str | None = None) -> Gra
     outputs = [r for inst in chosen for r in inst.result_names if r in read_outside]
     if not outputs:
         outputs = list(chosen[-1].result_names)
-    return Graph(name or graph.name, tuple(inputs), tuple(chosen), tuple(outputs), tuple(params))
+    g = Graph(name or graph.name, tuple(inputs), tuple(chosen), tuple(outputs), tuple(params))
+    written = written_inputs(g)
+    if written:  # an in-place write to what is now an input: the input is returned too
+        g = dataclasses.replace(g, outputs=(*g.outputs, *(w for w in written
+                                                         if w not in g.outputs)))
+    return g
+
+
+def written_inputs(g: Graph) -> list[str]:
+    """The inputs of `g` an instruction writes in place (directly or through a view), in
+    order; none when the in-place analysis rejects `g` for another reason (the verifier
+    says which)."""
+    from ir.analysis.inplace import InplaceError, analyze, has_writes
+
+    if not has_writes(g):
+        return []
+    try:
+        top = analyze(g, require_returned=False).top
+    except (InplaceError, ValueError):
+        return []
+    return [v.name for v in g.inputs if top.nodes[v.name].storage.writes]
 
 
 #: the comment line a window's `.gir` file starts with (`read_lineage` reads it back)

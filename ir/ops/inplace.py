@@ -112,11 +112,20 @@ class InPlace(Op):
 
     def __init_subclass__(cls, **kw: Any) -> None:
         """A subclass that names its `pure` op (add_: add) is registered as that op's
-        `inplace_twin`."""
+        `inplace_twin`, and imports the in-place forms of the ATen ops the pure one imports
+        (`aten.add_.Tensor` for `aten.add.Tensor`), with the pure op's rule: the same operands
+        and attributes."""
         super().__init_subclass__(**kw)
         pure = cls.__dict__.get("pure")
-        if pure is not None:
-            pure.inplace_twin = cls
+        if pure is None:
+            return
+        pure.inplace_twin = cls
+        if "aten_imports" not in cls.__dict__:
+            base = f"aten.{cls.name.removesuffix('_')}."
+            cls.aten_imports = tuple(f"aten.{cls.name}.{s[len(base):]}"
+                                     for s in pure.aten_imports if s.startswith(base))
+            if cls.aten_imports and "from_aten" not in cls.__dict__:
+                cls.from_aten = classmethod(pure.from_aten.__func__)  # type: ignore[assignment]
 
     def infer(self, ins: Sequence[TensorType]) -> list[TensorType]:
         return [ins[0]]

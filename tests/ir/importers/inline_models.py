@@ -30,6 +30,25 @@ class ResBlock(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+class InPlaceResBlock(nn.Module):
+    """torchvision's BasicBlock form: ReLU(inplace=True) and the residual `out += identity`
+    (ATen `relu_`, `add_`)."""
+
+    def __init__(self, c: int = 8):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += x
+        return self.relu(out)
+
+
 class SqueezeExcite(nn.Module):
     def __init__(self, c: int):
         super().__init__()
@@ -214,6 +233,7 @@ Factory = Callable[[], tuple[nn.Module, tuple]]
 #: fully mapped: name -> (model, example inputs)
 MAPPED: dict[str, Factory] = {
     "resnet_block": lambda: (ResBlock(), (torch.randn(2, 3, 16, 16),)),
+    "inplace_resnet_block": lambda: (InPlaceResBlock(), (torch.randn(2, 8, 8, 8),)),
     "mobilenet_v3_block": lambda: (MobileNetV3Block(), (torch.randn(2, 3, 32, 32),)),
     "efficientnet_mbconv": lambda: (MBConv(), (torch.randn(2, 8, 16, 16),)),
     "vit_tiny": lambda: (ViT(), (torch.randn(2, 3, 16, 16),)),

@@ -94,6 +94,17 @@ def test_small_models_import_through_torch_export(name: str):
     _same_outputs(result, module, args)
 
 
+def test_in_place_aten_ops_import_as_graphirs_in_place_ops():
+    """`aten.relu_` and `aten.add_` (torchvision's residual blocks) are relu_ and add_, each
+    imported by its pure twin's rule (`InPlace.__init_subclass__`)."""
+    torch.manual_seed(0)
+    module, args = MAPPED["inplace_resnet_block"]()
+    result = import_torch(module.eval(), args, "inplace_resnet_block")
+    assert result.graph is not None
+    ops = [i.op.name for i in result.graph.insts]
+    assert ops.count("relu_") == 2 and ops.count("add_") == 1, ops
+
+
 @pytest.mark.parametrize("name", list(PARTLY))
 def test_models_with_ops_graphir_lacks_keep_their_windows(name: str):
     make, unmapped = PARTLY[name]

@@ -37,6 +37,18 @@ def test_subgraph_outputs_what_the_rest_reads_or_the_last_results():
     assert w.outputs == ("a1",)
 
 
+def test_subgraph_returns_an_input_it_writes_in_place():
+    g = verify(parse("""graph main(%x: f32[2,3]) {
+  %a = tanh(%x) : f32[2,3]
+  %b = relu_(%a) : f32[2,3]
+  %c = sin(%a) : f32[2,3]
+  return %c
+}"""))
+    w = verify(subgraph(g, [1, 2]))  # %a enters and relu_ writes it: returned
+    assert [v.name for v in w.inputs] == ["a"] and w.outputs == ("c", "a")
+    assert verify(subgraph(g, [0, 1])).outputs == ("a",)  # written inside: as before
+
+
 def test_subgraph_rejects_empty_and_out_of_range():
     with pytest.raises(ValueError):
         subgraph(MLP, [])
