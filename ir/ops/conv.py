@@ -70,10 +70,19 @@ class ConvBase(Op):
             groups=r.choice((1, 1, 1, 2, 3)),
         )
 
-    def _attr_requires(self) -> list:
+    def _attr_requires(self, w: TensorType | None = None) -> list:
+        """The attributes' ranges. A padding the generator draws (symbolic) is at most 2; a
+        given one (an imported model's 7x7 stem with padding 3) at most the kernel's extent
+        `dilation * (k - 1)` of weight `w`, or 2."""
         cons = [self.groups >= 1]
         for i in range(self.spatial):
-            cons += [self.padding[i] >= 0, self.padding[i] <= 2, self.stride[i] >= 1, self.dilation[i] >= 1]
+            pad = self.padding[i]
+            if w is not None and isinstance(pad, int) and isinstance(w.shape[2 + i], int) \
+                    and isinstance(self.dilation[i], int):
+                most = max(2, self.dilation[i] * (w.shape[2 + i] - 1))
+            else:
+                most = 2
+            cons += [pad >= 0, pad <= most, self.stride[i] >= 1, self.dilation[i] >= 1]
         return cons
 
     def _onnx_attrs(self) -> dict:
@@ -97,7 +106,8 @@ class Conv(ConvBase):
         x, w = ins
         if x.rank != self.spatial + 2 or w.rank != self.spatial + 2:
             return [False]
-        cons = self._attr_requires() + [eq(x.shape[1], self.groups * w.shape[1]), w.shape[0] % self.groups == 0]
+        cons = self._attr_requires(w) + [eq(x.shape[1], self.groups * w.shape[1]),
+                                         w.shape[0] % self.groups == 0]
         for i in range(self.spatial):
             cons.append(window_out(x.shape[2 + i], w.shape[2 + i], self.stride[i], self.padding[i],
                                    self.dilation[i]) >= 1)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.importing import Imported, Prev, Ref, SourceNode
+from ir.core.importing import Imported, Operand, Prev, Ref, SourceNode
 from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import Dim, Or, eq
 from ir.core.types import TensorType
@@ -178,28 +178,50 @@ def _or_const(node: SourceNode, i: int, fill: float, shape: Sequence[int], like:
 
 def _batch_norm_aten(cls: type[BatchNorm], node: SourceNode) -> Imported | None:
     """_native_batch_norm_legit_no_training(x, w, b, mean, var, momentum, eps) (result 0), or
-    batch_norm(x, w, b, mean, var, training=False, momentum, eps, cudnn)."""
+    batch_norm(x, w, b, mean, var, training=False, momentum, eps, cudnn). Another epsilon than
+    EPS goes into the variance: `var + (eps - EPS)` first (GoogLeNet's and MobileNet v3's
+    1e-3), which is the same formula."""
     if node.target == "aten.add.Tensor":
         return _batch_norm_written_out(cls, node)
     if node.target == "aten.batch_norm.default":
-        if node.arg(5) or not _eps_ok(node.arg(7)):
+        if node.arg(5):
             return None
-        results = None
+        eps, results = node.arg(7, 1e-5), None
     else:
-        if not _eps_ok(node.arg(6)):
-            return None
-        results = (0,)
-    if not (node.is_tensor(3) and node.is_tensor(4)):
+        eps, results = node.arg(6, 1e-5), (0,)
+    if not (node.is_tensor(3) and node.is_tensor(4)) or not isinstance(eps, (int, float)):
         return None
     c = (int(node.type(0).shape[1]),)
-    return Imported.one(cls(), node.tensor(0), _or_const(node, 1, 1.0, c), _or_const(node, 2, 0.0, c),
-                        node.tensor(3), node.tensor(4), results=results)
+    operands = (node.tensor(0), _or_const(node, 1, 1.0, c), _or_const(node, 2, 0.0, c),
+                node.tensor(3))
+    if _eps_ok(eps):
+        return Imported.one(cls(), *operands, node.tensor(4), results=results)
+    return _with_variance_shift(cls, node, list(operands), node.tensor(4), float(eps), results)
+
+
+def _with_variance_shift(cls: type[BatchNorm], node: SourceNode, operands: list[Operand],
+                         var: Ref, eps: float, results: tuple[int, ...] | None) -> Imported:
+    """batch_norm(x, w, b, mean, var + (eps - EPS)): epsilon `eps` with GraphIR's EPS."""
+    import numpy as np
+
+    from ir.ops.binary import Add
+
+    dtype = node.type(4).dtype.numpy
+    delta = node.constant(np.asarray(eps - EPS, dtype=dtype))
+    return Imported.chain([(Add(), [var, delta]), (cls(), [*operands, Prev(0)])],
+                          results=results)
 
 
 def _batch_norm_onnx(cls: type[BatchNorm], node: SourceNode) -> Imported | None:
-    if node.attr("training_mode", 0) or not _eps_ok(node.attr("epsilon", 1e-5)):
+    """BatchNormalization in inference mode; another epsilon than EPS into the variance, as
+    `_batch_norm_aten` does."""
+    eps = node.attr("epsilon", 1e-5)
+    if node.attr("training_mode", 0) or not isinstance(eps, (int, float)):
         return None
-    return Imported.one(cls(), *(node.tensor(i) for i in range(5)), results=(0,))
+    if _eps_ok(eps):
+        return Imported.one(cls(), *(node.tensor(i) for i in range(5)), results=(0,))
+    return _with_variance_shift(cls, node, [node.tensor(i) for i in range(4)], node.tensor(4),
+                                float(eps), (0,))
 
 
 def _batch_norm_written_out(cls: type[BatchNorm], node: SourceNode) -> Imported | None:
@@ -244,21 +266,67 @@ BatchNorm.from_onnx = classmethod(_batch_norm_onnx)  # type: ignore[method-assig
 
 
 def _layer_norm_aten(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
-    """layer_norm(x, normalized_shape, w, b, eps) (or native_layer_norm's result 0)."""
+    """layer_norm(x, normalized_shape, w, b, eps) (or native_layer_norm's result 0); another
+    epsilon than EPS (ConvNeXt's and ViT's 1e-6) as its formula (`_layer_norm_formula`)."""
     shape = tuple(node.arg(1))
-    if not _eps_ok(node.arg(4, 1e-5)):
-        return None
+    eps = node.arg(4, 1e-5)
     results = (0,) if node.target == "aten.native_layer_norm.default" else None
+    if not isinstance(eps, (int, float)):
+        return None
+    if not _eps_ok(eps):
+        return _layer_norm_formula(node, len(shape), float(eps),
+                                   node.tensor(2) if node.is_tensor(2) else None,
+                                   node.tensor(3) if node.is_tensor(3) else None, results)
     return Imported.one(cls(dims=len(shape)), node.tensor(0), _or_const(node, 2, 1.0, shape),
                         _or_const(node, 3, 0.0, shape), results=results)
+
+
+def _layer_norm_formula(node: SourceNode, dims: int, eps: float, weight: Ref | None,
+                        bias: Ref | None, results: tuple[int, ...] | None) -> Imported:
+    """x (operand 0)'s last `dims` dims normalized with epsilon `eps` in GraphIR's ops:
+    `d = x - mean(x)`, `d / sqrt(mean(d * d) + eps)`, times `weight`, plus `bias` (each when
+    given)."""
+    import numpy as np
+
+    from ir.ops.binary import Add, Div, Mul, Sub
+    from ir.ops.elementwise import Sqrt
+    from ir.ops.reduce import ReduceMean
+
+    x = node.type(0)
+    axes = range(x.rank - 1, x.rank - 1 - dims, -1)
+    steps: list = []
+
+    def mean_of(first: Operand) -> Prev:
+        for i, axis in enumerate(axes):
+            steps.append((ReduceMean(axis=axis, keepdim=True), [first if i == 0 else
+                                                                 Prev(len(steps) - 1)]))
+        return Prev(len(steps) - 1)
+
+    mean = mean_of(node.tensor(0))
+    steps.append((Sub(), [node.tensor(0), mean]))
+    d = Prev(len(steps) - 1)
+    steps.append((Mul(), [d, d]))
+    var = mean_of(Prev(len(steps) - 1))
+    steps += [(Add(), [var, node.constant(np.asarray(eps, dtype=x.dtype.numpy))]),
+              (Sqrt(), [Prev(len(steps))])]
+    steps.append((Div(), [d, Prev(len(steps) - 1)]))
+    if weight is not None:
+        steps.append((Mul(), [Prev(len(steps) - 1), weight]))
+    if bias is not None:
+        steps.append((Add(), [Prev(len(steps) - 1), bias]))
+    return Imported.chain(steps, results=results)
 
 
 def _layer_norm_onnx(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
     rank = node.type(0).rank
     axis = node.attr("axis", -1)
     dims = -axis if axis < 0 else rank - axis
-    if not _eps_ok(node.attr("epsilon", 1e-5)) or node.attr("stash_type", 1) != 1:
+    eps = node.attr("epsilon", 1e-5)
+    if node.attr("stash_type", 1) != 1 or not isinstance(eps, (int, float)):
         return None
+    if not _eps_ok(eps):
+        return _layer_norm_formula(node, dims, float(eps), node.tensor(1),
+                                   node.tensor(2) if node.n_given > 2 else None, (0,))
     shape = tuple(node.type(0).shape[rank - dims:])
     bias = node.tensor(2) if node.n_given > 2 else _or_const(node, 99, 0.0, shape)
     return Imported.one(cls(dims=dims), node.tensor(0), node.tensor(1), bias, results=(0,))

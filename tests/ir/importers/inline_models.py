@@ -49,6 +49,25 @@ class InPlaceResBlock(nn.Module):
         return self.relu(out)
 
 
+class OtherEpsNorms(nn.Module):
+    """Norms with another epsilon than GraphIR's: batch norm 1e-3 (GoogLeNet, MobileNet v3),
+    layer norm 1e-6 over one and two dims, with and without affine (ConvNeXt, ViT)."""
+
+    def __init__(self, c: int = 4):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c, 3)
+        self.bn = nn.BatchNorm2d(c, eps=1e-3)
+        self.ln = nn.LayerNorm(6, eps=1e-6)
+        self.ln2 = nn.LayerNorm([6, 6], eps=1e-6, elementwise_affine=False)
+        with torch.no_grad():  # running statistics away from 0 and 1
+            self.bn.running_mean.uniform_(-1.0, 1.0)
+            self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.ln2(self.ln(y))
+
+
 class SqueezeExcite(nn.Module):
     def __init__(self, c: int):
         super().__init__()
@@ -234,6 +253,7 @@ Factory = Callable[[], tuple[nn.Module, tuple]]
 MAPPED: dict[str, Factory] = {
     "resnet_block": lambda: (ResBlock(), (torch.randn(2, 3, 16, 16),)),
     "inplace_resnet_block": lambda: (InPlaceResBlock(), (torch.randn(2, 8, 8, 8),)),
+    "other_eps_norms": lambda: (OtherEpsNorms(), (torch.randn(2, 3, 8, 8),)),
     "mobilenet_v3_block": lambda: (MobileNetV3Block(), (torch.randn(2, 3, 32, 32),)),
     "efficientnet_mbconv": lambda: (MBConv(), (torch.randn(2, 8, 16, 16),)),
     "vit_tiny": lambda: (ViT(), (torch.randn(2, 3, 16, 16),)),

@@ -105,6 +105,19 @@ def test_in_place_aten_ops_import_as_graphirs_in_place_ops():
     assert ops.count("relu_") == 2 and ops.count("add_") == 1, ops
 
 
+def test_norms_with_another_epsilon_keep_their_formula():
+    """batch_norm's epsilon goes into the variance (an add before it); layer_norm's is its
+    formula in GraphIR's ops: no layer_norm instruction is left (its EPS is GraphIR's)."""
+    torch.manual_seed(0)
+    module, args = MAPPED["other_eps_norms"]()
+    result = import_torch(module.eval(), args, "other_eps_norms")
+    assert result.graph is not None
+    ops = [i.op.name for i in result.graph.insts]
+    assert "layer_norm" not in ops and ops.count("sqrt") == 2, ops
+    bn = ops.index("batch_norm")
+    assert ops[bn - 1] == "add", ops
+
+
 @pytest.mark.parametrize("name", list(PARTLY))
 def test_models_with_ops_graphir_lacks_keep_their_windows(name: str):
     make, unmapped = PARTLY[name]
@@ -117,7 +130,7 @@ def test_models_with_ops_graphir_lacks_keep_their_windows(name: str):
         verify(w)
 
 
-@pytest.mark.parametrize("name", ["resnet_block", "mlp_block"])
+@pytest.mark.parametrize("name", ["resnet_block", "mlp_block", "other_eps_norms"])
 def test_small_models_import_through_onnx(name: str):
     torch.manual_seed(0)
     module, args = MAPPED[name]()

@@ -46,3 +46,19 @@ def test_every_op_is_placed_by_its_family_config():
             if set(names) <= seen:
                 break
         assert set(names) <= seen, (family, sorted(set(names) - seen))
+
+
+@pytest.mark.parametrize("kernel,padding,ok", [(7, 3, True), (7, 6, True), (7, 7, False),
+                                               (3, 2, True), (3, 3, False), (1, 2, True)])
+def test_a_given_convolution_padding_reaches_the_kernels_extent(kernel, padding, ok):
+    """A model's 7x7 stem pads by 3 (imported); the generator's own paddings stay at most 2."""
+    text = f"""graph main(%x: f32[1,3,16,16], %w: param f32[4,3,{kernel},{kernel}]) {{
+  %y = conv2d[stride=[1,1], padding=[{padding},{padding}], dilation=[1,1], groups=1](%x, %w) : f32[1,4,{16 + 2 * padding - kernel + 1},{16 + 2 * padding - kernel + 1}]
+  return %y
+}}"""
+    if ok:
+        verify(parse(text))
+    else:
+        with pytest.raises(ValueError, match=r"^graph main, inst 0 \(conv2d\): constraint "
+                                             r"violated"):
+            verify(parse(text))
