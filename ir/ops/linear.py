@@ -160,28 +160,44 @@ def _matmul_aten(cls: type[Op], node: SourceNode) -> Imported | None:
 
 def _attention(node: SourceNode) -> Imported | None:
     """scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale) without
-    dropout or causal mask: softmax(q @ k^T * scale [+ mask]) @ v."""
+    dropout or grouped heads: softmax(q @ k^T * scale [+ mask]) @ v. A float mask is added; a
+    boolean one and the causal mask (`is_causal`: key j > query i) put the dtype's lowest
+    value where attention is not allowed (torch puts -inf: the same softmax unless a whole
+    row is masked, where torch gives NaN)."""
     import math
 
     import numpy as np
 
-    from ir.ops.binary import Add, Mul
+    from ir.ops.binary import Add, Mul, Where
     from ir.ops.shape import Transpose
     from ir.ops.softmax import Softmax
 
     q, k = node.type(0), node.type(1)
-    if node.arg(4, 0.0) or node.arg(5, False) or node.arg(7, False) or q.rank < 2:
+    if node.arg(4, 0.0) or node.arg(7, False) or q.rank < 2:
         return None
+    causal = bool(node.arg(5, False))
+    if causal and node.is_tensor(3):
+        return None  # torch refuses both
     scale = node.arg(6)
     scale = 1.0 / math.sqrt(int(q.shape[-1])) if scale is None else float(scale)
     perm = (*range(k.rank - 2), k.rank - 1, k.rank - 2)
+    dt = q.dtype.numpy
     steps: list = [(Transpose(perm=perm), [node.tensor(1)]),
                    (MatMul(), [node.tensor(0), Prev(0)]),
-                   (Mul(), [Prev(1), node.constant(np.asarray(scale, dtype=q.dtype.numpy))])]
-    if node.is_tensor(3):
-        if node.type(3).dtype != q.dtype:
-            return None  # a boolean mask
-        steps.append((Add(), [Prev(2), node.tensor(3)]))
+                   (Mul(), [Prev(1), node.constant(np.asarray(scale, dtype=dt))])]
+    lowest = node.constant(np.asarray(np.finfo(dt).min, dtype=dt))
+    if causal:
+        n_q, n_k = int(q.shape[-2]), int(k.shape[-2])
+        allowed = np.tril(np.ones((n_q, n_k), dtype=bool))
+        steps.append((Where(), [node.constant(allowed), Prev(2), lowest]))
+    elif node.is_tensor(3):
+        mask = node.type(3).dtype
+        if mask == q.dtype:
+            steps.append((Add(), [Prev(2), node.tensor(3)]))
+        elif mask == DType.bool:
+            steps.append((Where(), [node.tensor(3), Prev(2), lowest]))
+        else:
+            return None
     steps += [(Softmax(axis=q.rank - 1), [Prev(len(steps) - 1)]),
               (MatMul(), [Prev(len(steps)), node.tensor(2)])]
     return Imported.chain(steps)

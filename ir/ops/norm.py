@@ -283,18 +283,30 @@ def _layer_norm_aten(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
 
 def _layer_norm_formula(node: SourceNode, dims: int, eps: float, weight: Ref | None,
                         bias: Ref | None, results: tuple[int, ...] | None) -> Imported:
-    """x (operand 0)'s last `dims` dims normalized with epsilon `eps` in GraphIR's ops:
-    `d = x - mean(x)`, `d / sqrt(mean(d * d) + eps)`, times `weight`, plus `bias` (each when
-    given)."""
+    """x (operand 0)'s last `dims` dims normalized with epsilon `eps` in GraphIR's ops
+    (`_normalized`), times `weight`, plus `bias` (each when given)."""
+    from ir.ops.binary import Add, Mul
+
+    steps: list = []
+    _normalized(steps, node, node.tensor(0), node.type(0).rank, dims, eps)
+    if weight is not None:
+        steps.append((Mul(), [Prev(len(steps) - 1), weight]))
+    if bias is not None:
+        steps.append((Add(), [Prev(len(steps) - 1), bias]))
+    return Imported.chain(steps, results=results)
+
+
+def _normalized(steps: list, node: SourceNode, x: Operand, rank: int, dims: int,
+                eps: float) -> Prev:
+    """Append to `steps` the normalization of `x` (rank `rank`, operand 0's dtype) over its
+    last `dims` dims: `d = x - mean(x)`, `d / sqrt(mean(d * d) + eps)`; its result."""
     import numpy as np
 
     from ir.ops.binary import Add, Div, Mul, Sub
     from ir.ops.elementwise import Sqrt
     from ir.ops.reduce import ReduceMean
 
-    x = node.type(0)
-    axes = range(x.rank - 1, x.rank - 1 - dims, -1)
-    steps: list = []
+    axes = range(rank - 1, rank - 1 - dims, -1)
 
     def mean_of(first: Operand) -> Prev:
         for i, axis in enumerate(axes):
@@ -302,19 +314,15 @@ def _layer_norm_formula(node: SourceNode, dims: int, eps: float, weight: Ref | N
                                                                  Prev(len(steps) - 1)]))
         return Prev(len(steps) - 1)
 
-    mean = mean_of(node.tensor(0))
-    steps.append((Sub(), [node.tensor(0), mean]))
+    mean = mean_of(x)
+    steps.append((Sub(), [x, mean]))
     d = Prev(len(steps) - 1)
     steps.append((Mul(), [d, d]))
     var = mean_of(Prev(len(steps) - 1))
-    steps += [(Add(), [var, node.constant(np.asarray(eps, dtype=x.dtype.numpy))]),
+    steps += [(Add(), [var, node.constant(np.asarray(eps, dtype=node.type(0).dtype.numpy))]),
               (Sqrt(), [Prev(len(steps))])]
     steps.append((Div(), [d, Prev(len(steps) - 1)]))
-    if weight is not None:
-        steps.append((Mul(), [Prev(len(steps) - 1), weight]))
-    if bias is not None:
-        steps.append((Add(), [Prev(len(steps) - 1), bias]))
-    return Imported.chain(steps, results=results)
+    return Prev(len(steps) - 1)
 
 
 def _layer_norm_onnx(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
@@ -383,7 +391,42 @@ def _instance_norm_onnx(cls: type[InstanceNorm], node: SourceNode) -> Imported |
     return Imported.one(cls(), *(node.tensor(i) for i in range(3)))
 
 
-InstanceNorm.aten_imports = ("aten.instance_norm.default",)
+def _group_norm_aten(node: SourceNode) -> Imported | None:
+    """group_norm(x, groups, w, b, eps): x (N, C, ...) as (N, groups, rest) normalized over
+    the last dim (`_normalized`), back to x's shape, times w and plus b per channel (GraphIR
+    has no group norm; with one channel per group it is an instance norm's formula)."""
+    from ir.ops.binary import Add, Mul
+    from ir.ops.shape import Reshape
+
+    x = node.type(0)
+    groups, eps = node.arg(1), node.arg(4, 1e-5)
+    if not isinstance(groups, int) or not isinstance(eps, (int, float)) or x.rank < 2:
+        return None
+    shape = tuple(int(d) for d in x.shape)
+    n, c = shape[0], shape[1]
+    if groups < 1 or c % groups:
+        return None
+    rest = 1
+    for d in shape[1:]:
+        rest *= d
+    steps: list = [(Reshape(shape=(n, groups, rest // groups)), [node.tensor(0)])]
+    _normalized(steps, node, Prev(0), 3, 1, float(eps))
+    steps.append((Reshape(shape=shape), [Prev(len(steps) - 1)]))
+    per_channel = (c,) + (1,) * (len(shape) - 2)
+    for i, op in ((2, Mul()), (3, Add())):
+        if node.is_tensor(i):
+            steps.append((Reshape(shape=per_channel), [node.tensor(i)]))
+            steps.append((op, [Prev(len(steps) - 2), Prev(len(steps) - 1)]))
+    return Imported.chain(steps)
+
+
+def _instance_or_group_norm(cls: type[InstanceNorm], node: SourceNode) -> Imported | None:
+    if node.target == "aten.group_norm.default":
+        return _group_norm_aten(node)
+    return _instance_norm_aten(cls, node)
+
+
+InstanceNorm.aten_imports = ("aten.instance_norm.default", "aten.group_norm.default")
 InstanceNorm.onnx_imports = ("InstanceNormalization",)
-InstanceNorm.from_aten = classmethod(_instance_norm_aten)  # type: ignore[method-assign,assignment]
+InstanceNorm.from_aten = classmethod(_instance_or_group_norm)  # type: ignore[method-assign,assignment]
 InstanceNorm.from_onnx = classmethod(_instance_norm_onnx)  # type: ignore[method-assign,assignment]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.importing import Imported, NotImportable, Prev, SourceNode, ints, norm_axis
+from ir.core.importing import Imported, NotImportable, Prev, SourceNode, Step, ints, norm_axis
 from ir.core.op import Op, Signature
 from ir.core.shapes import And, Dim, Or, eq, floordiv, is_symbolic, product
 from ir.core.types import TensorType
@@ -634,6 +634,14 @@ def _slice_aten(cls: type[Slice], node: SourceNode) -> Imported | None:
         i = i + x.shape[axis] if i < 0 else i
         return Imported.chain([(cls(axis=axis, start=i, end=i + 1, step=1), [node.tensor(0)]),
                                (Squeeze(axis=axis), [Prev(0)])])
+    if node.target == "aten.unbind.int":  # every select along the axis, in order
+        axis = norm_axis(node.arg(1, 0), x.rank)
+        steps: list = []
+        for i in range(int(x.shape[axis])):
+            steps += [(cls(axis=axis, start=i, end=i + 1, step=1), [node.tensor(0)]),
+                      (Squeeze(axis=axis), [Prev(len(steps))])]
+        return Imported(tuple(Step(op, tuple(ops)) for op, ops in steps),
+                        outputs=tuple(Prev(k) for k in range(1, len(steps), 2)))
     axis = norm_axis(node.arg(1, 0), x.rank)
     step = node.arg(4, 1)
     start, end = _slice_bounds(int(x.shape[axis]), node.arg(2), node.arg(3), step)
@@ -659,7 +667,7 @@ def _slice_onnx(cls: type[Slice], node: SourceNode) -> Imported | None:
     return Imported.chain(steps_) if steps_ else None
 
 
-Slice.aten_imports = ("aten.slice.Tensor", "aten.select.int")
+Slice.aten_imports = ("aten.slice.Tensor", "aten.select.int", "aten.unbind.int")
 Slice.onnx_imports = ("Slice",)
 Slice.from_aten = classmethod(_slice_aten)  # type: ignore[method-assign,assignment]
 Slice.from_onnx = classmethod(_slice_onnx)  # type: ignore[method-assign,assignment]

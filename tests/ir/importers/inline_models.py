@@ -68,6 +68,26 @@ class OtherEpsNorms(nn.Module):
         return self.ln2(self.ln(y))
 
 
+class MaskedAttention(nn.Module):
+    """A fused qkv split by unbind (ViT), causal attention and attention under a boolean mask
+    (decoders, BERT), group norm (detection heads)."""
+
+    def __init__(self, d: int = 8):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.norm = nn.GroupNorm(2, 4)
+        self.register_buffer("mask", torch.rand(5, 5) > 0.3)
+        self.mask[:, 0] = True  # no row wholly masked (torch gives NaN there)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, 2, d // 2).permute(2, 0, 3, 1, 4).unbind(0)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        m = F.scaled_dot_product_attention(q, k, v, attn_mask=self.mask)
+        return self.norm((a + m).transpose(1, 2).reshape(b, n, 2, d // 2).transpose(1, 2)
+                         .reshape(b, 2, n, d // 2).repeat(1, 2, 1, 1))
+
+
 class SqueezeExcite(nn.Module):
     def __init__(self, c: int):
         super().__init__()
@@ -254,6 +274,7 @@ MAPPED: dict[str, Factory] = {
     "resnet_block": lambda: (ResBlock(), (torch.randn(2, 3, 16, 16),)),
     "inplace_resnet_block": lambda: (InPlaceResBlock(), (torch.randn(2, 8, 8, 8),)),
     "other_eps_norms": lambda: (OtherEpsNorms(), (torch.randn(2, 3, 8, 8),)),
+    "masked_attention": lambda: (MaskedAttention(), (torch.randn(2, 5, 8),)),
     "mobilenet_v3_block": lambda: (MobileNetV3Block(), (torch.randn(2, 3, 32, 32),)),
     "efficientnet_mbconv": lambda: (MBConv(), (torch.randn(2, 8, 16, 16),)),
     "vit_tiny": lambda: (ViT(), (torch.randn(2, 3, 16, 16),)),
