@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.importing import Imported, Prev, SourceNode, Step
+from ir.core.importing import Imported, Operand, Prev, SourceNode, Step
 from ir.core.op import Op, Signature, Slot
 from ir.core.shapes import eq
 from ir.core.types import TensorType
@@ -290,20 +290,23 @@ RECURRENT: tuple[type[Recurrent], ...] = (Lstm, Gru, Rnn)
 # ---- import rules (`Op.from_aten`; ir.core.importing) -----------------------------------------
 def _recurrent_aten(cls: type[Recurrent], node: SourceNode) -> Imported | None:
     """lstm.input(x, (h0, c0), params, has_biases, num_layers, dropout, train, bidirectional,
-    batch_first), gru.input / rnn_tanh.input / rnn_relu.input(x, h0, ...): one layer, weights
-    constant (torch's per-gate blocks reordered into ONNX's W, R, B); batch_first transposes."""
+    batch_first), gru.input / rnn_tanh.input / rnn_relu.input(x, h0, ...): weights constant
+    (torch's per-gate blocks reordered into ONNX's W, R, B); batch_first transposes. A stack
+    of layers is one instruction per layer, Y chained into the next X, each layer's initial
+    states sliced from h0 (c0) and its final ones concatenated in order (torch's layout:
+    layer-major, directions within)."""
     import numpy as np
 
-    from ir.ops.shape import Transpose
+    from ir.ops.shape import Concat, Slice, Transpose
 
     has_biases, layers, train, bidir, batch_first = (node.arg(i) for i in (3, 4, 6, 7, 8))
-    if layers != 1 or train:
+    if not isinstance(layers, int) or layers < 1 or train:
         return None
     nd = 2 if bidir else 1
     refs = node.tensors(2)
     params = [node.const_of(r) for r in refs]
     per = 4 if has_biases else 2
-    if len(params) != per * nd or any(p is None for p in params):
+    if len(params) != per * nd * layers or any(p is None for p in params):
         return None
     hidden = int(params[1].shape[1])  # type: ignore[union-attr]
     inverse = [cls.torch_order.index(k) for k in range(cls.gates)]
@@ -312,24 +315,49 @@ def _recurrent_aten(cls: type[Recurrent], node: SourceNode) -> Imported | None:
         blocks = t.reshape(cls.gates, hidden, *t.shape[1:])
         return blocks[inverse].reshape(t.shape)
 
-    ws = [params[d * per:(d + 1) * per] for d in range(nd)]
-    w = np.stack([onnx_blocks(p[0]) for p in ws])  # type: ignore[arg-type]
-    r = np.stack([onnx_blocks(p[1]) for p in ws])  # type: ignore[arg-type]
-    rows = cls.gates * hidden
-    b = np.stack([np.concatenate([onnx_blocks(p[2]), onnx_blocks(p[3])]) if has_biases  # type: ignore[arg-type]
-                  else np.zeros(2 * rows, dtype=w.dtype) for p in ws])
-    states = node.tensors(1) if cls is Lstm else [node.tensor(1)]
     attrs: dict = {"hidden": hidden, "direction": "bidirectional" if bidir else "forward"}
     if cls is Rnn:
         attrs["nonlinearity"] = "relu" if "relu" in node.target else "tanh"
     op = cls(**attrs)
-    weights = [node.constant(w), node.constant(r), node.constant(b)]
-    if not batch_first:
-        return Imported.one(op, node.tensor(0), *weights, *states)
-    swap = Transpose(perm=(1, 0, 2))
-    steps = (Step(swap, (node.tensor(0),)), Step(op, (Prev(0), *weights, *states)),
-             Step(swap, (Prev(1),)))
-    return Imported(steps, outputs=(Prev(2), *(Prev(1, k) for k in range(1, cls.num_results))))
+    states = node.tensors(1) if cls is Lstm else [node.tensor(1)]
+    steps: list[Step] = []
+    if batch_first:
+        steps.append(Step(Transpose(perm=(1, 0, 2)), (node.tensor(0),)))
+    x: Operand = Prev(0) if batch_first else node.tensor(0)
+    layer_steps = []
+    for layer in range(layers):
+        first = layer * per * nd
+        ws = [params[first + d * per:first + (d + 1) * per] for d in range(nd)]
+        w = np.stack([onnx_blocks(p[0]) for p in ws])  # type: ignore[arg-type]
+        r = np.stack([onnx_blocks(p[1]) for p in ws])  # type: ignore[arg-type]
+        rows = cls.gates * hidden
+        b = np.stack([np.concatenate([onnx_blocks(p[2]), onnx_blocks(p[3])])  # type: ignore[arg-type]
+                      if has_biases else np.zeros(2 * rows, dtype=w.dtype) for p in ws])
+        own: list[Operand] = list(states)
+        if layers > 1:  # this layer's rows of h0 (and c0)
+            own = []
+            for s in states:
+                steps.append(Step(Slice(axis=0, start=layer * nd, end=(layer + 1) * nd,
+                                        step=1), (s,)))
+                own.append(Prev(len(steps) - 1))
+        steps.append(Step(op, (x, node.constant(w), node.constant(r), node.constant(b),
+                               *own)))
+        layer_steps.append(len(steps) - 1)
+        x = Prev(len(steps) - 1)
+    y = layer_steps[-1]
+    if batch_first:
+        steps.append(Step(Transpose(perm=(1, 0, 2)), (Prev(y),)))
+        y = len(steps) - 1
+    finals: list[Prev] = []
+    for k in range(1, cls.num_results):  # Y_h (and Y_c): every layer's, in order
+        parts = [Prev(i, k) for i in layer_steps]
+        while len(parts) > 1:
+            steps.append(Step(Concat(axis=0), tuple(parts[:3])))
+            parts = [Prev(len(steps) - 1), *parts[3:]]
+        finals.append(parts[0])
+    if not batch_first and layers == 1:
+        return Imported(tuple(steps))
+    return Imported(tuple(steps), outputs=(Prev(y), *finals))
 
 
 for _rcls, _aten in ((Lstm, ("aten.lstm.input",)), (Gru, ("aten.gru.input",)),

@@ -88,6 +88,21 @@ class MaskedAttention(nn.Module):
                          .reshape(b, 2, n, d // 2).repeat(1, 2, 1, 1))
 
 
+class StackedRnns(nn.Module):
+    """A two-layer LSTM, then a three-layer bidirectional GRU (batch first): one instruction
+    per layer, the final states of all layers concatenated."""
+
+    def __init__(self, d: int = 6, h: int = 5):
+        super().__init__()
+        self.lstm = nn.LSTM(d, h, num_layers=2)
+        self.gru = nn.GRU(h, h, num_layers=3, bidirectional=True, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, (h, c) = self.lstm(x)
+        z, g = self.gru(y.transpose(0, 1))
+        return z.sum() + h.sum() * c.mean() + g.mean()
+
+
 class SqueezeExcite(nn.Module):
     def __init__(self, c: int):
         super().__init__()
@@ -275,6 +290,7 @@ MAPPED: dict[str, Factory] = {
     "inplace_resnet_block": lambda: (InPlaceResBlock(), (torch.randn(2, 8, 8, 8),)),
     "other_eps_norms": lambda: (OtherEpsNorms(), (torch.randn(2, 3, 8, 8),)),
     "masked_attention": lambda: (MaskedAttention(), (torch.randn(2, 5, 8),)),
+    "stacked_rnns": lambda: (StackedRnns(), (torch.randn(4, 3, 6),)),
     "mobilenet_v3_block": lambda: (MobileNetV3Block(), (torch.randn(2, 3, 32, 32),)),
     "efficientnet_mbconv": lambda: (MBConv(), (torch.randn(2, 8, 16, 16),)),
     "vit_tiny": lambda: (ViT(), (torch.randn(2, 3, 16, 16),)),
