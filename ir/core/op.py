@@ -283,6 +283,14 @@ class Op:
         that amplify rounding (floor, comparisons) never become false alarms. Default: none."""
         return []
 
+    def index_range(self, index: int, ins: Sequence[TensorType]) -> tuple[int, int] | None:
+        """The values, inclusive, that integer operand `index` must take on operands of types
+        `ins` (an index into a table: [0, V - 1]), which its `domain` requires: the random
+        draw of graph inputs and params (`ir.numerics.values.random_values`) keeps an int
+        value an instruction reads directly within it, as the input search moves floats only.
+        Default None: any value."""
+        return None
+
     def kinks(self, *xs: Any) -> list:
         """Violations of the op's differentiability, for gradient tests: float torch tensors
         >= 0 everywhere and == 0 exactly where the op is differentiable with a margin around

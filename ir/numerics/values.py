@@ -22,13 +22,23 @@ class ValueRanges:
     int_range: int = 4
 
 
-def sample_value(v: Value, rng: np.random.Generator, scale: float, int_range: int) -> np.ndarray:
+def sample_value(v: Value, rng: np.random.Generator, scale: float, int_range: int,
+                 within: tuple[int, int] | None = None) -> np.ndarray:
+    """`within`: an int value's valid range (`index_ranges`), which the draw keeps to."""
     shape, dt = v.type.shape, v.type.dtype
     arr: np.ndarray
     if dt.is_float:
         arr = rng.uniform(-scale, scale, size=shape)
     elif dt.is_int:
-        arr = rng.integers(-int_range, int_range + 1, size=shape)
+        lo, hi = -int_range, int_range
+        if within is not None and within[0] <= within[1]:
+            if within[0] > hi:  # the valid range lies beyond the usual one: its nearest end
+                lo, hi = within[0], min(within[1], within[0] + int_range)
+            elif within[1] < lo:
+                lo, hi = max(within[0], within[1] - int_range), within[1]
+            else:
+                lo, hi = max(lo, within[0]), min(hi, within[1])
+        arr = rng.integers(lo, hi + 1, size=shape)
     elif dt is DType.bool:
         arr = rng.random(size=shape) < 0.5
     else:
@@ -36,12 +46,33 @@ def sample_value(v: Value, rng: np.random.Generator, scale: float, int_range: in
     return np.asarray(arr, dtype=dt.numpy)
 
 
+def index_ranges(g: Graph) -> dict[str, tuple[int, int]]:
+    """The valid range of each int input or param that top-level instructions read directly as
+    an operand with one (`Op.index_range`: embedding's indices), intersected over its readers."""
+    out: dict[str, tuple[int, int]] = {}
+    leaves = {v.name for v in (*g.inputs, *g.params) if v.type.dtype.is_int}
+    types = None
+    for inst in g.insts:
+        for k, a in enumerate(inst.args):
+            if a not in leaves:
+                continue
+            types = types or g.types()
+            r = inst.op.index_range(k, [types[x] for x in inst.args])
+            if r is not None and all(isinstance(e, int) for e in r):
+                lo, hi = out.get(a, r)
+                out[a] = (max(lo, r[0]), min(hi, r[1]))
+    return out
+
+
 def random_values(g: Graph, seed: int | np.random.Generator, ranges: ValueRanges = ValueRanges()
                   ) -> dict[str, np.ndarray]:
-    """Data for every input and param of `g`."""
+    """Data for every input and param of `g` (an int one read as indices within their range)."""
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    out = {v.name: sample_value(v, rng, ranges.input_scale, ranges.int_range) for v in g.inputs}
-    out.update({p.name: sample_value(p, rng, ranges.param_scale, ranges.int_range) for p in g.params})
+    within = index_ranges(g)
+    out = {v.name: sample_value(v, rng, ranges.input_scale, ranges.int_range, within.get(v.name))
+           for v in g.inputs}
+    out.update({p.name: sample_value(p, rng, ranges.param_scale, ranges.int_range, within.get(p.name))
+                for p in g.params})
     return out
 
 

@@ -5,6 +5,7 @@ from ir.ops import (  # noqa: F401  # noqa: F401,E402  (in-place writes and view
     cast,
     conv,
     elementwise,
+    embedding,
     index,
     inplace,
     linear,

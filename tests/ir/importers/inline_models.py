@@ -1,8 +1,9 @@
 """Small models written inline, one per family issue 32 measures (torchvision and
 transformers are not dependencies of the tests): a ResNet block, MobileNetV3 and
 EfficientNet blocks, a ViT, rotary attention with RMS norm, a detection head, LSTM / GRU /
-bidirectional LSTM taggers, a transformer encoder layer, an MLP block; and three with an op
-GraphIR lacks (a decoder's token embedding, an MoE layer's scatter, Swin's roll)."""
+bidirectional LSTM taggers, a transformer encoder layer, an MLP block, a transformer decoder
+and a token embedding under a linear layer; and two with an op GraphIR lacks (an MoE layer's
+scatter, Swin's roll)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -235,8 +236,8 @@ class MlpBlock(nn.Module):
 
 
 class Decoder(nn.Module):
-    """Token embedding (unmapped: GraphIR gathers by constant indices only), a decoder layer
-    with a causal mask (an additive float mask: folded, added to the scores)."""
+    """Token embedding (GraphIR's embedding: data-dependent indices), a decoder layer with a
+    causal mask (an additive float mask: folded, added to the scores)."""
 
     def __init__(self, d: int = 32):
         super().__init__()
@@ -247,6 +248,18 @@ class Decoder(nn.Module):
     def forward(self, tokens: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
         mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1])
         return self.out(self.layer(self.embed(tokens), memory, tgt_mask=mask))
+
+
+class EmbeddingLinear(nn.Module):
+    """A token embedding (data-dependent indices: GraphIR's embedding) then a linear layer."""
+
+    def __init__(self, vocab: int = 20, d: int = 8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d, padding_idx=0)
+        self.out = nn.Linear(d, 5)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.out(self.embed(tokens))
 
 
 class MoE(nn.Module):
@@ -302,12 +315,12 @@ MAPPED: dict[str, Factory] = {
     "mlp_block": lambda: (MlpBlock(), (torch.randn(2, 5, 16),)),
     "transformer_encoder": lambda: (nn.TransformerEncoderLayer(16, 4, 32, batch_first=True),
                                     (torch.randn(2, 5, 16),)),
+    "transformer_decoder": lambda: (Decoder(), (torch.randint(0, 50, (2, 6)), torch.randn(2, 5, 32))),
+    "embedding_linear": lambda: (EmbeddingLinear(), (torch.randint(0, 20, (2, 6)),)),
 }
 
 #: with an op GraphIR lacks: name -> (model, example inputs), the unmapped ops
 PARTLY: dict[str, tuple[Factory, dict[str, int]]] = {
-    "transformer_decoder": (lambda: (Decoder(), (torch.randint(0, 50, (2, 6)),
-                                                 torch.randn(2, 5, 32))), {"aten.embedding": 1}),
     "moe_layer": (lambda: (MoE(), (torch.randn(2, 5, 16),)), {"aten.scatter": 1}),
     "swin_block": (lambda: (SwinBlock(), (torch.randn(2, 8, 8, 16),)), {"aten.roll": 1}),
 }

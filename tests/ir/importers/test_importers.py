@@ -130,7 +130,7 @@ def test_models_with_ops_graphir_lacks_keep_their_windows(name: str):
         verify(w)
 
 
-@pytest.mark.parametrize("name", ["resnet_block", "mlp_block", "other_eps_norms"])
+@pytest.mark.parametrize("name", ["resnet_block", "mlp_block", "other_eps_norms", "embedding_linear"])
 def test_small_models_import_through_onnx(name: str):
     torch.manual_seed(0)
     module, args = MAPPED[name]()
@@ -139,3 +139,48 @@ def test_small_models_import_through_onnx(name: str):
     assert result.mapped_share >= 0.9, (result.unmapped, result.mapped)
     if result.graph is not None:
         _same_outputs(result, module, args)
+
+
+# ---- token embeddings -----------------------------------------------------------------------
+
+
+def test_token_embeddings_import_as_embedding_through_torch_export_and_onnx():
+    """nn.Embedding (aten.embedding, its padding_idx dropped: it only masks the gradient; ONNX
+    Gather of the table by data-dependent indices) is GraphIR's embedding, with the indices
+    an int64 graph input."""
+    torch.manual_seed(0)
+    module, args = MAPPED["embedding_linear"]()
+    module.eval()
+    for result, ops in ((import_torch(module, args, "emb"), ["embedding", "linear"]),
+                        (import_onnx(_onnx_of(module, args), "emb"), ["embedding", "matmul", "add"])):
+        assert result.graph is not None
+        assert [i.op.name for i in result.graph.insts] == ops
+        assert [str(v.type) for v in result.graph.inputs] == ["i64[2,6]"]
+        _same_outputs(result, module, args)
+
+
+class _ScaledGradEmbedding(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(10, 4))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.embedding(ids, self.w, scale_grad_by_freq=True) * 2.0
+
+
+def test_an_embedding_scaling_its_gradient_by_frequency_is_not_mapped():
+    with pytest.raises(UnsupportedOps, match=r"^unsupported: aten.embedding \(1\)$"):
+        import_torch(_ScaledGradEmbedding(), (torch.randint(0, 10, (3,)),), "scaled")
+
+
+def test_onnx_gather_by_constant_indices_stays_gather():
+    class Rows(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.index_select(0, torch.tensor([2, 0])) + x[torch.tensor([[1, -1]])].sum(0)
+
+    x = torch.randn(4, 3)
+    result = import_onnx(_onnx_of(Rows(), (x,)), "rows")
+    assert result.graph is not None
+    assert [i.op.name for i in result.graph.insts if i.op.name in ("gather", "embedding")] == \
+        ["gather", "embedding"]
+    _same_outputs(result, Rows(), (x,))
