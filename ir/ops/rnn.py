@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ir.core.sampling import SampleContext
 
 DIRECTIONS = ("forward", "reverse", "bidirectional")
+#: the largest hidden size the generator draws (a given one, an imported model's, is any)
 MAX_HIDDEN = 16
 
 
@@ -123,7 +124,9 @@ class Recurrent(Op):
         if (self.direction not in DIRECTIONS or x.rank != 3
                 or not 4 <= len(ins) <= 4 + self.num_states):
             return [False]
-        cons = [self.hidden >= 1, self.hidden <= MAX_HIDDEN]
+        cons = [self.hidden >= 1]
+        if not isinstance(self.hidden, int):  # the generator's draw
+            cons.append(self.hidden <= MAX_HIDDEN)
         # zip strict=False: the initial states are optional: `rest` may stop before the states
         for t, shape in zip(rest, self._expected(x), strict=False):
             if t.rank != len(shape):
