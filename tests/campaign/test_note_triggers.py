@@ -6,6 +6,7 @@ campaign knows the notes' bugs: not new, not reduced, named by the finding, held
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -204,6 +205,32 @@ def test_a_campaign_on_a_fresh_clone_knows_the_notes_bugs(tmp_path):
     assert off.reductions >= 1
     assert all(r["new"] and r["finding"] is None
                for r in pq.read_table(out / "bugs.parquet").to_pylist())
+
+
+#: PATTERN's crash in another form: the consumer's value names differ, so its message (and its
+#: bucket) does too, but not its cause signature (names stripped)
+RENAMED = """graph main(%a: f32[2,3,5], %b: f32[2,3,5]) {
+  %r = relu(%a) : f32[2,3,5]
+  %out = add(%r, %b) : f32[2,3,5]
+  return %out
+}"""
+
+
+def test_a_notes_cause_in_another_form_is_known_and_not_reduced(tmp_path):
+    notes = _notes_with_triggers(tmp_path)
+    trigger = load_notes(notes)["F98-two_bugs"].triggers[1]
+    out = campaign_dir(tmp_path / "run", [PATTERN], [_case("a-0", 0, RENAMED)])
+    cfg = TriageConfig(max_tests=150, budget="5m", check_repro=False, db="off",
+                       findings=str(notes))
+    rep = triage(out, cfg, log=lambda s: None)
+    rows = pq.read_table(out / "bugs.parquet").to_pylist()
+    assert len(rows) == 1 and rows[0]["error_sig"] != trigger.error_sig  # another bucket
+    assert "%out = add(%r)" in rows[0]["error_sig"], rows[0]["error_sig"]
+    assert rep.reductions == 0
+    assert rows[0]["finding"] == "F98-two_bugs" and rows[0]["new"] is False
+    # reduce_known (reduce what is known too): the same output is reduced
+    again = triage(out, replace(cfg, reduce_known=True), log=lambda s: None)
+    assert again.reductions == 1
 
 
 def test_the_notes_triggers_hold_back_and_the_database_stays_on_top(tmp_path):

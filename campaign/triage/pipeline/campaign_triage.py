@@ -27,6 +27,13 @@ backend whose pattern's ops all occur in the row's ops (the most specific such p
 whose configuration the row's holds, else the backend's `unreduced` bucket of the row's
 configuration. Without configurations (every `backend_config` '') this is: one bucket per
 failure, its first `reduce_first` folders reduced.
+
+A crash-like failure that no note trigger keys exactly but whose *cause* one of them has (the
+same compiler, target, verdict and stage, and the same cause signature,
+`campaign.signature.cause_signature`: the grouping's rule 3, docs/triage.md) is that note's bug
+in another form: F21's If-branch tuple fails in every consumer of the tuple, each consumer's
+name in its message. Its buckets are known, named by the finding, and not reduced (unless
+`reduce_known`); a cause two notes share names neither.
 """
 from __future__ import annotations
 
@@ -117,6 +124,20 @@ class TriageReport:
         return "\n".join(lines)
 
 
+def _cause_of(key: BucketKey) -> tuple[str, ...] | None:
+    """What a crash-like bucket's cause is keyed on (module doc): the compiler (the backend
+    spec's name), target, verdict, stage and cause signature; None for a mismatch or a
+    timeout (where a killed process was says nothing)."""
+    from campaign.signature import cause_signature
+
+    if key.verdict in ("mismatch", "timeout") or not key.error_sig:
+        return None
+    cause = cause_signature(key.error_sig)
+    if not cause:
+        return None
+    return (key.backend.partition("?")[0], key.target, key.verdict, key.stage or "", cause)
+
+
 # ---- rows ---------------------------------------------------------------------------------------
 
 def _rows_from_results(out_dir: Path) -> list[dict[str, Any]]:
@@ -186,6 +207,7 @@ class _Triage:
             self.known_keys += keys
         #: the findings' notes (`triage.findings`): their triggers' buckets are known too,
         #: and named by the finding (bucket id -> note id)
+        self.note_causes: dict[tuple[str, ...], str] = {}
         self.findings = self._note_keys(cfg)
         self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
@@ -214,6 +236,13 @@ class _Triage:
             return {}
         self.known |= {k.key.id for k in notes}
         self.known_keys += [k.key for k in notes if k.key not in self.known_keys]
+        causes: dict[tuple[str, ...], set[str]] = {}
+        for k in notes:
+            cause = _cause_of(k.key)
+            if cause is not None:
+                causes.setdefault(cause, set()).add(k.finding)
+        # a note's causes (module doc) -> its finding; a cause two notes share is left out
+        self.note_causes = {c: next(iter(f)) for c, f in causes.items() if len(f) == 1}
         return {k.key.id: k.finding for k in notes}
 
     def _load_index(self) -> dict[str, dict[str, Any]]:
@@ -355,6 +384,13 @@ class _Triage:
     def failure(self, base: BucketKey, rows: list[dict[str, Any]], reducible: bool) -> None:
         """Reduce and bucket the rows of one crash-like failure (`base`: its key in the
         backend's own configuration; the module doc says how)."""
+        note = None if self.cfg.reduce_known else self.note_causes.get(_cause_of(base) or ())
+        if note is not None:  # a note's cause in another form: known, named, not reduced
+            for row in rows:
+                key = crash_key(row)
+                if key.id not in self.known:
+                    self.known.add(key.id)
+                    self.findings[key.id] = note
         known = [k for k in self.known_keys if k.base() == base]
         reduced: list[BucketKey] = []
         chosen: dict[str, BucketKey] = {}  # reduced finding folder -> its bucket
