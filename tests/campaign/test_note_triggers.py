@@ -146,6 +146,22 @@ def test_a_wrong_trigger_is_a_one_line_error(tmp_path, triggers, message):
     assert str(e.value) == f"{path}: {message.format(dir=tmp_path)}"
 
 
+def test_a_triggers_inputs_hold_one_set_or_several(tmp_path):
+    import numpy as np
+
+    from campaign.triage.pipeline.note_runs import trigger_sets
+
+    one, several = tmp_path / "one.npz", tmp_path / "several.npz"
+    np.savez(one, x=np.zeros(2, np.float32))
+    np.savez(several, **{"s1/x": np.ones(2, np.float32), "s0/x": np.zeros(2, np.float32),
+                         "s2/x": np.full(2, 2.0, np.float32)})
+    got = trigger_sets(NoteTrigger("g.gir", "tvm", "crash", inputs="one.npz"), tmp_path, None)
+    assert [sorted(s) for s in got] == [["x"]]
+    got = trigger_sets(NoteTrigger("g.gir", "tvm", "crash", inputs="several.npz"), tmp_path,
+                       None)
+    assert [float(s["x"][0]) for s in got] == [0.0, 1.0, 2.0]
+
+
 def test_replace_triggers_keeps_every_other_line_and_reads_back(tmp_path):
     path = _note(tmp_path, "")
     text = path.read_text()

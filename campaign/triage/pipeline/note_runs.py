@@ -6,8 +6,8 @@ triggers' failure fields (`python -m campaign.triage findings-triggers`):
 
 Each graph runs as the triage re-runs a finding (`BackendRunner`: `FuzzWorker.run_case` with
 the one backend, in its sandbox, reference and oracle included), on the trigger's inputs
-(`inputs`, an .npz under the notes dir) or on inputs searched from seed 0
-(`ir.numerics.input_search.search_inputs`). The row gives the verdict, stage, target and the
+(`inputs`, an .npz under the notes dir: one set, or `s<k>/<name>` for several) or on inputs
+searched from seed 0 (`ir.numerics.input_search.search_inputs`). The row gives the verdict, stage, target and the
 normalized signature (`bucket_signature`). A trigger with `grad` runs as a gradient test
 (`trigger_grad`): the backend trains, and a leaf the run lets go is an error, not a trigger.
 Without `--check` the note's `triggers:` block is rewritten with what the runs gave (every
@@ -33,14 +33,23 @@ from campaign.triage.pipeline.buckets import bucket_signature
 TIMEOUT_S = 120.0
 
 
-def trigger_values(t: NoteTrigger, notes_dir: Path, graph: Any) -> dict[str, np.ndarray]:
-    """The trigger's inputs: its .npz, else a search from seed 0 (valid on the reference)."""
+def trigger_sets(t: NoteTrigger, notes_dir: Path, graph: Any) -> list[dict[str, np.ndarray]]:
+    """The trigger's input sets: its .npz (arrays by input name for one set; `s<k>/<name>` for
+    several, as a test that runs set k on one compiled model: the campaign's stage `run` is a
+    later set's), else one set searched from seed 0 (valid on the reference)."""
     if t.inputs is not None:
         with np.load(t.resolve(notes_dir, "inputs"), allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+            arrays = {k: z[k] for k in z.files}
+        if not any("/" in k for k in arrays):
+            return [arrays]
+        sets: dict[int, dict[str, np.ndarray]] = {}
+        for k, a in arrays.items():
+            head, _, name = k.partition("/")
+            sets.setdefault(int(head.removeprefix("s")), {})[name] = a
+        return [sets[k] for k in sorted(sets)]
     from ir.numerics.input_search import search_inputs
 
-    return search_inputs(graph, 0).values
+    return [search_inputs(graph, 0).values]
 
 
 def trigger_grad(t: NoteTrigger) -> Any:
@@ -68,9 +77,9 @@ def run_trigger(t: NoteTrigger, notes_dir: Path, runners: dict[str, Any] | None 
     if t.backend not in runners:
         runners[t.backend] = BackendRunner(t.backend, timeout_s=timeout_s)
     g = load(t.resolve(notes_dir, "graph"))
-    row, _, tc = runners[t.backend].run(f"note-{Path(t.graph).stem}", 0, g,
-                                         trigger_values(t, notes_dir, g), config=t.config,
-                                         grad=trigger_grad(t))
+    sets = trigger_sets(t, notes_dir, g)
+    row, _, tc = runners[t.backend].run(f"note-{Path(t.graph).stem}", 0, g, sets[0], sets[1:],
+                                         config=t.config, grad=trigger_grad(t))
     kept = tc.grad.leaves if tc.grad is not None else ()
     if t.leaves and tuple(kept) != t.leaves:
         raise TriggerRunError(f"{t.graph}: the gradient test keeps leaves {list(kept)}, not "
@@ -89,11 +98,12 @@ def trigger_folder(trigger: NoteTrigger, notes_dir: Path, dest: Path) -> tuple[P
     from ir.core.text import load
 
     g = load(trigger.resolve(notes_dir, "graph"))
-    values = trigger_values(trigger, notes_dir, g)
+    sets = trigger_sets(trigger, notes_dir, g)
+    values = sets[0]
     runner = BackendRunner(trigger.backend, timeout_s=180)
     try:
-        row, finding, tc = runner.run(f"note-{dest.name}", 0, g, values, config=trigger.config,
-                                      grad=trigger_grad(trigger))
+        row, finding, tc = runner.run(f"note-{dest.name}", 0, g, values, sets[1:],
+                                      config=trigger.config, grad=trigger_grad(trigger))
     finally:
         runner.close()
     if row.get("verdict") != trigger.verdict:
