@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from ir.core.dtypes import DType
-from ir.core.importing import Imported, SourceNode, ints
+from ir.core.importing import Imported, Prev, SourceNode, ints
 from ir.core.op import Op, Signature
 from ir.core.types import TensorType
 from ir.ops.common import F16_32, FLOATS, as_float, float_only, same_dtype, tie_apart
@@ -148,17 +148,50 @@ class AvgPool2d(AvgPool):
 # ---- import rules (`Op.from_aten`, `Op.from_onnx`; ir.core.importing) -------------------------
 def _pool_aten(cls: type[Pool], node: SourceNode) -> Imported | None:
     """max_poolNd(x, kernel, stride=kernel, padding=0, dilation=1, ceil_mode=False);
-    avg_poolNd(x, kernel, stride, padding, ceil_mode, count_include_pad=True, divisor=None)."""
+    avg_poolNd(x, kernel, stride, padding, ceil_mode, count_include_pad=True, divisor=None).
+    A max pool with `ceil_mode` is the floor-mode pool of x padded at the end of each spatial
+    dim with the dtype's lowest value (`_ceil_mode_pads`)."""
     n = cls.spatial
     kernel = ints(node.arg(1), n)
-    stride = node.arg(2) or kernel
+    stride = ints(node.arg(2) or kernel, n)
+    padding = ints(node.arg(3, 0), n)
+    extra: tuple[int, ...] = (0,) * n
     if issubclass(cls, MaxPool):
-        if any(d != 1 for d in ints(node.arg(4, 1), n)) or node.arg(5, False):
+        if any(d != 1 for d in ints(node.arg(4, 1), n)):
             return None
+        if node.arg(5, False):
+            extra = _ceil_mode_pads(node.type(0), kernel, stride, padding)
     elif node.arg(4, False) or not node.arg(5, True) or node.arg(6) is not None:
         return None
-    return Imported.one(cls(kernel=kernel, stride=ints(stride, n), padding=ints(node.arg(3, 0), n)),
-                        node.tensor(0))
+    op = cls(kernel=kernel, stride=stride, padding=padding)
+    if not any(extra):
+        return Imported.one(op, node.tensor(0))
+    import numpy as np
+
+    from ir.ops.pad import MAX_PAD, PadConstant
+
+    if max(extra) > MAX_PAD:
+        return None
+    dtype = node.type(0).dtype.numpy
+    pad = PadConstant(value=float(np.finfo(dtype).min),
+                      pads=tuple(p for e in extra for p in (0, e)))
+    return Imported.chain([(pad, [node.tensor(0)]), (op, [Prev(0)])])
+
+
+def _ceil_mode_pads(x: TensorType, kernel: tuple[int, ...], stride: tuple[int, ...],
+                    padding: tuple[int, ...]) -> tuple[int, ...]:
+    """Per spatial dim, how much longer x must be at the end for the floor-mode pool to give
+    torch's ceil-mode output size: ceil((L + 2p - k) / s) + 1 windows, less the last one when
+    it would start in the right padding (torch's rule)."""
+    n = len(kernel)
+    out = []
+    for i in range(n):
+        size, k, s, p = int(x.shape[x.rank - n + i]), kernel[i], stride[i], padding[i]
+        windows = -(-(size + 2 * p - k) // s) + 1
+        if (windows - 1) * s >= size + p:
+            windows -= 1
+        out.append(max(0, (windows - 1) * s + k - (size + 2 * p)))
+    return tuple(out)
 
 
 def _pool_onnx(cls: type[Pool], node: SourceNode) -> Imported | None:

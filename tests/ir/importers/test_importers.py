@@ -105,6 +105,24 @@ def test_in_place_aten_ops_import_as_graphirs_in_place_ops():
     assert ops.count("relu_") == 2 and ops.count("add_") == 1, ops
 
 
+@pytest.mark.parametrize("kernel,stride,padding,size", [
+    (3, 2, 0, 15), (3, 2, 0, 14), (3, 2, 1, 8), (2, 2, 0, 7), (3, 3, 1, 10), (3, 1, 0, 6)])
+def test_a_ceil_mode_max_pool_is_a_pad_then_the_floor_mode_pool(kernel, stride, padding, size):
+    """GoogLeNet's and SqueezeNet's pools: the end padded with the lowest value where torch's
+    ceil mode adds a window (none where it adds none, or where that window would start in the
+    padding), each output equal to torch's."""
+    m = nn.MaxPool2d(kernel, stride, padding, ceil_mode=True).eval()
+    x = torch.randn(1, 2, size, size + 1)
+    result = import_torch(m, (x,), "pool")
+    assert result.graph is not None
+    verify(result.graph)
+    got = GraphModule(result.graph, result.params)(x)[0]
+    np.testing.assert_array_equal(got.numpy(), m(x).numpy())
+    floor = nn.MaxPool2d(kernel, stride, padding)(x)
+    ops = [i.op.name for i in result.graph.insts]
+    assert ops == (["maxpool2d"] if floor.shape == m(x).shape else ["pad_constant", "maxpool2d"])
+
+
 def test_norms_with_another_epsilon_keep_their_formula():
     """batch_norm's epsilon goes into the variance (an add before it); layer_norm's is its
     formula in GraphIR's ops: no layer_norm instruction is left (its EPS is GraphIR's)."""
