@@ -297,9 +297,10 @@ def _layer_norm_formula(node: SourceNode, dims: int, eps: float, weight: Ref | N
 
 
 def _normalized(steps: list, node: SourceNode, x: Operand, rank: int, dims: int,
-                eps: float) -> Prev:
+                eps: float, center: bool = True) -> Operand:
     """Append to `steps` the normalization of `x` (rank `rank`, operand 0's dtype) over its
-    last `dims` dims: `d = x - mean(x)`, `d / sqrt(mean(d * d) + eps)`; its result."""
+    last `dims` dims: `d = x - mean(x)` (`d = x` when not `center`: RMS norm),
+    `d / sqrt(mean(d * d) + eps)`; its result."""
     import numpy as np
 
     from ir.ops.binary import Add, Div, Mul, Sub
@@ -314,9 +315,10 @@ def _normalized(steps: list, node: SourceNode, x: Operand, rank: int, dims: int,
                                                                  Prev(len(steps) - 1)]))
         return Prev(len(steps) - 1)
 
-    mean = mean_of(x)
-    steps.append((Sub(), [x, mean]))
-    d = Prev(len(steps) - 1)
+    d: Operand = x
+    if center:
+        steps.append((Sub(), [x, mean_of(x)]))
+        d = Prev(len(steps) - 1)
     steps.append((Mul(), [d, d]))
     var = mean_of(Prev(len(steps) - 1))
     steps += [(Add(), [var, node.constant(np.asarray(eps, dtype=node.type(0).dtype.numpy))]),
@@ -342,25 +344,20 @@ def _layer_norm_onnx(cls: type[LayerNorm], node: SourceNode) -> Imported | None:
 
 def _rms_norm_aten(node: SourceNode) -> Imported | None:
     """rms_norm(x, normalized_shape, weight, eps) (GraphIR has no RMS norm): x divided by
-    sqrt(mean(x * x over the normalized dims) + eps), times the weight."""
+    sqrt(mean(x * x over the normalized dims) + eps) (`_normalized`, not centered), times the
+    weight."""
     import numpy as np
 
-    from ir.ops.binary import Add, Div, Mul
-    from ir.ops.elementwise import Sqrt
-    from ir.ops.reduce import ReduceMean
+    from ir.ops.binary import Mul
 
     x = node.type(0)
-    dims = len(tuple(node.arg(1)))
     eps = node.arg(3)
     eps = float(np.finfo(x.dtype.numpy).eps) if eps is None else float(eps)
-    steps: list = [(Mul(), [node.tensor(0), node.tensor(0)])]
-    for axis in range(x.rank - 1, x.rank - 1 - dims, -1):
-        steps.append((ReduceMean(axis=axis, keepdim=True), [Prev(len(steps) - 1)]))
-    n = len(steps)
-    steps += [(Add(), [Prev(n - 1), node.constant(np.asarray(eps, dtype=x.dtype.numpy))]),
-              (Sqrt(), [Prev(n)]), (Div(), [node.tensor(0), Prev(n + 1)])]
+    steps: list = []
+    out = _normalized(steps, node, node.tensor(0), x.rank, len(tuple(node.arg(1))), eps,
+                      center=False)
     if node.is_tensor(2):
-        steps.append((Mul(), [Prev(n + 2), node.tensor(2)]))
+        steps.append((Mul(), [out, node.tensor(2)]))
     return Imported.chain(steps)
 
 
