@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,25 +66,45 @@ class TriggerRunError(Exception):
     """A trigger's graph cannot run as the trigger says (a leaf the gradient test let go)."""
 
 
+@dataclass(frozen=True)
+class TriggerRun:
+    """One run of a trigger's graph: the graph, its input sets, and what `BackendRunner.run`
+    gave (the row, the finding or None, the test case)."""
+
+    graph: Any
+    sets: list[dict[str, np.ndarray]]
+    row: dict[str, Any]
+    finding: Any
+    case: Any
+
+
+def run_trigger_case(t: NoteTrigger, notes_dir: Path, runner: Any, test_id: str) -> TriggerRun:
+    """Trigger `t`'s graph run on `runner` (a `BackendRunner` of its backend) on its input
+    sets, as a gradient test when it has leaves; `TriggerRunError` when the run lets one go."""
+    from ir.core.text import load
+
+    g = load(t.resolve(notes_dir, "graph"))
+    sets = trigger_sets(t, notes_dir, g)
+    row, finding, tc = runner.run(test_id, 0, g, sets[0], sets[1:], config=t.config,
+                                  grad=trigger_grad(t))
+    kept = tc.grad.leaves if tc.grad is not None else ()
+    if t.leaves and tuple(kept) != t.leaves:
+        raise TriggerRunError(f"{t.graph}: the gradient test keeps leaves {list(kept)}, not "
+                              f"{list(t.leaves)} (autograd's rules let the others go)")
+    return TriggerRun(g, sets, row, finding, tc)
+
+
 def run_trigger(t: NoteTrigger, notes_dir: Path, runners: dict[str, Any] | None = None,
                 timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
     """The result row of trigger `t`'s graph on its backend and configuration. `runners`: a
     cache of `BackendRunner`s by backend spec (the caller closes them)."""
     from campaign.triage.pipeline.reduction import BackendRunner
-    from ir.core.text import load
 
     runners = {} if runners is None else runners
     if t.backend not in runners:
         runners[t.backend] = BackendRunner(t.backend, timeout_s=timeout_s)
-    g = load(t.resolve(notes_dir, "graph"))
-    sets = trigger_sets(t, notes_dir, g)
-    row, _, tc = runners[t.backend].run(f"note-{Path(t.graph).stem}", 0, g, sets[0], sets[1:],
-                                         config=t.config, grad=trigger_grad(t))
-    kept = tc.grad.leaves if tc.grad is not None else ()
-    if t.leaves and tuple(kept) != t.leaves:
-        raise TriggerRunError(f"{t.graph}: the gradient test keeps leaves {list(kept)}, not "
-                              f"{list(t.leaves)} (autograd's rules let the others go)")
-    return row
+    return run_trigger_case(t, notes_dir, runners[t.backend],
+                            f"note-{Path(t.graph).stem}").row
 
 
 def trigger_folder(trigger: NoteTrigger, notes_dir: Path, dest: Path) -> tuple[Path | None, str]:
@@ -95,25 +115,21 @@ def trigger_folder(trigger: NoteTrigger, notes_dir: Path, dest: Path) -> tuple[P
     from campaign.backends.configs import with_config
     from campaign.triage.pipeline.reduction import BackendRunner, FindingCase, Reduction
     from campaign.triage.pipeline.repro import write_bug_folder
-    from ir.core.text import load
 
-    g = load(trigger.resolve(notes_dir, "graph"))
-    sets = trigger_sets(trigger, notes_dir, g)
-    values = sets[0]
     runner = BackendRunner(trigger.backend, timeout_s=180)
     try:
-        row, finding, tc = runner.run(f"note-{dest.name}", 0, g, values, sets[1:],
-                                      config=trigger.config, grad=trigger_grad(trigger))
+        run = run_trigger_case(trigger, notes_dir, runner, f"note-{dest.name}")
     finally:
         runner.close()
+    row, tc, values = run.row, run.case, run.sets[0]
     if row.get("verdict") != trigger.verdict:
         return None, f"it gave {row.get('verdict')} ({row.get('error_sig')}), not {trigger.verdict}"
     info = {"backend": trigger.backend, "verdict": trigger.verdict,
             "backend_config": trigger.config, **{k: row.get(k) for k in (
                 "stage", "error_class", "error_sig")}}
-    case = FindingCase(dest, info, g, values, list(tc.extra_inputs), grad=tc.grad)
-    files = dict(getattr(finding, "files", {}) or {})
-    red = Reduction(case, "confirmed", g, values, list(tc.extra_inputs), row, files, tc)
+    case = FindingCase(dest, info, run.graph, values, list(tc.extra_inputs), grad=tc.grad)
+    files = dict(getattr(run.finding, "files", {}) or {})
+    red = Reduction(case, "confirmed", run.graph, values, list(tc.extra_inputs), row, files, tc)
     key = {"verdict": trigger.verdict, "stage": row.get("stage"),
            "error_sig": row.get("error_sig")}
     written = write_bug_folder(dest, with_config(trigger.backend, trigger.config),
