@@ -79,9 +79,6 @@ ANALYSIS: dict[str, tuple[str, tuple[str, ...]]] = {
 NO_TRIGGER: dict[str, str] = {
     "F03": "GraphIR's elu and selu take float16/float32 only (ONNX's float attributes): the "
            "campaign no longer makes this test",
-    **{f: "a dynamic-shape finding (cpu_dynshape): the triage buckets those and writes no "
-          "repro.py (a later shape's failure does not reproduce from set 0's graph)"
-       for f in ("F14", "F15", "F17", "F18")},
     "F33": "the torch backends list it as a known limitation (LSTM_MKLDNN_BACKWARD): "
            "unsupported, never a finding",
     **{f: "the tvm backend lists it among the Gradient pass's gaps: unsupported, never a "

@@ -126,15 +126,21 @@ def classify(tc: TestCase, row: dict[str, Any], result, per_set_failures: list[i
             out["dyn_finding"] = "recompile"
         elif verdict == "pass":
             label = tc.dynshape.shape_labels()[recompiled]
+            sig, detail = getattr(result, "recompile_cause", None) or (ANY_RECOMPILE, "")
             out.update(verdict="recompile", stage="run", error_class="Recompile",
-                       error_sig="Recompile: a later shape with every symbolic dim >= 2",
+                       error_sig=sig,
                        error_msg=f"compiled again for input set {recompiled} ({label}); "
-                                 f"graphs compiled per input set: {list(compiles)}")
+                                 f"graphs compiled per input set: {list(compiles)}"
+                                 + (f"; {detail}" if detail else ""))
             out["dyn_finding"] = "recompile"
         elif "dyn_finding" not in out:
             out["dyn_finding"] = "recompile"
     return out
 
+
+#: a recompile's signature when the backend did not say why (`BackendResult.recompile_cause`:
+#: the torch code whose guard failed, `Recompile: a shape guard of <fn> (<file>)`)
+ANY_RECOMPILE = "Recompile: a later shape with every symbolic dim >= 2"
 
 #: torch.compile's lowering of aten.lstm/gru/rnn unrolls the time loop, so the sequence length
 #: is specialized (`ConstraintViolationError` under mark_dynamic): a documented limit, not a bug

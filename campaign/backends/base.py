@@ -81,6 +81,9 @@ class BackendResult:
     compiles: list[int] | None = None
     #: the input set being run when the run failed (None: not in a run, or set 0 ... unknown)
     input_set: int | None = None
+    #: a dynamic-shape test that compiled again for a later set: (signature, detail) of why,
+    #: the torch code that added the guard that failed (repro_scripts/shape_guards.py)
+    recompile_cause: tuple[str, str] | None = None
     #: set by a `campaign.sandbox.Sandbox`, never by a backend: the per-test limit (seconds) a
     #: first attempt ran past (None: it did not time out)
     timeout_limit_s: float | None = None

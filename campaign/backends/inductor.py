@@ -31,6 +31,7 @@ shape is seen.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -47,6 +48,12 @@ from campaign.backends.base import (
 )
 from campaign.backends.configs import Option, config_text
 from campaign.backends.forms import FORM_SPACE, form_option
+from campaign.triage.pipeline.repro_scripts.shape_guards import (
+    GuardLog,
+    clear_guard_failures,
+    guard_failure_reasons,
+    recompile_cause,
+)
 from campaign.verdict import Stage
 
 INDUCTOR_UNSUPPORTED = (
@@ -479,7 +486,12 @@ class InductorBackend(Backend):
                 return compiled(*args_of(args))
 
         outs: list[np.ndarray] = []
-        with torch.set_grad_enabled(grad is not None), self._training_patches():
+        # a dynamic-shape test: why a later set compiled again (the failing guard, the torch
+        # code that added it: repro_scripts/shape_guards.py, which its repro runs too)
+        guards = GuardLog() if dyn is not None else contextlib.nullcontext()
+        if dyn is not None:
+            clear_guard_failures()
+        with torch.set_grad_enabled(grad is not None), self._training_patches(), guards:
             # the first call compiles (for set 0: a gradient test's forward, then its
             # backward); the others run what guards allow, so a set taking another
             # Python-dialect branch, or of another shape, may compile again: counted per set
@@ -498,6 +510,8 @@ class InductorBackend(Backend):
                     compiles[0] += counter.n - before
             result.input_set = None
             result.compiles = compiles
+        if isinstance(guards, GuardLog) and any(compiles[1:]):
+            result.recompile_cause = recompile_cause(guard_failure_reasons(), guards.added)
         return outs
 
     def _evaluate_transform(self, m: Materialized, result: BackendResult, dialect: str,

@@ -303,14 +303,16 @@ def _eval_attr(v: AttrExpr, env: Mapping[str, Any]) -> Any:
     return eval_expr(v, env)
 
 
-def _parse_attr(v: AttrExpr) -> Any:
+def parse_attr(v: AttrExpr) -> Any:
     """An attribute with its expressions parsed to trees (ints kept)."""
     if isinstance(v, tuple):
         return tuple(x if isinstance(x, int) else parse_expr(x) for x in v)
     return v if isinstance(v, int) else parse_expr(v)
 
 
-def _eval_parsed(v: Any, env: Mapping[str, Any]) -> Any:
+def eval_parsed(v: Any, env: Mapping[str, Any]) -> Any:
+    """An attribute parsed by `parse_attr`, its expressions evaluated over `env` (symbol ->
+    int, SymInt, or anything with + - * // %)."""
     if isinstance(v, list):
         return v
     if isinstance(v, tuple) and v and isinstance(v[0], str):  # one tree
@@ -581,7 +583,7 @@ class DynInterpreter(Interpreter):
             self.size_names[s]: (g.inputs[i].name, partial(torch.Tensor.size, dim=axis))
             for s, (i, axis) in dyn.sources(g).items()})
         # parsed once here: tracing must only see arithmetic on sizes (no `ast`)
-        self.attr_trees = {key: {k: _parse_attr(v) for k, v in attrs.items()}
+        self.attr_trees = {key: {k: parse_attr(v) for k, v in attrs.items()}
                            for key, attrs in dyn.attrs.items()}
 
     def fixes(self, g: Graph) -> Fixes:
@@ -592,7 +594,7 @@ class DynInterpreter(Interpreter):
         trees = self.attr_trees.get(inst.results[0].name) if inst.results else None
         if trees:
             sizes = {s: values[name] for s, name in self.size_names.items()}
-            op = dataclasses.replace(op, **{k: _eval_parsed(v, sizes) for k, v in trees.items()})
+            op = dataclasses.replace(op, **{k: eval_parsed(v, sizes) for k, v in trees.items()})
         return op
 
 

@@ -61,6 +61,7 @@ import numpy as np
 from ir.core.graph import Graph, Inst
 from ir.core.op import Op
 from ir.core.types import TensorType
+from ir.materialize.dynshape import DynShape, instantiate, parse_attr
 from ir.materialize.form import DEFAULT_FORM, TorchForm
 from ir.ops.control import If, Loop, Scan
 
@@ -212,6 +213,8 @@ class _IntMeta(type):
     `_Named` x, the builtin otherwise; `isinstance(v, int)` is the builtin's."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and isinstance(args[0], _SymInt):
+            return args[0]  # a size stays the expression it is
         value = builtins.int(*args, **kwargs)
         if args and isinstance(args[0], _Named) and not kwargs and len(args) == 1:
             return _NamedInt(value, f"int({args[0].expr})")
@@ -226,6 +229,85 @@ class _IntMeta(type):
 
 class _TracedInt(metaclass=_IntMeta):
     """The `int` of `_IntMeta` (never instantiated: calling it gives an int)."""
+
+
+class _SymInt(int):
+    """An int a dynamic-shape program computes from sizes (docs/dynshape.md): its value in the
+    recording (input set 0's), and its expression as a tree over the symbols the forward binds
+    at its start (`("sym", "B")`) and the sizes of tensors the recording queried (`("size",
+    tensor, axis)`, named once the program names the tensor: `render`). Arithmetic on it keeps
+    the expression (+ - * // % and negation with ints); anything else gives a plain value,
+    printed as the literal it is, which `torch_source`'s check on every assignment catches."""
+
+    tree: tuple
+
+    def __new__(cls, value: int, tree: tuple) -> _SymInt:
+        self = super().__new__(cls, value)
+        self.tree = tree
+        return self
+
+    def render(self, names: dict[int, str]) -> str:
+        """Its Python expression, tensors by their names in `names` (id -> expression)."""
+        kind = self.tree[0]
+        if kind == "sym":
+            return self.tree[1]
+        if kind == "size":
+            t, axis = self.tree[1], self.tree[2]
+            if id(t) not in names:
+                raise CodegenError("a size of a tensor the program does not name")
+            return f"{names[id(t)]}.size({axis})"
+        if kind == "neg":
+            return f"(-{_render_int(self.tree[1], names)})"
+        a, b = (_render_int(x, names) for x in self.tree[1:])
+        return f"({a} {kind} {b})"
+
+    def __neg__(self) -> Any:
+        return _SymInt(-builtins.int(self), ("neg", self))
+
+
+def _render_int(v: Any, names: dict[int, str]) -> str:
+    return v.render(names) if isinstance(v, _SymInt) else repr(builtins.int(v))
+
+
+def _sym_arith(symbol: str, reflected: bool) -> Callable[[_SymInt, Any], Any]:
+    fn = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "//": int.__floordiv__,
+          "%": int.__mod__}[symbol]
+
+    def method(self: _SymInt, other: Any) -> Any:
+        if not isinstance(other, builtins.int):
+            return NotImplemented  # a float's own method computes it: a plain value
+        a, b = (other, self) if reflected else (self, other)
+        return _SymInt(fn(builtins.int(a), builtins.int(b)), (symbol, a, b))
+
+    return method
+
+
+for _sym, _name in (("+", "add"), ("-", "sub"), ("*", "mul"), ("//", "floordiv"), ("%", "mod")):
+    setattr(_SymInt, f"__{_name}__", _sym_arith(_sym, False))
+    setattr(_SymInt, f"__r{_name}__", _sym_arith(_sym, True))
+
+
+def _symbolic_query(func: Any, fargs: Any, kwargs: dict[str, Any], out: Any) -> Any:
+    """A size query's result as `_SymInt`s of the tensor's sizes (`x.shape`, `x.size()`,
+    `x.size(d)`, `len(x)`, `x.numel()`), so the calls it feeds print the query, not set 0's
+    value; any other result as it is."""
+    import torch
+
+    t = fargs[0]
+    name = getattr(func, "__name__", "")
+    if isinstance(out, torch.Size) and name in ("size", "__get__"):
+        return torch.Size([_SymInt(d, ("size", t, i)) for i, d in enumerate(out)])
+    if name == "size" and type(out) is builtins.int:
+        dim: Any = fargs[1] if len(fargs) > 1 else kwargs["dim"]
+        return _SymInt(out, ("size", t, builtins.int(dim) % t.dim()))
+    if name == "__len__" and type(out) is builtins.int:
+        return _SymInt(out, ("size", t, 0))
+    if name == "numel" and type(out) is builtins.int and t.dim():
+        total: Any = _SymInt(t.shape[0], ("size", t, 0))
+        for i in range(1, t.dim()):
+            total = total * _SymInt(t.shape[i], ("size", t, i))
+        return total
+    return out
 
 
 def _named(value: Any, name: str) -> Any:
@@ -255,6 +337,22 @@ class _Emitter:
         self.fix_inputs: dict[int, dict[str, str]] = {}
         self.fix_results: dict[int, dict[str, str]] = {}
         self.top: Graph | None = None
+        #: a dynamic-shape program (docs/dynshape.md): each symbol as the `_SymInt` the
+        #: forward binds it to, and the parsed attributes that depend on them, by the
+        #: instruction's first result; None: a static program
+        self.sym_env: dict[str, Any] | None = None
+        self.sym_attrs: dict[str, dict[str, Any]] = {}
+
+    def op_of(self, inst: Inst) -> Op:
+        """The instruction's op as the program computes it: with its attributes that depend
+        on the symbols (a dynamic-shape program) as `_SymInt` expressions of them."""
+        trees = self.sym_attrs.get(inst.results[0].name) if inst.results else None
+        if not trees or self.sym_env is None:
+            return inst.op
+        from ir.materialize.dynshape import eval_parsed
+
+        return dataclasses.replace(inst.op, **{k: eval_parsed(v, self.sym_env)
+                                               for k, v in trees.items()})
 
     @staticmethod
     def fix(expr: str, how: str) -> str:
@@ -300,6 +398,8 @@ def _literal(v: Any, names: dict[int, str], consts: Callable[[Any], str]) -> str
         return consts(v)
     if isinstance(v, (_Named, _NamedInt)):  # a float the module reads, not a literal
         return v.expr
+    if isinstance(v, _SymInt):  # a size the program computes (dynamic shapes)
+        return v.render(names)
     if v is None or isinstance(v, (bool, str)):
         return repr(v)
     if isinstance(v, (int, np.integer)):
@@ -312,7 +412,7 @@ def _literal(v: Any, names: dict[int, str], consts: Callable[[Any], str]) -> str
             return "float('inf')" if f > 0 else "float('-inf')"
         return repr(f)
     if isinstance(v, torch.Size):
-        return repr(tuple(v))
+        return _literal(tuple(v), names, consts)
     if isinstance(v, tuple):
         items = [_literal(x, names, consts) for x in v]
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
@@ -388,7 +488,10 @@ def _named_floats(op: Op, em: _Emitter, label: str) -> Iterator[Op]:
 _MISSING = object()
 
 
-def _record(inst: Inst, args: list, op: Op | None = None) -> tuple[list, Any]:
+def _record(inst: Inst, args: list, op: Op | None = None, symbolic: bool = False
+            ) -> tuple[list, Any]:
+    """The torch calls `op` (default: the instruction's) makes on `args`, and its result;
+    `symbolic`: size queries give `_SymInt`s (a dynamic-shape program)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -404,6 +507,8 @@ def _record(inst: Inst, args: list, op: Op | None = None) -> tuple[list, Any]:
                 # a node of the graph, the receiver maybe a graph input, which a frame returns
                 # as is). A new object on the same tensor tells which one the op used.
                 out = out.detach()
+            if symbolic and fargs and isinstance(fargs[0], torch.Tensor):
+                out = _symbolic_query(func, fargs, kwargs, out)
             calls.append((func, fargs, kwargs, out))
             return out
 
@@ -433,8 +538,8 @@ def _emit_plain(inst: Inst, arg_exprs: list[str], types: list[TensorType], em: _
     examples = [_example(t) for t in types]
     keep.extend(examples)
     label = py_name(inst.results[0].name) if inst.results else inst.op.name
-    with _named_floats(inst.op, em, label) as named:
-        calls, res = _record(inst, examples, named)
+    with _named_floats(em.op_of(inst), em, label) as named:
+        calls, res = _record(inst, examples, named, symbolic=em.sym_env is not None)
     keep.append((calls, res))
     names: dict[int, str] = {id(x): e for x, e in zip(examples, arg_exprs, strict=True)}
     fnames = _function_names()
@@ -631,8 +736,13 @@ def _emit_scan(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Em
         em.lines.append(f"{indent}{_tuple(c)} = {_tuple(carries)}")
         em.lines.append(f"{indent}{steps} = []")
         t = em.fresh("t")
-        length = int(types[nc].shape[0])
-        order = f"range({length - 1}, -1, -1)" if reverse else f"range({length})"
+        # a dynamic-shape program scans what each call gets
+        if em.sym_env is not None:
+            last = f"{xs[0]}.size(0) - 1"
+            order = f"range({last}, -1, -1)" if reverse else f"range({xs[0]}.size(0))"
+        else:
+            length = int(types[nc].shape[0])
+            order = f"range({length - 1}, -1, -1)" if reverse else f"range({length})"
         em.lines.append(f"{indent}for {t} in {order}:")
         env = _bind(body, [*c, *(f"{x}[{t}]" for x in xs)], em, ind2)
         outs = _graph_lines(body, em, ind2, dialect, env, keep)
@@ -671,32 +781,45 @@ def _emit_control(inst: Inst, args: list[str], types: Sequence[TensorType], em: 
 
 
 def torch_source(g: Graph, dialect: str = "python", form: TorchForm = DEFAULT_FORM,
-                 trainable: frozenset[str] = frozenset(), verify: bool = True) -> str:
+                 trainable: frozenset[str] = frozenset(), verify: bool = True,
+                 dyn: DynShape | None = None) -> str:
     """Python source defining `Model(params)`: an `nn.Module` whose buffers (or parameters, or
     numbers: `form`) are the params (`p_<name>`, like `ir.materialize.to_torch.GraphModule`) and
     whose forward takes the graph inputs in order and returns the tuple of the outputs, in
     control-flow `dialect` and `form` (module doc); a gradient test's leaf params
     (`trainable`) are `nn.Parameter`s that require grad. `verify`: the source is run against
     the interpreter on example values first (`self_check`: outputs and written inputs).
-    Raises CodegenError (also when that check finds a difference)."""
+    Raises CodegenError (also when that check finds a difference).
+
+    `dyn`: a dynamic-shape test's symbolic dims (docs/dynshape.md; `g` is input set 0's
+    graph): one program for every assignment, which binds each symbol to the size of the
+    first input dim that is it (`B = x0.size(0)`), computes the attributes that depend on the
+    symbols from them and prints every size query of the op's code as the query; the check
+    runs it on example values of each assignment (`instantiate`)."""
     from ir.analysis.inplace import pure_form
 
     if form.inplace == "functional":
         g = pure_form(g)
-    src = _source(g, dialect, form, trainable)
+    src = _source(g, dialect, form, trainable, dyn)
     if verify:
-        problem = self_check(src, g, dialect, form)
-        if problem is not None:
-            raise CodegenError(f"the generated torch code computes something else than the "
-                               f"interpreter: {problem}")
+        graphs = [g] if dyn is None else [instantiate(g, dyn, a) for a in dyn.assignments]
+        for k, gk in enumerate(graphs):
+            problem = self_check(src, gk, dialect, form)
+            if problem is not None:
+                at = f" (shape assignment {dyn.shape_labels()[k]})" if dyn is not None else ""
+                raise CodegenError(f"the generated torch code computes something else than "
+                                   f"the interpreter{at}: {problem}")
     return src
 
 
-def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str]) -> str:
+def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str],
+            dyn: DynShape | None = None) -> str:
     from ir.analysis.inplace import has_effects, torch_plan
 
     keep: list = []  # keeps recorded tensors alive: their ids name them
     em = _Emitter(form)
+    if dyn is not None:
+        _bind_symbols(g, dyn, em, "        ")
     if has_effects(g):  # the copies and contiguous bases the torch module's plan makes
         plan = torch_plan(g)
         em.top = g
@@ -756,6 +879,22 @@ def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str]) 
            *register, "",
            f"    def forward(self{', ' if inputs else ''}{inputs}):"]
     return "\n".join(head + cls + em.lines) + "\n"
+
+
+def _bind_symbols(g: Graph, dyn: DynShape, em: _Emitter, indent: str) -> None:
+    """A dynamic-shape program's first lines: each symbol bound to the size of the first
+    graph input dim that is it (`B = x0.size(0)`), and the emitter's symbols and the
+    attributes that depend on them (`_Emitter.op_of`), valued at input set 0."""
+    taken = {py_name(v.name) for v in (*g.inputs, *g.params)} | {"torch", "scan", "self"}
+    at0 = dyn.assignment_of_set(0)
+    em.sym_env = {}
+    for sym, (i, axis) in dyn.sources(g).items():
+        if not sym.isidentifier() or keyword.iskeyword(sym) or sym in taken:
+            raise CodegenError(f"symbol {sym!r} cannot be a Python variable of the program")
+        em.lines.append(f"{indent}{sym} = {py_name(g.inputs[i].name)}.size({axis})")
+        em.sym_env[sym] = _SymInt(at0[sym], ("sym", sym))
+    em.sym_attrs = {key: {k: parse_attr(v) for k, v in attrs.items()}
+                    for key, attrs in dyn.attrs.items()}
 
 
 def _form_of(src: str) -> TorchForm:

@@ -120,7 +120,7 @@ def _note(tmp_path: Path, triggers: str, name: str = "F99-x.md") -> Path:
                             "got str"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: crash, stag: x}\n",
      "triggers[0].stag: unknown field (known: graph, backend, verdict, stage, error_sig, config, "
-     "target, inputs, grad)"),
+     "target, inputs, grad, dynshape)"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, grad: y}\n",
      "triggers[0].grad: 'y' is not an input or param of g.gir"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, grad: x x}\n",
@@ -129,7 +129,13 @@ def _note(tmp_path: Path, triggers: str, name: str = "F99-x.md") -> Path:
     ("triggers:\n- {graph: h.gir, backend: tvm, verdict: crash}\n",
      "triggers[0].graph: no such file 'h.gir' under {dir}"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: crashed}\n",
-     "triggers[0].verdict: 'crashed' is not one of crash, signal, timeout, mismatch"),
+     "triggers[0].verdict: 'crashed' is not one of crash, signal, timeout, mismatch, recompile"),
+    ("triggers:\n- {graph: g.gir, backend: inductor, verdict: recompile, stage: run, "
+     "error_sig: 'Recompile: x'}\n",
+     "triggers[0].verdict: a recompile needs several shapes (`dynshape`)"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, dynshape: other.json}\n",
+     "triggers[0].dynshape: 'other.json' is not the dynamic shapes of g.gir: ExprError: symbol "
+     "L is not a dim of any graph input"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: crash, stage: import}\n",
      "triggers[0].error_sig: missing (a crash keys on it)"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, stage: compare}\n",
@@ -141,6 +147,9 @@ def _note(tmp_path: Path, triggers: str, name: str = "F99-x.md") -> Path:
 ])
 def test_a_wrong_trigger_is_a_one_line_error(tmp_path, triggers, message):
     path = _note(tmp_path, triggers)
+    (tmp_path / "other.json").write_text(  # the dims of another graph's input
+        '{"symbols": {"L": "seq"}, "dims": {"y0": ["L"]}, "assignments": [{"L": 2}], '
+        '"set_assignment": [0]}')
     with pytest.raises(NotesError) as e:
         parse_note(path, path.read_text())
     assert str(e.value) == f"{path}: {message.format(dir=tmp_path)}"

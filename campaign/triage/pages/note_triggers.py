@@ -13,6 +13,7 @@ clone knows the bug (`campaign.triage.pipeline.note_known`):
       error_sig: "TypeError: ... @ ..."         # crash-like only: the normalized signature
       inputs: graphs/F43-....npz                # optional: the inputs (else searched, seed 0)
       grad: x0 w1                               # optional: a gradient test's leaves
+      dynshape: graphs/F17-....json             # optional: a dynamic-shape test's dims
       target: cpu                               # optional (default cpu)
 
 A trigger with `grad` is a gradient test (docs/training.md): it differentiates w.r.t. those
@@ -20,15 +21,22 @@ leaves (graph inputs or params, space-separated), with cotangents drawn from see
 triage's reducer draws a changed graph's (`ir.numerics.grad.refit_grad`), so a training bug
 (a wrong gradient, a backward that crashes) has a trigger like any other.
 
-A crash-like trigger (crash, signal, timeout) keys on (backend, target, verdict, stage,
+A trigger with `dynshape` is a dynamic-shape test (docs/dynshape.md): the JSON of its
+`ir.materialize.dynshape.DynShape` (which dims of the graph, input set 0's, are symbolic, and
+the shape assignments of its sets); its `inputs` hold a set per assignment, or are searched per
+assignment from seed 0, params shared. Only such a trigger can be a `recompile` (a later shape
+compiled again: its signature names the torch code whose guard failed).
+
+A crash-like trigger (crash, signal, timeout, recompile) keys on (backend, target, verdict, stage,
 error_sig, config), exactly as the campaign buckets a finding; a mismatch trigger on the op
 pattern of its graph (no stage or signature: the graph is the pattern). The fields are written
 and checked by running the graph (`python -m campaign.triage findings-triggers [--check]`).
 
 Invariants (checked here; a wrong field is a `NotesError`, one line naming the file and the
 field, `triggers[<i>].<field>`): every entry is a mapping of known fields; `graph` (and
-`inputs`) name files that exist under the notes dir; `grad` names inputs or params of the
-graph, each once; `verdict` is one of `VERDICTS`; a
+`inputs`, `dynshape`) name files that exist under the notes dir; `grad` names inputs or
+params of the graph, each once; `dynshape` reads as a `DynShape` of the graph's inputs;
+`verdict` is one of `VERDICTS`, a `recompile` only with `dynshape`; a
 crash-like entry has a non-empty `stage` and `error_sig`, a mismatch entry neither; `config` is
 canonical configuration text (`key=value&...`, sorted by key).
 """
@@ -38,8 +46,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-#: verdicts a trigger can name (compiler bugs with a graph; `recompile` needs several shapes)
-VERDICTS = ("crash", "signal", "timeout", "mismatch")
+#: verdicts a trigger can name (compiler bugs with a graph; `recompile` needs `dynshape`)
+VERDICTS = ("crash", "signal", "timeout", "mismatch", "recompile")
 #: the default target (the campaign's CPU backends)
 TARGET = "cpu"
 
@@ -58,6 +66,7 @@ class NoteTrigger:
     target: str = TARGET
     inputs: str | None = None
     grad: str | None = None
+    dynshape: str | None = None
 
     @property
     def leaves(self) -> tuple[str, ...]:
@@ -69,7 +78,7 @@ class NoteTrigger:
         return self.verdict != "mismatch"
 
     def resolve(self, notes_dir: Path, name: str) -> Path:
-        """The file of field `name` (`graph` or `inputs`) under `notes_dir`."""
+        """The file of field `name` (`graph`, `inputs` or `dynshape`) under `notes_dir`."""
         return Path(notes_dir) / str(getattr(self, name))
 
     def as_dict(self) -> dict[str, Any]:
@@ -86,7 +95,19 @@ class NoteTrigger:
             out["inputs"] = self.inputs
         if self.grad is not None:
             out["grad"] = self.grad
+        if self.dynshape is not None:
+            out["dynshape"] = self.dynshape
         return out
+
+    def shapes(self, notes_dir: Path) -> Any:
+        """A dynamic-shape trigger's `DynShape` (None: a static test)."""
+        if self.dynshape is None:
+            return None
+        import json
+
+        from ir.materialize.dynshape import DynShape
+
+        return DynShape.from_json(json.loads(self.resolve(notes_dir, "dynshape").read_text()))
 
 
 _FIELDS = [f.name for f in fields(NoteTrigger)]
@@ -127,12 +148,16 @@ def _entry(i: int, e: Any, notes_dir: Path) -> NoteTrigger:
         if v is not None and not isinstance(v, str):
             raise TriggerError(f"{at}.{name}: expected text, got {type(v).__name__} {v!r}")
     t = NoteTrigger(**{k: v for k, v in e.items() if v is not None})
-    for name in ("graph", "inputs"):
+    for name in ("graph", "inputs", "dynshape"):
         path = getattr(t, name)
         if path is not None and not (Path(notes_dir) / path).is_file():
             raise TriggerError(f"{at}.{name}: no such file {path!r} under {notes_dir}")
     if t.verdict not in VERDICTS:
         raise TriggerError(f"{at}.verdict: {t.verdict!r} is not one of {', '.join(VERDICTS)}")
+    if t.verdict == "recompile" and t.dynshape is None:
+        raise TriggerError(f"{at}.verdict: a recompile needs several shapes (`dynshape`)")
+    if t.dynshape is not None:
+        _check_shapes(at, t, notes_dir)
     if t.crash_like:
         for name in ("stage", "error_sig"):
             if not getattr(t, name):
@@ -163,3 +188,14 @@ def _check_leaves(at: str, t: NoteTrigger, notes_dir: Path) -> None:
     for leaf in t.leaves:
         if leaf not in names:
             raise TriggerError(f"{at}.grad: {leaf!r} is not an input or param of {t.graph}")
+
+
+def _check_shapes(at: str, t: NoteTrigger, notes_dir: Path) -> None:
+    from ir.core.text import load
+
+    try:
+        dyn = t.shapes(notes_dir)
+        dyn.sources(load(t.resolve(notes_dir, "graph")))
+    except Exception as e:  # unreadable JSON, not a DynShape, a symbol of no input dim
+        raise TriggerError(f"{at}.dynshape: {t.dynshape!r} is not the dynamic shapes of "
+                           f"{t.graph}: {type(e).__name__}: {e}") from None

@@ -478,7 +478,8 @@ class _Triage:
             try:
                 row, finding, tc = self.runner(case.backend, self.limit(case.info)).run(
                     case.test_id, case.seed, case.graph, case.values, case.extra_sets,
-                    config=case.config)
+                    config=case.config, grad=case.grad, transform=case.transform,
+                    drawn_for=case.graph, dynshape=case.dynshape)
             except Exception as e:
                 red.note = f"re-run failed: {type(e).__name__}: {e}"
             else:

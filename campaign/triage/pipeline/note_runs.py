@@ -10,6 +10,7 @@ the one backend, in its sandbox, reference and oracle included), on the trigger'
 searched from seed 0 (`ir.numerics.input_search.search_inputs`). The row gives the verdict, stage, target and the
 normalized signature (`bucket_signature`). A trigger with `grad` runs as a gradient test
 (`trigger_grad`): the backend trains, and a leaf the run lets go is an error, not a trigger.
+A trigger with `dynshape` runs as a dynamic-shape test: one model, an input set per shape.
 Without `--check` the note's `triggers:` block is rewritten with what the runs gave (every
 other line of the note kept as written); with it, nothing is written and the exit status is 1
 when a trigger's fields differ from its run. A graph that no longer fails (it passes: fixed?)
@@ -33,10 +34,12 @@ from campaign.triage.pipeline.buckets import bucket_signature
 TIMEOUT_S = 120.0
 
 
-def trigger_sets(t: NoteTrigger, notes_dir: Path, graph: Any) -> list[dict[str, np.ndarray]]:
+def trigger_sets(t: NoteTrigger, notes_dir: Path, graph: Any,
+                 dyn: Any = None) -> list[dict[str, np.ndarray]]:
     """The trigger's input sets: its .npz (arrays by input name for one set; `s<k>/<name>` for
     several, as a test that runs set k on one compiled model: the campaign's stage `run` is a
-    later set's), else one set searched from seed 0 (valid on the reference)."""
+    later set's), else one set searched from seed 0 (valid on the reference); a dynamic-shape
+    trigger's (`dyn`) are searched per input set's shapes (`shape_sets`)."""
     if t.inputs is not None:
         with np.load(t.resolve(notes_dir, "inputs"), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -47,9 +50,36 @@ def trigger_sets(t: NoteTrigger, notes_dir: Path, graph: Any) -> list[dict[str, 
             head, _, name = k.partition("/")
             sets.setdefault(int(head.removeprefix("s")), {})[name] = a
         return [sets[k] for k in sorted(sets)]
+    if dyn is not None:
+        return shape_sets(graph, dyn)
     from ir.numerics.input_search import search_inputs
 
     return [search_inputs(graph, 0).values]
+
+
+def shape_sets(graph: Any, dyn: Any, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Inputs for each input set of a dynamic-shape test (`dyn.set_assignment`), searched from
+    `seed` on the graph of its shapes (`instantiate`), the params of set 0 shared by all;
+    set 0 holds inputs and params, later sets graph inputs. ValueError when a set's search
+    finds no valid inputs."""
+    from ir.materialize.dynshape import instantiate
+    from ir.numerics.input_search import search_inputs
+    from ir.numerics.values import random_values
+
+    sets: list[dict[str, np.ndarray]] = []
+    params: dict[str, np.ndarray] = {}
+    for k in range(len(dyn.set_assignment)):
+        gk = instantiate(graph, dyn, dyn.assignment_of_set(k))
+        start = {**random_values(gk, np.random.default_rng([seed, k])), **params}
+        res = search_inputs(gk, seed * 31 + k, start=start, frozen=frozenset(params))
+        if not res.ok:
+            raise ValueError(f"no valid inputs for input set {k} ({dyn.shape_labels()[k]})")
+        if k == 0:
+            params = {p.name: res.values[p.name] for p in gk.params}
+            sets.append(dict(res.values))
+        else:
+            sets.append({v.name: res.values[v.name] for v in gk.inputs})
+    return sets
 
 
 def trigger_grad(t: NoteTrigger) -> Any:
@@ -84,9 +114,10 @@ def run_trigger_case(t: NoteTrigger, notes_dir: Path, runner: Any, test_id: str)
     from ir.core.text import load
 
     g = load(t.resolve(notes_dir, "graph"))
-    sets = trigger_sets(t, notes_dir, g)
+    dyn = t.shapes(notes_dir)
+    sets = trigger_sets(t, notes_dir, g, dyn)
     row, finding, tc = runner.run(test_id, 0, g, sets[0], sets[1:], config=t.config,
-                                  grad=trigger_grad(t))
+                                  grad=trigger_grad(t), dynshape=dyn)
     kept = tc.grad.leaves if tc.grad is not None else ()
     if t.leaves and tuple(kept) != t.leaves:
         raise TriggerRunError(f"{t.graph}: the gradient test keeps leaves {list(kept)}, not "
@@ -127,7 +158,8 @@ def trigger_folder(trigger: NoteTrigger, notes_dir: Path, dest: Path) -> tuple[P
     info = {"backend": trigger.backend, "verdict": trigger.verdict,
             "backend_config": trigger.config, **{k: row.get(k) for k in (
                 "stage", "error_class", "error_sig")}}
-    case = FindingCase(dest, info, run.graph, values, list(tc.extra_inputs), grad=tc.grad)
+    case = FindingCase(dest, info, run.graph, values, list(tc.extra_inputs), grad=tc.grad,
+                       dynshape=tc.dynshape)
     files = dict(getattr(run.finding, "files", {}) or {})
     red = Reduction(case, "confirmed", run.graph, values, list(tc.extra_inputs), row, files, tc)
     key = {"verdict": trigger.verdict, "stage": row.get("stage"),
@@ -165,6 +197,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--inputs", default=None, help="with --add: an .npz of its inputs")
     p.add_argument("--grad", default=None,
                    help="with --add: a gradient test's leaves, space-separated ('x0 w1')")
+    p.add_argument("--dynshape", default=None,
+                   help="with --add: a dynamic-shape test's DynShape JSON (relative to the "
+                        "notes dir)")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S,
                    help="seconds per run (default %(default)s)")
     return p
@@ -196,7 +231,8 @@ def main(argv: list[str]) -> int:
             triggers = list(note.triggers)
             if a.add is not None:
                 triggers.append(NoteTrigger(a.add, a.backend, "crash", config=a.config,
-                                            inputs=a.inputs, grad=a.grad))
+                                            inputs=a.inputs, grad=a.grad,
+                                            dynshape=a.dynshape))
             new = []
             for i, t in enumerate(triggers):
                 try:

@@ -55,6 +55,10 @@ class FindingCase:
     grad: Any = None
     #: a transform test's spec (`transform.json`, `transform.npz`), else None
     transform: Any = None
+    #: a dynamic-shape test's symbolic dims and shape sets (`dynshape.json`,
+    #: `ir.materialize.dynshape.DynShape`; its sets hold inputs of other shapes), else None:
+    #: such a finding is re-run and reproduced as it is, never reduced
+    dynshape: Any = None
 
     @property
     def backend(self) -> str:
@@ -95,20 +99,23 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_finding(folder: Path) -> FindingCase | None:
-    """The finding in `folder`; None when it has no graph (e.g. a worker death's info only),
-    cannot be read, or is a dynamic-shape test (`dynshape.json`: inputs of several shapes)."""
+    """The finding in `folder`; None when it has no graph (e.g. a worker death's info only) or
+    cannot be read. A dynamic-shape test (`dynshape.json`) loads with its `DynShape`."""
     from ir.core.text import load
 
     folder = Path(folder)
     info_path = folder / "info.json"
     if not (folder / "graph.gir").is_file() or not (folder / "inputs.npz").is_file():
         return None
-    if (folder / "dynshape.json").is_file():
-        return None  # a dynamic-shape test (one graph, inputs of several shapes): not reduced
     try:
         info = json.loads(info_path.read_text()) if info_path.is_file() else {}
         graph = load(folder / "graph.gir")
         values = _npz(folder / "inputs.npz")
+        dynshape = None
+        if (folder / "dynshape.json").is_file():
+            from ir.materialize.dynshape import DynShape
+
+            dynshape = DynShape.from_json(json.loads((folder / "dynshape.json").read_text()))
         extra = []
         k = 1
         while (folder / f"inputs_set{k}.npz").is_file():
@@ -128,7 +135,7 @@ def load_finding(folder: Path) -> FindingCase | None:
                                                  (folder / "transform.npz").read_bytes())
     except Exception:  # unreadable artifacts: bucketed, not reduced
         return None
-    return FindingCase(folder, info, graph, values, extra, grad, transform)
+    return FindingCase(folder, info, graph, values, extra, grad, transform, dynshape)
 
 
 def same_failure(expect: dict[str, Any], row: dict[str, Any]) -> bool:
@@ -206,18 +213,20 @@ class BackendRunner:
 
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
             extra_sets: Sequence[dict[str, np.ndarray]] = (), config: str = "",
-            grad: Any = None, transform: Any = None, drawn_for: Graph | None = None
-            ) -> tuple[dict[str, Any], Any, Any]:
+            grad: Any = None, transform: Any = None, drawn_for: Graph | None = None,
+            dynshape: Any = None) -> tuple[dict[str, Any], Any, Any]:
         """(row, finding or None, test case) of one evaluation in configuration `config`;
         `grad`: a gradient test's spec (`GradSpec`, refitted to `graph`; the row of a graph
         left without a leaf is `invalid`); `transform`: a transform test's spec
         (`TransformSpec`, drawn for the graph `drawn_for`, refitted to `graph`; invalid when
-        the graph can no longer be such a test)."""
+        the graph can no longer be such a test); `dynshape`: a dynamic-shape test's `DynShape`
+        (`extra_sets` then hold inputs of its other shapes)."""
         from campaign.testcase import TestCase
 
         worker = self.worker_for(config)
         self.calls += 1
-        tc = TestCase(test_id, seed, graph, dict(values), [{"seed": seed}], list(extra_sets))
+        tc = TestCase(test_id, seed, graph, dict(values), [{"seed": seed}], list(extra_sets),
+                      dynshape=dynshape)
         if grad is not None:
             from ir.numerics.grad import refit_grad
 
@@ -313,10 +322,15 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     config = case.config
     row, finding, tc = runner.run(case.test_id, case.seed, case.graph, case.values,
                                   case.extra_sets, config=config, grad=case.grad,
-                                  transform=case.transform, drawn_for=case.graph)
+                                  transform=case.transform, drawn_for=case.graph,
+                                  dynshape=case.dynshape)
     if not same_failure(expect, row):
         return Reduction(case, "not reproducible", case.graph, case.values, case.extra_sets,
                          row, note=f"re-run gave {row.get('verdict')}: {row.get('error_sig')}")
+    if case.dynshape is not None:  # its symbolic dims would have to follow every candidate
+        return Reduction(case, "confirmed", case.graph, case.values, case.extra_sets, row,
+                         dict(finding.files) if finding is not None else {}, tc,
+                         note="a dynamic-shape test: confirmed, not reduced")
     best = {"row": row, "finding": finding, "tc": tc}
     # one input set when that alone fails the same way: the failing one first
     sets = [case.values] + [{**case.values, **s} for s in case.extra_sets]

@@ -72,6 +72,11 @@ BODIES: dict[str, tuple[str, ...]] = {
     "inductor": ("torch_compile", "inductor"),
     "onnx_export": ("ort_session", "onnx_export"),
 }
+#: the body of a dynamic-shape test (docs/dynshape.md) per kind that has one: the ONNX kinds
+#: load `model.onnx`, which has the symbolic dims (`dim_param`s), with their usual body
+DYNSHAPE_BODIES: dict[str, tuple[str, ...]] = {
+    "ort": BODIES["ort"], "tvm": BODIES["tvm"],
+    "inductor": ("shape_guards", "torch_compile", "inductor_shapes")}
 #: the body of a transform test, on a kind that trains and runs them (`TRANSFORM_KINDS`)
 TRANSFORM_BODY = ("torch_compile", "inductor_transform")
 TRANSFORM_KINDS = frozenset({"inductor"})
@@ -98,17 +103,22 @@ if __name__ == "__main__":
 
 def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
                  tolerances: list[tuple[float, float]], header: str, seed: int = 0,
-                 grad=None, transform=None) -> str:
+                 grad=None, transform=None, dyn=None) -> str:
     """The text of `repro.py` for a backend's `ReproSpec`: the parts of its kind (`BODIES`),
     copied with the test's values. `grad`: a gradient test's `GradSpec` (its leaves; the
     cotangents go in the folder), which a backend that trains differentiates; `transform`: a
     transform test's `TransformSpec` (transform.json and transform.npz go in the folder),
-    whose program it compiles."""
+    whose program it compiles; `dyn`: a dynamic-shape test's `DynShape` (`graph` is input set
+    0's; the torch program computes its shapes from its inputs' sizes: `DYNSHAPE_BODIES`)."""
     from ir.materialize.form import DEFAULT_FORM
     from ir.materialize.torch_source import torch_source
 
     if spec.kind not in BODIES:
         raise ValueError(f"no standalone reproducer for backend kind {spec.kind!r}")
+    if dyn is not None and (spec.kind not in DYNSHAPE_BODIES or transform is not None):
+        raise ValueError(f"no standalone reproducer of a dynamic-shape "
+                         f"{'transform ' if transform is not None else ''}test for backend "
+                         f"kind {spec.kind!r}")
     transforms = transform is not None and spec.trains and spec.kind in TRANSFORM_KINDS
     trains = grad is not None and spec.trains and not transforms
     labels = (transform.labels(graph) if transforms else grad.labels(graph) if trains else
@@ -118,6 +128,18 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         "INPUTS": [v.name for v in graph.inputs], "PARAMS": [p.name for p in graph.params],
         **{k.upper(): v for k, v in spec.options.items()}}
     parts, body = [f"{SCRIPTS}.prelude", f"{SCRIPTS}.localize"], BODIES[spec.kind]
+    if dyn is not None:
+        body = DYNSHAPE_BODIES[spec.kind]
+        if spec.dialect is not None:  # the torch program's marks and the sets' shapes
+            from campaign.dynamic_shapes import generic
+            from ir.materialize.dynshape import is_bare
+
+            values.update(  # the dims `mark_dynamic` marks: those that are a symbol
+                DYNAMIC=None, SHAPE_SETS=dyn.shape_labels(),
+                DYNAMIC_DIMS=[[axis for axis, d in enumerate(dyn.dims.get(v.name, ()))
+                               if is_bare(d)] for v in graph.inputs],
+                GENERIC_SETS=[generic(dyn, dyn.assignment_of_set(k))
+                              for k in range(len(dyn.set_assignment))])
     if trains:
         if spec.kind in TRAINING_BODIES:  # the backend's own training (relax_training)
             body = TRAINING_BODIES[spec.kind]
@@ -138,7 +160,7 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
                              f"{' or '.join(transform.dialects)} dialect, not {dialect}")
         leaf_params = (transform.param_leaves(graph) if transforms else
                        grad.param_leaves(graph) if trains else frozenset())
-        src = torch_source(graph, dialect, spec.form or DEFAULT_FORM, leaf_params)
+        src = torch_source(graph, dialect, spec.form or DEFAULT_FORM, leaf_params, dyn=dyn)
         if "torch_compile" in body:  # what the plan names when eager fails alike
             values["HIGHER_ORDER_OPS"] = higher_order_ops(graph) if dialect == "hop" else []
         program = "import torch\n" + "\n".join(line for line in src.splitlines()
@@ -270,8 +292,11 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
     tmp.mkdir(parents=True)
     g = red.graph
     tc = red.tc or TestCase(red.case.test_id, seed, g, red.values, [{"seed": seed}],
-                            red.extra_sets, grad=red.case.grad, transform=red.case.transform)
+                            red.extra_sets, grad=red.case.grad, transform=red.case.transform,
+                            dynshape=red.case.dynshape)
     files = dict(red.files)
+    if tc.dynshape is not None:  # its symbolic dims and shape sets (docs/dynshape.md)
+        files["dynshape.json"] = (tc.dynshape.dumps() + "\n").encode()
     if tc.transform is not None:  # the transform and its cotangents (docs/training.md)
         files.update(tc.transform.files())
     elif tc.grad is not None:  # the leaves and cotangents
@@ -344,7 +369,8 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                          else None)
             grad = tc.grad if how.trains and transform is None else None
             files["repro.py"] = repro_source(how, g, expect, _tolerances(g, grad, transform),
-                                             header, seed, grad, transform).encode()
+                                             header, seed, grad, transform,
+                                             tc.dynshape).encode()
             written["repro"] = True
         except Exception as e:
             written["codegen_error"] = f"{type(e).__name__}: {e}"
