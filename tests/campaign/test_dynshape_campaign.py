@@ -138,6 +138,15 @@ def test_recompile_rules():
     out = classify(tc, row, BackendResult(outputs=[], compiles=[1, 0, 1, 0]), None)
     assert out["verdict"] == "recompile" and out["recompile_input_set"] == 2
     assert out["n_compiles"] == 2
+    assert out["error_sig"] == "Recompile: a later shape with every symbolic dim >= 2"
+    # the backend said why (repro_scripts/shape_guards.py): the signature names the cause
+    cause = ("Recompile: a size specialized by _max_pool1d (nn/functional.py)",
+             "Eq(s53, 5) was added by nn/functional.py:747 in _max_pool1d")
+    out = classify(tc, row, BackendResult(outputs=[], compiles=[1, 0, 1, 0],
+                                          recompile_cause=cause), None)
+    assert out["error_sig"] == cause[0]
+    assert out["error_msg"] == ("compiled again for input set 2 (L=8); graphs compiled per "
+                                f"input set: [1, 0, 1, 0]; {cause[1]}")
     out = classify(tc, {"verdict": "crash", "stage": "run"},
                    BackendResult(stage=Stage.RUN, input_set=2), None)
     assert out == {"failed_input_set": 2, "dyn_finding": "later_shape_crash"}
