@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from campaign.ids import index_of
 from campaign.schema import RESULT_SCHEMA
@@ -54,6 +55,7 @@ def _wait_for_files(p: subprocess.Popen, out: Path, more_than: int, timeout: flo
         time.sleep(0.2)
 
 
+@pytest.mark.slow  # 40 s; resume alone: test_driver's test_resume_goes_on_after_the_last_test
 def test_ctrl_c_then_kill_9_then_resume_loses_nothing_flushed_and_repeats_no_test(tmp_path):
     out = tmp_path / "run"
     args = [*COMMON, f"output.dir={out}"]
@@ -113,6 +115,7 @@ def test_sigterm_stops_as_ctrl_c_does_and_is_the_way_when_ctrl_c_is_ignored(tmp_
     assert read_results(out).num_rows == summary["rows"] == summary["tests"] > 0
 
 
+@pytest.mark.slow  # 21 s: two campaigns through Hydra's multirun
 def test_multirun_sweep_writes_one_dataset_per_campaign_read_as_one(tmp_path):
     sweep = tmp_path / "sweep"
     proc = subprocess.run(

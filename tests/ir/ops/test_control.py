@@ -474,12 +474,12 @@ def _check_generated(n_graphs: int, hop_every: int, cfg: GenConfig = CONTROL) ->
 
 
 def test_generated_control_flow_agrees_with_ort():
-    """120 graphs with if/loop/scan nested two levels: all verify, round-trip and agree with
+    """60 graphs with if/loop/scan nested two levels: all verify, round-trip and agree with
     ORT in the python dialect; every 15th also in the hop dialect (each hop call is a Dynamo
     compile, ~2 s per graph on CI's cores). The slow variant runs 200, each in both dialects."""
-    stats = _check_generated(120, hop_every=15)
+    stats = _check_generated(60, hop_every=15)
     print(stats)
-    assert stats["hop"] == 8 and stats["depth2"] >= 60 and stats["scan"] >= 60, stats
+    assert stats["hop"] == 4 and stats["depth2"] >= 30 and stats["scan"] >= 30, stats
 
 
 @pytest.mark.slow
