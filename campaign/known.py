@@ -43,9 +43,15 @@ class Trigger:
     edges: frozenset[tuple[str, str]]
     #: the bucket's (reduced) configuration: the options the failure needs ('' none)
     config: str = ""
+    #: a dynamic-shape bug's (a note trigger with `dynshape`): only a dynamic-shape test can
+    #: hit it, a static test of the same skeleton is no repeat (F17's reshape, F18's pool)
+    dynamic_shapes: bool = False
 
-    def matches(self, sigs: frozenset[str], edges: frozenset[tuple[str, str]]) -> bool:
-        return self.sigs <= sigs and self.edges <= edges
+    def matches(self, sigs: frozenset[str], edges: frozenset[tuple[str, str]],
+                dynamic_shapes: bool = False) -> bool:
+        """Whether a test of this skeleton (a dynamic-shape test or not) would likely hit it."""
+        return (self.sigs <= sigs and self.edges <= edges
+                and (dynamic_shapes or not self.dynamic_shapes))
 
     def holds_for(self, backend: str) -> bool:
         """Whether the bug can hit every test of backend spec `backend`: its configuration
@@ -84,9 +90,10 @@ def skeleton(g: Graph) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
     return frozenset(sigs), frozenset(edges)
 
 
-def matching(triggers: Iterable[Trigger], g: Graph, backends: Iterable[str]) -> dict[str, str]:
+def matching(triggers: Iterable[Trigger], g: Graph, backends: Iterable[str],
+             dynamic_shapes: bool = False) -> dict[str, str]:
     """backend -> the bucket of the most specific trigger of that backend `g` matches (the
-    most signatures and edges)."""
+    most signatures and edges); `dynamic_shapes`: `g` is a dynamic-shape test's."""
     wanted = set(backends)
     # the most specific trigger first: a general one (which the router may find matches too
     # many tests to hold any back) must not hide a specific one of the same backend
@@ -97,7 +104,7 @@ def matching(triggers: Iterable[Trigger], g: Graph, backends: Iterable[str]) -> 
     sigs, edges = skeleton(g)
     out: dict[str, str] = {}
     for t in mine:
-        if t.backend not in out and t.matches(sigs, edges):
+        if t.backend not in out and t.matches(sigs, edges, dynamic_shapes):
             out[t.backend] = t.bucket
     return out
 

@@ -51,6 +51,20 @@ def test_skeleton_has_signatures_and_producer_consumer_edges_bodies_included():
     assert edges == {("neg", "abs")}
 
 
+def test_a_dynamic_shape_bugs_trigger_matches_dynamic_shape_tests_only():
+    """F18's max_pool1d specializes a symbolic length: a static test of the same skeleton
+    cannot hit it, so it is not held back."""
+    from campaign.triage.pipeline.note_known import ROOT, note_triggers
+
+    f18 = [t for t in note_triggers(ROOT / "docs" / "findings") if t.dynamic_shapes and t.backend == "inductor"
+           and "maxpool1d(f32)->f32" in t.sigs]
+    assert len(f18) == 1
+    pool = parse("graph main(%x: f32[3,8,6]) {\n  %v = maxpool1d[kernel=[2], stride=[2], "
+                 "padding=[0]](%x) : f32[3,8,3]\n  %w = relu(%v) : f32[3,8,3]\n  return %w\n}")
+    assert matching(f18, pool, ["inductor"], dynamic_shapes=True) == {"inductor": f18[0].bucket}
+    assert matching(f18, pool, ["inductor"]) == {}
+
+
 def test_a_trigger_matches_the_bug_again_but_not_a_new_pattern():
     ops, edges = skeleton(parse(REDUCED))
     known = [Trigger("tvm-crash-0123456789", "tvm", ops, edges)]

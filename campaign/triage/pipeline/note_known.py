@@ -113,5 +113,6 @@ def note_triggers(notes_dir: Path | None, db: str | Path | None = None) -> list[
         if k.status not in (*HELD_STATUSES, "merged") or k.key.id in dropped:
             continue
         sigs, edges = skeleton(k.graph)
-        out.append(Trigger(k.key.id, k.key.backend, sigs, edges, k.key.config))
+        out.append(Trigger(k.key.id, k.key.backend, sigs, edges, k.key.config,
+                           dynamic_shapes=k.trigger.dynshape is not None))
     return out
