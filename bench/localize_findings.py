@@ -1,6 +1,6 @@
 """Does the automatic localization agree with our own analysis of the bugs we found?
 
-For each open finding (docs/findings, status known or known-upstream) whose note has a trigger
+For each open finding (docs/findings, status new, known or known-upstream) whose note has a trigger
 graph (`triggers:`), this runs the graph on its compiler as the triage re-runs a finding,
 writes the bug folder the triage would (`write_bug_folder`: repro.py and its data), checks
 that repro.py reproduces, and runs `repro.py --localize` (`localize_folder`). The culprit is
@@ -69,6 +69,11 @@ ANALYSIS: dict[str, tuple[str, tuple[str, ...]]] = {
     "F44": ("Dynamo (dynamic float in and outside a HOP body)", ("dynamo",)),
     "F45": ("C++ wrapper with memory_planning", ("cpp_wrapper", "memory_planning")),
     "F46": ("exporter ONNX translation (onnxscript torchlib)", ("translation",)),
+    "F48": ("Inductor's View reindexing: compare_sizes in _dynamic_reshape_indexer",
+            ("compare_sizes", "_dynamic_reshape_indexer")),
+    "F49": ("FuseTIR's SymbolicMatcher (the build fails inside FuseTIR)", ("fusetir",)),
+    "F50": ("relax.transform.RewriteDataflowReshape (IterMapRewriter)",
+            ("rewritedataflowreshape",)),
     "F47": ("Inductor post-grad remove_noop_ops drops both clones of a cond branch output "
             "returned twice: a segfault in the C++ wrapper, a wrong result in the Python one",
             ("remove_noop_ops", "post_grad")),
@@ -105,7 +110,7 @@ def main() -> int:
         fid = bug.split("-")[0]
         if args.only and not any(bug.startswith(o) for o in args.only):
             continue
-        if note.status not in ("known", "known-upstream"):
+        if note.status not in ("new", "known", "known-upstream"):
             continue
         triggers = getattr(note, "triggers", ()) or ()
         analysis, words = ANALYSIS.get(fid, ("(not in ANALYSIS)", ()))
