@@ -22,9 +22,9 @@ NOTES = ROOT / "docs" / "findings"
 
 
 def _trigger(finding: str):
+    """The note's first dynamic-shape trigger (F14's: Expand of a bare symbol's dim)."""
     (note,) = [n for n in load_notes(NOTES).values() if n.bug.startswith(f"{finding}-")]
-    (t,) = [t for t in note.triggers if t.dynshape is not None]
-    return t
+    return next(t for t in note.triggers if t.dynshape is not None)
 
 
 # ---- the cause of a recompile ----------------------------------------------------------------
