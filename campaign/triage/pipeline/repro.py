@@ -6,6 +6,8 @@
   - `inputs.npz` (every input and param of input set 0; `inputs_set<k>.npz`: graph inputs of
     further sets), `expected.npz` (the torch eager reference, `out<i>` over the sets in order),
     `truth.npz` (the float64 shadow, for mismatches), `actual.npz` (what the backend gave);
+  - `dynshape.json` for a dynamic-shape test (its symbolic dims; each `inputs*.npz` is a set of
+    its own shapes, run on one model: `DYNSHAPE_BODIES`);
   - `info.json` (bucket key, the failing row, the reduction's log);
   - `repro.py`: imports only numpy and the backend's own library (onnxruntime; tvm (+ onnx to
     read the model); torch for Inductor; torch + onnxruntime for the torch.onnx exporter; torch

@@ -7,7 +7,8 @@ gradient test's step) or `ir.materialize.torch_func` (a transform test's program
 graph as torch code (`class Model`, printed by `ir.materialize.torch_source`), then the backend's
 body: `ort_session` + `ort`; `relax` + `tvm_onnx` (a gradient test: `relax` +
 `relax_training` + `tvm_onnx`, TVM's own reverse mode); `relax` + `tvm_torch`;
-`torch_compile` + `inductor` (or `inductor_transform`); `ort_session` + `onnx_export`. Each
+`torch_compile` + `inductor` (or `inductor_transform`; a dynamic-shape test: `shape_guards` +
+`torch_compile` + `inductor_shapes`); `ort_session` + `onnx_export`. Each
 backend names its kind and options (`Backend.repro_spec`). Three parts are dynsmith's own
 code as well: `prelude.root_error` (the backends' rows), `ort_session` (the ORT backends'
 sessions) and `relax_training` (how the `tvm` backend trains a gradient test).
