@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from campaign.testcase import TestCase
+from campaign.triage.pipeline.repro_scripts.shape_guards import ANY_RECOMPILE
 from ir.gen.builder import GenConfig
 from ir.gen.symbolic_shapes import finish, wants_dynshape
 from ir.materialize.dynshape import DynShape, instantiate
@@ -30,7 +31,7 @@ from ir.numerics.input_search import search_inputs
 from ir.numerics.values import random_values
 from ir.ops.rnn import RECURRENT
 
-__all__ = ["wants_dynshape", "add_shapes", "unexpected_recompile",
+__all__ = ["wants_dynshape", "add_shapes", "shape_inputs", "unexpected_recompile",
            "classify", "failing_sets", "case_from_finding"]
 
 
@@ -55,11 +56,10 @@ def add_shapes(tc: TestCase, dseed: Any, gen: GenConfig) -> TestCase:
     set_assignment = [0] * (1 + len(extra))
     for k, a in enumerate(dyn.assignments[1:], 1):
         gk = instantiate(g, dyn, a)
-        start = {**random_values(gk, np.random.default_rng([seed, k])), **params}
-        res = search_inputs(gk, seed * 31 + k, start=start, frozen=frozenset(params))
-        if not res.ok:
+        found = shape_inputs(gk, params, seed, k)
+        if found is None:
             continue
-        extra.append({v.name: res.values[v.name] for v in gk.inputs})
+        extra.append({v.name: found[v.name] for v in gk.inputs})
         kept.append(a)
         set_assignment.append(len(kept) - 1)
     if len(kept) < 2:
@@ -70,6 +70,16 @@ def add_shapes(tc: TestCase, dseed: Any, gen: GenConfig) -> TestCase:
     if done.demoted:
         lineage.append({"dynshape": "demoted", "symbols": done.demoted})
     return dataclasses.replace(static, extra_inputs=extra, dynshape=dyn)
+
+
+def shape_inputs(gk: Any, params: dict[str, np.ndarray], seed: int, k: int
+                 ) -> dict[str, np.ndarray] | None:
+    """Valid values of every input and param of `gk`, input set `k`'s graph (its shapes) of
+    the test of `seed`, the params given kept as they are (the sets share them); None when
+    the search finds none."""
+    start = {**random_values(gk, np.random.default_rng([seed, k])), **params}
+    res = search_inputs(gk, seed * 31 + k, start=start, frozen=frozenset(params))
+    return res.values if res.ok else None
 
 
 def unexpected_recompile(tc: TestCase, compiles: list[int] | None) -> int | None:
@@ -137,10 +147,6 @@ def classify(tc: TestCase, row: dict[str, Any], result, per_set_failures: list[i
             out["dyn_finding"] = "recompile"
     return out
 
-
-#: a recompile's signature when the backend did not say why (`BackendResult.recompile_cause`:
-#: the torch code whose guard failed, `Recompile: a shape guard of <fn> (<file>)`)
-ANY_RECOMPILE = "Recompile: a later shape with every symbolic dim >= 2"
 
 #: torch.compile's lowering of aten.lstm/gru/rnn unrolls the time loop, so the sequence length
 #: is specialized (`ConstraintViolationError` under mark_dynamic): a documented limit, not a bug

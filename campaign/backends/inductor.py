@@ -488,10 +488,11 @@ class InductorBackend(Backend):
         outs: list[np.ndarray] = []
         # a dynamic-shape test: why a later set compiled again (the failing guard, the torch
         # code that added it: repro_scripts/shape_guards.py, which its repro runs too)
-        guards = GuardLog() if dyn is not None else contextlib.nullcontext()
+        guards = GuardLog()
         if dyn is not None:
             clear_guard_failures()
-        with torch.set_grad_enabled(grad is not None), self._training_patches(), guards:
+        with torch.set_grad_enabled(grad is not None), self._training_patches(), \
+                (guards if dyn is not None else contextlib.nullcontext()):
             # the first call compiles (for set 0: a gradient test's forward, then its
             # backward); the others run what guards allow, so a set taking another
             # Python-dialect branch, or of another shape, may compile again: counted per set
@@ -510,7 +511,7 @@ class InductorBackend(Backend):
                     compiles[0] += counter.n - before
             result.input_set = None
             result.compiles = compiles
-        if isinstance(guards, GuardLog) and any(compiles[1:]):
+        if dyn is not None and any(compiles[1:]):
             result.recompile_cause = recompile_cause(guard_failure_reasons(), guards.added)
         return outs
 

@@ -251,6 +251,12 @@ class DynShape:
                     out.append(f"{v.name}[{axis}]={d}")
         return out
 
+    def marked_axes(self, g: Graph) -> list[list[int]]:
+        """Per graph input, the axes a compiler is told are dynamic (`mark_dynamic`): those
+        whose dim is a bare symbol (an expression like `B + 3` follows from them)."""
+        return [[axis for axis, d in enumerate(self.dims.get(v.name, ())) if is_bare(d)]
+                for v in g.inputs]
+
     def shape_labels(self) -> list[str]:
         """Per input set, its assignment (`B=3,L=5`)."""
         return [",".join(f"{s}={a[s]}" for s in self.symbols)
@@ -668,7 +674,6 @@ def mark_dynamic(tensors: Sequence, g: Graph, dyn: DynShape, unbacked: bool = Fa
 
     mark = (torch._dynamo.decorators.mark_unbacked if unbacked else
             torch._dynamo.maybe_mark_dynamic if maybe else torch._dynamo.mark_dynamic)
-    for v, t in zip(g.inputs, tensors, strict=True):
-        for axis, e in enumerate(dyn.dims.get(v.name, ())):
-            if is_bare(e):
-                mark(t, axis)
+    for t, axes in zip(tensors, dyn.marked_axes(g), strict=True):
+        for axis in axes:
+            mark(t, axis)

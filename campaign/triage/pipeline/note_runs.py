@@ -62,23 +62,21 @@ def shape_sets(graph: Any, dyn: Any, seed: int = 0) -> list[dict[str, np.ndarray
     `seed` on the graph of its shapes (`instantiate`), the params of set 0 shared by all;
     set 0 holds inputs and params, later sets graph inputs. ValueError when a set's search
     finds no valid inputs."""
+    from campaign.dynamic_shapes import shape_inputs
     from ir.materialize.dynshape import instantiate
-    from ir.numerics.input_search import search_inputs
-    from ir.numerics.values import random_values
 
     sets: list[dict[str, np.ndarray]] = []
     params: dict[str, np.ndarray] = {}
     for k in range(len(dyn.set_assignment)):
         gk = instantiate(graph, dyn, dyn.assignment_of_set(k))
-        start = {**random_values(gk, np.random.default_rng([seed, k])), **params}
-        res = search_inputs(gk, seed * 31 + k, start=start, frozen=frozenset(params))
-        if not res.ok:
+        found = shape_inputs(gk, params, seed, k)
+        if found is None:
             raise ValueError(f"no valid inputs for input set {k} ({dyn.shape_labels()[k]})")
         if k == 0:
-            params = {p.name: res.values[p.name] for p in gk.params}
-            sets.append(dict(res.values))
+            params = {p.name: found[p.name] for p in gk.params}
+            sets.append(dict(found))
         else:
-            sets.append({v.name: res.values[v.name] for v in gk.inputs})
+            sets.append({v.name: found[v.name] for v in gk.inputs})
     return sets
 
 

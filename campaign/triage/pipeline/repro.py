@@ -134,12 +134,9 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         body = DYNSHAPE_BODIES[spec.kind]
         if spec.dialect is not None:  # the torch program's marks and the sets' shapes
             from campaign.dynamic_shapes import generic
-            from ir.materialize.dynshape import is_bare
 
-            values.update(  # the dims `mark_dynamic` marks: those that are a symbol
-                DYNAMIC=None, SHAPE_SETS=dyn.shape_labels(),
-                DYNAMIC_DIMS=[[axis for axis, d in enumerate(dyn.dims.get(v.name, ()))
-                               if is_bare(d)] for v in graph.inputs],
+            values.update(
+                DYNAMIC=None, SHAPE_SETS=dyn.shape_labels(), DYNAMIC_DIMS=dyn.marked_axes(graph),
                 GENERIC_SETS=[generic(dyn, dyn.assignment_of_set(k))
                               for k in range(len(dyn.set_assignment))])
     if trains:

@@ -5,29 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from campaign.triage.pipeline.repro_scripts.localize import Probe
-from campaign.triage.pipeline.repro_scripts.model import Model
 from campaign.triage.pipeline.repro_scripts.prelude import (
-    EXPECT,
     GRADIENTS,
-    INPUTS,
-    PARAMS,
     failed,
     finish,
     input_sets,
     stage,
 )
 from campaign.triage.pipeline.repro_scripts.torch_compile import (
-    COMPILER,
     DEVICE,
-    DYNAMIC,
-    FULLGRAPH,
     ablate_compile,
+    build_program,
     configure,
     describe,
+    first_call_stage,
     set_training_flags,
 )
 from campaign.triage.pipeline.repro_scripts.training import train_step
@@ -36,17 +30,7 @@ from campaign.triage.pipeline.repro_scripts.training import train_step
 def main() -> None:
     backend = configure()
     print(describe("", DEVICE), flush=True)
-    sets = input_sets()
-    stage("import")
-    try:
-        params = {n: np.array(sets[0][n], copy=True) for n in PARAMS}
-        model = Model(params).to(DEVICE).eval()
-        program = torch.compile(model, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC) \
-            if COMPILER != "none" else model  # none: run eagerly (localization)
-        args = [[torch.from_numpy(np.array(s[n], copy=True)).to(DEVICE) for n in INPUTS]
-                for s in sets]
-    except Exception as e:
-        failed(e)
+    model, program, args = build_program(input_sets(), backend)
 
     def call(k: int, xs: list[torch.Tensor]) -> Any:
         xs = [x.clone() for x in xs]  # fresh inputs each call: the program may write to them
@@ -57,9 +41,7 @@ def main() -> None:
 
     outs = []
     set_training_flags()
-    # run eagerly, the first call compiles nothing: it is the stage the failure expects (an
-    # Inductor finding's compile, an eager one's run), so the judgement compares like with like
-    stage("compile" if COMPILER != "none" or EXPECT.get("stage") != "run" else "run")
+    stage(first_call_stage())
     try:
         call(0, args[0])
     except Exception as e:

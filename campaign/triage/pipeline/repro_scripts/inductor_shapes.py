@@ -11,16 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
 from campaign.triage.pipeline.repro_scripts.localize import Probe
-from campaign.triage.pipeline.repro_scripts.model import Model
 from campaign.triage.pipeline.repro_scripts.prelude import (
     EXPECT,
     GRADIENTS,
-    INPUTS,
-    PARAMS,
     done,
     failed,
     finish,
@@ -29,19 +25,19 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
     stage,
 )
 from campaign.triage.pipeline.repro_scripts.shape_guards import (
+    ANY_RECOMPILE,
     GuardLog,
     clear_guard_failures,
     guard_failure_reasons,
     recompile_cause,
 )
 from campaign.triage.pipeline.repro_scripts.torch_compile import (
-    COMPILER,
     DEVICE,
-    DYNAMIC,
-    FULLGRAPH,
     ablate_compile,
+    build_program,
     configure,
     describe,
+    first_call_stage,
     set_training_flags,
 )
 from campaign.triage.pipeline.repro_scripts.training import train_step
@@ -55,8 +51,6 @@ SHAPE_SETS: list[str] = []
 GENERIC_SETS: list[bool] = []
 # ---- end of per-test values
 
-#: the campaign's signature of a recompile before it named the cause: matches any cause
-ANY_RECOMPILE = "Recompile: a later shape with every symbolic dim >= 2"
 #: graphs compiled so far (`counting`)
 COMPILED = [0]
 
@@ -79,17 +73,7 @@ def main() -> None:
     backend = configure()
     print(f"{describe('', DEVICE)}; symbolic dims marked (maybe_mark_dynamic): "
           f"{DYNAMIC_DIMS}; input sets: {SHAPE_SETS}", flush=True)
-    sets = input_sets()
-    stage("import")
-    try:
-        params = {n: np.array(sets[0][n], copy=True) for n in PARAMS}
-        model = Model(params).to(DEVICE).eval()
-        program = torch.compile(model, backend=counting(backend), fullgraph=FULLGRAPH,
-                                dynamic=DYNAMIC) if COMPILER != "none" else model
-        args = [[torch.from_numpy(np.array(s[n], copy=True)).to(DEVICE) for n in INPUTS]
-                for s in sets]
-    except Exception as e:
-        failed(e)
+    model, program, args = build_program(input_sets(), counting(backend))
 
     def call(k: int, xs: list[torch.Tensor]) -> Any:
         xs = [x.clone() for x in xs]
@@ -106,7 +90,7 @@ def main() -> None:
     set_training_flags()
     clear_guard_failures()
     with GuardLog() as guards:
-        stage("compile" if COMPILER != "none" or EXPECT.get("stage") != "run" else "run")
+        stage(first_call_stage())
         try:
             call(0, args[0])
         except Exception as e:

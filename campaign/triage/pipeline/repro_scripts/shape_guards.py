@@ -17,6 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+#: a recompile's signature when the cause is unknown (a backend that did not say; the
+#: campaign's signature before it named causes): it stands for any recompile
+ANY_RECOMPILE = "Recompile: a later shape with every symbolic dim >= 2"
 #: the logger of the ShapeEnv's guards
 SHAPE_LOGGER = "torch.fx.experimental.symbolic_shapes"
 #: `eval <expr> [guard added] <user code>  # <file>:<line> in <fn> (<framework frame>)...`

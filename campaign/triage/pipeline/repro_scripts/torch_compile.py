@@ -8,10 +8,20 @@ import os
 import tempfile
 from typing import Any
 
+import numpy as np
 import torch
 
 from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME, Probe
-from campaign.triage.pipeline.repro_scripts.prelude import EXPECT, GRADIENTS, HERE
+from campaign.triage.pipeline.repro_scripts.model import Model
+from campaign.triage.pipeline.repro_scripts.prelude import (
+    EXPECT,
+    GRADIENTS,
+    HERE,
+    INPUTS,
+    PARAMS,
+    failed,
+    stage,
+)
 
 # ---- per-test values
 #: the backend's options: device (cpu, cuda), torch.compile's fullgraph and dynamic (False
@@ -72,6 +82,30 @@ def compile_backend() -> Any:
 
     print(f"torch._inductor.config patches: {patches}", flush=True)
     return inductor_with_config
+
+
+def build_program(sets: list[dict[str, Any]], backend: Any) -> tuple[Any, Any, list[list[Any]]]:
+    """Stage import: the graph's module (its params from set 0), the program that runs it
+    (torch.compile with `backend`, or the module itself for COMPILER none) and every input
+    set's arguments as tensors on DEVICE."""
+    stage("import")
+    try:
+        params = {n: np.array(sets[0][n], copy=True) for n in PARAMS}
+        model = Model(params).to(DEVICE).eval()
+        program = torch.compile(model, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC) \
+            if COMPILER != "none" else model  # none: run eagerly (localization)
+        args = [[torch.from_numpy(np.array(s[n], copy=True)).to(DEVICE) for n in INPUTS]
+                for s in sets]
+    except Exception as e:
+        failed(e)
+    return model, program, args
+
+
+def first_call_stage() -> str:
+    """The stage of the first call: compile, except for a program run eagerly, where it
+    compiles nothing and is the stage the failure expects (an Inductor finding's compile, an
+    eager one's run), so the judgement compares like with like."""
+    return "compile" if COMPILER != "none" or EXPECT.get("stage") != "run" else "run"
 
 
 def describe(program: str, device: str) -> str:
