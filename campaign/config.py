@@ -16,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from campaign.compiler_coverage import CoverageConfig
+from campaign.env_fault import EnvFaultConfig
 from campaign.triage.config import TriageConfig
 from ir.gen.builder import GenConfig
 from mutators import MutationConfig
@@ -138,6 +139,11 @@ class CampaignConfig:
     #: compiler coverage per test in the backends' sandboxes, and its feedback into the seed
     #: pool (docs/coverage.md)
     coverage: CoverageConfig = field(default_factory=CoverageConfig)
+    #: environment faults (campaign/env_fault.py): a backend of which at least `min_tests`
+    #: tests within `window_s` seconds came back, at least `share` of them failing with one
+    #: signature, is held back (no more tests; one line says why) and the others go on;
+    #: `min_tests: 0` turns it off
+    env_fault: EnvFaultConfig = field(default_factory=EnvFaultConfig)
 
     def options(self, backend: str) -> BackendOptions:
         return self.backend_options.get(backend) or BackendOptions()
@@ -405,6 +411,7 @@ def validate(cfg: Config) -> Budget:
         checks += [(v >= 0, f"{key}.resources.{r}: must be >= 0, got {v}")
                    for r, v in o.resources.items()]
     checks += c.coverage.problems(list(c.backends))
+    checks += c.env_fault.problems()
     checks += mutation_checks(cfg.mutation)
     for ok, msg in checks:
         if not ok:

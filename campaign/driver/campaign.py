@@ -1,7 +1,10 @@
 """One campaign run's state and what happens to its tests and actors: tests are fed to
 generation while the budget lasts and some backend has room, routed to the backends' pools
 when made, and recorded when they come back; a dead, hung or raising actor is replaced and its
-tests blamed or re-run as the blame policy decides. The loop (`campaign.driver.loop`) drives it.
+tests blamed or re-run as the blame policy decides. A backend whose rows show an environment
+fault (`campaign.env_fault`: one signature on most of its tests within a window) is held back:
+one line says why, its queued tests are dropped, it gets no more, and the others go on. The loop
+(`campaign.driver.loop`) drives it.
 
 Invariants: `by_ref` holds every call in flight, in the order they were sent; every test a
 backend was given gets exactly one row for that backend (`campaign.driver.results`)."""
@@ -21,13 +24,14 @@ from campaign.config import Budget, Config
 from campaign.driver.actor_pool import Call, Pool, PoolLimits, Slot
 from campaign.driver.actors import actor_class, kill_actor
 from campaign.driver.blame import BlamePolicy, Decision, Failure
-from campaign.driver.cluster import Needs, fmt_resources
+from campaign.driver.cluster import Needs, placement
 from campaign.driver.errors import CampaignError, last_line
 from campaign.driver.results import COVERAGE_DIR, Recorder, is_error
 from campaign.driver.resume import count_stored_findings, resume_point
 from campaign.driver.routing import Router
 from campaign.driver.stages import GEN, Stages
 from campaign.driver.work import Item, PipelineTest
+from campaign.env_fault import EnvFault, EnvFaultDetector, write_faults
 from campaign.findings import FindingStore
 from campaign.ids import new_run_id, sampled, test_id, test_seed
 from campaign.scheduler import CoreScheduler
@@ -87,6 +91,8 @@ class Campaign:
         #: capability routing and known bugs (`Backend.LACKS`, `campaign.known_rate`)
         self.router = Router(list(self.evals), {
             b: frozenset(v) for b, v in (lacks or {}).items() if v and c.route}, c.known_rate)
+        #: environment faults (`campaign.env_fault`): a backend that trips is held back
+        self.env = EnvFaultDetector(c.env_fault)
         #: monotonic time the testing phase ends (a wall-clock budget), None: a test budget
         self.deadline: float | None = None
         self.t_end: float | None = None
@@ -116,25 +122,98 @@ class Campaign:
     def start_actors(self) -> None:
         """Start every actor without waiting for them: a stage whose actors are up starts
         testing at once, while a slow backend warms up (Inductor's first compile, 12-17 s).
-        `check_hangs` sees each come up, and fails the campaign on one that cannot start or
-        does not within `ray.start_timeout_s`."""
+        `check_hangs` sees each come up (`check_start`)."""
         for pool in self.pools:
             for slot in pool.slots:
                 pool.start_actor(slot)
-                slot.first_start = True
 
     def _started(self, slot: Slot) -> None:
+        assert slot.start is not None
         try:
             info = ray.get(slot.starting)
         except RayActorError as e:
+            slot.start.failed(last_line(e))
             raise CampaignError(f"actor {slot.name} failed to start: {last_line(e)}") from None
         except OutOfMemoryError as e:  # killed by Ray while starting: no test's doing
             slot.starting = None
             self.retire(slot, Verdict.CRASH, "NodeOutOfMemory", e)
             return
-        slot.starting = None
+        slot.pool.started(slot)
         slot.head_since = time.monotonic()
         slot.host, slot.node_id = info["host"], info["node_id"]
+
+    def check_start(self, slot: Slot, now: float, final: bool = False) -> None:
+        """An actor still starting: come up (or failed to: a first start stops the campaign, a
+        replacement's calls fail with the cause), or still waited for (said so now and then),
+        or given up on because it cannot be placed (`give_up`); `final`: testing has ended,
+        so one not placed yet never will be."""
+        start = slot.start
+        assert start is not None
+        done, _ = ray.wait([slot.starting], timeout=0)
+        if done:
+            try:
+                self._started(slot)
+            except CampaignError:
+                if start.first:
+                    raise
+                slot.starting = None  # its calls fail with the cause
+            return
+        if not (final or start.due_probe(now)):
+            return
+        line = start.observe(now, placement(slot.actor, slot.pool.resources),
+                             self.cfg.ray.start_timeout_s, final=final)
+        if line:
+            log.warning("%s", line)
+        if start.given_up:
+            self.give_up(slot, final)
+
+    def give_up(self, slot: Slot, final: bool = False) -> None:
+        """`slot`'s actor could not be placed: it is killed, the tests of its calls go back
+        to its pool (no test's doing) and it gets no more. A backend none of whose actors
+        could be placed takes no test from now on (`drop`); while testing goes on (not
+        `final`), the campaign stops when that leaves no generation actor or no backend."""
+        pool = slot.pool
+        for call in list(slot.calls):
+            pool.pop(call, timed=False)
+            for it in call.items:
+                (pool.suspects if it.suspect else pool.retry).append(it)
+        slot.starting = None
+        kill_actor(slot.actor)
+        if not pool.out:
+            return
+        if final:
+            self.drop(pool)
+            return
+        reasons = lambda p: "; ".join(  # noqa: E731
+            f"{s.name} {s.start.reason}" for s in p.slots if s.start is not None)
+        if pool.stage == GEN:
+            raise CampaignError(f"no generation actor can run: {reasons(pool)}")
+        if all(p.out for p in self.evals.values()):
+            raise CampaignError("no backend can run, none of their actors could be placed: "
+                                + "; ".join(reasons(p) for p in self.evals.values()))
+        log.warning("backend %s: none of its actors could be placed; the campaign goes on "
+                    "without it (its tests are counted as not placed)", pool.stage)
+        self.drop(pool)
+
+    def drop(self, pool: Pool) -> None:
+        """`pool`'s backend takes no test: those it holds are counted as not placed (no row),
+        and so are those routed to it from now on (`on_generated`)."""
+        for q in (pool.queue, pool.retry, pool.suspects):
+            for it in q:
+                pool.not_placed += 1
+                it.test.pending.discard(pool.stage)
+                if not it.test.pending:
+                    self.recorder.finish(it.test)
+            q.clear()
+
+    def settle_starts(self) -> None:
+        """Testing has ended: an actor still not placed is given up on (the summary says why,
+        and counts its backend's tests as not placed); one placed is still starting."""
+        now = time.monotonic()
+        for pool in self.pools:
+            for slot in pool.slots:
+                if slot.starting is not None:
+                    self.check_start(slot, now, final=True)
 
     def stop_actors(self) -> None:
         for p in self.pools:
@@ -155,9 +234,13 @@ class Campaign:
                         except Exception:  # not up: no node to show
                             s.starting = None
         nodes = {n["NodeID"]: n for n in ray.nodes()} if ray.is_initialized() else {}
+        now = time.monotonic()
         return [{"name": s.name, "stage": p.stage, "node_id": s.node_id,
                  "node_ip": nodes.get(s.node_id, {}).get("NodeManagerAddress", ""),
-                 "host": s.host, "resources": p.resources}
+                 "host": s.host, "resources": p.resources,
+                 "start": s.start.phase.value if s.start else "",
+                 "start_s": s.start.start_s if s.start else None,
+                 "start_text": s.start.describe(now) if s.start else ""}
                 for p in self.pools for s in p.slots]
 
     def starting_refs(self) -> list:
@@ -177,7 +260,11 @@ class Campaign:
         backend has room, counting the tests already in generation as coming its way."""
         some = False
         for b, pool in self.evals.items():
+            if b in self.router.env_held:  # gets no tests: neither full nor room
+                continue
             o = self.c.options(b)
+            if pool.out:
+                continue
             free = pool.limit() - pool.backlog() - coming * o.rate
             if o.wait and free <= 0:
                 return False
@@ -194,7 +281,8 @@ class Campaign:
             i = self.next_index
             self.next_index += 1
             seed = test_seed(self.c.seed, i)
-            backends = [b for b in self.c.backends if sampled(seed, b, self.c.options(b).rate)]
+            backends = [b for b in self.c.backends if b not in self.router.env_held
+                        and sampled(seed, b, self.c.options(b).rate)]
             if not backends:
                 continue  # sampled for no backend: nothing to test
             test = PipelineTest(i, test_id(self.run_id, i), seed, backends)
@@ -221,11 +309,14 @@ class Campaign:
             if not self.router.route(test, b, known):
                 continue
             pool = self.evals[b]
-            if self.c.options(b).wait or pool.backlog() < pool.limit():
+            if pool.out:
+                pool.not_placed += 1
+            elif self.c.options(b).wait or pool.backlog() < pool.limit():
                 pool.queue.append(Item(test))
                 test.pending.add(b)
             else:
                 pool.skipped_busy += 1
+                pool.skipped_starting += not pool.ever_ready
         self.policy.test_reported()
         if not test.pending:
             self.recorder.finish(test)
@@ -238,6 +329,38 @@ class Campaign:
         self.recorder.evaluated(item.test, res)
         self.policy.test_reported()
         self._done_with(pool, item.test)
+        self.watch(res.rows)
+
+    def watch(self, rows: list[dict[str, Any]]) -> None:
+        """Evaluation rows into the environment-fault detector; a backend that trips is held
+        back (`hold_back`)."""
+        now = time.monotonic()
+        for row in rows:
+            fault = self.env.observe(row["backend"], row, now)
+            if fault is not None:
+                self.hold_back(fault)
+
+    def hold_back(self, fault: EnvFault) -> None:
+        """`fault.backend` gets no more tests: its fault in one line (the log, the summary,
+        `env_faults.json` for the triage), its queued tests dropped (no row; counted as held
+        back), its calls in flight left to finish."""
+        b = fault.backend
+        log.warning("%s", fault.line())
+        self.router.hold_back(b)
+        pool = self.evals.get(b)
+        if pool is not None:
+            for q in (pool.queue, pool.retry, pool.suspects):
+                for it in q:
+                    self.router.held_env[b] += 1
+                    it.test.pending.discard(b)
+                    if not it.test.pending:
+                        self.recorder.finish(it.test)
+                q.clear()
+        try:
+            write_faults(self.out_dir, list(self.env.faults.values()))
+        except OSError as e:  # the summary still says it; the triage then buckets them as bugs
+            log.warning("env_faults.json: cannot write to %s (%s)", self.out_dir,
+                        e.strerror or e)
 
     def _done_with(self, pool: Pool, test: PipelineTest) -> None:
         test.pending.discard(pool.stage)
@@ -252,12 +375,14 @@ class Campaign:
         test = item.test
         worker = slot.name if slot is not None else pool.label
         host = slot.host if slot is not None else "unknown"
-        self.recorder.failure_rows(test, pool.stage, worker, host, verdict, error_class, msg)
+        rows = self.recorder.failure_rows(test, pool.stage, worker, host, verdict, error_class,
+                                          msg)
         if pool.stage == GEN:
             self.router.generated(test)
             self.recorder.finish(test)
         else:
             self._done_with(pool, test)
+            self.watch(rows)
         if self.policy.test_failed(hung=error_class == "WorkerTimeout"):
             raise CampaignError(
                 f"{self.policy.max_consecutive_failures} tests in a row failed inside the actors "
@@ -377,29 +502,14 @@ class Campaign:
         pool.suspects.extend(decision.suspects)
 
     def check_hangs(self) -> None:
-        """Actors that started (or failed to, or take too long to), and calls that ran past
-        their limit (their actor is retired as hung)."""
+        """Actors that started (or failed to, or cannot be placed: `check_start`), and calls
+        that ran past their limit (their actor is retired as hung)."""
         now = time.monotonic()
         for pool in self.pools:
             for slot in pool.slots:
                 if slot.starting is not None:
-                    done, _ = ray.wait([slot.starting], timeout=0)
-                    if done:  # started (or failed to: its calls then fail and say so)
-                        try:
-                            self._started(slot)
-                        except CampaignError:
-                            if slot.first_start:
-                                raise
-                            slot.starting = None  # its calls fail with the cause
-                    elif now - slot.starting_since > self.cfg.ray.start_timeout_s:
-                        what = "actor" if slot.first_start else "replacement actor"
-                        raise CampaignError(
-                            f"{what} {slot.name} did not start within "
-                            f"ray.start_timeout_s={self.cfg.ray.start_timeout_s:g} s "
-                            f"(the cluster's resources are in use? see `ray status`; needs "
-                            f"{fmt_resources(pool.resources)})")
+                    self.check_start(slot, now)
                     continue
-                slot.first_start = False
                 if slot.calls and now - slot.head_since > pool.call_limit(slot.calls[0]):
                     limit = self.c.test_timeout_s
                     self.retire(slot, Verdict.TIMEOUT, "WorkerTimeout", TimeoutError(

@@ -131,11 +131,11 @@ class Recorder:
         return out
 
     def failure_rows(self, test: PipelineTest, stage: str, worker: str, host: str,
-                     verdict: Verdict, error_class: str, msg: str) -> None:
-        """Rows for a test whose actor died, hung or raised on it: what the driver knows of it.
-        Its finding folder (on its first row) holds info.json (the seed, the error) and, for an
-        evaluation, the test's files; `FuzzWorker.make_test(test_id, seed)` with the run's
-        config.yaml rebuilds it."""
+                     verdict: Verdict, error_class: str, msg: str) -> list[dict[str, Any]]:
+        """Rows for a test whose actor died, hung or raised on it: what the driver knows of it
+        (returned as recorded). Its finding folder (on its first row) holds info.json (the
+        seed, the error) and, for an evaluation, the test's files;
+        `FuzzWorker.make_test(test_id, seed)` with the run's config.yaml rebuilds it."""
         backends = test.backends if stage == GEN else [stage]
         base = (ResultRow.from_dict(test.base) if stage != GEN and test.base
                 else ResultRow.graphless(test.test_id, test.seed))
@@ -146,8 +146,11 @@ class Recorder:
         if verdict.is_finding:
             finding_dir = self.findings.add(self._failure_finding(test, rows[0], stage, worker,
                                                                   host))
-        for k, row in enumerate(rows):
-            self.add_row(test, {**row.to_dict(), "finding_dir": finding_dir if k == 0 else None})
+        out = [{**row.to_dict(), "finding_dir": finding_dir if k == 0 else None}
+               for k, row in enumerate(rows)]
+        for row in out:
+            self.add_row(test, row)
+        return out
 
     def _failure_finding(self, test: PipelineTest, row: ResultRow, stage: str, worker: str,
                          host: str) -> Any:

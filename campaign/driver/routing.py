@@ -3,7 +3,8 @@ a backend that would otherwise idle. A backend is never given a test whose graph
 lacks (`Backend.LACKS`), and mostly not one that matches a known bug of its own; a backend that
 lacks ops and has fewer tests waiting than actors gets tests made without them. A known bug
 whose trigger matches more than a tenth of a backend's tests is too general to hold any back
-(`GENERAL_SHARE`). Plain Python: the campaign asks, the router counts (for the summary)."""
+(`GENERAL_SHARE`). A backend held back for an environment fault (`campaign.env_fault`) gets no
+test at all. Plain Python: the campaign asks, the router counts (for the summary)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -48,6 +49,14 @@ class Router:
         self.making_for: Counter[str] = Counter()
         #: per backend: tests made for it without the ops it lacks
         self.made_for: Counter[str] = Counter()
+        #: backends held back for an environment fault (`hold_back`), and per backend the
+        #: tests they were not given since (routed, or dropped from their queues)
+        self.env_held: set[str] = set()
+        self.held_env: Counter[str] = Counter()
+
+    def hold_back(self, backend: str) -> None:
+        """`backend` has an environment fault: it gets no more tests (`route`)."""
+        self.env_held.add(backend)
 
     def make_for_starving(self, test: PipelineTest, evals: dict[str, Pool]) -> None:
         """Have `test` made for a backend of its own that would idle, if one does (`starving`)."""
@@ -62,7 +71,7 @@ class Router:
         it (queued, or being made for it) than it has actors. Ties go to the fewest waiting."""
         best: tuple[int, str] | None = None
         for b in backends:
-            if b not in self.lacks:
+            if b not in self.lacks or b in self.env_held:
                 continue
             pool = evals[b]
             waiting = len(pool.queue) + len(pool.retry) + self.making_for[b]
@@ -83,7 +92,11 @@ class Router:
     def route(self, test: PipelineTest, b: str, known: dict[str, str]) -> bool:
         """Whether backend `b` gets `test`: not when its graph holds an op `b` lacks (counted
         as not applicable, by that op), nor, mostly, when it matches a known bug of `b`
-        (counted as held back; `campaign.known_rate` of such tests still go)."""
+        (counted as held back; `campaign.known_rate` of such tests still go); never when `b`
+        is held back for an environment fault (counted apart)."""
+        if b in self.env_held:
+            self.held_env[b] += 1
+            return False
         lacking = self.lacking(b, (test.base or {}).get("ops"))
         if lacking:
             self.not_applicable[b][lacking[0]] += 1

@@ -11,6 +11,7 @@ from campaign.driver.stages import GEN
 from campaign.verdict import Verdict
 
 if TYPE_CHECKING:
+    from campaign.driver.actor_pool import Pool
     from campaign.driver.campaign import Campaign
 
 
@@ -54,7 +55,9 @@ class Summary:
     skipped_tests: int = 0
     #: actor calls of the generation stage (each backend's are in `backends`)
     generation_calls: int = 0
-    #: where each actor ran: name, stage, node id and address, the resources it holds
+    #: where each actor ran: name, stage, node id and address, the resources it holds, its
+    #: start (`start`: ready, starting, not placed or failed; `start_s`: seconds to ready;
+    #: `start_text`: in words, with why it was not placed)
     actors: list[dict[str, Any]] = field(default_factory=list)
     #: the first test index of this run when it resumed an earlier one
     resumed_at: int | None = None
@@ -69,6 +72,10 @@ class Summary:
     #: compiler coverage: per backend, the lines of its packages the campaign's tests ran
     #: (docs/coverage.md; {} when not measured)
     coverage: dict[str, int] = field(default_factory=dict)
+    #: per backend held back for an environment fault (campaign/env_fault.py): its one line
+    #: (backend, signature, count, window); its tests not given since are `held_env` in
+    #: `backends`
+    env_faults: dict[str, str] = field(default_factory=dict)
 
     def table(self) -> str:
         """Verdict counts per backend as a small text table."""
@@ -94,13 +101,24 @@ class Summary:
             f"{self.elapsed_s:.1f} s ({self.tests_per_s:.1f} tests/s), budget {self.budget}",
             self.table() if self.verdicts else "(no results)",
         ]
+        lines += [self.env_faults[b] for b in sorted(self.env_faults)]
+        if self.backends and set(self.env_faults) >= set(self.backends):
+            lines.append("every backend was held back for an environment fault: testing "
+                         "stopped early")
         busy = {b: s["skipped_busy"] for b, s in self.backends.items() if s.get("skipped_busy")}
         if busy:
             lines.append("skipped while busy (no row): " + ", ".join(
                 f"{b} {n}" for b, n in sorted(busy.items())))
+        for key, what in (("skipped_starting", "skipped while its actors started (no row)"),
+                          ("not_placed", "not placed (no row; its actors could not be placed)")):
+            per = {b: s[key] for b, s in self.backends.items() if s.get(key)}
+            if per:
+                lines.append(f"{what}: " + ", ".join(f"{b} {n}" for b, n in sorted(per.items())))
+        lines += _start_lines(self.actors)
         for key, what in (("not_applicable", "not applicable (no row; ops it lacks)"),
                           ("made_for", "made for a backend that would idle (without those ops)"),
                           ("held_known", "held back: matched a known bug (no row)"),
+                          ("held_env", "held back: environment fault (no row)"),
                           ("too_general", "let through: the known bug they matched is too "
                                           "general to hold back (matches over a tenth)"),
                           ("cut_off", "cut off at the deadline (no row)")):
@@ -151,6 +169,35 @@ def _count_text(c: int | dict[str, int], top: bool = False) -> str:
     return text
 
 
+def _start_lines(actors: list[dict[str, Any]]) -> list[str]:
+    """The actors' start-up times per stage (the range over its actors), and a line for each
+    actor that did not come up (why it was not placed, or how long it has been starting)."""
+    took: dict[str, list[float]] = {}
+    for a in actors:
+        if a.get("start_s") is not None:
+            took.setdefault(a["stage"], []).append(a["start_s"])
+    lines = []
+    if took:
+        lines.append("actors up in: " + ", ".join(
+            f"{'gen' if st == GEN else st} " + (f"{min(t):.1f} s" if max(t) - min(t) < 0.05
+                                               else f"{min(t):.1f}-{max(t):.1f} s")
+            for st, t in took.items()))
+    lines += [f"actor {a['name']} {a['start_text']}" for a in actors
+              if a.get("start") in ("starting", "not placed", "failed")]
+    return lines
+
+
+def _skips(pool: Pool) -> dict[str, int]:
+    """A backend's tests given no row for want of an actor: skipped while busy, or while none
+    of its actors had come up yet, or not placed (none of its actors could be: those skipped
+    while they waited count here too)."""
+    start = pool.skipped_starting if not pool.ever_ready else 0
+    unplaced = not pool.ever_ready and pool.out
+    return {"skipped_busy": pool.skipped_busy - start,
+            "skipped_starting": 0 if unplaced else start,
+            "not_placed": pool.not_placed + (start if unplaced else 0)}
+
+
 def summarize(camp: Campaign, interrupted: bool,
               actor_table: Callable[[], list[dict[str, Any]]]) -> Summary:
     """`camp`'s summary; `actor_table()`: where each actor ran (read after the clocks, so its
@@ -171,7 +218,7 @@ def summarize(camp: Campaign, interrupted: bool,
         finding_write_errors=rec.findings.write_errors,
         backends={b: {"target": camp.targets.get(b, ""), "actors": p.n,
                       "rate": c.options(b).rate, "evaluated": p.done,
-                      "skipped_busy": p.skipped_busy, "resources": p.resources,
+                      **_skips(p), "resources": p.resources,
                       "calls": p.calls,
                       "share": sched.get(b, {}).get("share"),
                       "core_s": sched.get(b, {}).get("core_s"),
@@ -180,6 +227,7 @@ def summarize(camp: Campaign, interrupted: bool,
                       "made_for": router.made_for[b],
                       "held_known": dict(router.held_known[b]),
                       "too_general": dict(router.too_general[b]),
+                      "held_env": router.held_env[b],
                       "cut_off": tally.cut_off[b]}
                   for b, p in camp.evals.items()},
         skipped_tests=tally.skipped_tests, generation_calls=camp.gen.calls,
@@ -192,4 +240,5 @@ def summarize(camp: Campaign, interrupted: bool,
         testing_deadline_s=(camp.deadline - camp.t_start if camp.deadline is not None
                             else None),
         coverage=rec.coverage.totals(),
+        env_faults={b: f.line() for b, f in camp.env.faults.items()},
     )

@@ -49,6 +49,8 @@ def test_shares_cores_and_triage_shares_are_checked():
         ("campaign.generation.share=-1", "campaign.generation.share: must be > 0, got -1.0"),
         ("campaign.cores=-2", "campaign.cores: must be >= 0, got -2"),
         ("campaign.known_rate=2", "campaign.known_rate: must be in [0, 1], got 2.0"),
+        ("campaign.env_fault.share=0.3",
+         "campaign.env_fault.share: must be in (0.5, 1], got 0.3"),
         ("triage.budget=150%", "triage.budget: a share must be between 0% and 100%, got '150%'"),
         ("triage.budget=soon", "triage.budget: a duration like 10m, a share like 25% (or 0: "
                                "no reductions), got 'soon'"),
