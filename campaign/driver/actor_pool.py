@@ -17,6 +17,7 @@ from typing import Any
 from campaign.config import CampaignConfig
 from campaign.driver.actors import kill_actor
 from campaign.driver.stages import GEN
+from campaign.driver.starts import ActorStart
 from campaign.driver.work import Item
 from campaign.scheduler import CoreScheduler
 
@@ -77,14 +78,18 @@ class Slot:
     calls: deque = field(default_factory=deque)
     head_since: float = 0.0  #: when calls[0] (probably) started running
     #: a fresh actor's `where()` call until it returns (its calls wait on the start-up, which
-    #: must not count towards the hang limit), with when it was made
+    #: must not count towards the hang limit)
     starting: Any = None
-    starting_since: float = 0.0
+    #: its actor's start: when it was made, whether it is ready or was given up on
+    start: ActorStart | None = None
     host: str = "unknown"
     node_id: str = ""
     generation: int = 0
-    #: its actor is the campaign's first on this slot (a failed start fails the campaign)
-    first_start: bool = False
+
+    @property
+    def given_up(self) -> bool:
+        """Its actor could not be placed: it gets no call (and no replacement)."""
+        return self.start is not None and self.start.given_up
 
 
 class Pool:
@@ -121,6 +126,12 @@ class Pool:
         self._scheduler = scheduler
         self.done = 0  #: items that came back
         self.skipped_busy = 0  #: tests not given to this backend because its queue was full
+        #: ... of which while none of its actors had been ready yet (the summary tells a slow
+        #: start from one that never got placed)
+        self.skipped_starting = 0
+        #: tests not given to this backend, or taken back, because its actors were not placed
+        self.not_placed = 0
+        self.ever_ready = False  #: some actor of it has come up (`started`)
         self.calls = 0  #: actor calls sent (tests per call: `done / calls`)
 
     @property
@@ -132,7 +143,19 @@ class Pool:
         slot.name = f"{self.label}#{slot.number}" + (f".{slot.generation}" if slot.generation else "")
         slot.actor = self._make(slot.name)
         slot.starting = slot.actor.where.remote()
-        slot.starting_since = time.monotonic()
+        slot.start = ActorStart(slot.name, time.monotonic(), first=slot.generation == 0)
+
+    @property
+    def out(self) -> bool:
+        """None of its actors could be placed: it takes no test."""
+        return all(s.given_up for s in self.slots)
+
+    def started(self, slot: Slot) -> None:
+        """`slot`'s actor came up."""
+        slot.starting = None
+        assert slot.start is not None
+        slot.start.ready(time.monotonic())
+        self.ever_ready = True
 
     def replace(self, slot: Slot) -> None:
         kill_actor(slot.actor)
@@ -167,6 +190,8 @@ class Pool:
     # ---- submitting --------------------------------------------------------------------------
     def submit(self) -> None:
         for slot in self.slots:
+            if slot.given_up:
+                continue
             if not slot.calls and self.suspects:
                 self._send(slot, [self.suspects.popleft()])
             if slot.calls and slot.calls[0].items[0].suspect:
@@ -181,7 +206,7 @@ class Pool:
     def idle_slot(self) -> Slot | None:
         """An actor that has started and runs no call."""
         for slot in self.slots:
-            if not slot.calls and slot.starting is None:
+            if not slot.calls and slot.starting is None and not slot.given_up:
                 return slot
         return None
 
@@ -202,7 +227,8 @@ class Pool:
 
     def can_send(self) -> bool:
         """Whether some actor has room for another call (fewer than `in_flight_per_worker`)."""
-        return any(len(slot.calls) < self.limits.in_flight_per_worker for slot in self.slots)
+        return any(len(slot.calls) < self.limits.in_flight_per_worker and not slot.given_up
+                   for slot in self.slots)
 
     def due(self) -> float:
         """Seconds until the next call should go (<= 0: now). Generation and re-runs go at

@@ -8,12 +8,14 @@ import math
 import os
 import socket
 from collections import Counter
+from typing import Any
 
 import ray
 
 from campaign.config import Config
 from campaign.driver.errors import CampaignError, last_line
 from campaign.driver.stages import GEN
+from campaign.driver.starts import Placement, fmt_resources, placement_reason
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +89,38 @@ def _public(resources: dict[str, float]) -> dict[str, float]:
             k not in ("memory", "object_store_memory")}
 
 
-def fmt_resources(res: dict[str, float]) -> str:
-    return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(res.items())) + "}"
+def node_name(node: dict[str, Any]) -> str:
+    """A node as the messages name it: its address and the start of its id (nodes started on
+    one machine share an address), and whether it is the head."""
+    head = " (head)" if "node:__internal_head__" in node.get("Resources", {}) else ""
+    return f"{node.get('NodeManagerAddress', '?')}/{node['NodeID'][:8]}{head}"
+
+
+def placement(actor: Any, request: dict[str, float]) -> Placement:
+    """What the cluster says of `actor`, still starting: placed (GCS's actor table gives it a
+    process once a worker holds it), else why `request` is not met (`placement_reason`, from
+    each live node's resources and what it has free). Anything unclear reads as placed: an
+    actor is never given up on for want of an answer."""
+    # GCS directly: ray.util.state needs the dashboard, which local clusters run without
+    from ray._private.state import state as gcs
+
+    try:
+        info = gcs.actor_table(actor._actor_id.hex()) or {}
+        nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+        if info.get("State") != "PENDING_CREATION" or info.get("Pid") or \
+                info.get("Address", {}).get("IPAddress"):
+            node = nodes.get(info.get("Address", {}).get("NodeID", ""))
+            return Placement(placed=True, node=node_name(node) if node else "")
+        free = gcs.available_resources_per_node()
+    except Exception as e:
+        log.debug("placement of %s: %s", actor, e)
+        return Placement(placed=True)
+    if any(all(free.get(i, {}).get(r, 0.0) >= v for r, v in request.items()) for i in nodes):
+        return Placement(placed=True)  # Ray is starting a process for it
+    fits_nowhere, why = placement_reason(
+        request, {node_name(n): n["Resources"] for n in nodes.values()},
+        {node_name(n): free.get(i, {}) for i, n in nodes.items()})
+    return Placement(placed=False, fits_nowhere=fits_nowhere, why=why)
 
 
 def _auth_hint() -> str:

@@ -35,6 +35,7 @@ class Loop:
         last_postfix = 0.0
         while True:
             if camp.deadline is not None and time.monotonic() >= camp.deadline:
+                camp.settle_starts()
                 self.stop_at_deadline()
                 return
             if camp.sink.blocked:
@@ -50,6 +51,7 @@ class Loop:
                     last = self.send_feedback(force=True)  # the rest, before the actors stop
                     if last:
                         ray.wait(last, num_returns=len(last), timeout=2.0)
+                    camp.settle_starts()
                     return
             refs = list(camp.by_ref) + camp.starting_refs()
             # wake for a batch coming due only where an actor can take it: a due batch with

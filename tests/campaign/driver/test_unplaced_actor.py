@@ -1,0 +1,109 @@
+"""A backend whose actor cannot be placed (a real local Ray cluster, another job holding the CPUs it
+needs): the campaign goes on with the other backend and ends normally; the actor is given up on
+after `ray.start_timeout_s`, or when testing ends; the summary says it could not be placed, with
+its request and what the node has and has free, and counts that backend's tests as not placed
+(not as skipped while busy)."""
+from __future__ import annotations
+
+import logging
+import re
+import sys
+
+import pytest
+import ray
+import ray.cloudpickle
+import stage_doubles
+from stage_doubles import Cfg
+
+from campaign.config import (
+    BackendOptions,
+    CampaignConfig,
+    Config,
+    GenerationOptions,
+    RayConfig,
+    TriageConfig,
+)
+from campaign.driver.run import run_campaign
+from campaign.driver.stages import Stages
+from campaign.storage import read_results
+
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+BACKENDS = ["ort", "ort_noopt"]
+#: the node as the messages name it: address/node id (head)
+NODE = r"[\d.]+/[0-9a-f]{8} \(head\)"
+
+
+@pytest.fixture
+def cpus_held(ray_cluster):
+    """All of the cluster's CPUs but one held by another job's actor: our generation and
+    ort_noopt actors (half a CPU each) fit, an actor asking for a whole CPU does not."""
+    total = ray.cluster_resources()["CPU"]
+
+    @ray.remote(num_cpus=total - 1.0)
+    class OtherJob:
+        def ping(self) -> int:
+            return 1
+
+    other = OtherJob.remote()  # type: ignore[attr-defined]
+    ray.get(other.ping.remote())
+    try:
+        yield total
+    finally:
+        ray.kill(other)
+
+
+def config(budget: str, start_timeout_s: float) -> Config:
+    half = BackendOptions(num_cpus=0.5)
+    return Config(campaign=CampaignConfig(
+        name="unplaced", budget=budget, workers=1, backends=BACKENDS, seed=3, flush_every_s=60.0,
+        generation=GenerationOptions(num_cpus=0.5),
+        backend_options={"ort": BackendOptions(num_cpus=1.0), "ort_noopt": half}),
+        ray=RayConfig(start_timeout_s=start_timeout_s), triage=TriageConfig(enabled=False))
+
+
+def check_summary(summary, cpus: float, text: str) -> None:
+    request = (r"needs \{CPU: 1\}; the only node that could hold it: " + NODE
+               + rf" has \{{CPU: {cpus:g}\}}, free \{{CPU: 0\}}")
+    ort = summary.backends["ort"]
+    assert ort["evaluated"] == 0 and ort["skipped_busy"] == 0 and ort["skipped_starting"] == 0
+    assert ort["cut_off"] == 0
+    assert ort["not_placed"] > 0
+    assert summary.backends["ort_noopt"]["not_placed"] == 0
+    actor = next(a for a in summary.actors if a["name"] == "ort#0")
+    assert actor["start"] == "not placed" and actor["start_s"] is None
+    assert re.fullmatch(r"could not be placed in \d+ s: " + request, actor["start_text"])
+    lines = summary.text().splitlines()
+    assert f"not placed (no row; its actors could not be placed): ort {ort['not_placed']}" in lines
+    assert [ln for ln in lines if ln.startswith("actor ort#0")] == [f"actor ort#0 {actor['start_text']}"]
+    assert re.search(r"^actors up in: gen [\d.]+ s, ort_noopt [\d.]+ s$", "\n".join(lines), re.M)
+    assert not any(ln.startswith("skipped while") for ln in lines), text
+
+
+def test_an_unplaced_backend_is_given_up_on_after_the_timeout_and_the_others_go_on(
+        cpus_held, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="campaign.driver.campaign")
+    summary = run_campaign(config("12", start_timeout_s=6.0), tmp_path,
+                           stages=Stages(stage_doubles.Gen, stage_doubles.Ev, Cfg(BACKENDS)))
+    rows = read_results(tmp_path).to_pylist()
+    assert summary.tests == 12 and not summary.interrupted
+    assert sorted(r["backend"] for r in rows) == ["ort_noopt"] * 12
+    assert summary.backends["ort"]["not_placed"] == 12  # every test was sampled for it too
+    check_summary(summary, cpus_held, summary.text())
+    warnings = [r.getMessage() for r in caplog.records]
+    assert re.fullmatch(r"actor ort#0 could not be placed in \d+ s: needs \{CPU: 1\}; the only "
+                        r"node that could hold it: " + NODE + rf" has \{{CPU: {cpus_held:g}\}}, "
+                        r"free \{CPU: 0\}", warnings[0])
+    assert warnings[1:] == ["backend ort: none of its actors could be placed; the campaign goes "
+                            "on without it (its tests are counted as not placed)"]
+
+
+def test_an_actor_still_unplaced_when_a_timed_campaign_ends_is_named_with_its_request(
+        cpus_held, tmp_path):
+    # the reported case: a 90 s campaign, ray.start_timeout_s=180 s, ort never placed; its
+    # tests were counted as skipped while busy
+    summary = run_campaign(config("16s", start_timeout_s=180.0), tmp_path,
+                           stages=Stages(stage_doubles.Gen, stage_doubles.Ev, Cfg(BACKENDS)))
+    rows = read_results(tmp_path).to_pylist()
+    assert rows and {r["backend"] for r in rows} == {"ort_noopt"}
+    check_summary(summary, cpus_held, summary.text())
