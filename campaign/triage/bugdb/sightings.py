@@ -8,6 +8,12 @@ that the database does not hold yet joins that note's bug (imported by `import-f
 becomes a bug of the note's id with status `known`; it counts as seen before. What it
 did comes back as a `Recorded`: which bugs were new in this run and which were already known,
 the numbers a run's report shows.
+
+A harness failure is never a compiler bug: a new group whose buckets' status is `unconfirmed`
+(its repro.py was run and did not reproduce: `campaign.triage.pipeline.buckets.unconfirmed`)
+becomes an `unconfirmed` bug, counted apart from the new compiler bugs; an unconfirmed bug
+seen again stays so until a triage's repro.py of it reproduces, which makes it `new` (new in
+that run). The buckets of an environment fault (kind `env`) are not recorded.
 """
 from __future__ import annotations
 
@@ -42,12 +48,19 @@ class Recorded:
     titles: dict[str, str] = field(default_factory=dict)
 
     def text(self, db: Path) -> str:
-        """What the run's summary says: new compiler bugs listed, the rest counted."""
+        """What the run's summary says: new compiler bugs listed, the rest counted;
+        unconfirmed bugs (this run's, new or seen before) counted and listed apart, never among
+        the new compiler bugs."""
         bugs = [b for b, s in self.new.items() if s == "new"]
+        doubtful = [b for b, s in {**self.new, **self.known}.items() if s == "unconfirmed"]
+        others = sum(s not in ("new", "unconfirmed") for s in self.new.values())
         lines = [f"bug database {db}: {len(bugs)} new compiler bugs "
-                 f"({len(self.new) - len(bugs)} new buckets of ours or known limitations), "
-                 f"{len(self.known)} bugs seen before"]
+                 f"({others} new buckets of ours or known limitations), "
+                 f"{len(self.known)} bugs seen before"
+                 + (f"; {len(doubtful)} unconfirmed (their repro.py did not reproduce)"
+                    if doubtful else "")]
         lines += [f"  new: {b}  {self.titles.get(b, '')}" for b in bugs]
+        lines += [f"  unconfirmed: {b}  {self.titles.get(b, '')}" for b in doubtful]
         return "\n".join(lines)
 
 
@@ -65,6 +78,9 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
         done = Recorded()
         holder = {i: b.bug for b in bugs.values() for i in b.bucket_ids}
         for name, members in rows_by_bug(rows).items():
+            if all(r.get("kind") == "env" for r in members):  # an environment fault: no bug
+                continue
+            doubtful = any(r.get("status") == "unconfirmed" for r in members)
             ids = [r["bucket"] for r in members]
             seen = sorted({holder[i] for i in ids if i in holder},
                           key=lambda b: (bugs[b].first_seen or when, b))
@@ -77,7 +93,9 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
                 bug = Bug(_fresh(finding, bugs), "known")
                 bugs[bug.bug] = bug
             else:
-                bug = Bug(_fresh(name, bugs), FIRST_STATUS.get(_kind(members), "new"))
+                kind = _kind(members)
+                bug = Bug(_fresh(name, bugs), "unconfirmed" if doubtful and kind == "bug"
+                          else FIRST_STATUS.get(kind, "new"))
                 bugs[bug.bug] = bug
             earlier = {s.run for s in bug.sightings} - {run}
             for r in members:
@@ -93,8 +111,14 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
                                               when, int(r.get("count") or 0), vers[backend]))
                 _keep_smallest(bug, r, Path(out_dir))
                 done.bug_of[r["bucket"]] = bug.bug
-            if bug.status == "new" and earlier:
+            confirmed_now = False
+            if bug.status == "unconfirmed" and any(r.get("repro_status") == "reproduced"
+                                                   for r in members):
+                bug.status, confirmed_now = "new", True  # new in this run: its first repro
+            elif bug.status == "new" and earlier:
                 bug.status = "known"
+            elif bug.status == "new" and doubtful:  # this run's alone, its repro checked now
+                bug.status = "unconfirmed"
             elif bug.status == "fixed":
                 bug.status = "known"
                 bug.note = ((bug.note + "\n") if bug.note else "") + (
@@ -103,7 +127,8 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
                 bug.report = str(Path(reports[name]).resolve())
             if bug.title is None:
                 bug.title = title(members[0])
-            if earlier or bug.bug in done.known or finding is not None:
+            if not confirmed_now and (earlier or bug.bug in done.known
+                                      or finding is not None):
                 done.known[bug.bug] = bug.status
             else:
                 done.new[bug.bug] = bug.status

@@ -21,7 +21,10 @@ triaged); first and last seen, the test and campaign counts and the versions see
 from them on every write, so they never disagree. A triage of a run already recorded replaces
 that run's sightings (triaging a run twice counts it once).
 
-Statuses (`STATUSES`): `new` (seen in one campaign, not looked at), `known` (seen again in a
+Statuses (`STATUSES`): `new` (seen in one campaign, not looked at), `unconfirmed` (a new
+compiler-bug bucket whose repro.py was run and did not reproduce: a harness or environment
+failure until it does; not re-checked, holds back no tests, and not known to the next triage,
+which reduces and checks it again: `new` once its repro.py reproduces), `known` (seen again in a
 later campaign, or looked at), `fixed` (its repro.py stopped reproducing on a re-check:
 `campaign.triage.bugdb.recheck`), `ours` (a bug of dynsmith: `invalid` buckets), `known-upstream`
 (already in the compiler's tracker), `limitation` (documented behaviour, not a bug:
@@ -46,7 +49,8 @@ import pyarrow.parquet as pq
 
 from campaign.triage.pipeline.buckets import BucketKey
 
-STATUSES = ("new", "known", "fixed", "ours", "known-upstream", "limitation", "merged")
+STATUSES = ("new", "unconfirmed", "known", "fixed", "ours", "known-upstream", "limitation",
+            "merged")
 #: the statuses a re-check runs (a bug still to be fixed upstream)
 OPEN = ("new", "known", "known-upstream")
 #: the table inside the database directory, and the lock writers hold
@@ -285,9 +289,12 @@ class BugDb:
     def known_keys(self, run: str | None = None) -> list[BucketKey]:
         """The keys of the buckets known before run `run` (an output dir, resolved): every
         bucket but those seen only in that run (a second triage of one run finds its own
-        buckets new again, and reuses its reductions)."""
+        buckets new again, and reuses its reductions) and those of unconfirmed bugs (checked
+        again)."""
         out = []
         for b in self.read().values():
+            if b.status == "unconfirmed":
+                continue
             for key, ref in zip(b.keys(), b.buckets, strict=True):
                 runs = {s.run for s in b.sightings if s.bucket == ref["bucket"]}
                 if not runs or runs - {run}:

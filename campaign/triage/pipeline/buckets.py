@@ -20,8 +20,14 @@ The `bugs` table (`<out>/bugs.parquet`, schema `BUGS_SCHEMA`) has one row per bu
 first seen, count of result rows, example test ids, the artifact folder (relative to the output
 dir), its configuration (`backend_config`, the reduced one for a reduced bucket), sizes before
 and after reduction, `repro` (the repro.py path) and `repro_status` (how it
-fared when run fresh: reproduced, not reproduced, different failure, error, none), and
-`culprit` (where in the compiler the fault is, `campaign.triage.pipeline.localization`).
+fared when run fresh: reproduced, not reproduced, different failure, error, none),
+`culprit` (where in the compiler the fault is, `campaign.triage.pipeline.localization`), and
+`status` (`Bucket.status`: what the bucket is to the bug database).
+
+A harness failure is never a compiler bug: a new compiler-bug bucket of a bug whose repro.py was
+run and did not reproduce (`REPRO_FAILED`; no bucket of the bug reproduced) is `unconfirmed`,
+not `new`; the buckets of an environment fault the campaign named (`campaign.env_fault`) are of
+kind `env`, status `environment`.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -41,9 +48,22 @@ from ir.core.graph import Graph
 
 #: verdicts that are compiler bugs (reduced, reproduced); `invalid` is ours, `unsupported` known
 BUG_VERDICTS = ("crash", "signal", "timeout", "mismatch", "recompile")
-#: bucket kinds by verdict
+#: bucket kinds by verdict (a bugs table's `kind` is `env` instead for the buckets of an
+#: environment fault: `Bucket.env_fault`)
 KIND = {"crash": "bug", "signal": "bug", "timeout": "bug", "mismatch": "bug",
         "recompile": "bug", "invalid": "ours", "unsupported": "known"}
+#: `repro_status` outcomes of a repro.py that was run and did not reproduce the failure (null:
+#: not run, for lack of time or `check_repro` off; `none`: no repro.py for the backend)
+REPRO_FAILED = ("not reproduced", "different failure", "error")
+#: a new bucket's status by kind, when it is not a compiler bug (`Bucket.status`)
+_OTHER_STATUS = {"ours": "ours", "known": "limitation", "env": "environment"}
+
+
+def unconfirmed(repro_statuses: Iterable[str | None]) -> bool:
+    """Whether a bug whose buckets' repro.py fared so is unconfirmed: some was run and did
+    not reproduce (`REPRO_FAILED`), none reproduced."""
+    seen = list(repro_statuses)
+    return "reproduced" not in seen and any(s in REPRO_FAILED for s in seen)
 
 
 @dataclass(frozen=True)
@@ -206,6 +226,28 @@ class Bucket:
     #: where in the compiler the fault is (`campaign.triage.pipeline.localization`): the
     #: culprit (`ort: TransposeOptimizer`), or `not localized: <why>`; None: not localized
     culprit: str | None = None
+    #: its bug's repro.py was run and did not reproduce, and no bucket of the bug's did
+    #: (`unconfirmed`; set once the buckets are grouped into bugs)
+    unconfirmed: bool = False
+    #: the environment fault (`campaign.env_fault`, its one line) whose rows these are: not a
+    #: compiler bug, not reduced
+    env_fault: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """The key's kind, or `env` for an environment fault's bucket."""
+        return "env" if self.env_fault else self.key.kind
+
+    @property
+    def status(self) -> str:
+        """What the bucket is to the bug database (`campaign.triage.bugdb.store.STATUSES`):
+        a compiler bug's `new` (not known before), `unconfirmed` (new, its bug's repro.py did
+        not reproduce) or `known`; else by kind `ours`, `limitation`, `environment`."""
+        if self.kind != "bug":
+            return _OTHER_STATUS.get(self.kind, "new" if self.new else "known")
+        if not self.new:
+            return "known"
+        return "unconfirmed" if self.unconfirmed else "new"
 
     def add(self, ts: Any, test_id: str, finding_dir: str | None) -> None:
         self.count += 1
@@ -223,13 +265,14 @@ class Bucket:
             "bucket": k.id, "bug": self.bug or k.id, "bug_reason": self.bug_reason,
             "backend": k.backend, "target": k.target, "verdict": k.verdict,
             "stage": k.stage, "error_sig": k.error_sig, "pattern": k.pattern,
-            "backend_config": k.config, "kind": k.kind,
+            "backend_config": k.config, "kind": self.kind, "status": self.status,
             "new": self.new, "first_seen": self.first_seen, "count": self.count,
             "example_test_ids": self.examples(), "artifact_path": self.artifact_path,
             "original_insts": self.original_insts, "reduced_insts": self.reduced_insts,
             "reduction_tests": self.reduction_tests, "reduction_s": self.reduction_s,
             "confirmed": self.confirmed, "reduced_pattern": self.reduced_pattern,
-            "repro": self.repro, "repro_status": self.repro_status, "note": self.note,
+            "repro": self.repro, "repro_status": self.repro_status,
+            "note": self.env_fault or self.note,
             "wrong_part": self.wrong_part, "aot_eager": self.aot_eager,
             "finding": self.finding,
             "culprit": self.culprit,
@@ -249,7 +292,7 @@ BUGS_SCHEMA = pa.schema([
     ("reduced_pattern", pa.string()),
     ("repro", pa.string()), ("repro_status", pa.string()), ("note", pa.string()),
     ("wrong_part", pa.string()), ("aot_eager", pa.string()), ("culprit", pa.string()),
-    ("finding", pa.string()),
+    ("finding", pa.string()), ("status", pa.string()),
 ])
 
 BUGS_FILE = "bugs.parquet"
@@ -294,11 +337,14 @@ def known_bucket_keys(paths: list[str]) -> list[BucketKey]:
 
 
 def _known_rows(paths: list[str]) -> list[dict[str, Any]]:
+    """The rows of earlier bugs tables, but unconfirmed ones: a bucket whose repro.py did not
+    reproduce is not known, so the next triage reduces and checks it again."""
     rows: list[dict[str, Any]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
             path = path / BUGS_FILE
         if path.is_file():
-            rows += read_bugs_table(path).to_pylist()
+            rows += [r for r in read_bugs_table(path).to_pylist()
+                     if r.get("status") != "unconfirmed"]
     return rows

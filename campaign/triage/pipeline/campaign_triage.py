@@ -62,6 +62,7 @@ from campaign.triage.pipeline.buckets import (
 from campaign.triage.pipeline.localization import Localization, localize_folder
 
 if TYPE_CHECKING:
+    from campaign.env_fault import EnvFault
     from campaign.triage.bugdb.sightings import Recorded
     from campaign.triage.bugdb.store import BugDb
     from campaign.triage.pipeline.reduction import Reduction
@@ -91,34 +92,35 @@ class TriageReport:
 
     def text(self) -> str:
         """The buckets and the bugs (causes) they group into: a compiler bug of several
-        buckets gets a `bug <id>` line with its buckets under it."""
-        bugs = [b for b in self.buckets if b.key.kind == "bug"]
+        buckets gets a `bug <id>` line with its buckets under it. Unconfirmed bugs (their
+        repro.py did not reproduce) and environment faults' buckets are counted and listed
+        apart, after the compiler bugs: never among them."""
         groups: dict[str, list[Bucket]] = {}
-        for b in bugs:
-            groups.setdefault(b.bug or b.key.id, []).append(b)
-        lines = [f"triage: {len(self.buckets)} buckets ({len(bugs)} compiler-bug buckets in "
-                 f"{len(groups)} bugs), {self.reductions} reductions in {self.seconds:.0f} s "
-                 f"-> {self.table}"]
+        for b in self.buckets:
+            if b.kind == "bug":
+                groups.setdefault(b.bug or b.key.id, []).append(b)
+        doubtful = {g: m for g, m in groups.items() if any(b.status == "unconfirmed" for b in m)}
+        bugs = {g: m for g, m in groups.items() if g not in doubtful}
+        env = [b for b in self.buckets if b.kind == "env"]
+        apart = (f"; {len(doubtful)} unconfirmed bugs: their repro.py did not reproduce"
+                 if doubtful else "") + (f"; {len(env)} buckets of environment faults"
+                                         if env else "")
+        lines = [f"triage: {len(self.buckets)} buckets ({sum(map(len, bugs.values()))} "
+                 f"compiler-bug buckets in {len(bugs)} bugs{apart}), {self.reductions} "
+                 f"reductions in {self.seconds:.0f} s -> {self.table}"]
         if self.skipped:
             lines.append(f"triage: {self.skipped} steps did not fit the budget; continue with "
                          f"`python -m campaign.triage {self.out_dir}`")
-        for bug, members in sorted(groups.items(),
-                                   key=lambda kv: (-sum(b.count for b in kv[1]), kv[0])):
-            indent = "  "
-            if len(members) > 1:
-                lines.append(f"  bug {bug}: {len(members)} buckets, "
-                             f"{sum(b.count for b in members)} rows")
-                indent = "    "
-            for b in sorted(members, key=lambda b: (b.key.id != bug, -b.count, b.key.id)):
-                size = (f"{b.original_insts}->{b.reduced_insts} insts"
-                        if b.reduced_insts is not None else "not reduced")
-                what = b.key.error_sig or b.key.pattern or ""
-                if b.key.config:
-                    what = f"[{b.key.config}] {what}"
-                if b.finding:
-                    what = f"known {b.finding.split('-')[0]}: {what}"
-                lines.append(f"{indent}{b.key.id:<34} {b.count:>5}x  {size:<16} "
-                             f"repro: {b.repro_status or '-':<17} {what[:90]}")
+        lines += _group_lines(bugs, "  ")
+        if doubtful:
+            lines.append("  unconfirmed (their repro.py did not reproduce: not compiler bugs "
+                         "until one does; the next triage checks them again):")
+            lines += _group_lines(doubtful, "    ")
+        if env:
+            lines.append("  environment faults (not compiler bugs; the campaign held the "
+                         "backend back):")
+            lines += [f"    {b.key.id:<34} {b.count:>5}x  {b.env_fault}"
+                      for b in sorted(env, key=lambda b: (-b.count, b.key.id))]
         if self.db is not None and self.recorded is not None:
             lines.append(self.recorded.text(self.db))
         return "\n".join(lines)
@@ -138,6 +140,30 @@ def _cause_of(key: BucketKey) -> tuple[str, ...] | None:
     return (key.backend.partition("?")[0], key.target, key.verdict, key.stage or "", cause)
 
 
+def _group_lines(groups: dict[str, list[Bucket]], indent: str) -> list[str]:
+    """The lines of `groups` (bug -> its buckets), largest first: a bug of several buckets
+    gets a `bug <id>` line with its buckets under it."""
+    lines = []
+    for bug, members in sorted(groups.items(),
+                               key=lambda kv: (-sum(b.count for b in kv[1]), kv[0])):
+        inner = indent
+        if len(members) > 1:
+            lines.append(f"{indent}bug {bug}: {len(members)} buckets, "
+                         f"{sum(b.count for b in members)} rows")
+            inner = indent + "  "
+        for b in sorted(members, key=lambda b: (b.key.id != bug, -b.count, b.key.id)):
+            size = (f"{b.original_insts}->{b.reduced_insts} insts"
+                    if b.reduced_insts is not None else "not reduced")
+            what = b.key.error_sig or b.key.pattern or ""
+            if b.key.config:
+                what = f"[{b.key.config}] {what}"
+            if b.finding:
+                what = f"known {b.finding.split('-')[0]}: {what}"
+            lines.append(f"{inner}{b.key.id:<34} {b.count:>5}x  {size:<16} "
+                         f"repro: {b.repro_status or '-':<17} {what[:90]}")
+    return lines
+
+
 # ---- rows ---------------------------------------------------------------------------------------
 
 def _rows_from_results(out_dir: Path) -> list[dict[str, Any]]:
@@ -145,7 +171,7 @@ def _rows_from_results(out_dir: Path) -> list[dict[str, Any]]:
 
     table = read_results(out_dir)
     cols = ["test_id", "backend", "target", "verdict", "stage", "error_sig", "ts", "finding_dir",
-            "ops", "seed", "backend_config"]
+            "ops", "seed", "backend_config", "error_class"]
     rows = table.select([c for c in cols if c in table.column_names]).to_pylist()
     return [r for r in rows if r["verdict"] not in NOT_FINDINGS]
 
@@ -172,6 +198,7 @@ def _rows_from_folders(findings: Path, root: Path) -> list[dict[str, Any]]:
         rows.append({"test_id": info.get("test_id", folder.name), "backend": backend,
                      "target": info.get("target") or "", "verdict": verdict,
                      "stage": info.get("stage"), "error_sig": info.get("error_sig"),
+                     "error_class": info.get("error_class"),
                      "ts": None, "finding_dir": folder.relative_to(root).as_posix(),
                      "ops": ops, "seed": info.get("seed"),
                      "backend_config": info.get("backend_config") or ""})
@@ -189,8 +216,12 @@ MIN_REPRO_S = 10.0
 
 class _Triage:
     def __init__(self, out_dir: Path, cfg: TriageConfig, log: Callable[[str], None],
-                 deadline: float | None = None, db: BugDb | None = None):
+                 deadline: float | None = None, db: BugDb | None = None,
+                 env_faults: list[EnvFault] | None = None):
         self.out = out_dir
+        #: the environment faults the campaign named (`campaign.env_fault`): their rows are
+        #: bucketed apart (kind `env`), never reduced nor taken for compiler bugs
+        self.env_faults = list(env_faults or [])
         self.cfg = cfg
         self.log = log
         self.bugs_dir = out_dir / BUGS_DIR
@@ -362,6 +393,8 @@ class _Triage:
         rows = sorted(rows, key=lambda r: (r.get("ts") is None, r.get("ts") or 0, r["test_id"]))
         reducible = set(self.cfg.reduce_verdicts)
         failures: dict[BucketKey, list[dict[str, Any]]] = {}
+        if self.env_faults:
+            rows = [r for r in rows if not self.environment(r)]
         for row in rows:
             if row["verdict"] != "mismatch":
                 failures.setdefault(crash_key(row).base(), []).append(row)
@@ -373,6 +406,17 @@ class _Triage:
                                                     row.get("finding_dir"))
                 continue
             self.failure(base, members, base.verdict in reducible)
+
+    def environment(self, row: dict[str, Any]) -> bool:
+        """Bucket `row` apart (its bucket's `env_fault`, not reduced) if it is the row of an
+        environment fault the campaign named; whether it was."""
+        fault = next((f for f in self.env_faults if f.holds(row["backend"], row)), None)
+        if fault is None:
+            return False
+        b = self.bucket(crash_key(row))
+        b.env_fault = fault.line()
+        b.add(row.get("ts"), row["test_id"], row.get("finding_dir"))
+        return True
 
     def explained(self, row: dict[str, Any], keys: list[BucketKey]) -> BucketKey | None:
         """The most specific of `keys` whose configuration the row's holds, or None."""
@@ -556,7 +600,7 @@ class _Triage:
         for key, b in self.buckets.items():
             red = self.best.get(key)
             graph = red.graph if red is not None and red.status in ("reduced", "cached") else None
-            evidence.append(BucketEvidence(key.id, key.backend, key.verdict, key.kind, key.stage,
+            evidence.append(BucketEvidence(key.id, key.backend, key.verdict, b.kind, key.stage,
                                            key.error_sig, key.config, b.first_seen, b.count,
                                            graph, frontend_of(key.backend)))
         grouping = group(evidence, self.cross_rerun, self.cfg.group_reruns)
@@ -778,7 +822,21 @@ class _Triage:
                 b.artifact_path = dirs[0] if dirs else None
         (self.bugs_dir / INDEX).write_text(json.dumps(self.index, indent=2) + "\n")
         self.group()
+        self.confirm()
         return write_bugs_table(self.out / BUGS_FILE, list(self.buckets.values()))
+
+    def confirm(self) -> None:
+        """Mark the buckets of each bug whose repro.py was run and did not reproduce, none of
+        its buckets' having reproduced, `unconfirmed` (`buckets.unconfirmed`): a harness or
+        environment failure is never a compiler bug."""
+        from campaign.triage.pipeline.buckets import rows_by_bug, unconfirmed
+
+        bugs = rows_by_bug([{"bucket": b.key.id, "bug": b.bug, "b": b}
+                            for b in self.buckets.values() if b.kind == "bug"])
+        for members in bugs.values():
+            if unconfirmed(m["b"].repro_status for m in members):
+                for m in members:
+                    m["b"].unconfirmed = True
 
 
 def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = None,  # noqa: B008 (read, never written)
@@ -802,7 +860,9 @@ def triage(path: Path, cfg: TriageConfig = TriageConfig(), out: Path | None = No
         rows = _rows_from_folders(path / "findings", path)
     else:  # a findings dir itself
         rows = _rows_from_folders(path, path.parent)
-    t = _Triage(out_dir, cfg, log, deadline, db)
+    from campaign.env_fault import read_faults
+
+    t = _Triage(out_dir, cfg, log, deadline, db, read_faults(root))
     try:
         if progress and t.time_left() > 0:
             from tqdm import tqdm

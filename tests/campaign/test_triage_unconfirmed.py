@@ -1,0 +1,148 @@
+"""A harness failure is never a compiler bug (issue 41, point 3): a bucket whose repro.py was run
+and did not reproduce is `unconfirmed`, not `new` (the bugs table, the bug database, the
+summaries); the rows of an environment fault the campaign named are bucketed apart, not
+reduced, not recorded as bugs."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pyarrow.parquet as pq
+from test_triage import PATTERN, _case, campaign_dir
+
+from campaign.env_fault import EnvFault, row_signature, write_faults
+from campaign.storage import read_results
+from campaign.triage import TriageConfig
+from campaign.triage.bugdb.sightings import record
+from campaign.triage.bugdb.store import BugDb
+from campaign.triage.pipeline.buckets import Bucket, BucketKey, unconfirmed
+from campaign.triage.pipeline.campaign_triage import triage
+
+#: stand-in repro.py files (the test double's backend has none)
+NOT_REPRODUCED = 'print("NOT REPRODUCED")\n'
+REPRODUCED = 'print("REPRODUCED: crash: a stand-in")\nraise SystemExit(1)\n'
+
+
+def _bug_rows(out):
+    return [r for r in pq.read_table(out / "bugs.parquet").to_pylist() if r["kind"] == "bug"]
+
+
+def _replace_repro(out, text: str) -> None:
+    """Put `text` as the bug folder's repro.py, unchecked (as a triage out of time leaves it)."""
+    (row,) = _bug_rows(out)
+    folder = out / row["artifact_path"]
+    (folder / "repro.py").write_text(text)
+    info = json.loads((folder / "info.json").read_text())
+    info["repro_status"] = None
+    (folder / "info.json").write_text(json.dumps(info))
+
+
+def test_a_repro_that_does_not_reproduce_makes_an_unconfirmed_bug_not_a_new_one(tmp_path):
+    out = campaign_dir(tmp_path / "run", [PATTERN], [_case("run-000000", 0)])
+    db = str(tmp_path / "db")
+    first = triage(out, TriageConfig(max_tests=150, check_repro=False, db=db),
+                   log=lambda s: None)
+    (row,) = _bug_rows(out)
+    # no repro.py was run (the backend has none): new, as before, told apart by repro_status
+    assert (row["status"], row["new"], row["repro_status"]) == ("new", True, "none")
+    assert "1 new compiler bugs" in first.text()
+
+    _replace_repro(out, NOT_REPRODUCED)
+    again = triage(out, TriageConfig(max_tests=150, db=db), log=lambda s: None)
+    (row,) = _bug_rows(out)
+    assert (row["status"], row["new"], row["repro_status"]) == (
+        "unconfirmed", True, "not reproduced")
+    bug = row["bug"]
+    lines = again.text().splitlines()
+    assert lines[0].startswith(
+        "triage: 1 buckets (0 compiler-bug buckets in 0 bugs; 1 unconfirmed bugs: their "
+        "repro.py did not reproduce), 0 reductions in ")
+    assert lines[1] == ("  unconfirmed (their repro.py did not reproduce: not compiler bugs "
+                        "until one does; the next triage checks them again):")
+    assert lines[2].startswith(f"    {bug}")
+    assert lines[3] == (f"bug database {db}: 0 new compiler bugs (0 new buckets of ours or "
+                        "known limitations), 0 bugs seen before; 1 unconfirmed (their repro.py "
+                        "did not reproduce)")
+    assert lines[4].startswith(f"  unconfirmed: {bug}  ")
+    (stored,) = BugDb(tmp_path / "db").read().values()
+    assert (stored.status, stored.repro_status) == ("unconfirmed", "not reproduced")
+    # not known to a later triage (it is reduced and checked again), and it holds nothing back
+    assert BugDb(tmp_path / "db").known_keys("another run") == []
+    from campaign.known import db_triggers
+
+    assert db_triggers(tmp_path / "db") == []
+
+    # its repro.py reproduces on a later check: a new compiler bug, new in that triage
+    _replace_repro(out, REPRODUCED)
+    third = triage(out, TriageConfig(max_tests=150, db=db), log=lambda s: None)
+    (row,) = _bug_rows(out)
+    assert (row["status"], row["repro_status"]) == ("new", "reproduced")
+    assert "1 new compiler bugs" in third.text() and "unconfirmed" not in third.text()
+    assert BugDb(tmp_path / "db").read()[bug].status == "new"
+
+
+def _row(bucket: str, status: str, repro_status: str | None, kind: str = "bug") -> dict:
+    return {"bucket": bucket, "bug": bucket, "backend": "ort", "target": "cpu",
+            "verdict": "crash", "stage": "compile", "error_sig": f"E: {bucket}", "pattern": None,
+            "backend_config": "", "kind": kind, "status": status, "count": 3,
+            "first_seen": datetime(2026, 1, 1, tzinfo=timezone.utc), "artifact_path": None,
+            "repro": None, "repro_status": repro_status}
+
+
+def test_the_database_keeps_an_unconfirmed_bug_apart_until_it_reproduces(tmp_path):
+    db = BugDb.open(tmp_path / "db")
+    one = record(db, tmp_path / "a", [_row("b1", "unconfirmed", "error"),
+                                      _row("b2", "new", "reproduced"),
+                                      _row("e1", "environment", None, kind="env")],
+                 versions=lambda b: [])
+    assert one.new == {"b1": "unconfirmed", "b2": "new"}  # the environment fault: no bug
+    assert one.text(tmp_path / "db").splitlines() == [
+        f"bug database {tmp_path / 'db'}: 1 new compiler bugs (0 new buckets of ours or known "
+        "limitations), 0 bugs seen before; 1 unconfirmed (their repro.py did not reproduce)",
+        "  new: b2  ONNX Runtime: crash during compile: E: b2",
+        "  unconfirmed: b1  ONNX Runtime: crash during compile: E: b1"]
+    # seen again, not checked (budget): still unconfirmed, listed apart, counted as seen before
+    two = record(db, tmp_path / "b", [_row("b1", "new", None)], versions=lambda b: [])
+    assert two.known == {"b1": "unconfirmed"} and two.new == {}
+    assert "0 new compiler bugs" in two.text(tmp_path / "db")
+    # seen again and its repro.py reproduced: new in that run
+    three = record(db, tmp_path / "c", [_row("b1", "new", "reproduced")], versions=lambda b: [])
+    assert three.new == {"b1": "new"}
+    assert db.read()["b1"].status == "new"
+
+
+def test_a_bug_is_unconfirmed_only_when_some_repro_ran_and_none_reproduced():
+    assert unconfirmed(["not reproduced"]) and unconfirmed(["different failure", None])
+    assert unconfirmed(["error", "none"])
+    assert not unconfirmed([None]) and not unconfirmed(["none"]) and not unconfirmed([])
+    assert not unconfirmed(["not reproduced", "reproduced"])
+    b = Bucket(BucketKey("ort", "cpu", "crash", "compile", "E"), unconfirmed=True)
+    assert b.status == "unconfirmed"
+    assert Bucket(BucketKey("ort", "cpu", "crash", "compile", "E"), new=False,
+                  unconfirmed=True).status == "known"
+    assert Bucket(BucketKey("ort", "cpu", "invalid", "unknown", "E")).status == "ours"
+    env = Bucket(BucketKey("ort", "cpu", "crash", "compile", "E"), env_fault="environment ...")
+    assert (env.kind, env.status, env.row()["kind"]) == ("env", "environment", "env")
+
+
+def test_an_environment_faults_rows_are_bucketed_apart_not_reduced_nor_recorded(tmp_path):
+    out = campaign_dir(tmp_path / "run", [PATTERN], [_case("run-000000", 0),
+                                                     _case("run-000001", 1)])
+    rows = [r for r in read_results(out).to_pylist() if r["verdict"] == "crash"]
+    assert rows
+    fault = EnvFault(rows[0]["backend"], row_signature(rows[0]), 9, 10, 12.0)
+    write_faults(out, [fault])
+    report = triage(out, TriageConfig(max_tests=150, db=str(tmp_path / "db")),
+                    log=lambda s: None)
+    assert report.reductions == 0
+    table = pq.read_table(out / "bugs.parquet").to_pylist()
+    (env,) = [r for r in table if r["kind"] == "env"]
+    assert (env["status"], env["note"], env["count"]) == ("environment", fault.line(), len(rows))
+    assert env["repro"] is None and env["reduced_insts"] is None
+    lines = report.text().splitlines()
+    assert lines[0].startswith("triage: 1 buckets (0 compiler-bug buckets in 0 bugs; 1 buckets "
+                               "of environment faults), 0 reductions in ")
+    assert lines[1] == ("  environment faults (not compiler bugs; the campaign held the backend "
+                        "back):")
+    assert lines[2].startswith(f"    {env['bucket']}") and lines[2].endswith(fault.line())
+    assert BugDb(tmp_path / "db").read() == {}
