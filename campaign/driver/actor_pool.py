@@ -146,6 +146,14 @@ class Pool:
         slot.start = ActorStart(slot.name, time.monotonic(), first=slot.generation == 0)
 
     @property
+    def awaiting_placement(self) -> bool:
+        """None of its actors is up, and those still starting were last seen not placed: a
+        backend that waits (`wait`) holds generation up no longer, its tests skip it while its
+        queue is full (a slow start of a placed actor is waited for)."""
+        return all(s.start is not None and (s.start.given_up or s.start.starting and s.start.unplaced)
+                   for s in self.slots)
+
+    @property
     def out(self) -> bool:
         """None of its actors could be placed: it takes no test."""
         return all(s.given_up for s in self.slots)

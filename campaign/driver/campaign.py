@@ -257,16 +257,16 @@ class Campaign:
 
     def _room(self, coming: int) -> bool:
         """Whether a new test may enter generation: no waiting backend is full and some
-        backend has room, counting the tests already in generation as coming its way."""
+        backend has room, counting the tests already in generation as coming its way. A
+        backend that takes no test (held back, or none of its actors placed) counts for
+        neither; one whose actors wait for placement does not hold generation up."""
         some = False
         for b, pool in self.evals.items():
-            if b in self.router.env_held:  # gets no tests: neither full nor room
+            if b in self.router.env_held or pool.out:  # gets no tests: neither full nor room
                 continue
             o = self.c.options(b)
-            if pool.out:
-                continue
             free = pool.limit() - pool.backlog() - coming * o.rate
-            if o.wait and free <= 0:
+            if o.wait and not pool.awaiting_placement and free <= 0:
                 return False
             some = some or free > 0
         return some
@@ -311,7 +311,8 @@ class Campaign:
             pool = self.evals[b]
             if pool.out:
                 pool.not_placed += 1
-            elif self.c.options(b).wait or pool.backlog() < pool.limit():
+            elif ((self.c.options(b).wait and not pool.awaiting_placement)
+                  or pool.backlog() < pool.limit()):
                 pool.queue.append(Item(test))
                 test.pending.add(b)
             else:

@@ -80,6 +80,8 @@ class ActorStart:
     #: NOT_PLACED: "could not be placed in <s> s: <placement_reason>"; FAILED: the error
     reason: str = ""
     node: str = ""  #: where it was seen running while still starting
+    #: the cluster was last seen holding it nowhere (no process, no node with its request free)
+    unplaced: bool = False
     warnings: int = 0  #: "still starting" lines said so far
     probed: float = 0.0  #: when the cluster was last asked about it
 
@@ -112,6 +114,7 @@ class ActorStart:
         waited = now - self.since
         if not self.starting:
             return None
+        self.unplaced = not where.placed
         if where.placed:
             self.node = where.node
             if waited >= timeout_s * (self.warnings + 1):

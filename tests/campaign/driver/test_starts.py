@@ -4,6 +4,7 @@ else after `ray.start_timeout_s`, or when testing ends), and the reason names it
 what the nodes have and have free."""
 from __future__ import annotations
 
+from campaign.driver.actor_pool import Pool, PoolLimits
 from campaign.driver.starts import (
     FINAL_MIN_S,
     PROBE_S,
@@ -106,3 +107,42 @@ def test_a_failed_start_keeps_its_reason():
     s.failed("ValueError: no such backend: nope")
     assert s.phase is Phase.FAILED and not s.starting and not s.given_up
     assert s.describe(1.0) == "failed to start: ValueError: no such backend: nope"
+
+
+def backend_pool(n: int) -> Pool:
+    """A backend's pool of `n` actors (never started), each with a fresh start."""
+    limits = PoolLimits(in_flight_per_worker=2, max_batch=64, queue_s=10.0, test_timeout_s=300.0,
+                        sandbox_timeout_s=60.0)
+    pool = Pool("ort", n, {"CPU": 1.0}, lambda name: None, "evaluate", limits, by_ref={},
+                upstream_backlog=lambda: 0)
+    for slot in pool.slots:
+        slot.start = ActorStart(f"ort#{slot.number}", since=0.0)
+    return pool
+
+
+def test_a_backend_awaits_placement_while_each_actor_is_unplaced_or_given_up_and_none_is_up():
+    pool = backend_pool(2)
+    a, b = (slot.start for slot in pool.slots)
+    assert a is not None and b is not None
+    assert not pool.awaiting_placement and not pool.out  # not looked at yet: starting
+    unplaced = Placement(placed=False, why="needs {CPU: 1}; ...")
+    a.observe(PROBE_S, unplaced, timeout_s=180.0)
+    assert not pool.awaiting_placement  # b may be placed
+    b.observe(PROBE_S, unplaced, timeout_s=180.0)
+    assert pool.awaiting_placement and not pool.out
+    a.observe(200.0, unplaced, timeout_s=180.0)
+    assert a.given_up and pool.awaiting_placement and not pool.out
+    assert not pool.slots[1].given_up and pool.slots[0].given_up
+    b.observe(210.0, Placement(placed=True), timeout_s=180.0)  # placed at last: importing
+    assert not pool.awaiting_placement and not pool.out
+    b.observe(400.0, unplaced, timeout_s=180.0)
+    assert pool.out
+
+
+def test_a_backend_with_an_actor_up_never_awaits_placement():
+    pool = backend_pool(2)
+    a, b = (slot.start for slot in pool.slots)
+    assert a is not None and b is not None
+    a.ready(3.0)
+    b.observe(200.0, Placement(placed=False, why="..."), timeout_s=180.0)
+    assert b.given_up and not pool.awaiting_placement and not pool.out
