@@ -88,7 +88,12 @@ BUG_COLUMNS: dict[str, tuple[str, ...]] = {
     "new": ("new",),
     #: the finding note (docs/findings) the bucket is a known bug of
     "finding": ("finding",),
+    #: what the bucket is to the bug database: `unconfirmed` (its repro.py did not reproduce)
+    #: and `environment` (an environment fault's rows) are no compiler bugs (docs/triage.md)
+    "status": ("status",),
 }
+#: bugs-table statuses that are no compiler bugs: shown apart, never counted as bugs
+NOT_BUGS = ("unconfirmed", "environment")
 
 # columns read from the results (type used when a column is absent from every file)
 _WANTED = {
@@ -109,6 +114,10 @@ class ReportError(Exception):
 
 def _sql_str(s: str) -> str:
     return "'" + str(s).replace("'", "''") + "'"
+
+
+def _sql_tuple(items: Sequence[str]) -> str:
+    return "(" + ", ".join(_sql_str(i) for i in items) + ")"
 
 
 def _sql_list(items: Sequence[str]) -> str:
@@ -163,6 +172,8 @@ class Run:
     testing_deadline_s: float | None = None
     #: one row per stage (generation first, then the backends): see `core_stages`
     stages: list[dict] = field(default_factory=list)
+    #: summary.json's environment faults: per backend held back, its one line
+    env_faults: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -210,9 +221,13 @@ class ReportData:
     bugs: list[dict]  # from bugs tables
     n_buckets_total: int  # distinct buckets of the derived table (before its row limit)
     n_finding_buckets: int = 0  # distinct finding buckets over all runs
-    #: distinct bugs (causes) of the bugs tables' finding buckets (`bug`, else the bucket);
-    #: None without a bugs table
+    #: distinct bugs (causes) of the bugs tables' finding buckets (`bug`, else the bucket),
+    #: but those no run's triage found to be more than unconfirmed or an environment fault
+    #: (`NOT_BUGS`); None without a bugs table
     n_finding_bugs: int | None = None
+    #: of the rest: distinct unconfirmed bugs, and distinct environment-fault buckets
+    n_unconfirmed_bugs: int = 0
+    n_env_buckets: int = 0
     #: compiler coverage (docs/coverage.md); all empty when no run measured it
     coverage: CoverageData = field(default_factory=CoverageData)
     #: name, tests, hits, invalid, buckets per model the tests' seeds came from (`seed_model`;
@@ -311,10 +326,7 @@ def load(dirs: Sequence[Path], *, max_buckets: int = 500, op_registry: bool = Tr
     bug_runs = _load_bugs(db, runs)
     data.bugs = _bugs_rows(db, runs, max_buckets) if bug_runs else []
     if bug_runs:
-        data.n_finding_bugs = db.q(
-            "SELECT count(DISTINCT coalesce(CAST(bug AS VARCHAR), CAST(bucket AS VARCHAR))) AS n "
-            f"FROM bugs WHERE verdict IN ({', '.join(_sql_str(v) for v in FINDING_VERDICTS)})"
-        )[0]["n"]
+        _count_bugs(db, data)
     data.buckets, data.n_buckets_total = _derived_buckets(db, runs, bug_runs, max_buckets)
     data.coverage = _coverage(db, runs, present)
     data.model_yield = _yield(db, _MODEL_GROUPS)
@@ -376,7 +388,8 @@ def core_stages(summary: dict) -> list[dict]:
     stage, share (normalized 0..1), core_s, core_frac (of the core-seconds of all stages),
     evaluated (generation: the run's tests), per_core_s (evaluated per core-second), calls,
     not_applicable / held_known (totals, and `*_parts` as (op or bucket, n), largest first),
-    skipped_busy, cut_off, made_for. A field the summary lacks is None."""
+    held_env (tests not given to a backend held back for an environment fault), skipped_busy,
+    cut_off, made_for. A field the summary lacks is None."""
     gen = summary.get("generation")
     gen = gen if isinstance(gen, dict) else {}
     backends = summary.get("backends")
@@ -387,13 +400,14 @@ def core_stages(summary: dict) -> list[dict]:
     for name, s, is_gen in raw:
         na, na_parts = _tally(s.get("not_applicable"))
         held, held_parts = _tally(s.get("held_known"))
+        held_env, _ = _tally(s.get("held_env"))
         calls = s.get("calls", summary.get("generation_calls") if is_gen else None)
         stages.append({
             "stage": name, "generation": is_gen, "share": _num(s.get("share")),
             "core_s": _num(s.get("core_s")), "core_frac": _num(s.get("core_frac")),
             "evaluated": _int(summary.get("tests") if is_gen else s.get("evaluated")),
             "calls": _int(calls), "not_applicable": na, "not_applicable_parts": na_parts,
-            "held_known": held, "held_known_parts": held_parts,
+            "held_known": held, "held_known_parts": held_parts, "held_env": held_env,
             "skipped_busy": _int(s.get("skipped_busy")), "cut_off": _int(s.get("cut_off")),
             "made_for": _int(s.get("made_for")),
         })
@@ -425,6 +439,9 @@ def _load_summary(run: Run) -> None:
     run.cores = _int(summary.get("cores"))
     run.testing_s = _num(summary.get("testing_s"))
     run.testing_deadline_s = _num(summary.get("testing_deadline_s"))
+    faults = summary.get("env_faults")
+    run.env_faults = ({str(b): str(v) for b, v in faults.items()}
+                      if isinstance(faults, dict) else {})
     keys = ("share", "core_s")
     if run.cores or any(s[k] is not None for s in run.stages for k in keys):
         run.summary_state = "scheduler"
@@ -770,6 +787,20 @@ def _load_bugs(db: _Db, runs: list[Run]) -> set[int]:
     return used
 
 
+def _count_bugs(db: _Db, data: ReportData) -> None:
+    """The bugs tables' distinct finding bugs, unconfirmed bugs and environment-fault buckets
+    into `data`: a bug any run's triage found to be a compiler bug counts as one, whatever
+    another run said of it."""
+    rows = db.q(
+        "SELECT DISTINCT coalesce(CAST(bug AS VARCHAR), CAST(bucket AS VARCHAR)) AS g, "
+        "coalesce(CAST(status AS VARCHAR), '') AS s "
+        f"FROM bugs WHERE verdict IN ({', '.join(_sql_str(v) for v in FINDING_VERDICTS)})")
+    bugs = {r["g"] for r in rows if r["s"] not in NOT_BUGS}
+    data.n_finding_bugs = len(bugs)
+    data.n_unconfirmed_bugs = len({r["g"] for r in rows if r["s"] == "unconfirmed"} - bugs)
+    data.n_env_buckets = len({r["g"] for r in rows if r["s"] == "environment"} - bugs)
+
+
 def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
     """The bugs tables' rows, one per bucket: a bucket in several runs' tables is merged (counts
     summed, earliest first-seen, examples and artifact folders of each run)."""
@@ -791,7 +822,12 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
           list({{'run': run, 'artifact': CAST(artifact AS VARCHAR),
                  'repro': CAST(repro AS VARCHAR)}} ORDER BY run) AS locs,
           list(DISTINCT run ORDER BY run) AS runs,
-          list(DISTINCT run ORDER BY run) FILTER (WHERE CAST(new AS BOOLEAN)) AS new_runs
+          list(DISTINCT run ORDER BY run) FILTER (
+            WHERE CAST(new AS BOOLEAN) AND coalesce(CAST(status AS VARCHAR), '')
+                  NOT IN {_sql_tuple(NOT_BUGS)}) AS new_runs,
+          list(DISTINCT run ORDER BY run) FILTER (
+            WHERE CAST(status AS VARCHAR) = 'unconfirmed') AS unconfirmed_runs,
+          bool_or(coalesce(CAST(status AS VARCHAR), '') = 'environment') AS environment
         FROM b GROUP BY key
         ORDER BY CASE WHEN any_value(verdict) = 'invalid' THEN 1 ELSE 0 END,
           sum(count) DESC NULLS LAST, key
@@ -799,8 +835,10 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
     by_idx = {r.idx: r for r in runs}
     for row in rows:
         row["run_labels"] = [by_idx[i].label for i in row.pop("runs")]
-        # the runs whose triage found this bucket new (not known before them)
+        # the runs whose triage found this bucket new (not known before them), and those
+        # whose triage found it unconfirmed (its bug's repro.py did not reproduce)
         row["new_in"] = [by_idx[i].label for i in row.pop("new_runs") or []]
+        row["unconfirmed_in"] = [by_idx[i].label for i in row.pop("unconfirmed_runs") or []]
         row["first_seen"] = row["first_seen"] or ""
         examples: list[str] = []
         for ex in row["examples"]:

@@ -128,6 +128,9 @@ _CORE_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
      "tests the backend was not given because they hold ops it lacks (by op)"),
     ("held back (known bug)", "held_known", "int",
      "tests held back because they matched a known bug (by bucket)"),
+    ("held back (environment fault)", "held_env", "int",
+     "tests not given to the backend once it was held back for an environment fault (one "
+     "signature on most of its tests: the line above the table)"),
     ("skipped busy", "skipped_busy", "int", "tests not given to the backend: its queue was full"),
     ("cut off at the deadline", "cut_off", "int", "tests still in the stage at the deadline"),
     ("made for it", "made_for", "int", "tests generated to suit this backend (avoiding the ops "
@@ -190,7 +193,7 @@ def _cores_section(data: ReportData) -> str:
                 f" of a {_fmt_dur(run.testing_deadline_s)} deadline"
                 if run.testing_deadline_s is not None else " (a test budget, no deadline)"))
         note = _CORE_STATES.get(run.summary_state, "")
-        line = "; ".join(facts + ([note] if note else []))
+        line = "; ".join(facts + ([note] if note else []) + sorted(run.env_faults.values()))
         parts.append(f'<h3>{E(run.label)}</h3><p class="note">{E(line)}</p>'
                      + (_cores_table(run) if run.stages else ""))
     return ('<section id="s-cores"><h2>Where the cores went</h2><p class="note">'
@@ -198,8 +201,9 @@ def _cores_section(data: ReportData) -> str:
             "share of the cores, the core-seconds it used and their fraction of all stages', "
             "the tests it evaluated and tests per core-second, and the tests that got no row "
             "there: not applicable (ops the backend lacks; the top ops below, all on hover), "
-            "held back as a known bug (buckets on hover), skipped while the backend was busy, "
-            "cut off at the deadline; and the tests made for the backend.</p>"
+            "held back as a known bug (buckets on hover), held back for an environment fault "
+            "(the backend's fault is named above its run's table), skipped while the backend "
+            "was busy, cut off at the deadline; and the tests made for the backend.</p>"
             + "".join(parts) + "</section>")
 
 
@@ -227,6 +231,14 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
         # a known bug written up in docs/findings: the note
         if b.get("finding"):
             bug += f"<br><span class=note>known: docs/findings/{E(b['finding'])}.md</span>"
+        # no compiler bug (docs/triage.md): said in the row, never counted as one
+        if b.get("unconfirmed_in"):
+            bug += ("<br><span class=note>unconfirmed in "
+                    f"{E(', '.join(b['unconfirmed_in']))}: its repro.py did not reproduce"
+                    "</span>")
+        if b.get("environment"):
+            bug += ("<br><span class=note>environment fault: not a compiler bug (the "
+                    "campaign held the backend back)</span>")
         first = E(b.get("first_seen") or "")
         if derived and b.get("first_run"):
             first += f"<br><span class=note>{E(b['first_run'])} +{_fmt_dur(b['first_el'])}</span>"
@@ -421,9 +433,13 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
             + (f"; their finding buckets are {data.n_finding_bugs} bugs (causes: buckets "
                "grouped by the triage, docs/triage.md)" if data.n_finding_bugs is not None
                else "")
+            + (f" ({data.n_unconfirmed_bugs} more unconfirmed: their repro.py did not "
+               "reproduce)" if data.n_unconfirmed_bugs else "")
+            + (f" ({data.n_env_buckets} buckets of environment faults: not compiler bugs)"
+               if data.n_env_buckets else "")
             + f", findings first, then by count; {sum(bool(b.get('new_in')) for b in data.bugs)}"
-            " of them new (not known to the triage's bug database or earlier tables: <i>new "
-            "in</i> names the runs).</p>"
+            " of them new (not known to the triage's bug database or earlier tables, and not "
+            "unconfirmed: <i>new in</i> names the runs).</p>"
             + _bucket_table(data.bugs, out_dir, "bugs-table", derived=False) + "</section>")
     if data.buckets or not data.bugs:
         shown = len(data.buckets)
@@ -451,6 +467,9 @@ def render(data: ReportData, out: Path, *, title: str | None = None,
              ("finding buckets", f"{data.n_finding_buckets:,}"), ("invalid rows", f"{n_inv:,}")]
     if data.n_finding_bugs is not None:  # the triage grouped the buckets into bugs (causes)
         cards.insert(-1, ("finding bugs (triage)", f"{data.n_finding_bugs:,}"))
+        if data.n_unconfirmed_bugs:  # apart: a harness failure is never a compiler bug
+            cards.insert(-1, ("unconfirmed (repro did not reproduce)",
+                              f"{data.n_unconfirmed_bugs:,}"))
     cards_html = "".join(f'<div class="card"><div class="v">{v}</div><div class="k">{E(k)}</div>'
                          "</div>" for k, v in cards)
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")

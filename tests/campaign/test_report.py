@@ -291,6 +291,41 @@ def test_the_page_says_which_buckets_were_new_in_which_run(tmp_path):
     assert f"{len(res.data.bugs)} of them new" in html
 
 
+def test_unconfirmed_bugs_and_environment_faults_are_shown_apart_never_counted(tmp_path):
+    """A harness failure is never a compiler bug (docs/triage.md): a bucket the triage found
+    `unconfirmed` (its repro.py did not reproduce) or `environment` is not new, not among the
+    finding bugs of the headline; it is counted apart and its row says what it is."""
+    d = tmp_path / "c" / "t0"
+    write_run(d, campaign="c", n_tests=300, backends=("ort",), seed=7, bugs_table=True,
+              n_signatures=3)
+    t = pq.read_table(d / "bugs.parquet")
+    findings = [i for i, v in enumerate(t.column("verdict").to_pylist())
+                if v in FINDING_VERDICTS]
+    assert len(findings) >= 3
+    status = ["new"] * t.num_rows
+    status[findings[0]], status[findings[1]] = "unconfirmed", "environment"
+    t = t.append_column("new", pa.array([True] * t.num_rows))
+    pq.write_table(t.append_column("status", pa.array(status)), d / "bugs.parquet")
+    res = build_report([tmp_path / "c"], tmp_path / "report.html", op_registry=False)
+    data = res.data
+    assert data.n_finding_bugs == len(findings) - 2
+    assert (data.n_unconfirmed_bugs, data.n_env_buckets) == (1, 1)
+    by = {x["bucket"]: x for x in data.bugs}
+    names = t.column("bucket").to_pylist()
+    doubtful, env = by[names[findings[0]]], by[names[findings[1]]]
+    assert doubtful["new_in"] == [] and doubtful["unconfirmed_in"] == [data.runs[0].label]
+    assert env["new_in"] == [] and env["environment"]
+    assert by[names[findings[2]]]["new_in"] == [data.runs[0].label]
+    html = (tmp_path / "report.html").read_text()
+    assert html.count(": its repro.py did not reproduce</span>") == 1
+    assert html.count("environment fault: not a compiler bug") == 1
+    assert "(1 more unconfirmed: their repro.py did not reproduce)" in html
+    assert ('<div class="v">1</div><div class="k">unconfirmed (repro did not reproduce)</div>'
+            in html)
+    assert (f'<div class="v">{len(findings) - 2}</div><div class="k">finding bugs (triage)'
+            in html)
+
+
 def _cores_rows(html: str, run_idx: int) -> list[list[str]]:
     """The cells of a run's "Where the cores went" table, tags stripped (title attributes kept
     out), one list per stage."""
@@ -322,8 +357,10 @@ def test_where_the_cores_went(tmp_path):
                     "cut_off": 2, "calls": 90},
             "tvm@cuda": {"target": "cuda", "evaluated": 800, "share": 0.3, "core_s": 1200.0,
                          "skipped_busy": 0, "not_applicable": {}, "made_for": 0,
-                         "held_known": {}, "cut_off": 0},
+                         "held_known": {}, "held_env": 12, "cut_off": 0},
         },
+        "env_faults": {"tvm@cuda": "environment fault: tvm@cuda held back (no more tests): 9 "
+                                   "of its 10 tests in 4 s failed with crash during compile: E"},
     }
     (run / "summary.json").write_text(json.dumps(summary))
     out = tmp_path / "r.html"
@@ -344,15 +381,20 @@ def test_where_the_cores_went(tmp_path):
     assert 'href="#s-cores"' in page and "<h2>Where the cores went</h2>" in page
     assert "8 cores; testing 9.8 min of a 10.0 min deadline" in page
     for h in ("share", "core-s", "% of core-s", "tests", "tests/core-s", "not applicable",
-              "held back (known bug)", "skipped busy", "cut off at the deadline", "made for it"):
+              "held back (known bug)", "held back (environment fault)", "skipped busy",
+              "cut off at the deadline", "made for it"):
         assert f">{_html.escape(h)}</th>" in page, h
     dash = "–"
     assert _cores_rows(page, 0) == [
-        ["generate", "20.0%", "1,200.0", "25.0%", "40", "0.03", dash, dash, dash, "3", dash],
+        ["generate", "20.0%", "1,200.0", "25.0%", "40", "0.03", dash, dash, dash, dash, "3",
+         dash],
         ["ort", "50.0%", "2,400.0", "50.0%", "1,500", "0.62",
-         "205 | loop 120, scan 80, … 1 more", "13", "7", "2", "11"],
-        ["tvm@cuda", "30.0%", "1,200.0", "25.0%", "800", "0.67", "0", "0", "0", "0", "0"],
+         "205 | loop 120, scan 80, … 1 more", "13", dash, "7", "2", "11"],
+        ["tvm@cuda", "30.0%", "1,200.0", "25.0%", "800", "0.67", "0", "0", "12", "0", "0", "0"],
     ]
+    assert ("8 cores; testing 9.8 min of a 10.0 min deadline; environment fault: tvm@cuda held "
+            "back (no more tests): 9 of its 10 tests in 4 s failed with crash during compile: E"
+            in page)
     # the tooltips: every op and bucket, HTML escaped
     assert 'title="loop 120, scan 80, if 5">205</span>' in page
     assert 'title="ort|crash|&lt;sig&gt; 9, ort|mismatch|x 4">13</span>' in page
@@ -391,8 +433,8 @@ def test_where_the_cores_went_without_the_scheduler_fields(tmp_path):
     idx = {r.dir.name: r.idx for r in res.data.runs}
     dash = "–"
     assert _cores_rows(page, idx["t1"]) == [
-        ["generate", dash, dash, dash, "20", dash, dash, dash, dash, dash, dash],
-        ["ort", dash, dash, dash, "20", dash, dash, dash, "2", dash, dash]]
+        ["generate", dash, dash, dash, "20", dash, dash, dash, dash, dash, dash, dash],
+        ["ort", dash, dash, dash, "20", dash, dash, dash, dash, "2", dash, dash]]
     assert _cores_rows(page, idx["t3"])[1] == [
-        "ort", dash, dash, dash, "20", dash, "3 | mul 3", "0", "0", "0", "0"]
+        "ort", dash, dash, dash, "20", dash, "3 | mul 3", "0", dash, "0", "0", "0"]
     assert f'id="cores-{idx["t2"]}"' not in page
