@@ -173,7 +173,7 @@ tracker:
   looked_up: false
 ---
 """
-STATUSES = "new, known, fixed, ours, known-upstream, limitation, merged"
+STATUSES = "new, unconfirmed, known, fixed, ours, known-upstream, limitation, merged"
 
 
 @pytest.mark.parametrize("old,new,message", [

@@ -146,3 +146,31 @@ def test_an_environment_faults_rows_are_bucketed_apart_not_reduced_nor_recorded(
                         "back):")
     assert lines[2].startswith(f"    {env['bucket']}") and lines[2].endswith(fault.line())
     assert BugDb(tmp_path / "db").read() == {}
+
+
+def test_the_findings_page_lists_unconfirmed_bugs_apart_not_to_write_up(tmp_path):
+    from campaign.triage.bugdb.store import Bug
+    from campaign.triage.pages.findings_page import Page
+
+    page = Page({}, {"N-new": Bug("N-new", "new", title="a new one"),
+                     "U-doubt": Bug("U-doubt", "unconfirmed", title="maybe"),
+                     "O-ours": Bug("O-ours", "ours")}).text()
+    unnoted = page.split("## In the bug database, without notes")[1]
+    assert ("1 bugs to write up (a note in docs/findings/<bug>.md), 1 unconfirmed (below), and "
+            "1 ours, 0 limitation, 0 merged not listed.") in unnoted
+    listed, doubtful = unnoted.split("### Unconfirmed")
+    assert "| N-new | new | a new one | 0 | 0 |  |" in listed and "U-doubt" not in listed
+    assert "| U-doubt | unconfirmed | maybe | 0 | 0 |  |" in doubtful
+
+
+def test_an_unconfirmed_bugs_report_says_so_first(tmp_path):
+    from campaign.triage.pages.upstream_report import write_reports
+
+    folder = tmp_path / "bugs" / "b1"
+    folder.mkdir(parents=True)
+    (folder / "info.json").write_text(json.dumps({"row": {}}))
+    row = {**_row("b1", "unconfirmed", "not reproduced"), "artifact_path": "bugs/b1"}
+    reports = write_reports(tmp_path, [row])
+    assert reports["b1"].read_text().startswith(
+        "> **Unconfirmed**: its repro.py did not reproduce the failure when the triage ran it "
+        "(a harness or environment failure until it does): not a compiler bug to report yet.")

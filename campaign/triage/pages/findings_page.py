@@ -14,8 +14,9 @@ Without a database the page is the notes alone: that is the committed docs/findi
 (tests/campaign/test_triage_findings.py checks it equals what this module makes). With one,
 the page also says, for a noted bug whose database status differs from its note, the database's
 status (the note is not changed: a person settles it), and lists apart the database's bugs
-that have no notes yet: the open and fixed ones one row each, the `ours`, `limitation` and
-`merged` ones counted. That page is for reading locally; it is not the committed one.
+that have no notes yet: the open and fixed ones one row each, the `unconfirmed` ones (their
+repro.py did not reproduce: nothing to write up yet) in a table of their own, the `ours`,
+`limitation` and `merged` ones counted. That page is for reading locally; it is not the committed one.
 """
 from __future__ import annotations
 
@@ -43,6 +44,18 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str, str], ...] = (
 _HEADER = "| bug | compiler | what | how found | reproducer | tracker |\n|---|---|---|---|---|---|\n"
 #: database statuses of bugs without notes that are counted, not listed
 _COUNTED = ("ours", "limitation", "merged")
+
+
+def _bug_table(bugs: list[Bug]) -> Iterable[str]:
+    """A table of database bugs without notes, one row each (nothing for none)."""
+    if bugs:
+        yield ("| bug | status | title | campaigns | tests | last seen |\n"
+               "|---|---|---|---|---|---|\n")
+    for b in bugs:
+        seen = b.last_seen.date().isoformat() if b.last_seen else ""
+        cells = (b.bug, b.status, b.title or "", str(b.campaigns), str(b.tests), seen)
+        yield "| " + " | ".join(_cell(c) for c in cells) + " |\n"
+    yield "\n"
 
 
 def _cell(text: str) -> str:
@@ -83,19 +96,20 @@ class Page:
 
     def _unnoted(self) -> Iterable[str]:
         bugs = [b for b in (self.bugs or {}).values() if b.bug not in self.notes]
-        listed = [b for b in bugs if b.status not in _COUNTED]
+        listed = [b for b in bugs if b.status not in (*_COUNTED, "unconfirmed")]
+        doubtful = [b for b in bugs if b.status == "unconfirmed"]
         counted = {s: sum(b.status == s for b in bugs) for s in _COUNTED}
         yield "## In the bug database, without notes\n\n"
-        yield (f"{len(listed)} bugs to write up (a note in {self.notes_dir}/<bug>.md), and "
+        yield (f"{len(listed)} bugs to write up (a note in {self.notes_dir}/<bug>.md), "
+               + (f"{len(doubtful)} unconfirmed (below), " if doubtful else "") + "and "
                + ", ".join(f"{n} {s}" for s, n in counted.items()) + " not listed.\n\n")
-        if listed:
-            yield ("| bug | status | title | campaigns | tests | last seen |\n"
-                   "|---|---|---|---|---|---|\n")
-        for b in listed:
-            seen = b.last_seen.date().isoformat() if b.last_seen else ""
-            cells = (b.bug, b.status, b.title or "", str(b.campaigns), str(b.tests), seen)
-            yield "| " + " | ".join(_cell(c) for c in cells) + " |\n"
-        yield "\n"
+        yield from _bug_table(listed)
+        if doubtful:
+            yield "### Unconfirmed\n\n"
+            yield ("Their repro.py did not reproduce the failure when the triage ran it: a "
+                   "harness or environment failure until it does, so nothing to write up yet "
+                   "(a later triage that sees one again checks it again).\n\n")
+            yield from _bug_table(doubtful)
 
     def text(self) -> str:
         """The page."""

@@ -74,6 +74,10 @@ def write_reports(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Path]:
                 text = (f"> **Known bug**: {', '.join(f'docs/findings/{k}.md' for k in known)} "
                         f"(the note's triggers match this run's buckets; its tracker status and "
                         f"upstream report are there).\n\n") + text
+            if any(r.get("status") == "unconfirmed" for r in members):  # not for upstream
+                text = ("> **Unconfirmed**: its repro.py did not reproduce the failure when the "
+                        "triage ran it (a harness or environment failure until it does): not a "
+                        "compiler bug to report yet.\n\n") + text
             tmp = dest.with_name(f".{REPORT}.tmp")
             tmp.write_text(text)
             tmp.replace(dest)
