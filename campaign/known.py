@@ -125,7 +125,8 @@ def load_triggers(paths: Iterable[str | Path]) -> list[Trigger]:
         if not path.is_file():
             continue
         for row in read_bugs_table(path).to_pylist():
-            if row["kind"] != _BUG or row["bucket"] in seen or row.get("confirmed") is False:
+            if (row["kind"] != _BUG or row["bucket"] in seen or row.get("confirmed") is False
+                    or row.get("status") == "unconfirmed"):  # its repro.py did not reproduce
                 continue
             folder = _folder(path.parent, row.get("artifact_path"))
             if folder is None or row.get("reduced_insts") is None:

@@ -68,9 +68,9 @@ def test_a_repro_that_does_not_reproduce_makes_an_unconfirmed_bug_not_a_new_one(
     assert (stored.status, stored.repro_status) == ("unconfirmed", "not reproduced")
     # not known to a later triage (it is reduced and checked again), and it holds nothing back
     assert BugDb(tmp_path / "db").known_keys("another run") == []
-    from campaign.known import db_triggers
+    from campaign.known import db_triggers, load_triggers
 
-    assert db_triggers(tmp_path / "db") == []
+    assert db_triggers(tmp_path / "db") == [] and load_triggers([out]) == []
 
     # its repro.py reproduces on a later check: a new compiler bug, new in that triage
     _replace_repro(out, REPRODUCED)
@@ -79,6 +79,7 @@ def test_a_repro_that_does_not_reproduce_makes_an_unconfirmed_bug_not_a_new_one(
     assert (row["status"], row["repro_status"]) == ("new", "reproduced")
     assert "1 new compiler bugs" in third.text() and "unconfirmed" not in third.text()
     assert BugDb(tmp_path / "db").read()[bug].status == "new"
+    assert [t.bucket for t in load_triggers([out])] == [row["bucket"]]
 
 
 def _row(bucket: str, status: str, repro_status: str | None, kind: str = "bug") -> dict:
