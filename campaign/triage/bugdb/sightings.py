@@ -46,6 +46,9 @@ class Recorded:
     bug_of: dict[str, str] = field(default_factory=dict)
     #: bug id -> title, for the bugs of this run
     titles: dict[str, str] = field(default_factory=dict)
+    #: this run's bugs with a repro.py that was written and not run (no time left): new as
+    #: before, but not checked yet
+    unchecked: set[str] = field(default_factory=set)
 
     def text(self, db: Path) -> str:
         """What the run's summary says: new compiler bugs listed, the rest counted;
@@ -59,7 +62,8 @@ class Recorded:
                  f"{len(self.known)} bugs seen before"
                  + (f"; {len(doubtful)} unconfirmed (their repro.py did not reproduce)"
                     if doubtful else "")]
-        lines += [f"  new: {b}  {self.titles.get(b, '')}" for b in bugs]
+        lines += [f"  new: {b}  {self.titles.get(b, '')}"
+                  + ("  (repro.py not run yet)" if b in self.unchecked else "") for b in bugs]
         lines += [f"  unconfirmed: {b}  {self.titles.get(b, '')}" for b in doubtful]
         return "\n".join(lines)
 
@@ -133,6 +137,8 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
             else:
                 done.new[bug.bug] = bug.status
             done.titles[bug.bug] = bug.title or ""
+            if any(r.get("repro") and r.get("repro_status") is None for r in members):
+                done.unchecked.add(bug.bug)
             bug.derive()
         return done
 
