@@ -6,6 +6,7 @@ its request and what the node has and has free, and counts that backend's tests 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 
@@ -109,3 +110,59 @@ def test_an_actor_still_unplaced_when_a_timed_campaign_ends_is_named_with_its_re
     assert {r["backend"] for r in rows} == {"ort_noopt"}
     assert len(rows) > 50  # the queue of an actor waiting for placement holds 5 tests
     check_summary(summary, cpus_held, summary.text())
+
+
+@pytest.fixture
+def three_nodes():
+    """The reported cluster: a 1-CPU head node holding the custom resources `gen_box` and
+    `ort_box`, and two 2-CPU nodes; this test's own (the session's cluster is stopped first).
+    Only its own processes are stopped at the end."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    old_tmp = os.environ.get("RAY_TMPDIR")
+    # the head writes its address where `ray.init()` or `ray.address=auto` would find it
+    os.environ["RAY_TMPDIR"] = "/tmp/dsray-3n"
+    os.makedirs("/tmp/dsray-3n/ray", exist_ok=True)
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "resources": {"gen_box": 1, "ort_box": 1}, "include_dashboard": False,
+        "temp_dir": "/tmp/dsray-3n"})
+    for _ in range(2):
+        c.add_node(num_cpus=2)
+    ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        if old_tmp is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old_tmp
+
+
+@pytest.mark.slow
+def test_on_three_nodes_an_actor_whose_resource_only_the_busy_head_has_is_named(three_nodes,
+                                                                                tmp_path):
+    """The reported case (90 s there): generation holds the head's only CPU, `ort` asks for a
+    CPU and `ort_box`, which only the head has; the two other nodes run the rest."""
+    cfg = Config(campaign=CampaignConfig(
+        name="unplaced3", budget="20s", workers=1, backends=BACKENDS, seed=3, flush_every_s=60.0,
+        generation=GenerationOptions(resources={"gen_box": 1}),
+        backend_options={"ort": BackendOptions(resources={"ort_box": 1})}),
+        ray=RayConfig(start_timeout_s=180.0), triage=TriageConfig(enabled=False))
+    summary = run_campaign(cfg, tmp_path,
+                           stages=Stages(stage_doubles.Gen, stage_doubles.Ev, Cfg(BACKENDS)))
+    head = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("ort_box"))
+    where = {a["name"]: a["node_id"] for a in summary.actors}
+    assert where["gen#0"] == head and where["ort_noopt#0"] not in ("", head)
+    ort = summary.backends["ort"]
+    assert ort["not_placed"] > 0 and ort["skipped_busy"] == 0 and ort["evaluated"] == 0
+    text = next(a["start_text"] for a in summary.actors if a["name"] == "ort#0")
+    assert re.fullmatch(r"could not be placed in \d+ s: needs \{CPU: 1, ort_box: 1\}; the only "
+                        r"node that could hold it: [\d.]+/" + head[:8] + r" \(head\) has "
+                        r"\{CPU: 1, ort_box: 1\}, free \{CPU: 0, ort_box: 1\}", text)
+    lines = summary.text().splitlines()
+    assert f"not placed (no row; its actors could not be placed): ort {ort['not_placed']}" in lines
+    assert f"actor ort#0 {text}" in lines
