@@ -17,6 +17,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from campaign.compiler_coverage import CoverageConfig
 from campaign.env_fault import EnvFaultConfig
+from campaign.proctree import START_METHODS
 from campaign.triage.config import TriageConfig
 from ir.gen.builder import GenConfig
 from mutators import MutationConfig
@@ -105,6 +106,11 @@ class CampaignConfig:
     #: with this many times the limit, and is a `timeout` only if that runs out too (a compile
     #: slow only under the campaign's load is no hang); 0: no re-run (timeouts unconfirmed)
     confirm_timeout_factor: float = 3.0
+    #: how sandbox processes start (`campaign.sandbox`, the process model): `forkserver`, from
+    #: a fresh process that never ran autograd (sound on every torch build); `fork`, from the
+    #: actor itself (torch from 2.14 refuses autograd in such a child once the actor traced a
+    #: training graph: only for comparison)
+    sandbox_start_method: str = "forkserver"
     #: a test running longer than this in an actor (per test of a batch) is a hang: the actor
     #: is killed, the test recorded as a timeout; must exceed the sandbox's limit plus its
     #: confirming re-run's, `sandbox_timeout_s * (1 + confirm_timeout_factor)`
@@ -368,6 +374,9 @@ def validate(cfg: Config) -> Budget:
         (c.max_findings_per_signature >= 0,
          f"campaign.max_findings_per_signature: must be >= 0, got {c.max_findings_per_signature}"),
         (c.test_timeout_s > 0, f"campaign.test_timeout_s: must be > 0, got {c.test_timeout_s}"),
+        (c.sandbox_start_method in START_METHODS,
+         f"campaign.sandbox_start_method: must be one of {', '.join(START_METHODS)}, got "
+         f"{c.sandbox_start_method!r}"),
         (c.sandbox_timeout_s > 0,
          f"campaign.sandbox_timeout_s: must be > 0, got {c.sandbox_timeout_s}"),
         (c.confirm_timeout_factor == 0 or c.confirm_timeout_factor >= 1,

@@ -27,6 +27,9 @@ MARK = "DYNSMITH_SANDBOX"
 #: the driver sets this in its actors' environment: marks then name the campaign's run
 RUN_ENV = "DYNSMITH_RUN"
 _PR_SET_CHILD_SUBREAPER = 36
+#: how a sandbox process may start (`campaign.sandbox`'s process model): `forkserver`, forked
+#: by a fresh process that never ran autograd, the default; `fork`, by its caller
+START_METHODS = ("forkserver", "fork")
 
 
 def become_subreaper() -> bool:

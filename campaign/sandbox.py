@@ -3,9 +3,18 @@ kills instead of the caller.
 
 Design (one sandbox per backend per FuzzWorker):
 
-- The parent calls `backend.prepare()` (heavy imports, safe warm-ups), then forks a child with
-  `multiprocessing`'s fork context, so the child starts with every import warm. Parent and
-  child talk over a `Pipe` we own (not a ProcessPoolExecutor: that cannot kill a hung task).
+- The process model (`SandboxConfig.start_method`): sandbox processes are forked by
+  `multiprocessing`'s fork server, a process exec'd fresh that imports the backends' heavy
+  modules once (`Backend.PRELOAD`) and has never run a test, a compile or autograd. The caller
+  may have: torch builds from 2.14 on refuse autograd in a child forked after AOT autograd
+  traced a training graph in its parent ("Unable to handle autograd's threading in combination
+  with fork-based multiprocessing"), and a pytest process, the triage and the float64 shadow
+  all do that. So no autograd, CUDA or thread state crosses a fork that a build refuses. Each
+  new process then runs `backend.prepare()` (warm-ups) and `backend.child_init()` before it
+  says it is ready. `start_method="fork"` is the old model (the caller prepares, then forks
+  itself), kept for `bench/sandbox_start.py`'s comparison: sound only in a caller that never
+  ran autograd. Parent and child talk over a `Pipe` we own (not a ProcessPoolExecutor: that
+  cannot kill a hung task).
 - Per test the parent sends a `Job` (the graph, whose ops travel as registry name +
   attributes, input values, ONNX bytes; packed once per test for all sandboxes) and waits on
   the pipe *and* the process sentinel with the per-test timeout. The child evaluates with
@@ -81,13 +90,25 @@ from campaign import proctree
 from campaign.artifacts import Materialized
 from campaign.backends.base import Backend, BackendResult, set_stage_listener
 from campaign.compiler_coverage import CoverageSpec, run_measured
+from campaign.proctree import START_METHODS
 from campaign.signature import python_frames
 from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
 from ir.core.graph import Graph
 from ir.core.op import OP_REGISTRY, Op
 
-_CTX = mp.get_context("fork")
+#: modules the fork server imports before it forks its first process: `__main__` (as
+#: multiprocessing does, so no process re-imports it), this module, and each sandbox's
+#: `Backend.PRELOAD`, gathered as sandboxes are made (the server starts with the first
+#: process; a module named after that is imported by each process that needs it)
+_PRELOAD: list[str] = ["__main__", __name__]
+
+
+def _preload(modules: tuple[str, ...]) -> None:
+    new = [m for m in modules if m not in _PRELOAD]
+    if new:
+        _PRELOAD.extend(new)
+        mp.get_context("forkserver").set_forkserver_preload(list(_PRELOAD))
 
 #: stage codes in the shared value; IDLE: no test running (between tests)
 _STAGES = [None, Stage.UNKNOWN, Stage.IMPORT, Stage.COMPILE, Stage.RUN]
@@ -115,6 +136,14 @@ class SandboxConfig:
     memory_limit_mb: int | None = 8192
     #: replace the process after this many tests (bounds leaks); None: never
     max_tests_per_process: int | None = 500
+    #: how sandbox processes start (`START_METHODS`, the module doc): `forkserver`, from a
+    #: process that never ran autograd; `fork`, from the caller (only for comparison)
+    start_method: str = "forkserver"
+
+    def __post_init__(self) -> None:
+        if self.start_method not in START_METHODS:
+            raise ValueError(f"start_method: {self.start_method!r} is not one of "
+                             f"{', '.join(START_METHODS)}")
     #: bytes of the process's stdout/stderr kept in a crash or timeout report
     output_tail_bytes: int = 4000
 
@@ -253,9 +282,15 @@ _SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIG
             "SIGABRT", "SIGBUS", "SIGFPE", "SIGILL", "SIGCHLD")
 
 
-def _setup_child(out_path: str, memory_limit: int | None, parent: int) -> None:
+def _setup_child(out_path: str, memory_limit: int | None, parent: int,
+                 environ: dict[str, str] | None = None) -> None:
     """Make this freshly forked process a quiet, killable, bounded sandbox process that owns
-    every process its compiler starts (subreaper + mark, `campaign.proctree`)."""
+    every process its compiler starts (subreaper + mark, `campaign.proctree`), with the
+    caller's environment as it was at `Sandbox.start` (`environ`: the fork server has the one
+    of its own start)."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     os.setpgid(0, 0)
     _set_pdeathsig()
     proctree.become_subreaper()
@@ -264,7 +299,9 @@ def _setup_child(out_path: str, memory_limit: int | None, parent: int) -> None:
         mp.current_process().daemon = False
     except (AssertionError, ValueError):
         pass
-    if os.getppid() != parent:  # the parent died before the death signal was armed
+    # the death signal is armed for our own parent: the caller (fork) or its fork server, which
+    # exits when the caller does; either may have gone before it was armed
+    if not proctree.alive(parent) or os.getppid() == 1:
         os._exit(0)
     for name in _SIGNALS:
         sig = getattr(signal, name, None)
@@ -429,10 +466,13 @@ def _truncate_output() -> None:
 
 def _child_main(backend: Backend, conn: Any, stage: Any, work_dir: str, out_path: str,
                 memory_limit: int | None, parent: int,
-                coverage: CoverageSpec | None = None) -> None:
-    _setup_child(out_path, memory_limit, parent)
+                coverage: CoverageSpec | None = None, prepare: bool = True,
+                environ: dict[str, str] | None = None) -> None:
+    _setup_child(out_path, memory_limit, parent, environ)
     set_stage_listener(lambda s: setattr(stage, "value", _CODE[s]))
     try:
+        if prepare:  # forked by the fork server: warm-ups happen here, never in the caller
+            backend.prepare()
         backend.child_init(work_dir)
     except BaseException as e:
         conn.send(("init_error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
@@ -549,12 +589,15 @@ class Sandbox:
         #: compiler coverage measured in the process, on the tests its rate chooses
         self.coverage = coverage
         self.stats = SandboxStats()
+        self._ctx: Any = mp.get_context(self.cfg.start_method)
+        if self.cfg.start_method == "forkserver":
+            _preload((*backend.PRELOAD, type(backend).__module__))
         self._proc: Any = None
         self._conn: Any = None
-        self._stage = _CTX.RawValue("i", _IDLE)
+        self._stage = self._ctx.RawValue("i", _IDLE)
         self._work_dir: str | None = None
         self._served = 0
-        self._prepared = False
+        self._prepared = False  #: `backend.prepare()` ran here (the `fork` start method only)
         self._finalizer: Any = None
         self._mark: str | None = None
         #: the job the current process ran last (blamed if the next one finds it unusable)
@@ -578,7 +621,8 @@ class Sandbox:
         if self.alive:
             return
         self._reap()
-        if not self._prepared:
+        forks_here = self.cfg.start_method == "fork"
+        if forks_here and not self._prepared:
             try:
                 self.backend.prepare()
             except Exception as e:  # e.g. the compiler's package cannot be imported
@@ -588,14 +632,15 @@ class Sandbox:
         t0 = time.perf_counter()
         self._work_dir = _new_work_dir(self.backend.name)
         out_path = os.path.join(self._work_dir, "output.txt")
-        parent_end, child_end = _CTX.Pipe(duplex=True)
+        parent_end, child_end = self._ctx.Pipe(duplex=True)
         memory = (self.cfg.memory_limit_mb * 2**20
                   if self.cfg.memory_limit_mb is not None and not self.backend.is_gpu else None)
         self._stage.value = _IDLE
-        proc = _CTX.Process(
+        proc = self._ctx.Process(
             target=_child_main, name=f"sandbox-{self.backend.name}", daemon=True,
             args=(self.backend, child_end, self._stage, self._work_dir, out_path, memory,
-                  os.getpid(), self.coverage))
+                  os.getpid(), self.coverage, not forks_here,
+                  None if forks_here else dict(os.environ)))
         proc.start()
         assert proc.pid is not None  # started
         child_end.close()

@@ -238,8 +238,9 @@ class Backend(abc.ABC):
     Subclasses implement `_evaluate`, wrapping each stage in `self.stage(...)`: it compiles the
     test once and runs every input set, returning the outputs of set 0, then of set 1, ...
     (one flat list). They may list their known limitations in `UNSUPPORTED`, override
-    `unavailable` (e.g. no GPU), `prepare` (warm imports in the parent before a sandbox forks)
-    and `reset` (per-test cleanup).
+    `unavailable` (e.g. no GPU), `PRELOAD` and `prepare` (the modules a sandbox's fork server
+    imports; the warm-ups each sandbox process runs before its first test) and `reset`
+    (per-test cleanup).
     `evaluate` never raises for the compiler's failures.
     """
 
@@ -250,6 +251,10 @@ class Backend(abc.ABC):
     #: whether it runs a gradient test's training step (forward outputs, then each leaf's
     #: gradient: docs/training.md); a backend that does not runs such a test's forward alone
     TRAINS: ClassVar[bool] = False
+    #: whether it computes a transform test's torch.func transform (docs/training.md). One
+    #: that trains without it refuses a transform test (`transform_refusal`), which is judged
+    #: against the transform's results; one that does not train runs such a test's forward
+    TRANSFORMS: ClassVar[bool] = False
     #: how the torch module it compiles expresses control flow (`hop`, `python`, or `mixed`:
     #: per test, see `dialect_of`); None for backends that take the ONNX model (the row's
     #: `dialect` then stays the test's)
@@ -287,11 +292,17 @@ class Backend(abc.ABC):
     #: the options the spec itself writes (`inductor?cpp_wrapper=true`): never drawn
     _fixed: frozenset[str] = frozenset()
 
+    #: the heavy modules its sandbox processes need: the fork server imports them once, before
+    #: it forks any (`campaign.sandbox`, the process model); importing must start no thread,
+    #: no device and no autograd
+    PRELOAD: ClassVar[tuple[str, ...]] = ()
+
     # ---- hooks -------------------------------------------------------------------------------
     def prepare(self) -> None:
-        """Import heavy modules (and warm what is safe to warm) in the current process. A
-        sandbox calls it in the parent before forking, so every worker process starts warm.
-        Must not compile test cases. Idempotent."""
+        """Import heavy modules and warm what a first compile would (a trivial program, never
+        a test case) in the current process. A sandbox calls it in each new sandbox process
+        before its first test, never in the process that forks: warm-ups may run autograd.
+        Idempotent."""
 
     def child_init(self, work_dir: str) -> None:
         """Per-process setup inside a sandbox process (caches into `work_dir`, thread counts)."""
@@ -329,6 +340,15 @@ class Backend(abc.ABC):
         """How its findings are reproduced standalone (`ReproSpec`); None: they get no
         `repro.py`."""
         return None
+
+    def transform_refusal(self, m: Materialized) -> str | None:
+        """Why this backend does not take test `m`, or None: a transform test on a backend that
+        trains (`TRAINS`) but computes no transform (`TRANSFORMS`)."""
+        t = m.tc.transform
+        if t is None or self.TRANSFORMS or not self.TRAINS:
+            return None
+        return (f"{self.name} computes no torch.func transform (it trains gradient tests "
+                f"only): a {t.name} test is not run")
 
     def dialect_of(self, seed: int) -> str | None:
         """The dialect a test of this seed is compiled in (`seeded_dialect`)."""
@@ -383,6 +403,10 @@ class Backend(abc.ABC):
         if reason:
             return BackendResult(verdict=Verdict.SKIPPED, error_class="Unavailable",
                                  error_msg=reason)
+        refusal = self.transform_refusal(m)
+        if refusal:
+            return BackendResult(verdict=Verdict.UNSUPPORTED, stage=Stage.IMPORT,
+                                 error_class="TransformUnsupported", error_msg=refusal)
         try:
             result.outputs = [np.asarray(o) for o in self._evaluate(m, result)]
         except NotApplicable as e:

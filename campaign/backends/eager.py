@@ -37,6 +37,7 @@ class EagerBackend(Backend):
     #: the worker must not judge this backend's mismatches with the shadow: it *is* the shadow
     shadow_judged: ClassVar[bool] = False
     TRAINS = True
+    TRANSFORMS = True
 
     def __init__(self, float64: bool = False, dialect: str | None = None,
                  scalars: str = "tensor", params: str = "buffer", inplace: str = "written"):
@@ -57,6 +58,8 @@ class EagerBackend(Backend):
         import torch
 
         return f"torch-{torch.__version__}"
+
+    PRELOAD: ClassVar[tuple[str, ...]] = ("torch",)
 
     def prepare(self) -> None:
         import torch  # noqa: F401

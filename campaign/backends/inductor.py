@@ -14,8 +14,9 @@ run = a second call, whose outputs are the ones compared. `torch._dynamo.reset()
 test keeps compiled-code caches from growing without bound.
 
 Cost (measured, one core): the first compile in a process costs 12-17 s, later ones 2-6 s.
-`prepare` (in the sandbox's parent) imports Dynamo/Inductor and compiles a trivial function
-once, so a forked sandbox process starts warm and its first real compile costs ~2 s.
+The sandbox's fork server imports Dynamo and Inductor once (`PRELOAD`); `prepare`, in each new
+sandbox process, compiles a trivial function forward and backward before the process takes its
+first test (bench/sandbox_start.py measures what that adds to a process start).
 
 Registered: `inductor` (cpu), `inductor_cuda`, `inductor_dynamic` (cpu, dynamic shapes).
 Options: `device` (`cpu` | `cuda`), `fullgraph` (default true: a graph break is an error),
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -258,6 +259,7 @@ class InductorBackend(Backend):
     CONFIG_SPACE = INDUCTOR_SPACE
     TRAINING_SPACE = TRAINING_SPACE
     TRAINS = True
+    TRANSFORMS = True
     #: Dynamo, AOT autograd, the higher-order ops, Inductor's lowering and scheduling
     COVERAGE_PACKAGES = ("torch/_dynamo", "torch/_functorch", "torch/_higher_order_ops",
                          "torch/_inductor")
@@ -363,9 +365,13 @@ class InductorBackend(Backend):
                                       "training_flags": dict(self.training_flags)},
                          dialect=self.dialect, form=self.form, trains=True)
 
+    PRELOAD: ClassVar[tuple[str, ...]] = ("torch", "torch._dynamo", "torch._inductor.compile_fx",
+                                          "torch._inductor.config")
+
     def prepare(self) -> None:
-        """Import Dynamo/Inductor and compile a trivial function once (no test code), so that
-        processes forked from here skip the 12-17 s first-compile cost."""
+        """Import Dynamo/Inductor and compile a trivial function once, forward and backward (no
+        test code), so that the first test's compile is not the 12-17 s first compile. Runs
+        AOT autograd: never in a process that forks sandbox processes (`campaign.sandbox`)."""
         if self.cpp_wrapper in _warmed:
             return
         import torch
@@ -461,9 +467,7 @@ class InductorBackend(Backend):
         compiled = self.stage(Stage.IMPORT, build, result, "compile_ms")
         sets = self.stage(Stage.IMPORT, lambda: _torch_input_sets(m, self.target))
 
-        def args_of(args: list) -> list:
-            # fresh copies per call: a graph may write its inputs in place (docs/inplace.md)
-            fresh = _copies(args)
+        def mark(xs: list) -> None:
             if dyn is not None:
                 from ir.materialize.dynshape import mark_dynamic
 
@@ -471,19 +475,23 @@ class InductorBackend(Backend):
                 # marked): set 0 (every symbolic size >= 2) compiles generic code, a later set
                 # with a 0/1 size may recompile and specialize it (by design), without the
                 # ConstraintViolationError mark_dynamic raises then
-                mark_dynamic(fresh, m.tc.graph, dyn, unbacked=self.unbacked, maybe=True)
-            return fresh
+                mark_dynamic(xs, m.tc.graph, dyn, unbacked=self.unbacked, maybe=True)
 
+        # fresh copies per call: a graph may write its inputs in place (docs/inplace.md)
         if grad is not None:
             from ir.materialize.grad import trainable_params, training_step
 
             params = trainable_params(holder["module"])
 
             def call(k: int, args: list) -> list:
-                return training_step(compiled, m.tc.graph_of(k), args_of(args), grad, k, params)
+                # marked once made leaves: a leaf is a new tensor, without the old one's marks
+                return training_step(compiled, m.tc.graph_of(k), _copies(args), grad, k, params,
+                                     mark=mark)
         else:
             def call(k: int, args: list) -> list:
-                return compiled(*args_of(args))
+                fresh = _copies(args)
+                mark(fresh)
+                return compiled(*fresh)
 
         outs: list[np.ndarray] = []
         # a dynamic-shape test: why a later set compiled again (the failing guard, the torch

@@ -19,7 +19,7 @@ import logging
 import os
 import tempfile
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -110,6 +110,8 @@ class OnnxExportBackend(Backend):
                                          "opset": self.opset, "opt_level": self.opt_level,
                                          "device": self.target},
                          dialect=self.dialect, form=self.form)
+
+    PRELOAD: ClassVar[tuple[str, ...]] = ("torch", "torch.onnx", "onnxruntime", "onnxscript")
 
     def prepare(self) -> None:
         import onnxruntime  # noqa: F401

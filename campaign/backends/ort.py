@@ -9,6 +9,7 @@ Options: `opt_level` (`all` | `extended` | `basic` | `disabled`), `device` (`cpu
 from __future__ import annotations
 
 from functools import partial
+from typing import ClassVar
 
 import numpy as np
 
@@ -98,6 +99,8 @@ class OrtBackend(Backend):
         self.disabled_optimizers = [o for o in (disabled_optimizers or "").split(",") if o]
         self.execution_mode = execution_mode
         self.threads = int(threads)
+
+    PRELOAD: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
 
     def prepare(self) -> None:
         import onnxruntime  # noqa: F401

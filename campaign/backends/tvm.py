@@ -10,10 +10,12 @@ model, `tvm_torch` (`campaign.backends.tvm_torch`) the `torch.export` of the tor
 
 Gradient tests (docs/training.md): `tvm` trains with TVM's own reverse mode, a second autodiff
 beside eager autograd. Import: the ONNX model with the leaf params moved from initializers to
-graph inputs (after the graph inputs, in graph order), so `main` takes every leaf as a param.
-Compile: `main`'s bindings re-emitted into one function `loss(inputs..., leaf params...,
+graph inputs (after the graph inputs, in graph order), so `main` takes every leaf as a param;
+then `main`'s bindings re-emitted into one function `loss(inputs..., leaf params...,
 cotangents...)` returning `(L, outputs...)`, with `L = sum_i sum(o_i * c_i)` over the float
-outputs with a cotangent (each term cast to float32: dL/dterm is 1 whatever the sum's dtype);
+outputs with a cotangent (each term cast to float32: dL/dterm is 1 whatever the sum's dtype):
+the forward, so a failure there (an imported output no tensor, which the multiply's type check
+rejects) is the import's, not the backward's. Compile:
 `relax.transform.Gradient("loss", require_grads=<the leaves, in GradSpec order>)` adds
 `loss_adjoint`, which returns `((L, outputs...), (grad per leaf...))`; the module (without
 `loss`) is built as an inference one. Run: `loss_adjoint` per input set; its outputs, then its
@@ -186,6 +188,8 @@ class RelaxBackend(Backend):
         self.opt_level = int(opt_level)
         self.pipeline = pipeline
 
+    PRELOAD: ClassVar[tuple[str, ...]] = ("tvm", "tvm.relax", "onnx")
+
     def prepare(self) -> None:
         import tvm  # noqa: F401
         from tvm import relax  # noqa: F401
@@ -235,8 +239,12 @@ class RelaxBackend(Backend):
             return self.compile_and_run(mod, sets, result)
         mod, sets = self._import_training(m, result)
         g = m.tc.graph
-        adjoint, cts = self.stage(Stage.COMPILE, lambda: gradient_module(mod, g, grad), result,
-                                  "compile_ms")
+        # the loss is the forward re-emitted (its multiply by the cotangents reads the
+        # imported outputs): a failure making it is the import's, before any backward
+        loss_mod, cts = self.stage(Stage.IMPORT, lambda: training_loss(mod, g, grad), result,
+                                   "compile_ms")
+        adjoint = self.stage(Stage.COMPILE, lambda: gradient_module(loss_mod, g, grad), result,
+                             "compile_ms")
         sets = [feeds + [np.asarray(grad.cotangents[k][g.outputs[i]]) for i in cts]
                 for k, feeds in enumerate(sets)]
         return self.compile_and_run(adjoint, sets, result, func=ADJOINT, unpack=_training_results)
@@ -277,6 +285,8 @@ class TvmBackend(RelaxBackend):
     LACKS = TVM_LACKS
     #: a gradient test trains with `relax.transform.Gradient` (the module doc)
     TRAINS = True
+
+    PRELOAD: ClassVar[tuple[str, ...]] = ("tvm", "tvm.relax", "tvm.relax.frontend.onnx", "onnx")
 
     def prepare(self) -> None:
         super().prepare()
@@ -320,16 +330,13 @@ def leaf_params_as_inputs(model: Any, g: Graph,
     return leaf_params_as_inputs(model, [p.name for p in g.params], leaves)
 
 
-def gradient_module(mod: Any, g: Graph, spec: GradSpec) -> tuple[Any, list[int]]:
-    """The module whose `loss_adjoint` trains the gradient test of `g` (`spec`), from the
-    imported `mod` whose `main` takes the graph inputs, then the leaf params (graph order):
-    `relax.transform.Gradient` of the loss function (the module doc); and the indices of the
-    outputs with a cotangent, whose cotangents `loss_adjoint` takes after `main`'s params.
-    The repro's own code (repro_scripts/relax_training.py: `loss_module`, `differentiate`)."""
-    from campaign.triage.pipeline.repro_scripts.relax_training import (
-        differentiate,
-        loss_module,
-    )
+def training_loss(mod: Any, g: Graph, spec: GradSpec) -> tuple[Any, list[int]]:
+    """The loss module of the gradient test of `g` (`spec`), from the imported `mod` whose
+    `main` takes the graph inputs, then the leaf params (graph order): `main`'s bindings
+    re-emitted into `loss`, which returns `(L, outputs...)` (the module doc); and the indices
+    of the outputs with a cotangent, whose cotangents `loss` takes after `main`'s params. The
+    repro's own code (repro_scripts/relax_training.py: `loss_module`)."""
+    from campaign.triage.pipeline.repro_scripts.relax_training import loss_module
 
     n_params = len(mod["main"].params)
     leaf_params = [p.name for p in g.params if p.name in spec.leaves]
@@ -337,8 +344,17 @@ def gradient_module(mod: Any, g: Graph, spec: GradSpec) -> tuple[Any, list[int]]
         raise ValueError(f"the imported main takes {n_params} params, expected "
                          f"{len(g.inputs)} inputs and {len(leaf_params)} leaf params")
     cts = [i for i, o in enumerate(g.outputs) if o in spec.cotangents[0]]
-    loss_mod = loss_module(mod, cts, len(g.outputs))
-    return differentiate(loss_mod, [v.name for v in g.inputs], leaf_params, spec.leaves), cts
+    return loss_module(mod, cts, len(g.outputs)), cts
+
+
+def gradient_module(loss_mod: Any, g: Graph, spec: GradSpec) -> Any:
+    """The module whose `loss_adjoint` trains the gradient test of `g` (`spec`):
+    `relax.transform.Gradient` of `training_loss`'s `loss_mod` (the module doc). The repro's
+    own code (repro_scripts/relax_training.py: `differentiate`)."""
+    from campaign.triage.pipeline.repro_scripts.relax_training import differentiate
+
+    leaf_params = [p.name for p in g.params if p.name in spec.leaves]
+    return differentiate(loss_mod, [v.name for v in g.inputs], leaf_params, spec.leaves)
 
 
 def _training_results(out: Any) -> list[np.ndarray]:

@@ -98,6 +98,8 @@ class TvmTorchBackend(RelaxBackend):
         #: how the torch program is written (`ir.materialize.form`, campaign/backends/forms.py)
         self.form = form_option(self.kind, scalars, params, inplace)
 
+    PRELOAD: ClassVar[tuple[str, ...]] = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch")
+
     def prepare(self) -> None:
         super().prepare()
         import torch.export  # noqa: F401

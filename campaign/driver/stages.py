@@ -31,7 +31,8 @@ def default_stages(cfg: Config) -> Stages:
     return Stages(Generator, Evaluator, WorkerConfig(
         generator=cfg.generator, backends=list(c.backends), mutation=cfg.mutation,
         limits=SandboxConfig(timeout_s=c.sandbox_timeout_s,
-                             confirm_timeout_factor=c.confirm_timeout_factor),
+                             confirm_timeout_factor=c.confirm_timeout_factor,
+                             start_method=c.sandbox_start_method),
         merge={b: c.options(b).merge for b in c.backends if c.options(b).merge > 1},
         configs={b: c.options(b).configs for b in c.backends if c.options(b).configs > 0},
         compiler_coverage=c.coverage))

@@ -243,3 +243,69 @@ def test_sandbox_process_dies_with_its_parent(tmp_path):
 ])
 def test_crash_summary_picks_the_informative_line(text, summary):
     assert crash_summary(text) == summary
+
+
+class TrainsInChild(Backend):
+    """Compiles a function with AOT autograd and runs its backward: what every gradient test
+    of a torch backend does in its sandbox process."""
+
+    PRELOAD = ("torch",)
+
+    def __init__(self) -> None:
+        self.name = "trains_in_child"
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        import torch
+
+        def train() -> list[np.ndarray]:
+            f = torch.compile(lambda x: torch.sin(x) * 2, backend="aot_eager", fullgraph=True)
+            x = torch.ones(3, requires_grad=True)
+            f(x).sum().backward()
+            return [x.grad.numpy(), np.array([os.getppid()])]
+
+        return self.stage(Stage.COMPILE, train, result, "compile_ms")
+
+
+def test_a_caller_that_traced_a_training_graph_still_gets_sound_training_processes():
+    """torch from 2.14 refuses autograd in a child forked after AOT autograd traced a training
+    graph in its parent ("Unable to handle autograd's threading in combination with fork-based
+    multiprocessing"): the sandbox process comes from the fork server, never from its caller,
+    which here does just that first (as a pytest process or the triage does)."""
+    import torch
+
+    f = torch.compile(lambda x: torch.cos(x) * 3, backend="aot_eager", fullgraph=True)
+    x = torch.ones(4, requires_grad=True)
+    f(x).sum().backward()
+    with Sandbox(TrainsInChild()) as sb:
+        r = sb.evaluate(_m(1))
+        assert not r.failed and r.error_msg is None, r.error_msg
+        grad, ppid = r.outputs
+        np.testing.assert_allclose(grad, 2 * np.cos(np.ones(3, np.float32)), rtol=1e-6)
+        assert int(ppid[0]) not in (os.getpid(), 1)  # forked by the fork server, not by us
+
+
+def test_the_sandbox_process_gets_the_callers_environment_of_its_start(monkeypatch):
+    """The fork server's environment is the one of its own start; a sandbox process gets its
+    caller's as it is when the process starts (tests and workers set variables late)."""
+    with Sandbox(Scripted()) as sb:
+        sb.start()  # the fork server runs from here on
+    monkeypatch.setenv("DYNSMITH_LATE_VARIABLE", "late")
+    with Sandbox(EnvReader()) as sb:
+        r = sb.evaluate(_m(1))
+    assert not r.failed, r.error_msg
+    assert r.outputs[0].tobytes() == b"late"
+
+
+class EnvReader(Backend):
+    def __init__(self) -> None:
+        self.name = "env_reader"
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        value = os.environ.get("DYNSMITH_LATE_VARIABLE", "unset").encode()
+        return [np.frombuffer(value, np.uint8)]
+
+
+def test_an_unknown_start_method_is_refused_by_name():
+    with pytest.raises(ValueError) as e:
+        SandboxConfig(start_method="spawn")
+    assert str(e.value) == "start_method: 'spawn' is not one of forkserver, fork"
