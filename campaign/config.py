@@ -177,7 +177,8 @@ class RayConfig:
     #: forward workers' stdout/stderr to the console (off: it interleaves with the progress bar;
     #: the output stays in the Ray session's log files)
     log_to_driver: bool = False
-    #: seconds to wait for actors to start (and be placed) before giving up
+    #: seconds an actor may wait to be placed before it is given up on (its backend goes on
+    #: without it); an actor placed and still starting is waited for, said so every this often
     start_timeout_s: float = 180.0
 
 

@@ -18,7 +18,8 @@ Modules, each owning one concept:
 - `campaign`: one run's state, feeding, routing and recording tests, replacing failed actors;
   `loop`: the loop that drives it (dispatch, `ray.wait`, deadline, disk hold);
 - `pool`: one stage's actors and queue, given its limits (`PoolLimits`); `work`: a test on its
-  way; `actors`: a stage class as a Ray actor; `routing`: capability routing and known bugs;
+  way; `actors`: a stage class as a Ray actor; `starts`: an actor's start (starting, ready,
+  not placed, failed; no Ray); `routing`: capability routing and known bugs;
 - `blame`: who is blamed when an actor dies, hangs or raises (a policy, without Ray);
 - `results`: rows, findings, coverage and counts; `resume`: where a resumed run goes on;
   `summary`: what a run did; `stages`, `errors`: the stage classes, the errors.
@@ -48,8 +49,16 @@ Invariants:
   last one recorded, so no test id repeats;
 - before any actor starts, the cluster's resources are checked against every actor's needs, and
   a campaign the cluster cannot host fails at once with a message naming the config fields
-  (Ray would leave the actors pending forever); an actor that does not start within
-  `ray.start_timeout_s` (a busy cluster) fails the campaign the same way.
+  (Ray would leave the actors pending forever);
+- a slow start is no failure: an actor placed on a node and still in its constructor (imports
+  on a loaded machine) is waited for, said so every `ray.start_timeout_s`, and its start time
+  is in the summary; the other stages test meanwhile. An actor not placed (no live node could
+  hold it, none had its request free for `ray.start_timeout_s`, or still none when testing
+  ends) is given up on: its calls' tests go back to its pool, a backend none of whose actors is
+  placed takes no more tests (counted as not placed, not as skipped while busy) and the summary
+  names the actor, its request and what the nodes have and have free. The campaign stops, with
+  one line saying why, only when an actor's first start failed (its constructor raised, its
+  process died) or no generation actor or no backend can be placed.
 """
 from __future__ import annotations
 
