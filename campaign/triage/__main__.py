@@ -3,11 +3,12 @@ findings, reduce the first members of each new bucket, write bug folders with st
 reproducers and the `bugs` table (see docs/triage.md); `--db DIR` adds them to a bug database.
 
 The bug database's own commands (`campaign.triage.bugdb.commands`):
-  python -m campaign.triage recheck DB [--timeout S] [--bug ID ...]
+  python -m campaign.triage recheck DB [--timeout S] [--bug ID ...] [--python PY]
   python -m campaign.triage show DB [--all]
   python -m campaign.triage mark DB BUG STATUS [--note TEXT] [--merged-into BUG]
   python -m campaign.triage import-findings DB [docs/findings]
   python -m campaign.triage findings [DB] [--notes docs/findings] [--out docs/findings.md] [--check]
+  python -m campaign.triage matrix [--python PY ...] [--bug ID ...] [--jobs N] [--timeout S]
   python -m campaign.triage findings-triggers [F21 ...] [--check] [--add GRAPH --backend SPEC]"""
 from __future__ import annotations
 

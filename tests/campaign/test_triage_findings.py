@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from campaign.triage.__main__ import main
+from campaign.triage.bugdb.matrix import MATRIX_FILE, Matrix
 from campaign.triage.bugdb.store import Bug, BugDb
 from campaign.triage.pages.findings_page import PAGE, Page
 from campaign.triage.pages.notes import NOTES_DIR, Note, Tracker, dump_note, load_notes
@@ -34,7 +35,8 @@ def _note(path: Path, **kw: object) -> None:
 # ---- the committed page --------------------------------------------------------------------------
 
 def test_the_committed_page_is_what_the_committed_notes_make(monkeypatch, capsys):
-    text = Page(load_notes(REPO / NOTES_DIR)).text()
+    matrix = Matrix.read(REPO / NOTES_DIR / MATRIX_FILE)
+    text = Page(load_notes(REPO / NOTES_DIR), matrix=matrix).text()
     assert (REPO / PAGE).read_text(encoding="utf-8") == text, (
         "docs/findings.md is stale: run python -m campaign.triage findings")
     monkeypatch.chdir(REPO)
@@ -181,7 +183,8 @@ STATUSES = "new, unconfirmed, known, fixed, ours, known-upstream, limitation, me
     ("version: '2.13'", "version: 2.10", "version: expected text (quote it), got float 2.1"),
     ("what: it fails\n", "", "what: missing"),
     ("what: it fails", "wat: it fails", "wat: unknown field (known: status, merged_into, project, "
-                                        "version, compiler, what, how_found, reproducer, tracker, triggers)"),
+                                        "version, compiler, what, how_found, reproducer, tracker, "
+                                        "triggers, repro)"),
     ("status: known", "status: merged", "merged_into: missing (status merged names the bug it "
                                         "repeats)"),
     ("status: known", "status: known\nmerged_into: A", "merged_into: given, but the status is "

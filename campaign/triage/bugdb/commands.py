@@ -1,15 +1,21 @@
 """The bug database's commands (`python -m campaign.triage <command> DB ...`):
 
-- `recheck DB [--timeout S] [--bug ID ...]`: run every open bug's repro.py on the compilers
-  installed now; a bug whose repro no longer reproduces is marked `fixed`
+- `recheck DB [--timeout S] [--bug ID ...] [--notes DIR] [--python PY]`: run every open bug's
+  repro.py (a finding's note's `repro:` script for a bug imported from the notes) on the
+  compilers installed now; a bug whose repro no longer reproduces is marked `fixed`
   (`campaign.triage.bugdb.recheck`);
+- `matrix [--python PY ...] [--bug ID ...] [--notes DIR] [--out FILE] [--jobs N] [--timeout S]`:
+  every open finding's repro under each interpreter, one column per torch version, into the
+  matrix file (default docs/findings/matrix.json; `campaign.triage.bugdb.matrix`); then
+  regenerate docs/findings.md with `findings`;
 - `show DB [--all]`: the bugs, open ones first (`--all`: every status);
 - `mark DB BUG STATUS [--note TEXT] [--merged-into BUG]`: set a bug's status and note;
 - `import-findings DB [NOTES]`: the findings' notes (docs/findings/<bug>.md) as bugs, with
   their statuses (`campaign.triage.bugdb.findings_import`; the database is made if missing);
 - `findings [DB] [--notes DIR] [--out FILE] [--check]`: write docs/findings.md from the notes
-  (and the database's bugs without notes, when given); `--check` writes nothing and exits 1
-  when the file is not what the notes make (`campaign.triage.pages.findings_page`).
+  (and the database's bugs without notes, when given), with a column per version of the
+  matrix (`--matrix FILE`, default the notes dir's matrix.json); `--check` writes nothing and
+  exits 1 when the file is not what the notes make (`campaign.triage.pages.findings_page`).
 
 Exit status 0; 2 with a one-line `error: ...` naming the file when the database or a notes file
 cannot be used (nothing is written then).
@@ -24,7 +30,7 @@ from campaign.triage.bugdb.store import OPEN, STATUSES, BugDb, BugDbError
 from campaign.triage.pages.findings_page import PAGE
 from campaign.triage.pages.notes import NOTES_DIR, NotesError
 
-COMMANDS = ("recheck", "show", "mark", "import-findings", "findings")
+COMMANDS = ("recheck", "show", "mark", "import-findings", "findings", "matrix")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +43,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds per repro.py (a timeout bug's: its own wait + 60; default "
                         "%(default)s)")
     r.add_argument("--bug", action="append", default=[], help="only this bug (repeatable)")
+    r.add_argument("--notes", default=str(NOTES_DIR),
+                   help="the findings' notes: a bug without repro.py runs its note's repro "
+                        "(default %(default)s)")
+    r.add_argument("--python", default=None, help="the interpreter to run the repros with "
+                                                  "(default this one)")
+    x = sub.add_parser("matrix", help="every open finding's repro under each interpreter")
+    x.add_argument("--python", action="append", default=[],
+                   help="an interpreter (repeatable; default this one)")
+    x.add_argument("--bug", action="append", default=[],
+                   help="only this finding (its id or F<nn>; repeatable)")
+    x.add_argument("--notes", default=str(NOTES_DIR), help="the notes (default %(default)s)")
+    x.add_argument("--out", default=None,
+                   help="the matrix file (default: the notes dir's matrix.json)")
+    x.add_argument("--jobs", type=int, default=1, help="repros at once (default %(default)s)")
+    x.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds per repro (default %(default)s)")
     s = sub.add_parser("show", help="list the bugs")
     s.add_argument("db")
     s.add_argument("--all", action="store_true", help="every status, not only open bugs")
@@ -54,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="a bug database: its status beside each note's, its bugs without notes")
     f.add_argument("--notes", default=str(NOTES_DIR), help="the notes (default %(default)s)")
     f.add_argument("--out", default=str(PAGE), help="the page (default %(default)s)")
+    f.add_argument("--matrix", default=None,
+                   help="the version matrix (default: the notes dir's matrix.json, if any)")
     f.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 when --out is not what the notes make")
     return p
@@ -61,13 +85,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def _findings(a: argparse.Namespace) -> int:
     """The `findings` command."""
+    from campaign.triage.bugdb.matrix import MATRIX_FILE, Matrix
     from campaign.triage.pages.findings_page import Page
     from campaign.triage.pages.notes import load_notes
 
     bugs = BugDb.open(a.db, create=False).read() if a.db is not None else None
     out = Path(a.out)
     notes = load_notes(Path(a.notes))
-    text = Page(notes, bugs, Path(a.notes), out).text()
+    matrix = Matrix.read(Path(a.matrix) if a.matrix else Path(a.notes) / MATRIX_FILE)
+    text = Page(notes, bugs, Path(a.notes), out, matrix).text()
     if a.check:
         same = out.is_file() and out.read_text(encoding="utf-8") == text
         print(f"findings: {out} is " + ("up to date" if same else
@@ -79,11 +105,36 @@ def _findings(a: argparse.Namespace) -> int:
     return 0
 
 
+def _matrix(a: argparse.Namespace) -> int:
+    """The `matrix` command."""
+    from campaign.triage.bugdb.matrix import MATRIX_FILE, findings, run_matrix
+    from campaign.triage.bugdb.runner import this_interpreter
+    from campaign.triage.pages.notes import load_notes
+
+    notes_dir = Path(a.notes)
+    notes = load_notes(notes_dir)
+    out = Path(a.out) if a.out else notes_dir / MATRIX_FILE
+    pythons = a.python or [this_interpreter()]
+    todo = findings(notes, a.bug or None)
+    print(f"matrix: {len(todo)} findings x {len(pythons)} interpreters, {a.jobs} at a time, "
+          f"{a.timeout:g} s each", flush=True)
+    ran = run_matrix(notes, notes_dir, pythons, out, a.bug or None, a.timeout, a.jobs,
+                     log=lambda s: print(s, flush=True))
+    for col in ran.columns:
+        counts = {o: sum(c.outcome == o for c in col.cells.values())
+                  for o in ("reproduces", "fixed", "errors")}
+        print(f"matrix: {col.label}: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
+    print(f"matrix: {out} written; run python -m campaign.triage findings to update the page")
+    return 0
+
+
 def run_command(argv: list[str]) -> int:
     a = _parser().parse_args(argv)
     try:
         if a.command == "findings":
             return _findings(a)
+        if a.command == "matrix":
+            return _matrix(a)
         db = BugDb.open(a.db, create=a.command == "import-findings")
         if a.command == "import-findings":
             from campaign.triage.bugdb.findings_import import import_findings
@@ -93,7 +144,8 @@ def run_command(argv: list[str]) -> int:
         elif a.command == "recheck":
             from campaign.triage.bugdb.recheck import recheck
 
-            done = recheck(db, a.timeout, a.bug or None, log=lambda s: print(s, flush=True))
+            done = recheck(db, a.timeout, a.bug or None, log=lambda s: print(s, flush=True),
+                           notes_dir=Path(a.notes), python=a.python)
             fixed = sum(c.status == "fixed" for c in done)
             print(f"recheck: {len(done)} open bugs re-run, {fixed} fixed")
         elif a.command == "show":

@@ -10,7 +10,12 @@ the bug it repeats (its compiler, what, how found and reproducer in that row's c
 row is lost and none is listed twice. Each row links its notes file and says what the
 compiler's tracker held.
 
-Without a database the page is the notes alone: that is the committed docs/findings.md
+With the version matrix (`campaign.triage.bugdb.matrix`, docs/findings/matrix.json: each
+finding's repro run under each torch tested), every table has one column per version, the
+finding's outcome there (`reproduces`, `fixed`, `errors: why`; **fixed** where that version
+fixed it: an older one reproduces), and a section says what each column ran on.
+
+Without a database the page is the notes (and the matrix) alone: that is the committed docs/findings.md
 (tests/campaign/test_triage_findings.py checks it equals what this module makes). With one,
 the page also says, for a noted bug whose database status differs from its note, the database's
 status (the note is not changed: a person settles it), and lists apart the database's bugs
@@ -25,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from campaign.triage.bugdb.matrix import Matrix
 from campaign.triage.bugdb.store import Bug
 from campaign.triage.pages.notes import NOTES_DIR, Note
 
@@ -41,7 +47,9 @@ GROUPS: tuple[tuple[tuple[str, ...], str, str, str], ...] = (
      "limitations"),
     (("ours",), "dynsmith's own bugs", "False alarms whose cause was dynsmith.", "ours"),
 )
-_HEADER = "| bug | compiler | what | how found | reproducer | tracker |\n|---|---|---|---|---|---|\n"
+_COLUMNS = ("bug", "compiler", "what", "how found", "reproducer", "tracker")
+#: characters of an `errors` cell's reason
+_WHY = 80
 #: database statuses of bugs without notes that are counted, not listed
 _COUNTED = ("ours", "limitation", "merged")
 
@@ -72,6 +80,35 @@ class Page:
     #: the notes directory as the page names it (links are relative to the page)
     notes_dir: Path = NOTES_DIR
     page: Path = PAGE
+    #: the version matrix (None or empty: no version columns)
+    matrix: Matrix | None = None
+
+    @property
+    def versions(self) -> list[str]:
+        """The version columns, oldest first."""
+        return [c.label for c in self.matrix.columns] if self.matrix is not None else []
+
+    def _header(self) -> str:
+        cols = [*_COLUMNS, *self.versions]
+        return "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
+
+    def _version_cells(self, note: Note) -> list[str]:
+        if self.matrix is None:
+            return []
+        fixed = self.matrix.fixed_in(note.bug)
+        out = []
+        for label in self.versions:
+            cell = self.matrix.cell(label, note.bug)
+            if cell is None:
+                out.append("")
+            elif cell.outcome == "fixed" and label in fixed:
+                out.append("**fixed**")
+            elif cell.outcome == "errors":
+                why = cell.why if len(cell.why) <= _WHY else cell.why[:_WHY - 3] + "..."
+                out.append(f"errors: `{why.replace('`', chr(39))}`")
+            else:
+                out.append(cell.outcome)
+        return out
 
     def _link(self, note: Note) -> str:
         rel = Path(os.path.relpath(self.notes_dir / note.path.name, self.page.parent))
@@ -87,7 +124,8 @@ class Page:
         db = (self.bugs or {}).get(note.bug)
         if db is not None and db.status != note.status:
             tracker += f"<br>**Database status:** {db.status} (the note says {note.status})"
-        cells = (self._link(note), note.compiler, what, how, repro, tracker)
+        cells = (self._link(note), note.compiler, what, how, repro, tracker,
+                 *self._version_cells(note))
         return "| " + " | ".join(_cell(c) for c in cells) + " |\n"
 
     def _group(self, statuses: tuple[str, ...]) -> list[Note]:
@@ -133,16 +171,43 @@ class Page:
             ", ".join(f"{n} {c}" for c, n in counts.items() if n)
             + f"; {sum(len(v) for v in merged.values())} more repeat one of these (merged).\n\n",
         ]
+        out += list(self._matrix())
         for statuses, heading, line, _ in GROUPS:
             notes = self._group(statuses)
             if not notes:
                 continue
-            out += [f"## {heading}\n\n", f"{line}\n\n", _HEADER]
+            out += [f"## {heading}\n\n", f"{line}\n\n", self._header()]
             out += [self._row(n, merged.get(n.bug, [])) for n in notes]
             out.append("\n")
         if self.bugs is not None:
             out += list(self._unnoted())
         return "".join(out).rstrip("\n") + "\n"
+
+    def _matrix(self) -> Iterable[str]:
+        """The version matrix's section: what each column ran on, its counts, what it fixed."""
+        if self.matrix is None or not self.matrix.columns:
+            return
+        yield "## Versions tested\n\n"
+        yield ("Each open finding's reproducer (its note's `repro:`: the script and how its "
+               "output reads) run under each interpreter by `python -m campaign.triage matrix "
+               "--python PY ...`; the data is [docs/findings/matrix.json]"
+               f"({self._rel(self.notes_dir / 'matrix.json')}). A cell says `reproduces`, "
+               "`fixed` (**fixed**: that version fixed it, an older one reproduces), or "
+               "`errors` (the script failed otherwise: a package missing, a timeout, another "
+               "error); empty: not run (no `repro:`, or not open).\n\n")
+        yield "| version | interpreter | versions | ran | reproduces | fixed | errors | fixed here |\n"
+        yield "|---|---|---|---|---|---|---|---|\n"
+        for col in self.matrix.columns:
+            counts = {o: sum(c.outcome == o for c in col.cells.values())
+                      for o in ("reproduces", "fixed", "errors")}
+            fixed = [b.split("-")[0] for b in sorted(col.cells)
+                     if col.label in self.matrix.fixed_in(b)]
+            versions = ", ".join(f"{k} {v}" if v else f"{k} missing"
+                                 for k, v in col.versions.items())
+            cells = (col.label, f"`{col.python}`", versions, col.ran[:10],
+                     *(str(n) for n in counts.values()), ", ".join(fixed) or "none")
+            yield "| " + " | ".join(_cell(c) for c in cells) + " |\n"
+        yield "\n"
 
     def _rel(self, path: Path) -> str:
         return Path(os.path.relpath(path, self.page.parent)).as_posix()

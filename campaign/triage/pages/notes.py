@@ -27,7 +27,14 @@ it was minimized, a draft of the upstream report, ...) that the page links to an
       verdict: crash
       stage: import
       error_sig: "TypeError: Operator <...> @ ..."
+    repro:                      # optional: the docs/bugs script and how its output reads
+      script: ../bugs/tvm_if_branch_batchnorm_tuple.py
+      shows: "TypeError"        # a regex: found = the bug shows (below)
     ---
+
+`repro` (`campaign.triage.pages.note_repro`): the standalone script the version matrix
+(`campaign.triage.bugdb.matrix`) runs under each torch, and the patterns that say from its
+output whether the bug reproduces, is fixed, or the run failed otherwise.
 
 `triggers` (`campaign.triage.pages.note_triggers`): each entry a GraphIR graph under the notes
 dir, the backend spec and configuration it fails in, and the failure (verdict; stage and the
@@ -48,6 +55,7 @@ from typing import Any
 import yaml
 
 from campaign.triage.bugdb.store import STATUSES
+from campaign.triage.pages.note_repro import NoteRepro, ReproError, parse_repro
 from campaign.triage.pages.note_triggers import NoteTrigger, TriggerError, parse_triggers
 
 #: where the notes live, relative to the repository root
@@ -97,6 +105,8 @@ class Note:
     body: str = ""
     #: the repro graphs and how they fail (`note_triggers`); () none
     triggers: tuple[NoteTrigger, ...] = ()
+    #: the standalone reproducer and how its output reads (`note_repro`); None: none
+    repro: NoteRepro | None = None
 
     @property
     def title(self) -> str:
@@ -107,7 +117,7 @@ class Note:
 #: front-matter fields: name -> required
 _FIELDS = {"status": True, "merged_into": False, "project": True, "version": True,
            "compiler": True, "what": True, "how_found": True, "reproducer": True,
-           "tracker": True, "triggers": False}
+           "tracker": True, "triggers": False, "repro": False}
 _TRACKER_FIELDS = {f.name for f in fields(Tracker)}
 
 
@@ -176,7 +186,7 @@ def parse_note(path: Path, text: str) -> Note:
     if unknown:
         raise NotesError(f"{path}: {unknown[0]}: unknown field (known: {', '.join(_FIELDS)})")
     got = {k: _text(path, k, data.get(k), req) for k, req in _FIELDS.items()
-           if k not in ("tracker", "triggers")}
+           if k not in ("tracker", "triggers", "repro")}
     if got["status"] not in STATUSES:
         raise NotesError(f"{path}: status: {got['status']!r} is not one of {', '.join(STATUSES)}")
     if (got["status"] == "merged") != (got["merged_into"] is not None):
@@ -188,8 +198,12 @@ def parse_note(path: Path, text: str) -> Note:
         triggers = parse_triggers(data.get("triggers"), path.parent)
     except TriggerError as e:
         raise NotesError(f"{path}: {e}") from None
+    try:
+        repro = parse_repro(data.get("repro"), path.parent)
+    except ReproError as e:
+        raise NotesError(f"{path}: {e}") from None
     return Note(bug=bug, path=path, tracker=_tracker(path, data.get("tracker")), body=body,
-                triggers=triggers, **text_of)
+                triggers=triggers, repro=repro, **text_of)
 
 
 def load_notes(notes_dir: Path) -> dict[str, Note]:
@@ -251,6 +265,7 @@ def dump_note(note: Note) -> str:
     if note.tracker.result is not None:
         out.append(_folded("result", note.tracker.result, "  "))
     out.append(dump_triggers(note.triggers))
+    out.append(dump_repro(note.repro))
     out.append("---\n")
     if note.body:
         out.append(f"\n{note.body}\n")
@@ -272,6 +287,18 @@ def dump_triggers(triggers: tuple[NoteTrigger, ...]) -> str:
             text = yaml.safe_dump(v, default_style=None, width=10**9).rstrip("\n")
             text = text.removesuffix("\n...").removesuffix("...").rstrip("\n")
             out.append(f"{'- ' if i == 0 else '  '}{k}: {text}\n")
+    return "".join(out)
+
+
+def dump_repro(repro: NoteRepro | None) -> str:
+    """The `repro:` block of the front matter ('' for none): each value on one line, quoted
+    as YAML needs it."""
+    if repro is None:
+        return ""
+    out = ["repro:\n"]
+    for k, v in repro.as_dict().items():
+        text = yaml.safe_dump(v, default_style=None, width=10**9).rstrip("\n")
+        out.append(f"  {k}: {text.removesuffix(chr(10) + '...').removesuffix('...').rstrip()}\n")
     return "".join(out)
 
 

@@ -60,6 +60,10 @@ class ReportParts:
     fuzzer_notes: list[str] = field(default_factory=list)
     #: the error text, for an `Error logs` section
     error_log: list[str] = field(default_factory=list)
+    #: the versions the bug was seen failing on (`environment.seen_line`): lines
+    seen: list[str] = field(default_factory=list)
+    #: `python -m torch.utils.collect_env`'s output ('' none: no block)
+    collect_env: str = ""
 
 
 def environment(versions: list[str]) -> list[str]:
@@ -67,6 +71,15 @@ def environment(versions: list[str]) -> list[str]:
     return [f"- OS: {platform.platform()}", f"- Architecture: {platform.machine()}",
             f"- Python: {platform.python_version()}",
             f"- Packages: {', '.join(versions) or 'unknown'}"]
+
+
+def versions_block(p: ReportParts) -> list[str]:
+    """The versions seen, the environment list, and collect_env's output folded."""
+    out = [*p.seen, *([""] if p.seen else []), *environment(p.versions)]
+    if p.collect_env:
+        out += ["", "<details>", "<summary>python -m torch.utils.collect_env</summary>", "",
+                "```", p.collect_env.rstrip(), "```", "", "</details>"]
+    return out
 
 
 def render(spec: str, parts: ReportParts) -> str:
@@ -89,7 +102,7 @@ def _pytorch(p: ReportParts) -> str:
         lines += ["#### Ablation", "", *p.ablation, ""]
     lines += ["#### Minimal reproducer", "", *p.program, *p.reproducer]
     lines += ["### Error logs", "", *(p.error_log or ["(no error: a wrong result, above)"]), ""]
-    lines += ["### Versions", "", *environment(p.versions), ""]
+    lines += ["### Versions", "", *versions_block(p), ""]
     return "\n".join(lines)
 
 
@@ -102,7 +115,7 @@ def _tvm(p: ReportParts) -> str:
              "", "### Actual behavior", "", *p.actual, "", *_log(p)]
     if p.ablation:
         lines += ["Where it goes wrong (ablation):", "", *p.ablation, ""]
-    lines += ["### Environment", "", *environment(p.versions), "",
+    lines += ["### Environment", "", *versions_block(p), "",
               "### Steps to reproduce", "", *p.program, *p.reproducer,
               "### Triage", "", "* needs-triage", "* type: bug", ""]
     return "\n".join(lines)
@@ -124,4 +137,6 @@ def _ort(spec: str, p: ReportParts) -> str:
               {"x86_64": "X64", "AMD64": "X64", "aarch64": "ARM64", "arm64": "ARM64"}.get(
                   platform.machine(), "Other / Unknown"), "",
               "### Execution Provider", "", ep, ""]
+    if p.seen or p.collect_env:
+        lines += ["### Versions seen and environment", "", *versions_block(p), ""]
     return "\n".join(lines)

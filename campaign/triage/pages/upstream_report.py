@@ -4,18 +4,27 @@ read as it stands (docs/triage.md).
 It holds a title, the versions, expected against actual, the smallest graph as plain code
 (torch source from `ir.materialize.torch_source` for every backend; for ONNX backends also the
 ONNX model as text, `onnx.printer`), and the standalone `repro.py` of the bug's smallest
-bucket, whole. `<bug>` is the bugs table's `bug` value (the bucket id in a table without one);
-when a bug is one bucket the report lies beside that bucket's repro.py, else in a folder of its
-own whose text points at the bucket folder holding the files.
+bucket, whole. Its versions section says which versions the bug was seen failing on (this run,
+the bug database's sightings, the version matrix: `campaign.triage.pages.environment`) and
+holds `python -m torch.utils.collect_env`'s output (run once per triage, folded in a
+`<details>` block), as PyTorch's template asks. `<bug>` is the bugs table's `bug` value (the
+bucket id in a table without one); when a bug is one bucket the report lies beside that
+bucket's repro.py, else in a folder of its own whose text points at the bucket folder holding
+the files.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from campaign.triage.bugdb.versions import installed
+from campaign.triage.pages.environment import collect_env, seen_line, seen_versions
 from campaign.triage.pipeline.buckets import rows_by_bug
+
+if TYPE_CHECKING:
+    from campaign.triage.bugdb.matrix import Matrix
+    from campaign.triage.bugdb.store import Bug
 
 REPORT = "report.md"
 #: what a backend spec's stack is called in a title, by name prefix (longest first)
@@ -54,10 +63,12 @@ def title(row: dict[str, Any]) -> str:
     return f"{who}: {row.get('verdict')} during {row.get('stage')}: {sig}"[:TITLE_CHARS].rstrip(": ")
 
 
-def write_reports(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Path]:
+def write_reports(out_dir: Path, rows: list[dict[str, Any]], bugs: dict[str, Bug] | None = None,
+                  matrix: Matrix | None = None) -> dict[str, Path]:
     """report.md for every compiler bug of the bugs table `rows` (grouped by `bug` where set)
     whose smallest bucket has a bug folder; returns bug -> report path. A report that cannot be
-    written is skipped (its bug keeps its bucket folder)."""
+    written is skipped (its bug keeps its bucket folder). `bugs` (the bug database's) and
+    `matrix` (the version matrix) add the versions the bug was seen on before this run."""
     out: dict[str, Path] = {}
     for bug, members in rows_by_bug(rows).items():
         if not any(r.get("kind") == "bug" for r in members):
@@ -68,7 +79,7 @@ def write_reports(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Path]:
         dest = out_dir / "bugs" / bug / REPORT
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
-            text = report_text(out_dir, bug, rep, members)
+            text = report_text(out_dir, bug, rep, members, bugs, matrix)
             known = sorted({r["finding"] for r in members if r.get("finding")})
             if known:  # a bug written up in docs/findings: say so before anything else
                 text = (f"> **Known bug**: {', '.join(f'docs/findings/{k}.md' for k in known)} "
@@ -96,7 +107,8 @@ def _representative(out_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def report_text(out_dir: Path, bug: str, row: dict[str, Any],
-                members: list[dict[str, Any]]) -> str:
+                members: list[dict[str, Any]], bugs: dict[str, Bug] | None = None,
+                matrix: Matrix | None = None) -> str:
     """The report's markdown for bug `bug`, represented by bucket row `row`, in its tracker's
     template (`campaign.triage.pages.tracker_templates`)."""
     from campaign.triage.pages.tracker_templates import ReportParts, render
@@ -130,7 +142,8 @@ def report_text(out_dir: Path, bug: str, row: dict[str, Any],
         actual=[_actual(row, failed)], ablation=_localization(info) + _training_ablation(row),
         program=_graph_code(folder, spec, info), reproducer=reproducer,
         versions=installed(spec), fuzzer_notes=_fuzzer_notes(folder, row),
-        error_log=_error_log(row, failed))
+        error_log=_error_log(row, failed),
+        seen=[seen_line(seen_versions(spec, members, bugs, matrix))], collect_env=collect_env())
     return render(spec, parts)
 
 

@@ -651,6 +651,31 @@ class _Triage:
                                         -len(cast(str, k.pattern)),
                                         k.config.count("&") + bool(k.config)), default=None)
 
+    def seen_sources(self) -> tuple[Any, Any]:
+        """The bug database's bugs and the version matrix (next to the findings' notes), for
+        the versions a bug was seen on (`campaign.triage.pages.environment`); read once, None
+        for one that is not there or cannot be read."""
+        if not hasattr(self, "_seen_sources"):
+            from campaign.triage.bugdb.matrix import MATRIX_FILE, Matrix
+            from campaign.triage.pipeline.note_known import findings_dir
+
+            bugs = matrix = None
+            try:
+                bugs = self.db.read() if self.db is not None else None
+                notes = findings_dir(self.cfg.findings)
+                matrix = Matrix.read(notes / MATRIX_FILE) if notes is not None else None
+            except Exception as e:  # versions are a report's detail, never the triage's end
+                self.log(f"triage: the versions seen are this run's only: {e}")
+            self._seen_sources = (bugs, matrix)
+        return self._seen_sources
+
+    def seen(self, key: BucketKey) -> Any:
+        """The versions bucket `key`'s bug was seen failing on (its repro.py's header)."""
+        from campaign.triage.pages.environment import seen_versions
+
+        return seen_versions(key.backend, [{"bucket": key.id, "finding": self.findings.get(key.id)}],
+                             *self.seen_sources())
+
     def record(self) -> Recorded | None:
         """report.md per bug, then this triage's buckets into the bug database (if any);
         returns what the database got (`campaign.triage.bugdb.sightings.Recorded`) or None."""
@@ -658,7 +683,7 @@ class _Triage:
         from campaign.triage.pipeline.buckets import read_bugs_table
 
         rows = read_bugs_table(self.out / BUGS_FILE).to_pylist()
-        reports = write_reports(self.out, rows)
+        reports = write_reports(self.out, rows, *self.seen_sources())
         if self.db is None:
             return None
         from campaign.triage.bugdb.sightings import record
@@ -770,14 +795,15 @@ class _Triage:
                           "pattern": key.pattern, "backend_config": key.config}
             # a timeout's repro.py reproduces when there is still no result after the limit
             # the campaign confirmed it at, plus a fresh process's cold start
-            wait = ({"timeout_s": self.limit({**red.case.info, "verdict": "timeout"}),
+            wait: dict[str, Any] = ({"timeout_s": self.limit({**red.case.info,
+                                                              "verdict": "timeout"}),
                      "cold_start_s": self.cfg.repro_cold_start_s}
                     if key.verdict == "timeout" else {})
             try:
                 # the compiler the representative failed on: the reduced configuration (or,
                 # not reduced, the one it ran)
                 written = write_bug_folder(dest, red.spec, key.id, key_fields, red,
-                                           red.case.seed, **wait)
+                                           red.case.seed, seen=self.seen(key), **wait)
             except Exception as e:
                 b.note = f"writing the bug folder failed: {type(e).__name__}: {e}"[:500]
                 self.log(f"triage: {b.note}")

@@ -30,17 +30,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from campaign.backends.base import ReproSpec, seeded_dialect
-from campaign.sandbox import kill_group, signal_name
+from campaign.sandbox import signal_name
 from campaign.testcase import npz_bytes
+
+if TYPE_CHECKING:
+    from campaign.triage.pages.environment import Seen
 
 #: how a repro is judged: "reproduced", "not reproduced", "different failure", "error",
 #: "timeout" (reproduces a timeout verdict), "none" (no repro for this backend)
@@ -271,15 +273,19 @@ def _truth(tc) -> dict[str, np.ndarray] | None:
 
 def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str, Any],
                      red, seed: int, timeout_s: float | None = None,
-                     cold_start_s: float = 0.0) -> dict[str, Any]:
+                     cold_start_s: float = 0.0, seen: list[Seen] | None = None) -> dict[str, Any]:
     """Write the folder of one bucket from a `campaign.triage.pipeline.reduction.Reduction` (reduced or
     not); returns what was written (`repro`: whether a repro.py exists, `codegen` errors,
     `timeout_s`: a timeout repro's wait).
 
     A timeout's repro.py waits `timeout_s` (the limit the campaign confirmed it at) plus
-    `cold_start_s` for a result, and reproduces when there is none by then."""
+    `cold_start_s` for a result, and reproduces when there is none by then. repro.py starts
+    with a comment block of the versions the bug was seen failing on (`seen`, from the bug
+    database and the version matrix: `campaign.triage.pages.environment.seen_versions`; None:
+    this run's)."""
     from campaign.artifacts import Materialized
     from campaign.testcase import TestCase
+    from campaign.triage.pages.environment import seen_comment, seen_versions
     from ir.core.text import print_graph
 
     dest = Path(dest)
@@ -367,9 +373,10 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
             transform = (tc.transform if how.trains and how.kind in TRANSFORM_KINDS
                          else None)
             grad = tc.grad if how.trains and transform is None else None
-            files["repro.py"] = repro_source(how, g, expect, _tolerances(g, grad, transform),
-                                             header, seed, grad, transform,
-                                             tc.dynshape).encode()
+            script = repro_source(how, g, expect, _tolerances(g, grad, transform), header,
+                                  seed, grad, transform, tc.dynshape)
+            files["repro.py"] = (seen_comment(seen if seen is not None else seen_versions(
+                spec, [{"bucket": bucket_id}])) + script).encode()
             written["repro"] = True
         except Exception as e:
             written["codegen_error"] = f"{type(e).__name__}: {e}"
@@ -417,42 +424,30 @@ _BLOCK_DYNSMITH = (
 )
 
 
-def run_fresh(folder: Path, args: list[str], timeout_s: float) -> tuple[int, str, str, bool]:
-    """Run `folder/repro.py args` in a fresh Python where importing dynsmith fails; returns
-    (exit code, stdout, stderr, whether it ran past `timeout_s`). Whatever the repro started
-    (compiler subprocesses) is killed with it; output goes to files, not pipes, so a
-    subprocess it left behind cannot keep us reading."""
-    import tempfile
+def run_fresh(folder: Path, args: list[str], timeout_s: float,
+              python: str | None = None) -> tuple[int, str, str, bool]:
+    """Run `folder/repro.py args` in a fresh Python (`python`, default ours) where importing
+    dynsmith fails; returns (exit code, stdout, stderr, whether it ran past `timeout_s`).
+    Whatever the repro started (compiler subprocesses) is killed with it
+    (`campaign.triage.bugdb.runner.run_process`)."""
+    from campaign.triage.bugdb.runner import run_process
 
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
-        proc = subprocess.Popen([sys.executable, "-c", _BLOCK_DYNSMITH, *args], cwd=folder,
-                                env=env, stdout=fout, stderr=ferr, start_new_session=True)
-        try:
-            proc.wait(timeout=timeout_s)
-            expired = False
-        except subprocess.TimeoutExpired:
-            expired = True
-        finally:
-            kill_group(proc.pid)
-            proc.wait()
-        fout.seek(0)
-        ferr.seek(0)
-        return (proc.returncode, fout.read().decode("utf-8", "replace"),
-                ferr.read().decode("utf-8", "replace"), expired)
+    run = run_process([python or sys.executable, "-c", _BLOCK_DYNSMITH, *args], folder,
+                      timeout_s)
+    return run.code, run.stdout, run.stderr, run.expired
 
 
 def check_repro(folder: Path, verdict: str, error_class: str | None = None,
-                timeout_s: float = 300.0) -> tuple[str, str]:
-    """Run `folder/repro.py` in a fresh Python where importing dynsmith fails; returns
-    (outcome, last output lines). outcome: "reproduced", "not reproduced", "different
-    failure", "error" (anything else), "none" (no repro.py). A timeout reproduces when its
+                timeout_s: float = 300.0, python: str | None = None) -> tuple[str, str]:
+    """Run `folder/repro.py` in a fresh Python (`python`, default ours) where importing
+    dynsmith fails; returns (outcome, last output lines). outcome: "reproduced", "not
+    reproduced", "different failure", "error" (anything else), "none" (no repro.py). A timeout reproduces when its
     repro.py's watchdog says so (still no result after its wait), or when it is still running
     after `timeout_s`. Whatever the repro started (compiler subprocesses) is killed with it."""
     folder = Path(folder)
     if not (folder / "repro.py").is_file():
         return "none", ""
-    code, stdout, stderr, expired = run_fresh(folder, [], timeout_s)
+    code, stdout, stderr, expired = run_fresh(folder, [], timeout_s, python)
     out = "\n".join(t for t in (_tail(stdout, 8), _tail(stderr)) if t)
     if expired:
         return ("reproduced" if verdict == "timeout" else "error"), out
