@@ -130,24 +130,45 @@ def _collapse(text: str, open_: str, close: str) -> str:
     return text.replace("\0", f"{open_}…{close}")
 
 
+#: an exception class opening a message: the exception a wrapper wraps, its message after it
+#: (`LoweringException: KeyError: ...`, `torch._dynamo.exc.BackendCompilerFailed: ...`)
+_WRAPPED = re.compile(r"(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Failed|Interrupt))\s*: ")
+
+
+def innermost(head: str) -> tuple[str, str]:
+    """(exception class, message) of the innermost exception a signature's head
+    (`<class>: <message>`, no frames) names: wrapper exceptions put the class of the one they
+    wrap at the head of their message, one layer each (`InductorError: LoweringException:
+    LoweringException: KeyError: 'unbacked_bindings'` -> `('KeyError', "'unbacked_bindings'")`),
+    and how many layers there are depends on how deep the failing code was nested, not on
+    the cause. A head without `: ` is all class."""
+    cls, sep, message = head.partition(": ")
+    if not sep:
+        return head, ""
+    while (m := _WRAPPED.match(message)) is not None:
+        cls, message = m.group(1), message[m.end():]
+    return cls, message
+
+
 def cause_signature(error_sig: str | None) -> str:
     """A bucket signature (`normalize`'s) normalized further, for grouping buckets by cause:
-    `<error class>: <message head> @ <throwing site>`.
+    `<error class>: <message head> @ <throwing site>`, of the innermost exception.
 
-    Beyond `normalize`: quoted text that is not one bare identifier (op names like
-    `'prims.copy_to.default'`) becomes `'…'` (`'TupleType'`, `'dtype'` stay: they name the
-    failure); what parentheses and brackets hold (argument lists, tuples, shapes) becomes
-    `(…)`/`[…]`; dotted names (`R.add`, `relax.nn.relu`) and `%value` names become `<name>`;
-    the message is cut to its first `CAUSE_MESSAGE_CHARS` characters. Of the frames only the
-    innermost stays, the throwing site, with its numbers as `N` (`_impl_v13` -> `_impl_vN`)
-    and a generated module's name as `<gen>`. The exception type stays as it is."""
+    Beyond `normalize`: the wrapper exceptions named at the head of the message are dropped,
+    however many (`innermost`: `InductorError: LoweringException: KeyError: ...` is
+    `KeyError: ...`; the bucket's `error_sig` keeps them, for display); quoted text that is
+    not one bare identifier (op names like `'prims.copy_to.default'`) becomes `'…'`
+    (`'TupleType'`, `'dtype'` stay: they name the failure); what parentheses and brackets hold
+    (argument lists, tuples, shapes) becomes `(…)`/`[…]`; dotted names (`R.add`,
+    `relax.nn.relu`) and `%value` names become `<name>`; the message is cut to its first
+    `CAUSE_MESSAGE_CHARS` characters. Of the frames only the innermost stays, the throwing
+    site, with its numbers as `N` (`_impl_v13` -> `_impl_vN`) and a generated module's name
+    as `<gen>`. The innermost exception's type stays as it is."""
     sig = (error_sig or "").strip()
     if not sig:
         return ""
     head, _, frames = sig.partition(" @ ")
-    cls, sep, message = head.partition(": ")
-    if not sep:
-        cls, message = head, ""
+    cls, message = innermost(head)
     if len(head) >= (MAX_LEN - 60 if frames else MAX_LEN):  # `normalize` cut it: a part word
         message = message.rsplit(" ", 1)[0]
     message = _QUOTED.sub(_unquote, message)

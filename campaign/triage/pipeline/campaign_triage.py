@@ -30,10 +30,14 @@ failure, its first `reduce_first` folders reduced.
 
 A crash-like failure that no note trigger keys exactly but whose *cause* one of them has (the
 same compiler, target, verdict and stage, and the same cause signature,
-`campaign.signature.cause_signature`: the grouping's rule 3, docs/triage.md) is that note's bug
-in another form: F21's If-branch tuple fails in every consumer of the tuple, each consumer's
-name in its message. Its buckets are known, named by the finding, and not reduced (unless
-`reduce_known`); a cause two notes share names neither.
+`campaign.signature.cause_signature`: the innermost exception, the grouping's rule 3,
+docs/triage.md) is that note's bug in another form: F21's If-branch tuple fails in every
+consumer of the tuple, each consumer's name in its message; F40 fails behind as many
+`LoweringException:` layers as its HOPs are nested. Its buckets are known, named by the
+finding, and not reduced (unless `reduce_known`). A new bucket whose reduced graph has a
+note trigger's core (compiler and verdict too: `note_known.NoteForms.by_core`) is that note's
+bug as well, named once reduced: a consumer no message ties to the note (F21's Slice). A
+cause or core two notes share names neither.
 """
 from __future__ import annotations
 
@@ -60,6 +64,7 @@ from campaign.triage.pipeline.buckets import (
     write_bugs_table,
 )
 from campaign.triage.pipeline.localization import Localization, localize_folder
+from campaign.triage.pipeline.note_known import NoteForms
 
 if TYPE_CHECKING:
     from campaign.env_fault import EnvFault
@@ -124,20 +129,6 @@ class TriageReport:
         if self.db is not None and self.recorded is not None:
             lines.append(self.recorded.text(self.db))
         return "\n".join(lines)
-
-
-def _cause_of(key: BucketKey) -> tuple[str, ...] | None:
-    """What a crash-like bucket's cause is keyed on (module doc): the compiler (the backend
-    spec's name), target, verdict, stage and cause signature; None for a mismatch or a
-    timeout (where a killed process was says nothing)."""
-    from campaign.signature import cause_signature
-
-    if key.verdict in ("mismatch", "timeout") or not key.error_sig:
-        return None
-    cause = cause_signature(key.error_sig)
-    if not cause:
-        return None
-    return (key.backend.partition("?")[0], key.target, key.verdict, key.stage or "", cause)
 
 
 def _group_lines(groups: dict[str, list[Bucket]], indent: str) -> list[str]:
@@ -238,7 +229,7 @@ class _Triage:
             self.known_keys += keys
         #: the findings' notes (`triage.findings`): their triggers' buckets are known too,
         #: and named by the finding (bucket id -> note id)
-        self.note_causes: dict[tuple[str, ...], str] = {}
+        self.note_forms = NoteForms({}, {})
         self.findings = self._note_keys(cfg)
         self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
@@ -267,13 +258,7 @@ class _Triage:
             return {}
         self.known |= {k.key.id for k in notes}
         self.known_keys += [k.key for k in notes if k.key not in self.known_keys]
-        causes: dict[tuple[str, ...], set[str]] = {}
-        for k in notes:
-            cause = _cause_of(k.key)
-            if cause is not None:
-                causes.setdefault(cause, set()).add(k.finding)
-        # a note's causes (module doc) -> its finding; a cause two notes share is left out
-        self.note_causes = {c: next(iter(f)) for c, f in causes.items() if len(f) == 1}
+        self.note_forms = NoteForms.of(notes)
         return {k.key.id: k.finding for k in notes}
 
     def _load_index(self) -> dict[str, dict[str, Any]]:
@@ -428,7 +413,7 @@ class _Triage:
     def failure(self, base: BucketKey, rows: list[dict[str, Any]], reducible: bool) -> None:
         """Reduce and bucket the rows of one crash-like failure (`base`: its key in the
         backend's own configuration; the module doc says how)."""
-        note = None if self.cfg.reduce_known else self.note_causes.get(_cause_of(base) or ())
+        note = None if self.cfg.reduce_known else self.note_forms.by_cause(base)
         if note is not None:  # a note's cause in another form: known, named, not reduced
             for row in rows:
                 key = crash_key(row)
@@ -756,12 +741,23 @@ class _Triage:
         self.log(f"triage:   {key.id}: {loc.text}")
         return loc
 
+    def name_by_core(self, key: BucketKey, b: Bucket, red: Any) -> None:
+        """A new bucket whose reduced graph has a note trigger's core is that note's bug
+        (module doc): named by it, no longer new."""
+        if not b.new or b.finding is not None or red.status not in ("reduced", "cached"):
+            return
+        note = self.note_forms.by_core(key, red.graph)
+        if note is not None:
+            b.new, b.finding = False, note
+            self.log(f"triage: {key.id} is {note} in another form (its reduced graph's core)")
+
     def write(self) -> Path:
         from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 
         self.bugs_dir.mkdir(parents=True, exist_ok=True)
         for key, red in self.best.items():
             b = self.buckets[key]
+            self.name_by_core(key, b, red)
             b.original_insts = red.original_insts
             b.reduced_insts = red.reduced_insts if red.status in ("reduced", "cached") else None
             if red.status in ("reduced", "cached"):

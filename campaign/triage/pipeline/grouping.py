@@ -195,7 +195,8 @@ def core(g: Graph) -> tuple[str, ...]:
     return tuple(sorted(set(_entries(g, drop_sinks=True))))
 
 
-def _ops(entries: tuple[str, ...]) -> int:
+def ops_in(entries: tuple[str, ...]) -> int:
+    """How many ops (not edges) a structure or core holds."""
     return sum(" -> " not in e for e in entries)
 
 
@@ -277,7 +278,7 @@ def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
         if reduced and shapes[a.bucket] == shapes[b.bucket]:
             link(a, b, "same graph", "; ".join(shapes[a.bucket]))
         elif (reduced and cores[a.bucket] == cores[b.bucket]
-              and _ops(cores[a.bucket]) >= MIN_CORE_OPS):
+              and ops_in(cores[a.bucket]) >= MIN_CORE_OPS):
             link(a, b, "shared core", "; ".join(cores[a.bucket]))
         elif (a.cause and a.cause == b.cause and a.stage == b.stage
               and not (reduced and _apart(shapes[a.bucket], shapes[b.bucket]))):

@@ -15,15 +15,27 @@ whose bucket the database holds in a bug it does not hold back (marked fixed, sa
 
 A crash-like trigger's key is (backend, target, verdict, stage, `bucket_signature` of its
 error_sig, config); a mismatch trigger's is `mismatch_key` of its graph (the op pattern).
+
+A note's bug in a form no trigger recorded (`NoteForms`) is named by its *cause*: a crash-like
+bucket with a trigger's compiler, target, verdict, stage and cause signature (the innermost
+exception, `campaign.signature.cause_signature`: however many wrapper layers), before any
+reduction; or a bucket whose reduced graph has a trigger graph's *core* (`grouping.core`: the
+program without the consumers that tripped over what it made), compiler and verdict, after
+its reduction: F21's If-branch tuple fails in every consumer its own way (a Slice's "requires
+a statically known input rank", the gradient test's loss multiply's type check), and only the
+reduced program says they are one cause. A cause or core two notes share names neither.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from campaign.signature import cause_signature
 from campaign.triage.pipeline.buckets import BucketKey, bucket_signature, mismatch_key
+from campaign.triage.pipeline.grouping import MIN_CORE_OPS, core, ops_in
 from ir.core.graph import Graph
 
 if TYPE_CHECKING:
@@ -48,6 +60,68 @@ class NoteKey:
     key: BucketKey
     trigger: NoteTrigger
     graph: Graph
+
+
+def cause_key(key: BucketKey) -> tuple[str, ...] | None:
+    """What a crash-like bucket's cause is keyed on (module doc): the compiler (the backend
+    spec's name before `?`), target, verdict, stage and cause signature; None for a mismatch
+    or a timeout (where a killed process was says nothing), or without a signature."""
+    if key.verdict in ("mismatch", "timeout") or not key.error_sig:
+        return None
+    cause = cause_signature(key.error_sig)
+    if not cause:
+        return None
+    return (key.backend.partition("?")[0], key.target, key.verdict, key.stage or "", cause)
+
+
+#: (compiler, verdict, core) of a reduced graph
+CoreKey = tuple[str, str, tuple[str, ...]]
+
+
+def core_key(key: BucketKey, graph: Graph) -> CoreKey | None:
+    """What a reduced graph's cause is keyed on (module doc): the bucket's compiler and
+    verdict, and the graph's core; None when the core holds fewer than `MIN_CORE_OPS` ops
+    (one op in common says little)."""
+    c = core(graph)
+    if ops_in(c) < MIN_CORE_OPS:
+        return None
+    return (key.backend.partition("?")[0], key.verdict, c)
+
+
+@dataclass(frozen=True)
+class NoteForms:
+    """The notes' bugs in forms no trigger recorded (module doc): cause key -> finding and
+    core key -> finding. Invariant: a cause or core two notes' triggers share is in neither
+    map, so a match names one note or none."""
+
+    causes: dict[tuple[str, ...], str]
+    cores: dict[CoreKey, str]
+
+    @classmethod
+    def of(cls, keys: Sequence[NoteKey]) -> NoteForms:
+        """The forms of the notes' trigger keys `keys`."""
+        causes: dict[tuple[str, ...], set[str]] = {}
+        cores: dict[CoreKey, set[str]] = {}
+        for k in keys:
+            cause = cause_key(k.key)
+            if cause is not None:
+                causes.setdefault(cause, set()).add(k.finding)
+            shape = core_key(k.key, k.graph)
+            if shape is not None:
+                cores.setdefault(shape, set()).add(k.finding)
+        return cls({c: next(iter(f)) for c, f in causes.items() if len(f) == 1},
+                   {c: next(iter(f)) for c, f in cores.items() if len(f) == 1})
+
+    def by_cause(self, key: BucketKey) -> str | None:
+        """The finding whose trigger has bucket `key`'s cause, or None."""
+        cause = cause_key(key)
+        return None if cause is None else self.causes.get(cause)
+
+    def by_core(self, key: BucketKey, reduced: Graph) -> str | None:
+        """The finding whose trigger graph has the core of bucket `key`'s reduced graph
+        `reduced` (and its compiler and verdict), or None."""
+        shape = core_key(key, reduced)
+        return None if shape is None else self.cores.get(shape)
 
 
 def findings_dir(setting: str | None) -> Path | None:

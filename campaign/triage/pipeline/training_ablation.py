@@ -8,7 +8,11 @@ with eager on the same reduced test.
   - `part`, what is wrong. For a mismatch it is read off the result that differs (the row's
     `Mismatch: <label>`): `forward` (an output), `backward` (a gradient, vjp, or jacrev), or
     `forward-mode derivative` (jvp, jacfwd). vmap's batched outputs are `batched forward`.
-    Any other failure is re-run as an inference test (no leaves, no transform) in the same
+    A failure at stage `import` is `forward`: no backend has begun the backward there (TVM's
+    import of a gradient test makes the loss of the imported outputs too, the forward), even
+    when the inference test passes (F21's If returns a tuple only on the branch the inputs
+    do not take, while the loss's multiply rejects its type whatever the inputs). Any other
+    failure is re-run as an inference test (no leaves, no transform) in the same
     configuration: failing the same way makes it `forward`, passing makes it `backward` (the
     failure needs the training step). Anything else says what the inference run gave.
   - `aot_eager`, how `aot_eager` fares on the same test. Its spec is the failing backend's
@@ -82,6 +86,8 @@ def ablate(red: Any, runner_for: Callable[[str], BackendRunner]) -> TrainingAbla
 
     if row.get("verdict") == "mismatch":
         part = part_of_label(str(row.get("error_sig") or "").removeprefix("Mismatch: "))
+    elif row.get("stage") == "import":
+        part = "forward"
     else:
         plain = rerun(red.spec, train=False)
         part = ("forward" if same_failure(expect, plain) else

@@ -158,25 +158,25 @@ def training_results(out: Any) -> list[np.ndarray]:
 
 def train_relax(model: Any, sets: list[dict[str, np.ndarray]]) -> list[Any]:
     """The repro's training step, the backend's stages: import (the ONNX `model` with its leaf
-    params as inputs, `from_onnx`), compile (`loss_module`, then `differentiate`, which the
-    pass log records as the pass `Gradient`, then the build), run (`loss_adjoint` on every
-    input set); the outputs, then the gradients, of every set."""
+    params as inputs, `from_onnx`, then `loss_module`: the forward), compile (`differentiate`,
+    which the pass log records as the pass `Gradient`, then the build), run (`loss_adjoint`
+    on every input set); the outputs, then the gradients, of every set."""
     from tvm.relax.frontend.onnx import from_onnx
 
     print(f"a gradient test: relax.transform.Gradient of the loss with respect to "
           f"{', '.join(LEAVES)}", flush=True)
     stage("import")
+    cotangents = load("cotangents.npz")
+    cts = [i for i, o in enumerate(OUTPUTS) if f"s0/{o}" in cotangents]
     try:
         with_leaves, leaf_values = leaf_params_as_inputs(model, PARAMS, LEAVES)
         mod = from_onnx(with_leaves)
+        loss_mod = loss_module(mod, cts, len(OUTPUTS))
     except Exception as e:
         failed(e)
-    cotangents = load("cotangents.npz")
-    cts = [i for i, o in enumerate(OUTPUTS) if f"s0/{o}" in cotangents]
     stage("compile")
     log = os.environ.get(PASS_LOG_ENV)
     try:
-        loss_mod = loss_module(mod, cts, len(OUTPUTS))
         if log:
             with open(log, "a") as f:
                 f.write(f"0 {GRADIENT_PASS}\n")
