@@ -281,8 +281,10 @@ class Campaign:
             i = self.next_index
             self.next_index += 1
             seed = test_seed(self.c.seed, i)
-            backends = [b for b in self.c.backends if b not in self.router.env_held
-                        and sampled(seed, b, self.c.options(b).rate)]
+            backends = [b for b in self.c.backends if sampled(seed, b, self.c.options(b).rate)]
+            for b in set(backends) & self.router.env_held:  # counted as held back, no row
+                self.router.held_env[b] += 1
+            backends = [b for b in backends if b not in self.router.env_held]
             if not backends:
                 continue  # sampled for no backend: nothing to test
             test = PipelineTest(i, test_id(self.run_id, i), seed, backends)

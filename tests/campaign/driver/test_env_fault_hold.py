@@ -82,15 +82,21 @@ def test_a_backend_failing_one_way_is_held_back_and_the_others_go_on(tmp_path, c
     later = made_test(camp)
     assert later.pending == {"ort"}
     assert camp.router.held_env == {"inductor": 3}
+    # a test fed now is not made for it at all, and counted so
+    camp.feed()
+    fed = [it.test for it in camp.gen.queue]
+    assert fed and all(t.backends == ["ort"] for t in fed)
+    assert camp.router.held_env == {"inductor": 3 + len(fed)}
+    camp.gen.queue.clear()
     assert read_faults(tmp_path)[0].line() == line
     assert json.loads((tmp_path / "env_faults.json").read_text())[0]["count"] == 9
 
     summary = summarize(camp, False, lambda: [])
     assert summary.env_faults == {"inductor": line}
-    assert summary.backends["inductor"]["held_env"] == 3
+    assert summary.backends["inductor"]["held_env"] == 3 + len(fed)
     text = summary.text()
     assert line in text.splitlines()
-    assert "held back: environment fault (no row): inductor 3" in text
+    assert f"held back: environment fault (no row): inductor {3 + len(fed)}" in text
     assert "every backend was held back" not in text
     camp.sink.close()
 
@@ -103,6 +109,7 @@ def test_every_backend_held_back_stops_feeding(tmp_path):
     assert camp.router.env_held == {"ort", "inductor"}
     camp.feed()
     assert not camp.gen.queue  # nothing more is made: the loop ends when the work in flight does
+    assert camp.router.held_env == {}  # none fed: _room finds no backend to make tests for
     assert "every backend was held back for an environment fault: testing stopped early" in (
         summarize(camp, False, lambda: []).text())
     camp.sink.close()
