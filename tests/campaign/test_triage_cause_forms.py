@@ -127,9 +127,14 @@ def test_f21_through_a_slice_or_the_loss_multiply_is_f21_by_its_reduced_core():
     assert forms.by_cause(slice_key) is None and forms.by_cause(loss_key) is None
     assert forms.by_core(slice_key, ir.parse(SLICE)) == F21
     assert forms.by_core(loss_key, ir.parse(RETURNED)) == F21
-    # the core is the compiler's and the verdict's: not another compiler's, nor a wrong answer
+    # the core is the compiler's, the verdict's and the stage's: not another compiler's, nor a
+    # wrong answer
     assert forms.by_core(replace(slice_key, backend="tvm_torch"), ir.parse(SLICE)) is None
     assert forms.by_core(replace(slice_key, verdict="mismatch"), ir.parse(SLICE)) is None
+    # nor another stage's: F21's run-stage trigger reads the tuple as an output, a failure
+    # at compile would be elsewhere in TVM
+    assert forms.by_core(replace(slice_key, stage="compile"), ir.parse(SLICE)) is None
+    assert forms.by_core(replace(slice_key, stage="run"), ir.parse(RETURNED)) == F21
 
 
 def test_a_core_of_one_op_or_of_another_program_names_no_note(forms):

@@ -35,9 +35,9 @@ docs/triage.md) is that note's bug in another form: F21's If-branch tuple fails 
 consumer of the tuple, each consumer's name in its message; F40 fails behind as many
 `LoweringException:` layers as its HOPs are nested. Its buckets are known, named by the
 finding, and not reduced (unless `reduce_known`). A new bucket whose reduced graph has a
-note trigger's core (compiler and verdict too: `note_known.NoteForms.by_core`) is that note's
-bug as well, named once reduced: a consumer no message ties to the note (F21's Slice). A
-cause or core two notes share names neither.
+note trigger's core (compiler, verdict and stage too: `note_known.NoteForms.by_core`) is
+that note's bug as well, named once reduced: a consumer no message ties to the note (F21's
+Slice). A cause or core two notes share names neither.
 """
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ A note's bug in a form no trigger recorded (`NoteForms`) is named by its *cause*
 bucket with a trigger's compiler, target, verdict, stage and cause signature (the innermost
 exception, `campaign.signature.cause_signature`: however many wrapper layers), before any
 reduction; or a bucket whose reduced graph has a trigger graph's *core* (`grouping.core`: the
-program without the consumers that tripped over what it made), compiler and verdict, after
-its reduction: F21's If-branch tuple fails in every consumer its own way (a Slice's "requires
+program without the consumers that tripped over what it made), compiler, verdict and stage,
+after its reduction: F21's If-branch tuple fails in every consumer its own way (a Slice's "requires
 a statically known input rank", the gradient test's loss multiply's type check), and only the
 reduced program says they are one cause. A cause or core two notes share names neither.
 """
@@ -74,18 +74,20 @@ def cause_key(key: BucketKey) -> tuple[str, ...] | None:
     return (key.backend.partition("?")[0], key.target, key.verdict, key.stage or "", cause)
 
 
-#: (compiler, verdict, core) of a reduced graph
-CoreKey = tuple[str, str, tuple[str, ...]]
+#: (compiler, verdict, stage, core) of a reduced graph
+CoreKey = tuple[str, str, str, tuple[str, ...]]
 
 
 def core_key(key: BucketKey, graph: Graph) -> CoreKey | None:
-    """What a reduced graph's cause is keyed on (module doc): the bucket's compiler and
-    verdict, and the graph's core; None when the core holds fewer than `MIN_CORE_OPS` ops
-    (one op in common says little)."""
+    """What a reduced graph's cause is keyed on (module doc): the bucket's compiler, verdict
+    and stage, and the graph's core; None when the core holds fewer than `MIN_CORE_OPS` ops
+    (one op in common says little). The stage is kept, unlike the grouping's rule 2: a small
+    core (`if { elu }`, F40's) is common enough that a failure elsewhere in the compiler
+    must not take a note's name."""
     c = core(graph)
     if ops_in(c) < MIN_CORE_OPS:
         return None
-    return (key.backend.partition("?")[0], key.verdict, c)
+    return (key.backend.partition("?")[0], key.verdict, key.stage or "", c)
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ class NoteForms:
 
     def by_core(self, key: BucketKey, reduced: Graph) -> str | None:
         """The finding whose trigger graph has the core of bucket `key`'s reduced graph
-        `reduced` (and its compiler and verdict), or None."""
+        `reduced` (and its compiler, verdict and stage), or None."""
         shape = core_key(key, reduced)
         return None if shape is None else self.cores.get(shape)
 
