@@ -520,7 +520,8 @@ class FuzzWorker:
               result: BackendResult) -> tuple[ResultRow, Finding | None]:
         """The row of one backend's result on a prepared test, and its finding if not a pass."""
         # a gradient or transform test trains on a backend that can (`Backend.TRAINS`), else
-        # runs forward
+        # runs forward; one that trains but computes no transform refuses a transform test
+        # (`Backend.transform_refusal`), so it is never judged against the transform's results
         trains = (prep.tc.grad is not None or prep.tc.transform is not None) and backend.TRAINS
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,

@@ -112,12 +112,19 @@ def vjp(outputs: Sequence[torch.Tensor], names: Sequence[str], leaves: Sequence[
 
 def training_step(module: Callable[..., Sequence[torch.Tensor]], g: Graph,
                   inputs: Sequence[torch.Tensor], spec: GradSpec, k: int,
-                  params: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
+                  params: Mapping[str, torch.Tensor],
+                  mark: Callable[[list[torch.Tensor]], None] | None = None) -> list[torch.Tensor]:
     """One input set's result of a gradient test: `module(*inputs)`'s outputs, then the
     gradient of every leaf. `inputs` are fresh tensors (the leaf ones are made to require grad
-    here); `params`: the module's trainable params by graph name (`trainable_params`)."""
+    here); `params`: the module's trainable params by graph name (`trainable_params`).
+
+    `mark`, when given, is called on the arguments `module` gets, leaves made, before the call:
+    what torch.compile is told about them (`torch._dynamo.maybe_mark_dynamic`) is an attribute
+    of the tensor object, and a leaf is a new tensor (`detach`) that carries none over."""
     args = [x.detach().requires_grad_(True) if leaf else x
             for x, leaf in zip(inputs, spec.input_leaves(g), strict=True)]
+    if mark is not None:
+        mark(args)
     by_name = {v.name: a for v, a in zip(g.inputs, args, strict=True)}
     with torch.enable_grad():
         outs = list(module(*args))

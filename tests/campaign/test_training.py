@@ -8,6 +8,7 @@ import pytest
 
 from campaign.backends import register
 from campaign.backends.eager import EagerBackend
+from campaign.testcase import TestCase
 from campaign.triage.pipeline.reduction import load_finding
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import parse, verify
@@ -181,3 +182,57 @@ graph main(%a: f32[], %y: f32[]) {
     assert rows["eager"]["verdict"] == "pass" and rows["eager"]["mode"] == "grad"
     assert rows["aot_eager"]["verdict"] == "unsupported", rows["aot_eager"]
     assert "pytorch#185497" in rows["aot_eager"]["error_msg"]
+
+
+# ---- dynamic-shape gradient tests: the marks survive the making of leaves --------------------
+
+def dyn_grad_case() -> TestCase:
+    """A dynamic-shape gradient test: `L` symbolic (5, then 7: sizes >= 2, so one compile is
+    expected), the input `x0` its leaf."""
+    from ir.materialize.dynshape import DynShape
+
+    g = verify(parse("""
+graph main(%x0: f32[5,3], %w: param f32[3]) {
+  %v1 = mul(%x0, %w) : f32[5,3]
+  %v2 = tanh(%v1) : f32[5,3]
+  return %v2
+}
+"""))
+    dyn = DynShape({"L": "seq"}, {"x0": ("L", 3), "v1": ("L", 3), "v2": ("L", 3)}, {},
+                   [{"L": 5}, {"L": 7}], [0, 1])
+    rng = np.random.default_rng(0)
+    x5, x7 = (rng.uniform(-1, 1, (n, 3)).astype(np.float32) for n in (5, 7))
+    values = {"x0": x5, "w": rng.uniform(-1, 1, 3).astype(np.float32)}
+    cts = tuple({"v2": rng.uniform(-1, 1, (n, 3)).astype(np.float32)} for n in (5, 7))
+    return TestCase("d0", 0, g, values, [{"seed": 0}], [{"x0": x7}], dynshape=dyn,
+                    grad=GradSpec(("x0",), cts))
+
+
+def test_a_dynamic_shape_gradient_test_compiles_once_on_aot_eager():
+    """The leaves are marked dynamic (not the tensors they are made from): no recompile for
+    the second shape, which was a false `recompile` finding."""
+    w = worker(["aot_eager"])
+    (row,) = w.run_case(dyn_grad_case()).rows
+    assert (row["verdict"], row["mode"]) == ("pass", "grad"), row["error_msg"]
+    assert row["n_compiles"] == 1 and row["recompile_input_set"] is None
+
+
+def test_a_dynamic_shape_gradient_repro_marks_its_leaves(tmp_path):
+    """repro.py of the same test (were it a recompile finding) trains on marked leaves too:
+    one compile, so it does not reproduce."""
+    from campaign.triage.pipeline.reduction import FindingCase, Reduction
+    from campaign.triage.pipeline.repro import check_repro, write_bug_folder
+    from campaign.triage.pipeline.repro_scripts.shape_guards import ANY_RECOMPILE
+
+    tc = dyn_grad_case()
+    key = {"verdict": "recompile", "stage": None, "error_sig": ANY_RECOMPILE}
+    (tmp_path / "finding").mkdir()
+    case = FindingCase(tmp_path / "finding", {"backend": "aot_eager", **key}, tc.graph,
+                       tc.values, tc.extra_inputs, grad=tc.grad, dynshape=tc.dynshape)
+    red = Reduction(case, "confirmed", tc.graph, tc.values, tc.extra_inputs, dict(key), {}, tc)
+    written = write_bug_folder(tmp_path / "bug", "aot_eager", "b0-recompile", key, red, 0)
+    assert written["repro"], written
+    outcome, tail = check_repro(tmp_path / "bug", "recompile", None, 300)
+    assert outcome == "not reproduced", tail
+    assert "graphs compiled per input set: [1, 0]" in tail
+    assert "NOT REPRODUCED: every output matches the reference" in tail

@@ -17,6 +17,7 @@ from campaign.verdict import Stage, Verdict
 from ir.core.text import parse
 from ir.materialize.dynshape import DynShape
 from ir.materialize.grad import GradSpec
+from ir.materialize.transforms import draw_transform
 from ir.numerics.grad import draw_grad
 from ir.numerics.values import random_values
 
@@ -235,3 +236,41 @@ def test_tvm_torch_runs_a_gradient_test_forward_only() -> None:
     result = b.evaluate(m)
     assert not result.failed, result.error_msg
     assert result.outputs is not None and len(result.outputs) == len(m.tc.graph.outputs)
+
+
+def transform_case(transform: str) -> Materialized:
+    """A transform test of LINEAR_GRAPH (every op differentiable by TVM's pass), with the
+    gradient test it was drawn beside, as the campaign makes one."""
+    g = parse(LINEAR_GRAPH)
+    m = grad_case(LINEAR_GRAPH, ("x0", "w1", "b2"))
+    spec = draw_transform(g, 0, m.tc.value_sets(), transform)
+    assert spec is not None
+    m.tc.transform = spec
+    return m
+
+
+def test_a_transform_test_is_unsupported_never_judged_against_the_transform() -> None:
+    """TVM trains gradient tests but computes no torch.func transform: a transform test, whose
+    reference is the transform's results, is refused before import; ORT and `tvm_torch`,
+    which do not train, run its forward as an inference test and pass."""
+    from campaign.worker import FuzzWorker, WorkerConfig
+    from ir.gen.builder import GenConfig
+    from mutators import MutationConfig
+
+    assert not tvm().TRANSFORMS
+    for name in ("vjp", "vmap"):
+        m = transform_case(name)
+        result = tvm().evaluate(m)
+        assert result.verdict is Verdict.UNSUPPORTED and result.outputs is None
+        assert (result.stage, result.error_class) == (Stage.IMPORT, "TransformUnsupported")
+        assert result.error_msg == ("tvm computes no torch.func transform (it trains gradient "
+                                    f"tests only): a {name} test is not run")
+    w = FuzzWorker(WorkerConfig(generator=GenConfig(nodes=4), backends=["tvm", "ort", "tvm_torch"],
+                                sandbox=False, mutation=MutationConfig(rate=0.0)))
+    rows = {r["backend"]: r for r in w.run_case(transform_case("vjp").tc).rows}
+    assert (rows["tvm"]["verdict"], rows["tvm"]["mode"]) == ("unsupported", "transform")
+    assert rows["tvm"]["error_sig"] == ("TransformUnsupported: tvm computes no torch.func "
+                                        "transform (it trains gradient tests only): a vjp test "
+                                        "is not run")
+    for b in ("ort", "tvm_torch"):
+        assert (rows[b]["verdict"], rows[b]["mode"]) == ("pass", "infer"), rows[b]["error_msg"]

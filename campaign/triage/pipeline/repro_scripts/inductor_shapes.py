@@ -75,13 +75,16 @@ def main() -> None:
           f"{DYNAMIC_DIMS}; input sets: {SHAPE_SETS}", flush=True)
     model, program, args = build_program(input_sets(), counting(backend))
 
-    def call(k: int, xs: list[torch.Tensor]) -> Any:
-        xs = [x.clone() for x in xs]
+    def mark(xs: list[torch.Tensor]) -> None:
         for x, dims in zip(xs, DYNAMIC_DIMS, strict=True):
             for d in dims:  # on every call alike: Dynamo guards on how inputs are marked
                 torch._dynamo.maybe_mark_dynamic(x, d)
-        if GRADIENTS:
-            return train_step(program, model, xs, k)
+
+    def call(k: int, xs: list[torch.Tensor]) -> Any:
+        xs = [x.clone() for x in xs]
+        if GRADIENTS:  # marked once made leaves (new tensors, without the clones' marks)
+            return train_step(program, model, xs, k, mark)
+        mark(xs)
         with torch.no_grad():
             return program(*xs)
 

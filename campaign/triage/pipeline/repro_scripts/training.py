@@ -15,13 +15,18 @@ OUTPUTS: list[str] = []
 # ---- end of per-test values
 
 
-def train_step(fn: Callable[..., Any], model: Any, xs: Sequence[Any], k: int) -> list[Any]:
-    """The outputs of fn(*xs), then the gradient of every leaf of L (zeros where none flows)."""
+def train_step(fn: Callable[..., Any], model: Any, xs: Sequence[Any], k: int,
+               mark: Callable[[list[Any]], None] | None = None) -> list[Any]:
+    """The outputs of fn(*xs), then the gradient of every leaf of L (zeros where none flows).
+    `mark`: called on fn's arguments once the leaves are made (torch._dynamo's dynamic-dim
+    marks are attributes of a tensor object, which a leaf, a new tensor, does not carry)."""
     import torch
 
     cts = {name.partition("/")[2]: c for name, c in load("cotangents.npz").items()
            if name.startswith(f"s{k}/")}
     xs = [x.detach().requires_grad_(True) if n in LEAVES else x for n, x in zip(INPUTS, xs, strict=False)]
+    if mark is not None:
+        mark(xs)
     with torch.enable_grad():
         outs = list(fn(*xs))
         named = dict(zip(INPUTS, xs, strict=False))
