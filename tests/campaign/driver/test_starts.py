@@ -146,3 +146,33 @@ def test_a_backend_with_an_actor_up_never_awaits_placement():
     a.ready(3.0)
     b.observe(200.0, Placement(placed=False, why="..."), timeout_s=180.0)
     assert b.given_up and not pool.awaiting_placement and not pool.out
+
+
+def test_the_summary_gives_start_up_times_names_actors_not_up_and_counts_not_placed_tests():
+    from campaign.driver.summary import Summary
+
+    why = ("could not be placed in 87 s: needs {CPU: 1, ort_box: 1}; the only node that could "
+           "hold it: 10.0.0.1/cc2ad2f0 (head) has {CPU: 1, ort_box: 1}, free {CPU: 0, ort_box: 1}")
+    actors = [
+        {"name": "gen#0", "stage": "generate", "start": "ready", "start_s": 2.04, "start_text": ""},
+        {"name": "gen#1", "stage": "generate", "start": "ready", "start_s": 3.51, "start_text": ""},
+        {"name": "ort_noopt#0", "stage": "ort_noopt", "start": "ready", "start_s": 4.0,
+         "start_text": "ready in 4.0 s"},
+        {"name": "ort#0", "stage": "ort", "start": "not placed", "start_s": None,
+         "start_text": why},
+        {"name": "inductor#0", "stage": "inductor", "start": "starting", "start_s": None,
+         "start_text": "still starting after 90 s on 10.0.0.2/1a2b3c4d"},
+    ]
+    backends = {"ort": {"skipped_busy": 0, "skipped_starting": 0, "not_placed": 134},
+                "inductor": {"skipped_busy": 0, "skipped_starting": 12, "not_placed": 0},
+                "ort_noopt": {"skipped_busy": 3, "skipped_starting": 0, "not_placed": 0}}
+    lines = Summary("c", "r", "90 s", "o", "o/results", "o/findings", actors=actors,
+                    backends=backends).text().splitlines()
+    assert lines[2:7] == [
+        "skipped while busy (no row): ort_noopt 3",
+        "skipped while its actors started (no row): inductor 12",
+        "not placed (no row; its actors could not be placed): ort 134",
+        "actors up in: gen 2.0-3.5 s, ort_noopt 4.0 s",
+        f"actor ort#0 {why}",
+    ]
+    assert lines[7] == "actor inductor#0 still starting after 90 s on 10.0.0.2/1a2b3c4d"
