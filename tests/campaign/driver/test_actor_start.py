@@ -94,7 +94,8 @@ def test_an_unplaced_backend_is_given_up_on_after_the_timeout_and_the_others_go_
     assert sorted(r["backend"] for r in rows) == ["ort_noopt"] * 12
     assert summary.backends["ort"]["not_placed"] == 12  # every test was sampled for it too
     check_summary(summary, cpus_held, summary.text())
-    warnings = [r.getMessage() for r in caplog.records]
+    warnings = [r.getMessage() for r in caplog.records  # (a slow start on a loaded machine)
+                if " still starting after " not in r.getMessage()]
     assert re.fullmatch(r"actor ort#0 could not be placed in \d+ s: needs \{CPU: 1\}; the only "
                         r"node that could hold it: " + NODE + rf" has \{{CPU: {cpus_held:g}\}}, "
                         r"free \{CPU: 0\}", warnings[0])
@@ -132,9 +133,10 @@ def test_a_slow_start_is_waited_for_and_said_so_and_its_time_is_in_the_summary(
                            stages=Stages(stage_doubles.Gen, SlowStartEv, Cfg(BACKENDS)))
     rows = read_results(tmp_path).to_pylist()
     assert sorted(r["backend"] for r in rows) == ["ort"] * 10 + ["ort_noopt"] * 10
+    # (on a loaded machine the other actors may take over 3 s too: said so the same way)
     warnings = [r.getMessage() for r in caplog.records]
-    assert warnings and all(
-        re.fullmatch(r"actor ort#0 still starting after \d+ s, waiting \(on [\d.]+/[0-9a-f]{8} "
+    assert any(w.startswith("actor ort#0 ") for w in warnings) and all(
+        re.fullmatch(r"actor \S+#0 still starting after \d+ s, waiting \(on [\d.]+/[0-9a-f]{8} "
                      r"\(head\): imports under load\?\)", w) for w in warnings), warnings
     took = {a["name"]: a["start_s"] for a in summary.actors}
     assert took["ort#0"] >= 12.0 and all(a["start"] == "ready" for a in summary.actors)
