@@ -151,6 +151,7 @@ def _folder(root: Path, artifact_path: str | None) -> Path | None:
 
 #: bug database statuses whose bugs hold back their repeats (`campaign.triage.bugdb.store`): a
 #: fixed bug's tests go through (a regression is seen), as do ours and limitations (no bug)
+#: and unconfirmed ones (their repro.py did not reproduce: a repeat may confirm them)
 HELD_STATUSES = ("new", "known", "known-upstream")
 
 
