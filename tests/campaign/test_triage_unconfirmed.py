@@ -180,3 +180,17 @@ def test_an_unconfirmed_bugs_report_says_so_first(tmp_path):
     assert reports["b1"].read_text().startswith(
         "> **Unconfirmed**: its repro.py did not reproduce the failure when the triage ran it "
         "(a harness or environment failure until it does): not a compiler bug to report yet.")
+
+
+def test_show_lists_unconfirmed_bugs_apart(tmp_path, capsys):
+    from campaign.triage.__main__ import main
+
+    db = BugDb.open(tmp_path / "db")
+    record(db, tmp_path / "a", [_row("b1", "unconfirmed", "error"),
+                                _row("b2", "new", "reproduced")], versions=lambda b: [])
+    assert main(["show", str(db.path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("b2 ") and " new " in out[0]
+    assert out[1:] == ["unconfirmed (1: their repro.py did not reproduce):",
+                       f"  {'b1':<38} {3:>6} tests {1:>3} campaigns  "
+                       "ONNX Runtime: crash during compile: E: b1"]

@@ -8,7 +8,8 @@
   every open finding's repro under each interpreter, one column per torch version, into the
   matrix file (default docs/findings/matrix.json; `campaign.triage.bugdb.matrix`); then
   regenerate docs/findings.md with `findings`;
-- `show DB [--all]`: the bugs, open ones first (`--all`: every status);
+- `show DB [--all]`: the bugs, open ones first (`--all`: every status), then the unconfirmed
+  ones apart (their repro.py did not reproduce: no compiler bug yet);
 - `mark DB BUG STATUS [--note TEXT] [--merged-into BUG]`: set a bug's status and note;
 - `import-findings DB [NOTES]`: the findings' notes (docs/findings/<bug>.md) as bugs, with
   their statuses (`campaign.triage.bugdb.findings_import`; the database is made if missing);
@@ -149,10 +150,17 @@ def run_command(argv: list[str]) -> int:
             fixed = sum(c.status == "fixed" for c in done)
             print(f"recheck: {len(done)} open bugs re-run, {fixed} fixed")
         elif a.command == "show":
-            for b in db.read().values():
-                if a.all or b.status in OPEN:
+            bugs = list(db.read().values())
+            doubtful = [b for b in bugs if b.status == "unconfirmed"]
+            for b in bugs:
+                if b.status != "unconfirmed" and (a.all or b.status in OPEN):
                     print(f"{b.bug:<40} {b.status:<15} {b.tests:>6} tests {b.campaigns:>3} "
                           f"campaigns  {b.title or ''}")
+            if doubtful:
+                print(f"unconfirmed ({len(doubtful)}: their repro.py did not reproduce):")
+            for b in doubtful:
+                print(f"  {b.bug:<38} {b.tests:>6} tests {b.campaigns:>3} campaigns  "
+                      f"{b.title or ''}")
         else:
             b = db.set_status(a.bug, a.status, a.note, a.merged_into)
             print(f"{b.bug}: {b.status}" + (f" (into {b.merged_into})" if b.merged_into else ""))
