@@ -31,7 +31,7 @@ from campaign.driver.resume import count_stored_findings, resume_point
 from campaign.driver.routing import Router
 from campaign.driver.stages import GEN, Stages
 from campaign.driver.work import Item, PipelineTest
-from campaign.env_fault import EnvFault, EnvFaultDetector, write_faults
+from campaign.env_fault import EnvFault, EnvFaultDetector, read_faults, write_faults
 from campaign.findings import FindingStore
 from campaign.ids import new_run_id, sampled, test_id, test_seed
 from campaign.scheduler import CoreScheduler
@@ -359,8 +359,13 @@ class Campaign:
                     if not it.test.pending:
                         self.recorder.finish(it.test)
                 q.clear()
+        faults = list(self.env.faults.values())
+        if self.c.resume:  # the earlier runs' faults: their rows are in results/ too
+            mine = {(f.backend, f.signature) for f in faults}
+            faults = [f for f in read_faults(self.out_dir)
+                      if (f.backend, f.signature) not in mine] + faults
         try:
-            write_faults(self.out_dir, list(self.env.faults.values()))
+            write_faults(self.out_dir, faults)
         except OSError as e:  # the summary still says it; the triage then buckets them as bugs
             log.warning("env_faults.json: cannot write to %s (%s)", self.out_dir,
                         e.strerror or e)

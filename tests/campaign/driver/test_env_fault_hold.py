@@ -38,10 +38,10 @@ def row(tid: str, backend: str, verdict: str = "pass", sig: str | None = None) -
             "error_class": "RuntimeError" if sig else None}
 
 
-def campaign(tmp_path: Path) -> Campaign:
+def campaign(tmp_path: Path, resume: bool = False) -> Campaign:
     # `wait`: a full queue does not skip a backend (the tests here are never dispatched)
     cfg = Config(campaign=CampaignConfig(
-        name="t", budget="1000", workers=1, backends=["ort", "inductor"],
+        name="t", budget="1000", workers=1, backends=["ort", "inductor"], resume=resume,
         backend_options={b: BackendOptions(wait=True) for b in ("ort", "inductor")}))
     needs = {"generate": (1, {"CPU": 1.0}), "ort": (1, {"CPU": 1.0}),
              "inductor": (1, {"CPU": 1.0})}
@@ -113,3 +113,16 @@ def test_every_backend_held_back_stops_feeding(tmp_path):
     assert "every backend was held back for an environment fault: testing stopped early" in (
         summarize(camp, False, lambda: []).text())
     camp.sink.close()
+
+
+def test_a_resumed_run_keeps_the_earlier_runs_faults(tmp_path):
+    first = campaign(tmp_path)
+    for i in range(10):
+        first.watch([row(f"x{i}", "inductor", "crash", FORK)])
+    first.sink.close()
+    again = campaign(tmp_path, resume=True)
+    for i in range(10):
+        again.watch([row(f"y{i}", "ort", "signal", "SIGSEGV")])
+    again.sink.close()
+    assert [(f.backend, f.signature) for f in read_faults(tmp_path)] == [
+        ("inductor", f"crash during compile: {FORK}"), ("ort", "signal during compile: SIGSEGV")]
