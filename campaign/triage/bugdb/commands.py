@@ -124,7 +124,8 @@ def _matrix(a: argparse.Namespace) -> int:
     for col in ran.columns:
         counts = {o: sum(c.outcome == o for c in col.cells.values())
                   for o in ("reproduces", "fixed", "errors")}
-        print(f"matrix: {col.label}: " + ", ".join(f"{n} {o}" for o, n in counts.items()))
+        print(f"matrix: {col.label}: {len(col.cells)} run: "
+              + ", ".join(f"{n} {o}" for o, n in counts.items()))
     print(f"matrix: {out} written; run python -m campaign.triage findings to update the page")
     return 0
 

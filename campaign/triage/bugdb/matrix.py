@@ -26,7 +26,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -96,12 +96,13 @@ class Matrix:
     columns: list[Column] = field(default_factory=list)
 
     def merge(self, new: Column) -> None:
-        """Put in `new`: a column of its label keeps its other findings' cells."""
+        """Put in (a copy of) `new`: a column of its label keeps its other findings' cells."""
         old = next((c for c in self.columns if c.label == new.label), None)
+        cells = dict(new.cells)
         if old is not None:
             self.columns.remove(old)
-            new.cells = {**old.cells, **new.cells}
-        self.columns.append(new)
+            cells = {**old.cells, **cells}
+        self.columns.append(replace(new, cells=cells))
         self.columns.sort(key=Column.torch_key)
 
     def cell(self, label: str, bug: str) -> Cell | None:
@@ -146,19 +147,20 @@ class Matrix:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    lock = path.with_name(f".{path.name}.lock")
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    """An exclusive lock on the directory of `path` (no lock file left among the notes)."""
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def save(path: Path, columns: list[Column]) -> Matrix:
     """Merge `columns` into the matrix at `path` (made if missing) under its lock; returns
     what was written."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path):
         m = Matrix.read(path)
         for col in columns:
