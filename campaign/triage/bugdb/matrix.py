@@ -58,8 +58,8 @@ class Cell:
 
 @dataclass
 class Column:
-    """One version's runs: the interpreter, its versions (`runner.Interpreter`), when it ran
-    (ISO time, UTC), and a cell per finding run."""
+    """One version's runs: the interpreter, its versions (`runner.Interpreter`), when its
+    last run started (ISO time, UTC), and a cell per finding run (the latest of each)."""
 
     label: str
     python: str
