@@ -303,13 +303,7 @@ def _setup_child(out_path: str, memory_limit: int | None, parent: int,
     # exits when the caller does; either may have gone before it was armed
     if not proctree.alive(parent) or os.getppid() == 1:
         os._exit(0)
-    for name in _SIGNALS:
-        sig = getattr(signal, name, None)
-        if sig is not None:
-            try:
-                signal.signal(sig, signal.SIG_DFL)
-            except (OSError, ValueError):
-                pass
+    _default_signal_handlers()
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -333,6 +327,16 @@ def _setup_child(out_path: str, memory_limit: int | None, parent: int,
         tqdm.tqdm.monitor_interval = 0
     except ImportError:
         pass
+
+
+def _default_signal_handlers() -> None:
+    for name in _SIGNALS:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
 
 
 def _arm_faulthandler() -> None:
@@ -474,6 +478,10 @@ def _child_main(backend: Backend, conn: Any, stage: Any, work_dir: str, out_path
         if prepare:  # forked by the fork server: warm-ups happen here, never in the caller
             backend.prepare()
         backend.child_init(work_dir)
+        # what the warm-ups imported may have set handlers of its own (TVM's native backtrace
+        # on SIGSEGV, chained after faulthandler's): a crash reads as it did in a fork
+        _default_signal_handlers()
+        _arm_faulthandler()
     except BaseException as e:
         conn.send(("init_error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
         return
