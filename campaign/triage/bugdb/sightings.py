@@ -51,19 +51,25 @@ class Recorded:
     unchecked: set[str] = field(default_factory=set)
 
     def text(self, db: Path) -> str:
-        """What the run's summary says: new compiler bugs listed, the rest counted;
-        unconfirmed bugs (this run's, new or seen before) counted and listed apart, never among
-        the new compiler bugs."""
-        bugs = [b for b, s in self.new.items() if s == "new"]
+        """What the run's summary says: new compiler bugs listed, the rest counted; a new bug
+        whose repro.py was not run (no triage time left) and unconfirmed bugs (this run's, new
+        or seen before) counted and listed apart, never among the new compiler bugs: only a
+        reproduction confirms one."""
+        new = [b for b, s in self.new.items() if s == "new"]
+        bugs = [b for b in new if b not in self.unchecked]
+        unchecked = [b for b in new if b in self.unchecked]
         doubtful = [b for b, s in {**self.new, **self.known}.items() if s == "unconfirmed"]
         others = sum(s not in ("new", "unconfirmed") for s in self.new.values())
         lines = [f"bug database {db}: {len(bugs)} new compiler bugs "
                  f"({others} new buckets of ours or known limitations), "
                  f"{len(self.known)} bugs seen before"
+                 + (f"; {len(unchecked)} new, not checked yet (repro.py not run)"
+                    if unchecked else "")
                  + (f"; {len(doubtful)} unconfirmed (their repro.py did not reproduce)"
                     if doubtful else "")]
-        lines += [f"  new: {b}  {self.titles.get(b, '')}"
-                  + ("  (repro.py not run yet)" if b in self.unchecked else "") for b in bugs]
+        lines += [f"  new: {b}  {self.titles.get(b, '')}" for b in bugs]
+        lines += [f"  not checked: {b}  {self.titles.get(b, '')}  (repro.py not run yet)"
+                  for b in unchecked]
         lines += [f"  unconfirmed: {b}  {self.titles.get(b, '')}" for b in doubtful]
         return "\n".join(lines)
 
