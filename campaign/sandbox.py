@@ -343,6 +343,9 @@ def _arm_faulthandler() -> None:
     faulthandler.disable()
     faulthandler.enable(file=sys.stderr, all_threads=False)
     if hasattr(faulthandler, "register") and hasattr(signal, "SIGUSR1"):
+        # a registration faulthandler still holds is only updated, not installed again: after
+        # the handler was reset (`_default_signal_handlers`) SIGUSR1 would kill without a dump
+        faulthandler.unregister(signal.SIGUSR1)
         faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
 
