@@ -276,6 +276,11 @@ class Backend(abc.ABC):
     #: an import failure with one cause signature in two compilers of one front end is one
     #: bug (`campaign.triage.pipeline.grouping`); None: the importer is the compiler's own
     FRONTEND: ClassVar[str | None] = None
+    #: the same for its compile stage: what runs before the compiler's own code (torch.compile:
+    #: Dynamo, AOT autograd and the higher-order ops, shared by Inductor and `aot_eager`); a
+    #: compile failure with one cause signature (its throwing site included) in two compilers
+    #: of one such front end is one bug: the one without the rest cannot have failed there
+    COMPILE_FRONTEND: ClassVar[str | None] = None
     #: the configurations worth fuzzing (`campaign.backends.configs`): constructor options with
     #: their values; a test draws one by its seed when `sample_configs` > 0
     CONFIG_SPACE: ClassVar[tuple[Option, ...]] = ()
@@ -545,14 +550,18 @@ def register(name: str, factory: BackendFactory | None = None, **defaults: Any):
     return deco(factory) if factory is not None else deco
 
 
-def frontend_of(spec: str) -> str | None:
-    """The shared front end (`Backend.FRONTEND`) of a backend spec; None if it has none or
-    the spec does not resolve."""
+def frontend_of(spec: str, stage: str | None = "import") -> str | None:
+    """The shared front end a backend spec runs in `stage` (`Backend.FRONTEND` for import,
+    `Backend.COMPILE_FRONTEND` for compile); None if it has none there or the spec does not
+    resolve."""
+    attr = {"import": "FRONTEND", "compile": "COMPILE_FRONTEND"}.get(stage or "")
+    if attr is None:
+        return None
     try:
         factory, _ = _resolve(spec)
     except ValueError:
         return None
-    return getattr(factory, "FRONTEND", None)
+    return getattr(factory, attr, None)
 
 
 def _import_dotted(path: str) -> BackendFactory:

@@ -260,6 +260,8 @@ class InductorBackend(Backend):
     TRAINING_SPACE = TRAINING_SPACE
     TRAINS = True
     TRANSFORMS = True
+    #: Inductor and the stages before it (`aot_eager`, `eager`) share torch.compile's tracing
+    COMPILE_FRONTEND = "torch.compile's Dynamo and AOT autograd"
     #: Dynamo, AOT autograd, the higher-order ops, Inductor's lowering and scheduling
     COVERAGE_PACKAGES = ("torch/_dynamo", "torch/_functorch", "torch/_higher_order_ops",
                          "torch/_inductor")

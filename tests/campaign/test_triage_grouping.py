@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from test_triage import _case, campaign_dir
 
 import ir
+from campaign.backends.base import frontend_of
 from campaign.signature import cause_signature
 from campaign.triage import TriageConfig
 from campaign.triage.pipeline.buckets import BUGS_SCHEMA
@@ -273,6 +274,31 @@ def test_one_import_failure_of_a_shared_front_end_is_one_bug_across_compilers():
     assert g.bug == {"export": "export", "tvm_torch": "export", "late": "late"}
     assert [(x.rule, x.detail) for x in g.links] == [
         ("front end", "torch.export: " + cause_signature(FUNCTIONAL_SIG))]
+
+
+NESTED_SCAN_SIG = ("TorchRuntimeError: RuntimeError when making fake tensor call @ "
+                   "scan.run_flattened_scan < utils._maybe_compile_and_run_fn")
+
+
+def test_one_compile_failure_in_torch_compiles_tracing_is_one_bug_across_compilers():
+    """Inductor and aot_eager both trace with Dynamo and AOT autograd: the same failure there
+    (a nested scan's backward, from the cpu_train run of issue 41) is one bug, not one per
+    compiler; another cause behind the same wrapper class stays apart."""
+    front = frontend_of("aot_eager", "compile")
+    assert front == frontend_of("inductor?dialect=hop&cpp_wrapper=true", "compile") is not None
+    assert frontend_of("aot_eager", "import") is None and frontend_of("ort", "compile") is None
+    assert frontend_of("tvm_torch", "import") == "torch.export"
+    other = NESTED_SCAN_SIG.replace("scan.run_flattened_scan", "cond.cond")
+    g = group([
+        _b("aot", NESTED_SCAN_SIG, backend="aot_eager", stage="compile", frontend=front),
+        _b("hop", NESTED_SCAN_SIG, backend="inductor?dialect=hop&cpp_wrapper=true",
+           stage="compile", frontend=front, minute=1),
+        _b("cond", other, backend="inductor?dialect=hop", stage="compile", frontend=front,
+           minute=2),
+    ])
+    assert g.bug == {"aot": "aot", "hop": "aot", "cond": "cond"}
+    assert [(x.rule, x.detail) for x in g.links] == [
+        ("front end", f"{front}: " + cause_signature(NESTED_SCAN_SIG))]
 
 
 def test_two_front_end_buckets_whose_reduced_cores_differ_stay_apart():

@@ -587,7 +587,7 @@ class _Triage:
             graph = red.graph if red is not None and red.status in ("reduced", "cached") else None
             evidence.append(BucketEvidence(key.id, key.backend, key.verdict, b.kind, key.stage,
                                            key.error_sig, key.config, b.first_seen, b.count,
-                                           graph, frontend_of(key.backend)))
+                                           graph, frontend_of(key.backend, key.stage)))
         grouping = group(evidence, self.cross_rerun, self.cfg.group_reruns)
         reasons: dict[str, str] = {}
         for link in grouping.links:

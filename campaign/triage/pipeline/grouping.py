@@ -26,10 +26,12 @@ configuration and the spec's options do not make another compiler) and one verdi
 
 Across compilers, two more rules:
 
-5. `front end`: two compilers whose import stage runs one shared front end
-   (`Backend.FRONTEND`: the exporter and TVM's torch frontend both run `torch.export` and its
-   decompositions) fail at import, crash-like, with the same cause signature (whose throwing
-   site is part of it), unless both were reduced and their graphs share no op but control flow;
+5. `front end`: two compilers whose stage runs one shared front end fail in that stage,
+   crash-like, with the same cause signature (whose throwing site is part of it), unless both
+   were reduced and their graphs share no op but control flow: at import `Backend.FRONTEND`
+   (the exporter and TVM's torch frontend both run `torch.export` and its decompositions), at
+   compile `Backend.COMPILE_FRONTEND` (Inductor and `aot_eager` both run Dynamo and AOT
+   autograd: the same failure on `aot_eager` cannot be Inductor's own);
 6. `reference`: dynsmith's own `invalid` buckets (`ours`) with the same signature, whatever
    the backend: an invalid test fails the reference run, which no backend takes part in, so
    its rows on every backend are one cause.
@@ -76,7 +78,8 @@ class BucketEvidence:
     first_seen: datetime | None = None
     count: int = 0
     graph: Graph | None = None
-    #: the backend's shared front end (`Backend.FRONTEND`, e.g. `torch.export`), if any
+    #: the shared front end the backend runs in the bucket's stage (`Backend.FRONTEND` at
+    #: import, e.g. `torch.export`; `Backend.COMPILE_FRONTEND` at compile), if any
     frontend: str | None = None
 
     @property
@@ -237,10 +240,11 @@ def _age(b: BucketEvidence) -> tuple:
 
 
 def _one_front_end(bugs: list[BucketEvidence]) -> list[tuple[BucketEvidence, BucketEvidence]]:
-    """Pairs of import-stage buckets of two compilers that share a front end."""
-    imported = [b for b in bugs if b.frontend and b.stage == "import"]
-    return [(a, b) for i, a in enumerate(imported) for b in imported[i + 1:]
-            if a.compiler != b.compiler and a.frontend == b.frontend]
+    """Pairs of buckets of two compilers that failed in the stage of a front end they share
+    (`frontend`: the front end of the bucket's stage)."""
+    fronted = [b for b in bugs if b.frontend]
+    return [(a, b) for i, a in enumerate(fronted) for b in fronted[i + 1:]
+            if a.compiler != b.compiler and a.frontend == b.frontend and a.stage == b.stage]
 
 
 def group(buckets: Sequence[BucketEvidence], rerun: Rerun | None = None,
