@@ -38,6 +38,11 @@ class TriageConfig:
     #: confirming limit plus this many seconds (a fresh process's cold start: Inductor's first
     #: compile in a process takes ~15 s)
     repro_cold_start_s: float = 30.0
+    #: interpreters with newer releases of the compilers (a venv per torch build, a nightly:
+    #: `[/venvs/torch-2.15/bin/python]`): a new bug whose repro.py reproduced here is run
+    #: under each, and one that does not reproduce under one of them is fixed upstream, a known
+    #: bug (`known-upstream`, `Bucket.fixed_in`), never a new one
+    newer_pythons: list[str] = field(default_factory=list)
     #: cross re-runs when grouping buckets into bugs: a reduced graph re-run on another
     #: bucket's compiler (`campaign.triage.pipeline.grouping`), within the budget
     group_reruns: int = 20

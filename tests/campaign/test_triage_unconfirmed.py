@@ -5,6 +5,8 @@ reduced, not recorded as bugs."""
 from __future__ import annotations
 
 import json
+import sys
+import textwrap
 from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
@@ -17,6 +19,7 @@ from campaign.triage.bugdb.sightings import record
 from campaign.triage.bugdb.store import BugDb
 from campaign.triage.pipeline.buckets import Bucket, BucketKey, unconfirmed
 from campaign.triage.pipeline.campaign_triage import triage
+from campaign.triage.pipeline.repro import check_repro, fixed_release
 
 #: stand-in repro.py files (the test double's backend has none)
 NOT_REPRODUCED = 'print("NOT REPRODUCED")\n'
@@ -197,3 +200,52 @@ def test_show_lists_unconfirmed_bugs_apart(tmp_path, capsys):
     assert out[1:] == ["unconfirmed (1: their repro.py did not reproduce):",
                        f"  {'b1':<38} {3:>6} tests {1:>3} campaigns  "
                        "ONNX Runtime: crash during compile: E: b1"]
+
+
+def _newer_python(tmp_path, name: str, env: str) -> str:
+    """An interpreter that stands for a newer release: ours, with `env` set."""
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\n{env} exec {sys.executable} \"$@\"\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_bug_fixed_in_a_newer_release_is_named_by_it(tmp_path):
+    """A repro.py that reproduces here and not under a newer interpreter: that release fixed
+    it; one that errors there (a package missing) or still reproduces says nothing."""
+    folder = tmp_path / "bug"
+    folder.mkdir()
+    (folder / "repro.py").write_text(textwrap.dedent("""\
+        import os, sys
+        if os.environ.get("STANDIN_BROKEN"):
+            raise ImportError("no module named torch")
+        if os.environ.get("STANDIN_FIXED"):
+            print("NOT REPRODUCED"); sys.exit(0)
+        print("REPRODUCED: crash"); sys.exit(1)
+        """))
+    broken = _newer_python(tmp_path, "broken", "STANDIN_BROKEN=1")
+    fixed = _newer_python(tmp_path, "fixed", "STANDIN_FIXED=1")
+    logged: list[str] = []
+    assert check_repro(folder, "crash")[0] == "reproduced"
+    assert fixed_release(folder, "crash", None, 60, [broken, sys.executable], logged.append) is None
+    assert logged[0].startswith(f"triage: repro.py of bug under {broken}: error")
+    import torch
+
+    assert fixed_release(folder, "crash", None, 60, [broken, fixed], logged.append) == (
+        f"torch {torch.__version__}")
+
+
+def test_the_database_keeps_a_bug_fixed_upstream_out_of_the_new_ones(tmp_path):
+    db = BugDb.open(tmp_path / "db")
+    row = {**_row("b4", "known-upstream", "reproduced"), "fixed_in": "torch 2.14.1+cu130"}
+    done = record(db, tmp_path / "a", [row, _row("b5", "new", "reproduced")],
+                  versions=lambda b: [])
+    assert done.new == {"b4": "known-upstream", "b5": "new"}
+    assert done.text(tmp_path / "db").splitlines() == [
+        f"bug database {tmp_path / 'db'}: 1 new compiler bugs (0 new buckets of ours or known "
+        "limitations), 0 bugs seen before; 1 fixed in a newer release (known)",
+        "  new: b5  ONNX Runtime: crash during compile: E: b5",
+        "  fixed upstream: b4  ONNX Runtime: crash during compile: E: b4  (torch 2.14.1+cu130)"]
+    bug = db.read()["b4"]
+    assert (bug.status, bug.note) == (
+        "known-upstream", "fixed in torch 2.14.1+cu130: its repro.py does not reproduce there")

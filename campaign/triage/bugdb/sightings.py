@@ -49,27 +49,34 @@ class Recorded:
     #: this run's bugs with a repro.py that was written and not run (no time left): new as
     #: before, but not checked yet
     unchecked: set[str] = field(default_factory=set)
+    #: this run's bugs whose repro.py did not reproduce under a newer release: bug id -> it
+    fixed: dict[str, str] = field(default_factory=dict)
 
     def text(self, db: Path) -> str:
         """What the run's summary says: new compiler bugs listed, the rest counted; a new bug
-        whose repro.py was not run (no triage time left) and unconfirmed bugs (this run's, new
-        or seen before) counted and listed apart, never among the new compiler bugs: only a
-        reproduction confirms one."""
+        whose repro.py was not run (no triage time left), one fixed in a newer release (known)
+        and unconfirmed bugs (this run's, new or seen before) counted and listed apart, never
+        among the new compiler bugs: only a reproduction here, and none fixed it, makes one."""
         new = [b for b, s in self.new.items() if s == "new"]
         bugs = [b for b in new if b not in self.unchecked]
         unchecked = [b for b in new if b in self.unchecked]
         doubtful = [b for b, s in {**self.new, **self.known}.items() if s == "unconfirmed"]
-        others = sum(s not in ("new", "unconfirmed") for s in self.new.values())
+        upstream = [b for b, s in self.new.items() if s == "known-upstream"]
+        others = sum(s not in ("new", "unconfirmed", "known-upstream")
+                     for s in self.new.values())
         lines = [f"bug database {db}: {len(bugs)} new compiler bugs "
                  f"({others} new buckets of ours or known limitations), "
                  f"{len(self.known)} bugs seen before"
                  + (f"; {len(unchecked)} new, not checked yet (repro.py not run)"
                     if unchecked else "")
+                 + (f"; {len(upstream)} fixed in a newer release (known)" if upstream else "")
                  + (f"; {len(doubtful)} unconfirmed (their repro.py did not reproduce)"
                     if doubtful else "")]
         lines += [f"  new: {b}  {self.titles.get(b, '')}" for b in bugs]
         lines += [f"  not checked: {b}  {self.titles.get(b, '')}  (repro.py not run yet)"
                   for b in unchecked]
+        lines += [f"  fixed upstream: {b}  {self.titles.get(b, '')}  ({self.fixed.get(b, '')})"
+                  for b in upstream]
         lines += [f"  unconfirmed: {b}  {self.titles.get(b, '')}" for b in doubtful]
         return "\n".join(lines)
 
@@ -91,6 +98,7 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
             if all(r.get("kind") == "env" for r in members):  # an environment fault: no bug
                 continue
             doubtful = any(r.get("status") == "unconfirmed" for r in members)
+            fixed = next((r["fixed_in"] for r in members if r.get("fixed_in")), None)
             ids = [r["bucket"] for r in members]
             seen = sorted({holder[i] for i in ids if i in holder},
                           key=lambda b: (bugs[b].first_seen or when, b))
@@ -105,7 +113,10 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
             else:
                 kind = _kind(members)
                 bug = Bug(_fresh(name, bugs), "unconfirmed" if doubtful and kind == "bug"
+                          else "known-upstream" if fixed and kind == "bug"
                           else FIRST_STATUS.get(kind, "new"))
+                if bug.status == "known-upstream":
+                    bug.note = f"fixed in {fixed}: its repro.py does not reproduce there"
                 bugs[bug.bug] = bug
             earlier = {s.run for s in bug.sightings} - {run}
             for r in members:
@@ -145,6 +156,8 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
             done.titles[bug.bug] = bug.title or ""
             if any(r.get("repro") and r.get("repro_status") is None for r in members):
                 done.unchecked.add(bug.bug)
+            if fixed:
+                done.fixed[bug.bug] = fixed
             bug.derive()
         return done
 

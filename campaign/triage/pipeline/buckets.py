@@ -27,7 +27,9 @@ fared when run fresh: reproduced, not reproduced, different failure, error, none
 A harness failure is never a compiler bug: a new compiler-bug bucket of a bug whose repro.py was
 run and did not reproduce (`REPRO_FAILED`; no bucket of the bug reproduced) is `unconfirmed`,
 not `new`; the buckets of an environment fault the campaign named (`campaign.env_fault`) are of
-kind `env`, status `environment`.
+kind `env`, status `environment`. A bug fixed in a newer release is known: a new bucket whose
+repro.py reproduced here and not under a newer interpreter (`TriageConfig.newer_pythons`) has
+`fixed_in` (that release) and status `known-upstream`.
 """
 from __future__ import annotations
 
@@ -232,6 +234,9 @@ class Bucket:
     #: the environment fault (`campaign.env_fault`, its one line) whose rows these are: not a
     #: compiler bug, not reduced
     env_fault: str | None = None
+    #: the newer release whose interpreter ran its reproducing repro.py and did not reproduce
+    #: (`TriageConfig.newer_pythons`, e.g. `torch 2.14.1+cu130`): fixed upstream, a known bug
+    fixed_in: str | None = None
 
     @property
     def kind(self) -> str:
@@ -242,12 +247,15 @@ class Bucket:
     def status(self) -> str:
         """What the bucket is to the bug database (`campaign.triage.bugdb.store.STATUSES`):
         a compiler bug's `new` (not known before), `unconfirmed` (new, its bug's repro.py did
-        not reproduce) or `known`; else by kind `ours`, `limitation`, `environment`."""
+        not reproduce), `known-upstream` (new to us, fixed in a newer release: `fixed_in`) or
+        `known`; else by kind `ours`, `limitation`, `environment`."""
         if self.kind != "bug":
             return _OTHER_STATUS.get(self.kind, "new" if self.new else "known")
         if not self.new:
             return "known"
-        return "unconfirmed" if self.unconfirmed else "new"
+        if self.unconfirmed:
+            return "unconfirmed"
+        return "known-upstream" if self.fixed_in else "new"
 
     def add(self, ts: Any, test_id: str, finding_dir: str | None) -> None:
         self.count += 1
@@ -275,7 +283,7 @@ class Bucket:
             "note": self.env_fault or self.note,
             "wrong_part": self.wrong_part, "aot_eager": self.aot_eager,
             "finding": self.finding,
-            "culprit": self.culprit,
+            "culprit": self.culprit, "fixed_in": self.fixed_in,
         }
 
 
@@ -292,7 +300,7 @@ BUGS_SCHEMA = pa.schema([
     ("reduced_pattern", pa.string()),
     ("repro", pa.string()), ("repro_status", pa.string()), ("note", pa.string()),
     ("wrong_part", pa.string()), ("aot_eager", pa.string()), ("culprit", pa.string()),
-    ("finding", pa.string()), ("status", pa.string()),
+    ("finding", pa.string()), ("status", pa.string()), ("fixed_in", pa.string()),
 ])
 
 BUGS_FILE = "bugs.parquet"

@@ -720,9 +720,30 @@ class _Triage:
         b.repro_status = outcome
         if outcome != "reproduced":
             self.log(f"triage: repro of {key.id}: {outcome}\n{tail}")
+        self.check_newer(key, b, dest, error_class, limit)
         if info:
             info["repro_status"] = outcome
             info_path.write_text(json.dumps(info, indent=2, default=str) + "\n")
+
+    def check_newer(self, key: BucketKey, b: Bucket, dest: Path, error_class: str | None,
+                    limit: float) -> None:
+        """A new bug whose repro.py reproduced here, run under each newer interpreter
+        (`TriageConfig.newer_pythons`) while time is left: the first under which it does not
+        reproduce names the release that fixed it (`b.fixed_in`; a bug fixed after the
+        installed release is known). One that errors there (a package missing) says nothing."""
+        from campaign.triage.pipeline.repro import fixed_release
+
+        if not (self.cfg.newer_pythons and b.new and key.kind == "bug"
+                and b.repro_status == "reproduced"):
+            return
+        if self.hard and not self.fits(MIN_REPRO_S * len(self.cfg.newer_pythons)):
+            return
+        self.tick(f"checking repro {key.id} on newer releases")
+        b.fixed_in = fixed_release(dest, key.verdict, error_class, limit,
+                                   self.cfg.newer_pythons, self.log)
+        if b.fixed_in:
+            self.log(f"triage: {key.id} is fixed in {b.fixed_in}: its repro.py does not "
+                     "reproduce there (a known bug)")
 
     def localize(self, key: BucketKey, b: Bucket, dest: Path) -> Localization | None:
         """A new compiler bug's localization (`repro.py --localize`), into `b.culprit`; None
@@ -826,6 +847,7 @@ class _Triage:
                     b.repro_status = outcome
                     if outcome != "reproduced":
                         self.log(f"triage: repro of {key.id}: {outcome}\n{tail}")
+                    self.check_newer(key, b, dest, error_class, limit)
             localized = self.localize(key, b, dest)
             info_path = dest / "info.json"
             if info_path.is_file():

@@ -32,6 +32,7 @@ import os
 import re
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -468,6 +469,23 @@ def check_repro(folder: Path, verdict: str, error_class: str | None = None,
     if code == 2:
         return "different failure", out
     return "error", out
+
+
+def fixed_release(folder: Path, verdict: str, error_class: str | None, timeout_s: float,
+                  pythons: list[str], log: Callable[[str], None] = print) -> str | None:
+    """The release that fixed the bug of `folder`, whose repro.py reproduced under ours: the
+    label (`torch 2.14.1+cu130`) of the first of `pythons` (newer releases) under which it
+    does not reproduce; None when it reproduces, or errors (logged: a package missing there
+    says nothing of the bug), under each."""
+    from campaign.triage.bugdb.runner import probe
+
+    for python in pythons:
+        outcome, tail = check_repro(folder, verdict, error_class, timeout_s, python=python)
+        if outcome == "not reproduced":
+            return probe(python).label
+        if outcome != "reproduced":
+            log(f"triage: repro.py of {Path(folder).name} under {python}: {outcome}\n{tail}")
+    return None
 
 
 def _tail(text: str, lines: int = 12) -> str:
