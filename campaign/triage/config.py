@@ -91,4 +91,9 @@ def problem(t: TriageConfig) -> str | None:
             return f"triage.{name}: must be > 0, got {getattr(t, name)}"
     if t.repro_cold_start_s < 0:
         return f"triage.repro_cold_start_s: must be >= 0, got {t.repro_cold_start_s}"
+    import os
+
+    for python in t.newer_pythons:
+        if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            return f"triage.newer_pythons: {python!r} is not an executable file"
     return None

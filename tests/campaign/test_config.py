@@ -54,6 +54,10 @@ def test_shares_cores_and_triage_shares_are_checked():
         ("triage.budget=150%", "triage.budget: a share must be between 0% and 100%, got '150%'"),
         ("triage.budget=soon", "triage.budget: a duration like 10m, a share like 25% (or 0: "
                                "no reductions), got 'soon'"),
+        ("triage.newer_pythons=[/no/such/python]",
+         "triage.newer_pythons: '/no/such/python' is not an executable file"),
+        ("campaign.sandbox_start_method=spawn",
+         "campaign.sandbox_start_method: must be one of forkserver, fork, got 'spawn'"),
     ]:
         with pytest.raises(ConfigError) as ei:
             validate(to_config(_compose("campaign=smoke", override)))
