@@ -117,6 +117,11 @@ def test_the_database_keeps_an_unconfirmed_bug_apart_until_it_reproduces(tmp_pat
         f"bug database {tmp_path / 'db'}: 0 new compiler bugs (0 new buckets of ours or known "
         "limitations), 0 bugs seen before; 1 new, not checked yet (repro.py not run)",
         "  not checked: b3  ONNX Runtime: crash during compile: E: b3  (repro.py not run yet)"]
+    # a bug of two buckets, one reproduced, the other's repro.py not run: checked, new
+    pair = [{**_row("b6", "new", "reproduced"), "repro": "bugs/b6/repro.py"},
+            {**_row("b7", "new", None), "bug": "b6", "repro": "bugs/b7/repro.py"}]
+    both = record(db, tmp_path / "d", pair, versions=lambda b: [])
+    assert both.new == {"b6": "new"} and both.unchecked == set()
     # seen again and its repro.py reproduced: new in that run
     three = record(db, tmp_path / "c", [_row("b1", "new", "reproduced")], versions=lambda b: [])
     assert three.new == {"b1": "new"}

@@ -46,8 +46,8 @@ class Recorded:
     bug_of: dict[str, str] = field(default_factory=dict)
     #: bug id -> title, for the bugs of this run
     titles: dict[str, str] = field(default_factory=dict)
-    #: this run's bugs with a repro.py that was written and not run (no time left): new as
-    #: before, but not checked yet
+    #: this run's bugs with a repro.py that was written and not run (no time left), none of
+    #: whose buckets' reproduced: new as before, but not checked yet
     unchecked: set[str] = field(default_factory=set)
     #: this run's bugs whose repro.py did not reproduce under a newer release: bug id -> it
     fixed: dict[str, str] = field(default_factory=dict)
@@ -154,8 +154,9 @@ def record(db: BugDb, out_dir: Path, rows: list[dict[str, Any]],
             else:
                 done.new[bug.bug] = bug.status
             done.titles[bug.bug] = bug.title or ""
-            if any(r.get("repro") and r.get("repro_status") is None for r in members):
-                done.unchecked.add(bug.bug)
+            if not any(r.get("repro_status") == "reproduced" for r in members) and any(
+                    r.get("repro") and r.get("repro_status") is None for r in members):
+                done.unchecked.add(bug.bug)  # one bucket's reproduction confirms the bug
             if fixed:
                 done.fixed[bug.bug] = fixed
             bug.derive()
