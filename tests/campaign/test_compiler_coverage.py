@@ -10,7 +10,7 @@ from campaign.artifacts import Materialized
 from campaign.backends import make_backend
 from campaign.compiler_coverage import CoverageConfig, CoverageSpec, CoverageUnion, measuring
 from campaign.config import CampaignConfig, Config, ConfigError, drop_unlisted_options, validate
-from campaign.sandbox import Sandbox
+from campaign.sandbox import Sandbox, SandboxConfig
 from campaign.testcase import TestCase
 from campaign.verdict import Verdict
 from campaign.worker import FuzzWorker, WorkerConfig
@@ -189,9 +189,11 @@ def test_a_tracer_that_fails_is_our_harness_error_never_the_compilers_crash(monk
     def broken(spec):
         raise RuntimeError("no tracer here")
 
-    # the sandbox process is forked from this one: it inherits the broken tracer
+    # a sandbox process forked from this one inherits the broken tracer (the fork server's
+    # processes would not: they never saw the patch)
     monkeypatch.setattr(campaign.compiler_coverage, "_tracer", broken)
-    with Sandbox(make_backend("covstand:CovStandIn"), coverage=_spec()) as sb:
+    with Sandbox(make_backend("covstand:CovStandIn"), SandboxConfig(start_method="fork"),
+                 coverage=_spec()) as sb:
         result = sb.evaluate(_m(NARROW, 1))
     assert result.verdict is Verdict.INVALID and result.harness
     assert result.error_msg == "sandbox could not measure compiler coverage: no tracer here"

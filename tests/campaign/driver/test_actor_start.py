@@ -84,6 +84,13 @@ def check_summary(summary, cpus: float, text: str) -> None:
     assert not any(ln.startswith("skipped while") for ln in lines), text
 
 
+def _warnings(caplog) -> list[str]:
+    """The driver's warnings, but the note of a Ctrl-C ignored (pytest started in the
+    background by a script: `campaign.stop_signals`)."""
+    return [r.getMessage() for r in caplog.records
+            if not r.getMessage().startswith("Ctrl-C (SIGINT) is ignored")]
+
+
 def test_an_unplaced_backend_is_given_up_on_after_the_timeout_and_the_others_go_on(
         cpus_held, tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="campaign.driver.campaign")
@@ -94,8 +101,8 @@ def test_an_unplaced_backend_is_given_up_on_after_the_timeout_and_the_others_go_
     assert sorted(r["backend"] for r in rows) == ["ort_noopt"] * 12
     assert summary.backends["ort"]["not_placed"] == 12  # every test was sampled for it too
     check_summary(summary, cpus_held, summary.text())
-    warnings = [r.getMessage() for r in caplog.records  # (a slow start on a loaded machine)
-                if " still starting after " not in r.getMessage()]
+    warnings = [w for w in _warnings(caplog)  # (a slow start on a loaded machine)
+                if " still starting after " not in w]
     assert re.fullmatch(r"actor ort#0 could not be placed in \d+ s: needs \{CPU: 1\}; the only "
                         r"node that could hold it: " + NODE + rf" has \{{CPU: {cpus_held:g}\}}, "
                         r"free \{CPU: 0\}", warnings[0])
@@ -134,7 +141,7 @@ def test_a_slow_start_is_waited_for_and_said_so_and_its_time_is_in_the_summary(
     rows = read_results(tmp_path).to_pylist()
     assert sorted(r["backend"] for r in rows) == ["ort"] * 10 + ["ort_noopt"] * 10
     # (on a loaded machine the other actors may take over 3 s too: said so the same way)
-    warnings = [r.getMessage() for r in caplog.records]
+    warnings = _warnings(caplog)
     assert any(w.startswith("actor ort#0 ") for w in warnings) and all(
         re.fullmatch(r"actor \S+#0 still starting after \d+ s, waiting \(on [\d.]+/[0-9a-f]{8} "
                      r"\(head\): imports under load\?\)", w) for w in warnings), warnings
