@@ -51,7 +51,7 @@ def test_a_torch_preset_runs_without_harness_errors(preset, tmp_path):
 
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "run.py", f"campaign={preset}", "campaign.budget=45s",
+        [sys.executable, "run.py", f"campaign={preset}", "campaign.budget=120s",
          "triage.budget=0", "campaign.report=false", f"hydra.run.dir={out}",
          f"ray.temp_dir=/tmp/dsray-presets-{preset}"],
         cwd=REPO, capture_output=True, text=True, timeout=600)
