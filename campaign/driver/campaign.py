@@ -198,13 +198,20 @@ class Campaign:
     def drop(self, pool: Pool) -> None:
         """`pool`'s backend takes no test: those it holds are counted as not placed (no row),
         and so are those routed to it from now on (`on_generated`)."""
+        pool.not_placed += self.drain(pool)
+
+    def drain(self, pool: Pool) -> int:
+        """Drop the tests `pool` holds (queued, to retry, suspects) without a row: a test
+        no other stage waits on is finished. Returns how many were dropped."""
+        dropped = 0
         for q in (pool.queue, pool.retry, pool.suspects):
             for it in q:
-                pool.not_placed += 1
+                dropped += 1
                 it.test.pending.discard(pool.stage)
                 if not it.test.pending:
                     self.recorder.finish(it.test)
             q.clear()
+        return dropped
 
     def settle_starts(self) -> None:
         """Testing has ended: an actor still not placed is given up on (the summary says why,
@@ -352,13 +359,9 @@ class Campaign:
         self.router.hold_back(b)
         pool = self.evals.get(b)
         if pool is not None:
-            for q in (pool.queue, pool.retry, pool.suspects):
-                for it in q:
-                    self.router.held_env[b] += 1
-                    it.test.pending.discard(b)
-                    if not it.test.pending:
-                        self.recorder.finish(it.test)
-                q.clear()
+            dropped = self.drain(pool)
+            if dropped:  # a Counter: no key for a backend that had nothing queued
+                self.router.held_env[b] += dropped
         faults = list(self.env.faults.values())
         if self.c.resume:  # the earlier runs' faults: their rows are in results/ too
             mine = {(f.backend, f.signature) for f in faults}

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign.triage.bugdb.runner import Run, last_error
+from campaign.triage.pages.note_triggers import check_mapping
 
 #: a cell of the version matrix: what one run of a finding's repro says
 OUTCOMES = ("reproduces", "fixed", "errors")
@@ -76,12 +77,7 @@ def parse_repro(value: Any, notes_dir: Path) -> NoteRepro | None:
     """The `repro:` field `value` (None: the note has none); ReproError if it is wrong."""
     if value is None:
         return None
-    if not isinstance(value, dict):
-        raise ReproError(f"repro: expected a mapping ({', '.join(_FIELDS)}), "
-                         f"got {type(value).__name__}")
-    unknown = sorted(set(value) - set(_FIELDS), key=str)
-    if unknown:
-        raise ReproError(f"repro.{unknown[0]}: unknown field (known: {', '.join(_FIELDS)})")
+    check_mapping(value, "repro", _FIELDS, ", ".join(_FIELDS), ReproError)
     got: dict[str, str] = {}
     for name in _FIELDS:
         v = value.get(name)

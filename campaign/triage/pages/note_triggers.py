@@ -42,6 +42,7 @@ canonical configuration text (`key=value&...`, sorted by key).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -133,14 +134,21 @@ def parse_triggers(value: Any, notes_dir: Path) -> tuple[NoteTrigger, ...]:
     return tuple(_entry(i, e, notes_dir) for i, e in enumerate(value))
 
 
+def check_mapping(value: Any, at: str, known: Sequence[str], expected: str,
+                  error: type[Exception]) -> dict:
+    """`value`, a front-matter mapping at `at` holding only `known` fields; else `error`
+    naming `at` (`expected`: what the message says a mapping holds)."""
+    if not isinstance(value, dict):
+        raise error(f"{at}: expected a mapping ({expected}), got {type(value).__name__}")
+    unknown = sorted(set(value) - set(known), key=str)
+    if unknown:
+        raise error(f"{at}.{unknown[0]}: unknown field (known: {', '.join(known)})")
+    return value
+
+
 def _entry(i: int, e: Any, notes_dir: Path) -> NoteTrigger:
     at = f"triggers[{i}]"
-    if not isinstance(e, dict):
-        raise TriggerError(f"{at}: expected a mapping (graph, backend, verdict, ...), "
-                           f"got {type(e).__name__}")
-    unknown = sorted(set(e) - set(_FIELDS), key=str)
-    if unknown:
-        raise TriggerError(f"{at}.{unknown[0]}: unknown field (known: {', '.join(_FIELDS)})")
+    check_mapping(e, at, _FIELDS, "graph, backend, verdict, ...", TriggerError)
     for name in _REQUIRED:
         if e.get(name) in (None, ""):
             raise TriggerError(f"{at}.{name}: missing")
