@@ -26,8 +26,12 @@ TOP_FRAMES = 2
 #: a Python traceback line (`File "p", line 3, in f`) or a faulthandler dump line
 #: (`File "p", line 3 in f`)
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+,? in (?P<func>.+)$', re.M)
-#: our own sources: frames there say where we called the library, not where it failed
-_REPO = str(Path(__file__).resolve().parents[1]) + "/"
+#: our own sources: frames there say where we called the library, not where it failed. Only
+#: our packages' folders count: a virtual environment inside the checkout (CI's
+#: `.ci/venv-torch2141`) holds the library's frames, not ours.
+_REPO = Path(__file__).resolve().parents[1]
+_OWN_SOURCES = tuple(f"{_REPO / name}/" for name in ("campaign", "ir", "mutators", "tests", "bench")
+                     ) + (str(_REPO / "run.py"),)
 #: generic glue frames (call wrappers, FFI trampolines) that say nothing about the failure
 _SKIP = re.compile(r"(^|/)(threading|multiprocessing/\w+|contextlib|functools)\.py$|\.pxi$|"
                    r"(^|/)tvm_ffi/|(^|/)tvm/_ffi/")
@@ -75,7 +79,7 @@ def python_frames(text: str, innermost_first: bool = False) -> list[str]:
         found.reverse()
     out = []
     for path, func in found:
-        if path.startswith(_REPO):
+        if path.startswith(_OWN_SOURCES):
             break
         if not _SKIP.search(path):
             out.append(_label(path, func))

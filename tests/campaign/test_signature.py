@@ -28,3 +28,19 @@ def test_a_generated_module_is_one_frame_whatever_its_hash():
 def test_an_ordinary_module_keeps_its_name():
     text = DUMP.format(repo=REPO, d="lib", name="cpp_wrapper_cpu")
     assert python_frames(text, innermost_first=True)[0] == "cpp_wrapper_cpu.g"
+
+
+def test_a_virtual_environment_inside_the_checkout_holds_library_frames_not_ours():
+    """CI's second leg puts torch in `.ci/venv-torch2141` under the checkout: its frames are the
+    library's, and only our packages' frames end the walk."""
+    venv_torch = f"{REPO}/.ci/venv-torch2141/lib/python3.11/site-packages/torch"
+    text = f"""Traceback (most recent call last):
+  File "{REPO}/campaign/backends/inductor.py", line 500, in _evaluate
+    out = compiled(*args)
+  File "{venv_torch}/_inductor/fx_passes/post_grad.py", line 900, in body_fn
+    raise e
+  File "{venv_torch}/_subclasses/fake_tensor.py", line 1200, in dispatch
+    raise e
+RuntimeError: boom
+"""
+    assert python_frames(text) == ["fake_tensor.dispatch", "post_grad.body_fn"]
