@@ -195,11 +195,22 @@ class ControlFlow(Op):
         more carried value the body returns unchanged (a result nobody reads)."""
         raise NotImplementedError
 
+    #: the `Inlining.desc` of every way `inlinings` may offer (a note's cause names one)
+    inlining_names: ClassVar[tuple[str, ...]] = ()
+
     def inlinings(self, inst: Inst, ins: Sequence[TensorType]) -> list[Inlining]:
         """The ways to replace `inst` (operand types `ins`) by straight-line code: one body run
         once, or none (see `Inlining`), each equal to the instruction on some inputs. Empty:
         none."""
         return []
+
+    def exact_inlining(self, inst: Inst, ins: Sequence[TensorType], ran: Sequence[int]
+                       ) -> Inlining | None:
+        """The inlining (of `inlinings`) equal to `inst` on a run that ran bodies `ran`, in
+        order (an if: `[1]`, its else; a loop: `[0]` per trip; `ir.numerics.domain`'s control
+        trace), or None when no inlining is. What a cause probe takes out
+        (`ir.analysis.take_out`): a loop that ran zero trips is its zero-trip inlining."""
+        return None
 
     # ---- explore: bodies these inputs do not run ---------------------------------------------
     #: some inputs run a body not at all (an if's other branch, a loop at zero trips)
@@ -219,6 +230,7 @@ class If(ControlFlow):
     arity: ClassVar[tuple[int, int]] = (1, 64)
     chooses_body: ClassVar[bool] = True
     may_skip_bodies: ClassVar[bool] = True
+    inlining_names: ClassVar[tuple[str, ...]] = ("its then branch", "its else branch")
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -286,6 +298,10 @@ class If(ControlFlow):
                          tuple((j, None) for j in range(len(inst.results))))
                 for k, which in ((0, "then"), (1, "else"))]
 
+    def exact_inlining(self, inst: Inst, ins: Sequence[TensorType], ran: Sequence[int]
+                       ) -> Inlining | None:
+        return self.inlinings(inst, ins)[ran[0]] if len(ran) == 1 else None
+
     def unexplored(self, args: Sequence[Any]) -> list[tuple[int, list, str]]:
         taken = 0 if bool(args[0]) else 1
         return [(k, list(args[1:]), "not taken") for k in (0, 1) if k != taken]
@@ -337,6 +353,7 @@ class Loop(ControlFlow):
     iterates: ClassVar[bool] = True
     trip_operand: ClassVar[int | None] = 0
     may_skip_bodies: ClassVar[bool] = True
+    inlining_names: ClassVar[tuple[str, ...]] = ("zero trips", "its body once")
 
     @classmethod
     def signatures(cls, n_inputs: int) -> Sequence[Signature]:
@@ -415,6 +432,11 @@ class Loop(ControlFlow):
                         tuple((j, None) for j in range(n)))
         return [zero, once]
 
+    def exact_inlining(self, inst: Inst, ins: Sequence[TensorType], ran: Sequence[int]
+                       ) -> Inlining | None:
+        # the counter of the one trip is 0: the zeros "its body once" binds
+        return self.inlinings(inst, ins)[len(ran)] if len(ran) <= 1 else None
+
     def unexplored(self, args: Sequence[Any]) -> list[tuple[int, list, str]]:
         import torch
 
@@ -486,6 +508,7 @@ class Scan(ControlFlow):
     (`torch._higher_order_ops.scan.scan`, dim 0, `reverse`; copies at the boundary as for
     `If`); ONNX `Scan` (opset 18: `num_scan_inputs`, directions 1 in and out when reversed)."""
 
+    inlining_names: ClassVar[tuple[str, ...]] = ("its body once (length 1)",)
     name: ClassVar[str] = "scan"
     torch_hop: ClassVar[str] = "torch._higher_order_ops.scan"
     arity: ClassVar[tuple[int, int]] = (2, 64)
@@ -617,6 +640,11 @@ class Scan(ControlFlow):
                          tuple((k, None if k < nc else squeeze) for k in range(len(ins))),
                          tuple((j, None if j < nc else unsqueeze)
                                for j in range(len(inst.results))))]
+
+    def exact_inlining(self, inst: Inst, ins: Sequence[TensorType], ran: Sequence[int]
+                       ) -> Inlining | None:
+        ways = self.inlinings(inst, ins)
+        return ways[0] if ways and list(ran) == [0] else None
 
     def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[TensorType]:
         if not blocks or self.operand_problem(ins):

@@ -31,14 +31,15 @@ from typing import Protocol
 import numpy as np
 
 from ir.core.dtypes import DType
-from ir.core.graph import Graph, Inst, Value
+from ir.core.graph import Graph, Value
 from ir.core.names import Names
 from ir.core.op import Op
 from ir.core.paths import Path, scopes
 from ir.core.rewrite import remove_insts, replace_uses
 from ir.core.types import TensorType
-from ir.ops.control import Inlining, is_control, reads
+from ir.ops.control import is_control
 from ir.shrink.deadcode import dce
+from ir.shrink.inline import inline
 from ir.shrink.retype import retype, solve_shapes
 
 
@@ -212,59 +213,10 @@ def pass_unwrap_control(ctx: PassContext, g: Graph) -> Iterator[Candidate]:
             if not is_control(inst.op):
                 continue
             for way in inst.op.inlinings(inst, [types[a] for a in inst.args]):
-                out = _inlined(g, path, i, way)
+                out = inline(g, path, i, way)
                 if out is not None:
                     yield Candidate(dce(out[0]), f"{inst.op.name} %{inst.results[0].name} -> "
                                     f"{way.desc}", out[1])
-
-
-def _inlined(g: Graph, path: Path, i: int, way: Inlining
-             ) -> tuple[Graph, dict[str, np.ndarray]] | None:
-    """`g` with instruction `i` of the block at `path` replaced as `way` says, and the start
-    values of the inputs it added; None when it needs a new input below the top level."""
-    block = path.at(g)
-    inst = block.insts[i]
-    if way.body is None:  # no body runs: each result is an operand
-        carried = {r.name: inst.args[k] for r, (k, _) in zip(inst.results, way.results, strict=True)}
-        h = remove_insts(block, [i], lambda res, only_outputs: carried[res.name])
-        return (path.replace_at(g, h), {}) if h is not None else None
-    body = inst.blocks[way.body]
-    names = Names.of(g)
-    values: dict[str, np.ndarray] = {}
-    pre: list[Inst] = []
-    bind: dict[str, str] = {}
-    extra: list[Value] = []  # new top-level inputs
-    for v, (k, op) in zip(body.inputs, way.inputs, strict=True):
-        if k is None:  # a value the op makes (a counter): a new input holding zeros
-            if v.name not in reads(body):
-                continue
-            if path:
-                return None
-            leaf = names.fresh("r")
-            extra.append(Value(leaf, v.type))
-            values[leaf] = np.zeros(tuple(int(d) for d in v.type.shape), dtype=v.type.dtype.numpy)
-            bind[v.name] = leaf
-        elif op is None:
-            bind[v.name] = inst.args[k]
-        else:
-            pre.append(Inst(op, (inst.args[k],), (Value(names.fresh("s"), v.type),)))
-            bind[v.name] = pre[-1].results[0].name
-    inner = [replace(x, args=tuple(bind.get(a, a) for a in x.args)) for x in body.insts]
-    post: list[Inst] = []
-    ren: dict[str, str] = {}
-    for res, (j, op) in zip(inst.results, way.results, strict=True):
-        src = bind.get(body.outputs[j], body.outputs[j])
-        if op is None:
-            ren[res.name] = src
-        else:
-            post.append(Inst(op, (src,), (Value(names.fresh("s"), res.type),)))
-            ren[res.name] = post[-1].results[0].name
-    new = block.with_insts(block.insts[:i] + tuple(pre + inner + post) + block.insts[i + 1:])
-    for old, nw in ren.items():
-        new = replace_uses(new, old, nw, start=i + len(pre) + len(inner) + len(post))
-    if extra:
-        new = replace(new, inputs=new.inputs + tuple(extra))
-    return path.replace_at(g, new), values
 
 
 def pass_shrink_shapes(ctx: PassContext, g: Graph) -> Iterator[Candidate]:

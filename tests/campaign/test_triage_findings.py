@@ -184,7 +184,7 @@ STATUSES = "new, unconfirmed, known, fixed, ours, known-upstream, limitation, me
     ("what: it fails\n", "", "what: missing"),
     ("what: it fails", "wat: it fails", "wat: unknown field (known: status, merged_into, project, "
                                         "version, compiler, what, how_found, reproducer, tracker, "
-                                        "triggers, repro)"),
+                                        "triggers, repro, cause)"),
     ("status: known", "status: merged", "merged_into: missing (status merged names the bug it "
                                         "repeats)"),
     ("status: known", "status: known\nmerged_into: A", "merged_into: given, but the status is "

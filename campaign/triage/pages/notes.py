@@ -30,7 +30,16 @@ it was minimized, a draft of the upstream report, ...) that the page links to an
     repro:                      # optional: the docs/bugs script and how its output reads
       script: ../bugs/tvm_if_branch_batchnorm_tuple.py
       shows: "TypeError"        # a regex: found = the bug shows (below)
+    cause:                      # optional: a construct the bug needs, probed by taking it out
+      op: loop
+      inlining: zero trips
+      compilers: eager aot_eager inductor
+      verdict: mismatch
     ---
+
+`cause` (`campaign.triage.pages.note_cause`): the control-flow construct the bug needs (an op
+that ran as one of its inlinings), which the triage's cause probe takes out of a new failure
+to see whether the note's bug is what it needs.
 
 `repro` (`campaign.triage.pages.note_repro`): the standalone script the version matrix
 (`campaign.triage.bugdb.matrix`) runs under each torch, and the patterns that say from its
@@ -55,6 +64,7 @@ from typing import Any
 import yaml
 
 from campaign.triage.bugdb.store import STATUSES
+from campaign.triage.pages.note_cause import CauseError, NoteCause, parse_cause
 from campaign.triage.pages.note_repro import NoteRepro, ReproError, parse_repro
 from campaign.triage.pages.note_triggers import NoteTrigger, TriggerError, parse_triggers
 
@@ -107,6 +117,8 @@ class Note:
     triggers: tuple[NoteTrigger, ...] = ()
     #: the standalone reproducer and how its output reads (`note_repro`); None: none
     repro: NoteRepro | None = None
+    #: the construct the bug needs, for the cause probe (`note_cause`); None: none
+    cause: NoteCause | None = None
 
     @property
     def title(self) -> str:
@@ -117,7 +129,7 @@ class Note:
 #: front-matter fields: name -> required
 _FIELDS = {"status": True, "merged_into": False, "project": True, "version": True,
            "compiler": True, "what": True, "how_found": True, "reproducer": True,
-           "tracker": True, "triggers": False, "repro": False}
+           "tracker": True, "triggers": False, "repro": False, "cause": False}
 _TRACKER_FIELDS = {f.name for f in fields(Tracker)}
 
 
@@ -186,7 +198,7 @@ def parse_note(path: Path, text: str) -> Note:
     if unknown:
         raise NotesError(f"{path}: {unknown[0]}: unknown field (known: {', '.join(_FIELDS)})")
     got = {k: _text(path, k, data.get(k), req) for k, req in _FIELDS.items()
-           if k not in ("tracker", "triggers", "repro")}
+           if k not in ("tracker", "triggers", "repro", "cause")}
     if got["status"] not in STATUSES:
         raise NotesError(f"{path}: status: {got['status']!r} is not one of {', '.join(STATUSES)}")
     if (got["status"] == "merged") != (got["merged_into"] is not None):
@@ -202,8 +214,12 @@ def parse_note(path: Path, text: str) -> Note:
         repro = parse_repro(data.get("repro"), path.parent)
     except ReproError as e:
         raise NotesError(f"{path}: {e}") from None
+    try:
+        cause = parse_cause(data.get("cause"))
+    except CauseError as e:
+        raise NotesError(f"{path}: {e}") from None
     return Note(bug=bug, path=path, tracker=_tracker(path, data.get("tracker")), body=body,
-                triggers=triggers, repro=repro, **text_of)
+                triggers=triggers, repro=repro, cause=cause, **text_of)
 
 
 def load_notes(notes_dir: Path) -> dict[str, Note]:
@@ -266,6 +282,8 @@ def dump_note(note: Note) -> str:
         out.append(_folded("result", note.tracker.result, "  "))
     out.append(dump_triggers(note.triggers))
     out.append(dump_repro(note.repro))
+    if note.cause is not None:
+        out.append("cause:\n" + "".join(f"  {k}: {v}\n" for k, v in note.cause.as_dict().items()))
     out.append("---\n")
     if note.body:
         out.append(f"\n{note.body}\n")

@@ -230,6 +230,10 @@ class _Triage:
         #: the findings' notes (`triage.findings`): their triggers' buckets are known too,
         #: and named by the finding (bucket id -> note id)
         self.note_forms = NoteForms({}, {})
+        #: the notes' causes (`cause_probe`) and, per note, the trigger still failing here
+        #: (None: none does), once re-run
+        self.note_probes: list[Any] = []
+        self.live_triggers: dict[str, str | None] = {}
         self.findings = self._note_keys(cfg)
         self.runners: dict[tuple[str, float], Any] = {}
         self.deadline = time.monotonic() + triage_seconds(cfg.budget, None)
@@ -249,10 +253,11 @@ class _Triage:
         """The notes' trigger keys into `known`/`known_keys`; bucket id -> finding. A notes
         dir that cannot be read costs its keys (a line in the log), not the triage."""
         from campaign.triage.pages.notes import NotesError
-        from campaign.triage.pipeline.note_known import findings_dir, known_note_keys
+        from campaign.triage.pipeline.note_known import findings_dir, known_note_keys, note_probes
 
         try:
             notes = known_note_keys(findings_dir(cfg.findings))
+            self.note_probes = note_probes(findings_dir(cfg.findings))
         except (NotesError, OSError, ValueError) as e:
             self.log(f"triage: the findings' notes are not used: {e}")
             return {}
@@ -772,6 +777,35 @@ class _Triage:
             b.new, b.finding = False, note
             self.log(f"triage: {key.id} is {note} in another form (its reduced graph's core)")
 
+    def name_by_cause(self, key: BucketKey, b: Bucket, red: Any) -> None:
+        """A new bucket whose failure goes away with a note's cause taken out, the note's
+        bug still failing here, is that note's bug (`cause_probe`): named by it, no longer
+        new. Up to three runs of its test and one of a trigger per note, while time is left."""
+        from campaign.triage.pipeline.cause_probe import probe, trigger_live
+
+        if (not b.new or b.finding is not None or key.kind != "bug" or red.tc is None
+                or red.status not in ("reduced", "cached", "confirmed", "not reduced")
+                or not self.fits(3 * min(self.limit(red.case.info), MIN_REPRO_S))):
+            return
+        def runner_for(spec: str) -> Any:
+            return self.runner(spec, self.limit(red.case.info))
+
+        def live(note: Any) -> str | None:
+            if note.finding not in self.live_triggers:
+                self.live_triggers[note.finding] = trigger_live(note, runner_for)
+            return self.live_triggers[note.finding]
+
+        self.tick(f"probing {key.id}")
+        try:
+            match = probe(red, red.spec, key.verdict, self.note_probes, runner_for, live)
+        except Exception as e:  # a triage bug must not lose the campaign's results
+            self.log(f"triage: probing {key.id} failed: {type(e).__name__}: {e}")
+            return
+        if match is not None:
+            b.new, b.finding = False, match.finding
+            b.note = match.why[:500]
+            self.log(f"triage: {key.id} is {match.finding} in another form ({match.why})")
+
     def write(self) -> Path:
         from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 
@@ -779,6 +813,8 @@ class _Triage:
         for key, red in self.best.items():
             b = self.buckets[key]
             self.name_by_core(key, b, red)
+            if self.note_probes:
+                self.name_by_cause(key, b, red)
             b.original_insts = red.original_insts
             b.reduced_insts = red.reduced_insts if red.status in ("reduced", "cached") else None
             if red.status in ("reduced", "cached"):

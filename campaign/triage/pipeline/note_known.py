@@ -41,6 +41,7 @@ from ir.core.graph import Graph
 if TYPE_CHECKING:
     from campaign.known import Trigger
     from campaign.triage.pages.note_triggers import NoteTrigger
+    from campaign.triage.pipeline.cause_probe import NoteProbe
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,19 @@ def note_keys(notes_dir: Path | None) -> list[NoteKey]:
             g = load(t.resolve(notes_dir, "graph"))
             out.append(NoteKey(note.bug, note.status, trigger_key(t, g), t, g))
     return out
+
+
+def note_probes(notes_dir: Path | None) -> list[NoteProbe]:
+    """The cause probes (`cause_probe.NoteProbe`) of the notes in `notes_dir` the triage takes
+    as known (every status but `NOT_KNOWN`) that have a `cause:`."""
+    if notes_dir is None:
+        return []
+    from campaign.triage.pages.notes import load_notes
+    from campaign.triage.pipeline.cause_probe import NoteProbe
+
+    return [NoteProbe(n.bug, n.cause, n.triggers, Path(notes_dir))
+            for n in load_notes(notes_dir).values()
+            if n.cause is not None and n.status not in NOT_KNOWN]
 
 
 def known_note_keys(notes_dir: Path | None) -> list[NoteKey]:
