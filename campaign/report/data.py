@@ -91,6 +91,10 @@ BUG_COLUMNS: dict[str, tuple[str, ...]] = {
     #: what the bucket is to the bug database: `unconfirmed` (its repro.py did not reproduce)
     #: and `environment` (an environment fault's rows) are no compiler bugs (docs/triage.md)
     "status": ("status",),
+    #: how its repro.py fared (null: not run, no time left) and the newer release that fixed
+    #: it (a known bug: `known-upstream`)
+    "repro_status": ("repro_status",),
+    "fixed_in": ("fixed_in",),
 }
 #: bugs-table statuses that are no compiler bugs: shown apart, never counted as bugs
 NOT_BUGS = ("unconfirmed", "environment")
@@ -827,6 +831,10 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
                   NOT IN {_sql_tuple(NOT_BUGS)}) AS new_runs,
           list(DISTINCT run ORDER BY run) FILTER (
             WHERE CAST(status AS VARCHAR) = 'unconfirmed') AS unconfirmed_runs,
+          list(DISTINCT run ORDER BY run) FILTER (
+            WHERE CAST(new AS BOOLEAN) AND coalesce(CAST(status AS VARCHAR), '') = 'new'
+                  AND repro IS NOT NULL AND repro_status IS NULL) AS unchecked_runs,
+          any_value(CAST(fixed_in AS VARCHAR)) AS fixed_in,
           bool_or(coalesce(CAST(status AS VARCHAR), '') = 'environment') AS environment
         FROM b GROUP BY key
         ORDER BY CASE WHEN any_value(verdict) = 'invalid' THEN 1 ELSE 0 END,
@@ -839,6 +847,8 @@ def _bugs_rows(db: _Db, runs: list[Run], limit: int) -> list[dict]:
         # whose triage found it unconfirmed (its bug's repro.py did not reproduce)
         row["new_in"] = [by_idx[i].label for i in row.pop("new_runs") or []]
         row["unconfirmed_in"] = [by_idx[i].label for i in row.pop("unconfirmed_runs") or []]
+        # the runs whose triage wrote its repro.py and had no time left to run it
+        row["unchecked_in"] = [by_idx[i].label for i in row.pop("unchecked_runs") or []]
         row["first_seen"] = row["first_seen"] or ""
         examples: list[str] = []
         for ex in row["examples"]:

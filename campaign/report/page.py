@@ -236,6 +236,13 @@ def _bucket_table(rows: list[dict], out_dir: Path, table_id: str, *, derived: bo
             bug += ("<br><span class=note>unconfirmed in "
                     f"{E(', '.join(b['unconfirmed_in']))}: its repro.py did not reproduce"
                     "</span>")
+        if b.get("unchecked_in"):
+            bug += ("<br><span class=note>not checked in "
+                    f"{E(', '.join(b['unchecked_in']))}: its repro.py was not run (no triage "
+                    "time left)</span>")
+        if b.get("fixed_in"):
+            bug += (f"<br><span class=note>fixed in {E(b['fixed_in'])}: its repro.py does not "
+                    "reproduce there (a known bug)</span>")
         if b.get("environment"):
             bug += ("<br><span class=note>environment fault: not a compiler bug (the "
                     "campaign held the backend back)</span>")

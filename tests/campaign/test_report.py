@@ -438,3 +438,34 @@ def test_where_the_cores_went_without_the_scheduler_fields(tmp_path):
     assert _cores_rows(page, idx["t3"])[1] == [
         "ort", dash, dash, dash, "20", dash, "3 | mul 3", "0", dash, "0", "0", "0"]
     assert f'id="cores-{idx["t2"]}"' not in page
+
+
+def test_a_bug_not_checked_and_one_fixed_in_a_newer_release_say_so(tmp_path):
+    """The summary's "not checked" (its repro.py written, never run) and "fixed in" (a newer
+    release's run did not reproduce it: known upstream) show in the bucket's row too."""
+    d = tmp_path / "c" / "t0"
+    write_run(d, campaign="c", n_tests=300, backends=("ort",), seed=7, bugs_table=True,
+              n_signatures=3)
+    t = pq.read_table(d / "bugs.parquet")
+    findings = [i for i, v in enumerate(t.column("verdict").to_pylist())
+                if v in FINDING_VERDICTS]
+    status, fixed = ["new"] * t.num_rows, [None] * t.num_rows
+    repro, repro_status = [f"bugs/b{i}/repro.py" for i in range(t.num_rows)], ["reproduced"] * t.num_rows
+    repro_status[findings[0]] = None
+    status[findings[1]], fixed[findings[1]] = "known-upstream", "torch 2.14.1+cu130"
+    for name, col in (("new", [True] * t.num_rows), ("status", status), ("fixed_in", fixed),
+                      ("repro_status", repro_status)):
+        t = t.append_column(name, pa.array(col, pa.bool_() if name == "new" else pa.string()))
+    t = t.set_column(t.schema.get_field_index("repro"), "repro", pa.array(repro)) \
+        if "repro" in t.schema.names else t.append_column("repro", pa.array(repro))
+    pq.write_table(t, d / "bugs.parquet")
+    res = build_report([tmp_path / "c"], tmp_path / "report.html", op_registry=False)
+    by = {x["bucket"]: x for x in res.data.bugs}
+    names = t.column("bucket").to_pylist()
+    assert by[names[findings[0]]]["unchecked_in"] == [res.data.runs[0].label]
+    assert by[names[findings[1]]]["fixed_in"] == "torch 2.14.1+cu130"
+    assert by[names[findings[2]]]["unchecked_in"] == [] and not by[names[findings[2]]]["fixed_in"]
+    html = (tmp_path / "report.html").read_text()
+    assert html.count(": its repro.py was not run (no triage time left)</span>") == 1
+    assert ("fixed in torch 2.14.1+cu130: its repro.py does not reproduce there (a known bug)"
+            in html)
