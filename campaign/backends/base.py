@@ -266,6 +266,11 @@ class Backend(abc.ABC):
     #: holding one (no row, counted as not applicable) and, when it would idle, has tests made
     #: without them. A gap outside this set still shows as `unsupported` rows.
     LACKS: ClassVar[frozenset[str]] = frozenset()
+    #: GraphIR ops (nested ones included) whose gradient tests this backend cannot train: a
+    #: documented gap of its backward (TVM's Gradient pass: no control flow, ops it has no
+    #: gradient rule for). Capability routing sends it no gradient test holding one (no row,
+    #: not applicable, by that op); its inference tests are routed by `LACKS` alone.
+    TRAINING_LACKS: ClassVar[frozenset[str]] = frozenset()
     #: its Python code whose lines compiler coverage measures (`campaign.compiler_coverage`): path
     #: fragments matched anywhere in a file's path (`torch/_dynamo`); () for a compiler with
     #: next to no Python (ORT: a C++ library behind a thin binding), which is not measured;
@@ -345,6 +350,17 @@ class Backend(abc.ABC):
         """How its findings are reproduced standalone (`ReproSpec`); None: they get no
         `repro.py`."""
         return None
+
+    def lacks_for(self, mode: str) -> frozenset[str]:
+        """The ops whose tests of `mode` (`TestCase.mode`: infer, grad, transform) this
+        backend cannot take: `LACKS`, and for a test it trains `TRAINING_LACKS` too."""
+        trains = mode == "grad" or (mode == "transform" and self.TRANSFORMS)
+        return self.LACKS | (self.TRAINING_LACKS if self.TRAINS and trains else frozenset())
+
+    def refuses_mode(self, mode: str) -> bool:
+        """Whether it takes no test of `mode` at all: a transform test on a backend that trains
+        but computes no transform (`transform_refusal`)."""
+        return mode == "transform" and self.TRAINS and not self.TRANSFORMS
 
     def transform_refusal(self, m: Materialized) -> str | None:
         """Why this backend does not take test `m`, or None: a transform test on a backend that

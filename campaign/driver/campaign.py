@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from campaign.driver.cluster import Needs, placement
 from campaign.driver.errors import CampaignError, last_line
 from campaign.driver.results import COVERAGE_DIR, Recorder, is_error
 from campaign.driver.resume import count_stored_findings, resume_point
-from campaign.driver.routing import Router
+from campaign.driver.routing import Lacks, Router
 from campaign.driver.stages import GEN, Stages
 from campaign.driver.work import Item, PipelineTest
 from campaign.env_fault import EnvFault, EnvFaultDetector, read_faults, write_faults
@@ -46,7 +46,7 @@ class Campaign:
 
     def __init__(self, cfg: Config, budget: Budget, out_dir: Path, stages: Stages,
                  needs: Needs, targets: dict[str, str],
-                 cores: int = 0, lacks: dict[str, frozenset[str]] | None = None,
+                 cores: int = 0, lacks: Mapping[str, Lacks | frozenset[str]] | None = None,
                  merge_keys: dict[str, Callable[[int], Hashable]] | None = None) -> None:
         self.cfg = cfg
         self.c = c = cfg.campaign
@@ -88,9 +88,9 @@ class Campaign:
         self.cores = cores
         self.gen, self.evals = self._pools(needs, merge_keys or {})
         self.pools = [self.gen, *self.evals.values()]
-        #: capability routing and known bugs (`Backend.LACKS`, `campaign.known_rate`)
+        #: capability routing and known bugs (`Backend.lacks_for`, `campaign.known_rate`)
         self.router = Router(list(self.evals), {
-            b: frozenset(v) for b, v in (lacks or {}).items() if v and c.route}, c.known_rate)
+            b: v for b, v in (lacks or {}).items() if v and c.route}, c.known_rate)
         #: environment faults (`campaign.env_fault`): a backend that trips is held back
         self.env = EnvFaultDetector(c.env_fault)
         #: monotonic time the testing phase ends (a wall-clock budget), None: a test budget

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from campaign.budget_plan import BudgetPlan
 from campaign.config import Budget, Config, ConfigError, validate
 from campaign.driver.errors import CampaignError
+from campaign.driver.routing import Lacks
 
 
 def preflight(cfg: Config) -> Budget:
@@ -55,14 +56,14 @@ def backend_targets(cfg: Config) -> dict[str, str]:
     return {b: make_backend(b).target for b in cfg.campaign.backends}
 
 
-def backend_lacks(cfg: Config) -> dict[str, frozenset[str]]:
-    """backend spec -> the ops it declares it cannot import (`Backend.LACKS`); empty with
-    capability routing off."""
+def backend_lacks(cfg: Config) -> dict[str, Lacks]:
+    """backend spec -> what it declares it cannot take (`Lacks`: `Backend.lacks_for` and
+    `refuses_mode` per test mode); empty with capability routing off."""
     from campaign.backends import make_backend
 
     if not cfg.campaign.route:
         return {}
-    return {b: frozenset(make_backend(b).LACKS) for b in cfg.campaign.backends}
+    return {b: Lacks.of(make_backend(b)) for b in cfg.campaign.backends}
 
 
 def backend_merge_keys(cfg: Config) -> dict[str, Callable[[int], Hashable]]:

@@ -8,6 +8,8 @@ test at all. Plain Python: the campaign asks, the router counts (for the summary
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from campaign.driver.work import PipelineTest
@@ -26,14 +28,40 @@ if TYPE_CHECKING:
 GENERAL_AFTER, GENERAL_SHARE, GENERAL_MATCHES = 20, 0.1, 5
 
 
+@dataclass(frozen=True)
+class Lacks:
+    """What one backend cannot take, per test mode (`TestCase.mode`): the ops of each mode's
+    tests it lacks, and the modes it refuses whole."""
+
+    by_mode: dict[str, frozenset[str]]
+    refused: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, backend: Any) -> Lacks:
+        return cls({m: frozenset(backend.lacks_for(m)) for m in MODES},
+                   frozenset(m for m in MODES if backend.refuses_mode(m)))
+
+    def ops(self, mode: str | None = None) -> frozenset[str]:
+        """The ops a test of `mode` may not hold (None or unknown: an inference test's)."""
+        return self.by_mode.get(mode or "infer", self.by_mode.get("infer", frozenset()))
+
+
+#: the test modes (`TestCase.mode`)
+MODES = ("infer", "grad", "transform")
+
+
 class Router:
     """Routing decisions and their counts, per backend."""
 
-    def __init__(self, backends: list[str], lacks: dict[str, frozenset[str]],
+    def __init__(self, backends: list[str], lacks: Mapping[str, Lacks | frozenset[str]],
                  known_rate: float) -> None:
-        """`lacks`: per backend, the ops it lacks (empty: capability routing off);
-        `known_rate`: the share of tests matching a backend's known bug that still go to it."""
-        self.lacks = lacks
+        """`lacks`: per backend, what it cannot take (`Lacks`; a set of ops: those, in every
+        mode; empty: capability routing off); `known_rate`: the share of tests matching a
+        backend's known bug that still go to it."""
+        self.caps = {b: v if isinstance(v, Lacks) else Lacks({m: v for m in MODES})
+                     for b, v in lacks.items()}
+        #: per backend, the ops an inference test may not hold: what a test made for it avoids
+        self.lacks = {b: c.ops() for b, c in self.caps.items() if c.ops()}
         self.known_rate = known_rate
         #: per backend: tests offered to it (not lacking an op), and how many matched each
         #: known bug's trigger; triggers found too general (`GENERAL_SHARE`) hold nothing back
@@ -85,9 +113,15 @@ class Router:
             self.making_for[test.made_for] -= 1
             test.made_for = None
 
-    def lacking(self, backend: str, ops: list[str] | None) -> list[str]:
-        """The ops of a test (its rows' `ops`) that `backend` lacks, sorted."""
-        return sorted(self.lacks.get(backend, frozenset()) & set(ops or ()))
+    def lacking(self, backend: str, ops: list[str] | None, mode: str | None = None) -> list[str]:
+        """What of a test (its rows' `ops` and `mode`) `backend` cannot take, sorted: the ops
+        it lacks for that mode, or `<mode> test` for a mode it refuses whole."""
+        caps = self.caps.get(backend)
+        if caps is None:
+            return []
+        if mode in caps.refused:
+            return [f"{mode} test"]
+        return sorted(caps.ops(mode) & set(ops or ()))
 
     def route(self, test: PipelineTest, b: str, known: dict[str, str]) -> bool:
         """Whether backend `b` gets `test`: not when its graph holds an op `b` lacks (counted
@@ -97,7 +131,8 @@ class Router:
         if b in self.env_held:
             self.held_env[b] += 1
             return False
-        lacking = self.lacking(b, (test.base or {}).get("ops"))
+        base = test.base or {}
+        lacking = self.lacking(b, base.get("ops"), base.get("mode"))
         if lacking:
             self.not_applicable[b][lacking[0]] += 1
             return False
@@ -124,7 +159,8 @@ class Router:
     def applicable(self, report: Any) -> Any:
         """An invalid test's report without the rows of backends that lack one of its ops
         (they would not have been given it), unless that leaves none."""
-        keep = [r for r in report.rows if not self.lacking(r["backend"], r.get("ops"))]
+        keep = [r for r in report.rows
+                if not self.lacking(r["backend"], r.get("ops"), r.get("mode"))]
         if keep and len(keep) < len(report.rows):
             report.rows = keep
         return report

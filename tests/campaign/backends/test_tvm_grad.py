@@ -274,3 +274,50 @@ def test_a_transform_test_is_unsupported_never_judged_against_the_transform() ->
                                         "is not run")
     for b in ("ort", "tvm_torch"):
         assert (rows[b]["verdict"], rows[b]["mode"]) == ("pass", "infer"), rows[b]["error_msg"]
+
+
+def _relax_ops_without_gradient(op: str, seeds: int = 6) -> set[str] | None:
+    """The Relax ops without `FPrimalGradient` (or `call_tir`) in the imports of graphs made of
+    GraphIR op `op` alone, f32 (None: the generator made none)."""
+    import re
+
+    import tvm
+    from tvm.relax.frontend.onnx import from_onnx
+
+    import ir
+    from ir.gen.generate import GenerationError
+    from ir.materialize.to_onnx import to_onnx
+    from ir.numerics.input_search import make_valid
+
+    missing: set[str] = set()
+    made = False
+    for seed in range(seeds):
+        try:
+            g = ir.generate(seed, ir.GenConfig(nodes=1, ops_include=[op], dtypes=["f32"]))
+        except GenerationError:  # no f32 graph of that op alone for this seed
+            continue
+        valid = make_valid(g, seed) if any(i.op.name == op for i in g.insts) else None
+        if valid is None:
+            continue
+        made = True
+        params = {p.name: valid.search.values[p.name] for p in valid.graph.params}
+        for name in set(re.findall(r"\bR\.([a-z_][\w.]*)\(", str(from_onnx(to_onnx(valid.graph, params))))):
+            try:
+                relax_op = tvm.ir.Op.get(f"relax.{name}")
+            except AttributeError:  # a printer's helper (`R.func_attr`), not an op
+                continue
+            if name == "call_tir" or relax_op.get_attr("FPrimalGradient") is None:
+                missing.add(name)
+    return missing if made else None
+
+
+def test_every_op_tvm_routes_away_from_training_reaches_a_relax_op_without_a_gradient():
+    """`TVM_TRAINING_LACKS` is TVM's, not a guess: each of its plain ops lowers to a Relax op
+    that has no gradient rule in this TVM's registry (or a call_tir); an op it trains (elu,
+    matmul, transpose) reaches none."""
+    from campaign.backends.tvm import TVM_TRAINING_LACKS
+
+    stale = {op: _relax_ops_without_gradient(op) for op in sorted(TVM_TRAINING_LACKS - {"if"})}
+    assert {op: m for op, m in stale.items() if not m} == {}
+    for op in ("elu", "matmul", "transpose"):
+        assert _relax_ops_without_gradient(op) == set(), op

@@ -103,3 +103,24 @@ def test_an_invalid_tests_rows_leave_out_backends_that_lack_its_ops_unless_none_
     router = Router(["ort", "tvm"], {"tvm": frozenset({"loop"})}, known_rate=1.0)
     assert [r["backend"] for r in router.applicable(Report(["ort", "tvm"])).rows] == ["ort"]
     assert [r["backend"] for r in router.applicable(Report(["tvm"])).rows] == ["tvm"]
+
+
+def test_a_gradient_test_holding_an_op_the_backward_lacks_is_not_sent_and_inference_still_is():
+    """TVM imports an `if` and a `strided_slice`, but its Gradient pass takes neither: its
+    gradient tests holding one are not applicable (by op), its inference tests go, and a
+    transform test (TVM computes none) is not applicable as a whole."""
+    from campaign.backends import make_backend
+    from campaign.driver.routing import Lacks
+
+    tvm = Lacks.of(make_backend("tvm"))
+    assert {"if", "slice"} <= tvm.ops("grad") and not {"if", "slice"} & tvm.ops("infer")
+    assert tvm.refused == {"transform"} and "loop" in tvm.ops("infer")
+    router = Router(["ort", "tvm"], {"tvm": tvm, "ort": Lacks.of(make_backend("ort"))},
+                    known_rate=1.0)
+    infer, grad, transform = made(0, ["if", "add"]), made(1, ["if", "add"]), made(2, ["add"])
+    grad.base["mode"], transform.base["mode"] = "grad", "transform"
+    assert router.route(infer, "tvm", {}) and not router.route(grad, "tvm", {})
+    assert not router.route(transform, "tvm", {})
+    assert all(router.route(t, "ort", {}) for t in (infer, grad, transform))
+    assert router.not_applicable == {"ort": {}, "tvm": {"if": 1, "transform test": 1}}
+    assert router.lacks == {"tvm": tvm.ops("infer")}  # a test made for tvm avoids these only
