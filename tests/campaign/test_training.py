@@ -208,6 +208,25 @@ graph main(%x0: f32[5,3], %w: param f32[3]) {
                     grad=GradSpec(("x0",), cts))
 
 
+def test_the_triage_reruns_a_dynamic_shape_gradient_test_with_each_sets_cotangents():
+    """The triage's re-run (`BackendRunner.run`) refits cotangents per input set on that set's
+    shapes: with set 0's shapes for every set, set 1's cotangent was drawn anew in the wrong
+    shape, eager autograd refused it, and a crash the campaign found re-ran as `invalid`
+    ("not reproducible", a harness failure)."""
+    from campaign.triage.pipeline.reduction import BackendRunner
+
+    tc = dyn_grad_case()
+    runner = BackendRunner("aot_eager", sandbox=False)
+    try:
+        row, _, ran = runner.run("d0", 0, tc.graph, tc.values, list(tc.extra_inputs),
+                                 grad=tc.grad, dynshape=tc.dynshape)
+    finally:
+        runner.close()
+    assert row["verdict"] == "pass", row.get("error_msg")
+    assert [c["v2"].shape for c in ran.grad.cotangents] == [(5, 3), (7, 3)]
+    np.testing.assert_array_equal(ran.grad.cotangents[1]["v2"], tc.grad.cotangents[1]["v2"])
+
+
 def test_a_dynamic_shape_gradient_test_compiles_once_on_aot_eager():
     """The leaves are marked dynamic (not the tensors they are made from): no recompile for
     the second shape, which was a false `recompile` finding."""

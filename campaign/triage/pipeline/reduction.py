@@ -230,7 +230,14 @@ class BackendRunner:
         if grad is not None:
             from ir.numerics.grad import refit_grad
 
-            tc.grad = refit_grad(grad, graph, [graph] * tc.n_sets, seed)
+            # each set's cotangents in that set's shapes (a dynamic-shape test's differ)
+            set_graphs = [graph] * tc.n_sets
+            if dynshape is not None:
+                from ir.materialize.dynshape import instantiate
+
+                set_graphs = [instantiate(graph, dynshape, dynshape.assignment_of_set(k))
+                              for k in range(tc.n_sets)]
+            tc.grad = refit_grad(grad, graph, set_graphs, seed)
             if tc.grad is None:
                 return {"verdict": "invalid", "error_sig": "no leaf left"}, None, tc
         if transform is not None:
