@@ -90,9 +90,33 @@ def python_frames(text: str, innermost_first: bool = False) -> list[str]:
 MAX_LEN = 300
 
 
+#: Dynamo's report of an exception raised inside an op it ran on fake tensors: under the
+#: wrapper's first line (`RuntimeError when making fake tensor call`), which alone names no
+#: cause, `Explanation: Dynamo failed to run FX node with fake tensors: call_function ...`,
+#: whose arguments may span lines, ends `...): got AssertionError('outs_to_grad length (2) !=
+#: tangents length (3)')`
+_FAKE_CALL = "Explanation: Dynamo failed to run FX node with fake tensors"
+#: the wrapper's head, as `first_line` leaves it before what the fake run got
+_FAKE_CALL_HEAD = "RuntimeError when making fake tensor call: "
+_GOT = re.compile(r"\): got (?P<cls>[A-Z]\w*)\((?P<q>['\"])(?P<msg>.*?)(?P=q)\)\s*$", re.M)
+
+
+def first_line(message: str) -> str:
+    """The message's first line, with the exception Dynamo's fake-tensor run got appended
+    (`RuntimeError when making fake tensor call: AssertionError: outs_to_grad length ...`):
+    two causes behind that one wrapper are two signatures."""
+    text = message.strip().splitlines()[0] if message.strip() else ""
+    at = message.find(_FAKE_CALL)
+    got = _GOT.search(message, at) if at >= 0 else None
+    if got is not None:
+        inner = got.group("msg").encode().decode("unicode_escape", "replace").splitlines()
+        text = f"{text}: {got.group('cls')}: {inner[0] if inner else ''}".rstrip(": ")
+    return text
+
+
 def normalize(error_class: str, message: str, max_len: int = MAX_LEN,
               frames: Sequence[str] = ()) -> str:
-    text = message.strip().splitlines()[0] if message.strip() else ""
+    text = first_line(message)
     for pattern, repl in _RULES:
         text = pattern.sub(repl, text)
     sig = f"{error_class}: {text.strip()}"
@@ -149,6 +173,9 @@ def innermost(head: str) -> tuple[str, str]:
     cls, sep, message = head.partition(": ")
     if not sep:
         return head, ""
+    if message.startswith(_FAKE_CALL_HEAD) and (m := _WRAPPED.match(
+            message[len(_FAKE_CALL_HEAD):])) is not None:  # what Dynamo's fake run got
+        cls, message = m.group(1), message[len(_FAKE_CALL_HEAD) + m.end():]
     while (m := _WRAPPED.match(message)) is not None:
         cls, message = m.group(1), message[m.end():]
     return cls, message

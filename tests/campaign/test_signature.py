@@ -44,3 +44,28 @@ def test_a_virtual_environment_inside_the_checkout_holds_library_frames_not_ours
 RuntimeError: boom
 """
     assert python_frames(text) == ["fake_tensor.dispatch", "post_grad.body_fn"]
+
+
+FAKE_CALL = """RuntimeError when making fake tensor call
+  Explanation: Dynamo failed to run FX node with fake tensors: call_function scan(*(GraphModule(
+      (scan_combine_fn_2): GraphModule()
+    ), [FakeTensor(..., size=(1,))], []), **{{}}): got {got}
+  Hint: Your code may result in an error when running in eager.
+"""
+
+
+def test_two_causes_behind_dynamos_fake_tensor_call_wrapper_are_two_signatures():
+    """Dynamo reports any exception of an op it ran on fake tensors as `RuntimeError when
+    making fake tensor call`; the exception it got (its `Explanation:` line) is the cause."""
+    from campaign.signature import cause_signature
+
+    a = normalize("TorchRuntimeError", FAKE_CALL.format(
+        got="AssertionError('outs_to_grad length (2) != tangents length (3)')"), frames=["scan.f"])
+    b = normalize("TorchRuntimeError", FAKE_CALL.format(
+        got="RuntimeError('derivative for aten::detach_copy is not implemented')"), frames=["scan.f"])
+    assert a == ("TorchRuntimeError: RuntimeError when making fake tensor call: AssertionError: "
+                 "outs_to_grad length (N) != tangents length (N) @ scan.f")
+    assert cause_signature(a) == "AssertionError: outs_to_grad length (…) != tangents length (…) @ scan.f"
+    assert cause_signature(b) == "RuntimeError: derivative for aten::detach_copy is not implemented @ scan.f"
+    plain = normalize("TorchRuntimeError", "RuntimeError when making fake tensor call\n", frames=["cond.cond"])
+    assert plain == "TorchRuntimeError: RuntimeError when making fake tensor call @ cond.cond"
