@@ -78,14 +78,19 @@ def draw_grad(g: Graph, seed: int, sets: Sequence[Graph]) -> GradSpec | None:
     return GradSpec(leaves, tuple(cotangents))
 
 
-def refit_grad(spec: GradSpec, g: Graph, sets: Sequence[Graph], seed: int) -> GradSpec | None:
+def refit_grad(spec: GradSpec, g: Graph, sets: Sequence[Graph], seed: int,
+               keep_leaves: bool = False) -> GradSpec | None:
     """`spec` for a changed graph (the reducer's candidate, `sets` its input sets' graphs): the
     leaves `g` still has as float inputs or params some float output depends on and eager
     accepts together (a leaf whose write rule breaks is let go), the cotangents of every float
     output whose name and shape are unchanged, and fresh ones (drawn from `seed` and the
     output's name) for the others. None when no leaf is left: the candidate is no gradient
-    test."""
+    test. `keep_leaves`: every leaf of `spec` still an input or param stays, whether or not an
+    output depends on it (its gradient is zero then), as long as eager accepts them (a cause
+    probe's rewrite must not stop checking the gradient it is about)."""
     candidates = set(candidate_leaves(g))
+    if keep_leaves:
+        candidates |= {v.name for v in (*g.inputs, *g.params) if v.type.dtype in LEAF_DTYPES}
     leaves: list[str] = []
     for x in spec.leaves:
         if x in candidates and autograd_problem(g, [*leaves, x]) is None:

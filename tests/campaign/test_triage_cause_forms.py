@@ -159,7 +159,10 @@ def test_a_core_two_notes_share_names_neither():
 
 
 def test_f44s_float_used_outside_first_has_a_trigger(forms):
-    sig = "TorchRuntimeError: RuntimeError when making fake tensor call @ cond.cond"
+    """Its signature keeps what Dynamo's fake run got: an assertion on the cond's operands,
+    whose tuple differs with the program (collapsed in the cause)."""
+    sig = ("TorchRuntimeError: RuntimeError when making fake tensor call: AssertionError: "
+           "(sN, FakeTensor(..., size=(sN,)), zfN) @ cond.cond")
     key = BucketKey("inductor?dialect=mixed", "cpu", "crash", "compile", sig, None,
                     "dynamic=true")
     assert forms.by_cause(key) == F44

@@ -810,11 +810,14 @@ class _Triage:
         from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 
         self.bugs_dir.mkdir(parents=True, exist_ok=True)
+        # naming first, for every bucket: a bucket named by a note needs no repro check of a
+        # new bug, nor a localization, which would otherwise spend the time its probe needs
+        for key, red in self.best.items():
+            self.name_by_core(key, self.buckets[key], red)
+            if self.note_probes:
+                self.name_by_cause(key, self.buckets[key], red)
         for key, red in self.best.items():
             b = self.buckets[key]
-            self.name_by_core(key, b, red)
-            if self.note_probes:
-                self.name_by_cause(key, b, red)
             b.original_insts = red.original_insts
             b.reduced_insts = red.reduced_insts if red.status in ("reduced", "cached") else None
             if red.status in ("reduced", "cached"):

@@ -69,11 +69,19 @@ def input_sets(red: Any) -> list[tuple[Any, dict]]:
 
 def _run(runner: BackendRunner, red: Any, test_id: str, graph: Any, values: dict,
          extra: list[dict]) -> dict[str, Any]:
+    """One run of `graph` as the representative's test: its leaves all kept (a leaf the
+    rewrite left no output depending on is still differentiated: gradient zero), else the
+    row says `invalid` (an experiment that checks less than the control is no experiment)."""
     tc = red.tc
-    row, _, _ = runner.run(test_id, red.case.seed, graph, values, extra,
-                           config=red.backend_config,
-                           grad=getattr(tc, "grad", None), transform=getattr(tc, "transform", None),
-                           drawn_for=red.graph, dynshape=getattr(tc, "dynshape", None))
+    grad = getattr(tc, "grad", None)
+    row, _, ran = runner.run(test_id, red.case.seed, graph, values, extra,
+                             config=red.backend_config, grad=grad,
+                             transform=getattr(tc, "transform", None), drawn_for=red.graph,
+                             dynshape=getattr(tc, "dynshape", None), keep_leaves=True)
+    kept = getattr(getattr(ran, "grad", None), "leaves", None)
+    if grad is not None and row.get("verdict") != "invalid" and tuple(kept or ()) != tuple(grad.leaves):
+        return {"verdict": "invalid", "error_sig": f"leaves {list(kept or ())} of "
+                                                   f"{list(grad.leaves)} kept"}
     return row
 
 

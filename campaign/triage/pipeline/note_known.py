@@ -65,14 +65,20 @@ class NoteKey:
 
 def cause_key(key: BucketKey) -> tuple[str, ...] | None:
     """What a crash-like bucket's cause is keyed on (module doc): the compiler (the backend
-    spec's name before `?`), target, verdict, stage and cause signature; None for a mismatch
-    or a timeout (where a killed process was says nothing), or without a signature."""
+    spec's name before `?`, or the front end it shares with others in that stage:
+    `backends.base.frontend_of`), target, verdict, stage and cause signature; None for a
+    mismatch or a timeout (where a killed process was says nothing), or without a signature."""
     if key.verdict in ("mismatch", "timeout") or not key.error_sig:
         return None
     cause = cause_signature(key.error_sig)
     if not cause:
         return None
-    return (key.backend.partition("?")[0], key.target, key.verdict, key.stage or "", cause)
+    from campaign.backends.base import frontend_of
+
+    # a failure in a front end two compilers share (Dynamo and AOT autograd at compile) is
+    # the front end's: F52's trigger runs on aot_eager, its cause failed Inductor's compile too
+    where = frontend_of(key.backend, key.stage) or key.backend.partition("?")[0]
+    return (where, key.target, key.verdict, key.stage or "", cause)
 
 
 #: (compiler, verdict, stage, core) of a reduced graph

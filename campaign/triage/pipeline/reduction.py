@@ -214,10 +214,11 @@ class BackendRunner:
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
             extra_sets: Sequence[dict[str, np.ndarray]] = (), config: str = "",
             grad: Any = None, transform: Any = None, drawn_for: Graph | None = None,
-            dynshape: Any = None) -> tuple[dict[str, Any], Any, Any]:
+            dynshape: Any = None, keep_leaves: bool = False) -> tuple[dict[str, Any], Any, Any]:
         """(row, finding or None, test case) of one evaluation in configuration `config`;
         `grad`: a gradient test's spec (`GradSpec`, refitted to `graph`; the row of a graph
-        left without a leaf is `invalid`); `transform`: a transform test's spec
+        left without a leaf is `invalid`; `keep_leaves`: no leaf is let go for lack of an output
+        depending on it, `ir.numerics.grad.refit_grad`); `transform`: a transform test's spec
         (`TransformSpec`, drawn for the graph `drawn_for`, refitted to `graph`; invalid when
         the graph can no longer be such a test); `dynshape`: a dynamic-shape test's `DynShape`
         (`extra_sets` then hold inputs of its other shapes)."""
@@ -237,7 +238,7 @@ class BackendRunner:
 
                 set_graphs = [instantiate(graph, dynshape, dynshape.assignment_of_set(k))
                               for k in range(tc.n_sets)]
-            tc.grad = refit_grad(grad, graph, set_graphs, seed)
+            tc.grad = refit_grad(grad, graph, set_graphs, seed, keep_leaves=keep_leaves)
             if tc.grad is None:
                 return {"verdict": "invalid", "error_sig": "no leaf left"}, None, tc
         if transform is not None:
