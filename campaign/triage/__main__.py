@@ -81,9 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     from campaign.triage.pipeline.campaign_triage import triage
 
     log = (lambda s: None) if a.quiet else (lambda s: print(s, flush=True))
+    from campaign.config import ConfigError
+
     try:
         report = triage(a.path, cfg, a.out, log)
-    except BugDbError as e:
+    except (BugDbError, ConfigError) as e:  # a bad --db or setting: one line, exit 2
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(report.text())

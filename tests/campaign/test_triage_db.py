@@ -334,3 +334,11 @@ def test_held_bugs_of_the_database_give_triggers(tmp_path):
     assert (t.bucket, t.backend) == ("x", "ort") and ("relu", "add") in t.edges
     db.set_status("x", "fixed")  # a fixed bug's repeats go through: a regression is seen
     assert db_triggers(db.path) == []
+
+
+def test_a_budget_that_is_no_duration_is_a_one_line_error(tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / "results").mkdir(parents=True)
+    assert main([str(out), "--budget", "1200", "--db", "off", "-q"]) == 2
+    assert capsys.readouterr().err == (
+        "error: triage.budget: a duration like 10m or a share like 25%, got '1200'\n")
