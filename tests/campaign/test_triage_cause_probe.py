@@ -93,6 +93,19 @@ def test_a_wrong_gradient_that_needs_the_zero_trip_loop_is_f38(runners):
     assert seen == ["F38-while_loop_zero_trip_backward"]  # the note's own trigger was re-run
 
 
+def test_a_reduction_an_earlier_triage_cached_is_probed_on_its_findings_test(runners):
+    """A cached reduction has no test case of a run here: the probe takes the finding's
+    gradient spec, and a leaf the rewrite disconnects (`xs`) is still checked."""
+    from dataclasses import replace
+
+    values = {"n": np.array(0), "c": np.array(0.8, np.float32),
+              "xs": np.array([0.5, -1.0, 1.5, 0.25], np.float32)}
+    red = replace(failing(SCAN_IN_ZERO_TRIP_LOOP, values, ("c", "xs"), runners), tc=None,
+                  status="cached")
+    match = probe(red, SPEC, "mismatch", f38(), runners, lambda note: "F38-zero_trip_loop_sin.gir")
+    assert match is not None and match.finding == "F38-while_loop_zero_trip_backward"
+
+
 def test_another_cause_with_the_same_verdict_and_a_zero_trip_loop_stays_apart(runners):
     values = {"x0": np.array(0.3), "x1": np.array([0.1, 0.2, 0.3], np.float32), "n": np.array(0)}
     red = failing(F42_BESIDE_A_ZERO_TRIP_LOOP, values, ("x1",), runners)

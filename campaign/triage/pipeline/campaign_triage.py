@@ -783,7 +783,7 @@ class _Triage:
         new. Up to three runs of its test and one of a trigger per note, while time is left."""
         from campaign.triage.pipeline.cause_probe import probe, trigger_live
 
-        if (not b.new or b.finding is not None or key.kind != "bug" or red.tc is None
+        if (not b.new or b.finding is not None or key.kind != "bug" or red.graph is None
                 or red.status not in ("reduced", "cached", "confirmed", "not reduced")
                 or not self.fits(3 * min(self.limit(red.case.info), MIN_REPRO_S))):
             return

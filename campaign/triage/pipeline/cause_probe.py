@@ -50,12 +50,18 @@ class CauseMatch:
     why: str
 
 
+def test_spec(red: Any, name: str) -> Any:
+    """The representative's `grad`, `transform` or `dynshape`: its last run's test case's, or
+    (a reduction an earlier triage cached, no run here) its finding's."""
+    return getattr(red.tc if red.tc is not None else red.case, name, None)
+
+
 def input_sets(red: Any) -> list[tuple[Any, dict]]:
     """The representative's input sets as (program in that set's shapes, full values): set 0
     is the reduction's values on its graph; a later set holds graph inputs, params shared."""
     graph, values = red.graph, dict(red.values)
     params = {p.name: values[p.name] for p in graph.params if p.name in values}
-    dyn = getattr(red.tc, "dynshape", None) if red.tc is not None else None
+    dyn = test_spec(red, "dynshape")
     sets: list[tuple[Any, dict]] = [(graph, values)]
     for k, extra in enumerate(red.extra_sets, 1):
         gk = graph
@@ -72,12 +78,11 @@ def _run(runner: BackendRunner, red: Any, test_id: str, graph: Any, values: dict
     """One run of `graph` as the representative's test: its leaves all kept (a leaf the
     rewrite left no output depending on is still differentiated: gradient zero), else the
     row says `invalid` (an experiment that checks less than the control is no experiment)."""
-    tc = red.tc
-    grad = getattr(tc, "grad", None)
+    grad = test_spec(red, "grad")
     row, _, ran = runner.run(test_id, red.case.seed, graph, values, extra,
                              config=red.backend_config, grad=grad,
-                             transform=getattr(tc, "transform", None), drawn_for=red.graph,
-                             dynshape=getattr(tc, "dynshape", None), keep_leaves=True)
+                             transform=test_spec(red, "transform"), drawn_for=red.graph,
+                             dynshape=test_spec(red, "dynshape"), keep_leaves=True)
     kept = getattr(getattr(ran, "grad", None), "leaves", None)
     if grad is not None and row.get("verdict") != "invalid" and tuple(kept or ()) != tuple(grad.leaves):
         return {"verdict": "invalid", "error_sig": f"leaves {list(kept or ())} of "
@@ -109,16 +114,17 @@ def probe(red: Any, spec: str, verdict: str, notes: list[NoteProbe],
         return None
     found, control = _probe(red, spec, covering, runner_for, live)
     k = (red.row or {}).get("mismatch_input_set", control.get("mismatch_input_set"))
-    if found is None and red.extra_sets and getattr(red.tc, "dynshape", None) is None \
+    if found is None and red.extra_sets and test_spec(red, "dynshape") is None \
             and isinstance(k, int) and 0 < k <= len(red.extra_sets):
         # the input sets ran the construct differently (a loop of zero trips in the set that
         # fails, one in the others): the failing set alone, as the reducer tries it
         params = {p.name: red.values[p.name] for p in red.graph.params if p.name in red.values}
-        tc = copy.copy(red.tc)
-        grad = getattr(tc, "grad", None)
+        tc = copy.copy(red.tc if red.tc is not None else red.case)
+        grad = test_spec(red, "grad")
         if grad is not None and len(grad.cotangents) > k:
             tc.grad = replace(grad, cotangents=(grad.cotangents[k],))
-        alone = replace(red, values={**params, **red.extra_sets[k - 1]}, extra_sets=[], tc=tc)
+        alone = replace(red, values={**params, **red.extra_sets[k - 1]}, extra_sets=[],
+                        **({"tc": tc} if red.tc is not None else {"case": tc}))
         found, _ = _probe(alone, spec, covering, runner_for, live)
     return found
 
@@ -136,7 +142,7 @@ def _probe(red: Any, spec: str, covering: list[NoteProbe],
     controls: dict[str, dict[str, Any]] = {}
     for note in covering:
         taken = take_out(red.graph, sets, note.cause.op, note.cause.inlining)
-        if taken is None or (taken.added and getattr(red.tc, "dynshape", None) is not None):
+        if taken is None or (taken.added and test_spec(red, "dynshape") is not None):
             continue
         for at in stages(spec):
             runner = runner_for(at)
