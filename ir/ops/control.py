@@ -209,7 +209,7 @@ class ControlFlow(Op):
         """The inlining (of `inlinings`) equal to `inst` on a run that ran bodies `ran`, in
         order (an if: `[1]`, its else; a loop: `[0]` per trip; `ir.numerics.domain`'s control
         trace), or None when no inlining is. What a cause probe takes out
-        (`ir.analysis.take_out`): a loop that ran zero trips is its zero-trip inlining."""
+        (`ir.shrink.take_out`): a loop that ran zero trips is its zero-trip inlining."""
         return None
 
     # ---- explore: bodies these inputs do not run ---------------------------------------------

@@ -1,6 +1,6 @@
 """Inlining one control-flow instruction: the instruction replaced by straight-line code, as
 one of its op's `ControlFlow.inlinings` says. The reducer's `unwrap_control` pass tries each way;
-a cause probe (`ir.analysis.take_out`) takes only the way the test's inputs ran.
+a cause probe (`ir.shrink.take_out`) takes only the way the test's inputs ran.
 """
 from __future__ import annotations
 

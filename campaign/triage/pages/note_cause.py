@@ -11,7 +11,7 @@ recorded and no reduction reached:
 
 A new bucket of one of `compilers` with that verdict is the note's bug when (a) its test has
 `op` instructions that ran as `inlining` on its inputs, (b) the test with them replaced by that
-inlining (`ir.analysis.take_out`: the same outputs on those inputs) passes on the failing
+inlining (`ir.shrink.take_out`: the same outputs on those inputs) passes on the failing
 compiler while the test as it was fails the same way, and (c) one of the note's own triggers
 still fails as it says on this build. F38's wrong gradient needs a loop of zero trips: a test
 whose zero-trip loops, taken out, leave it passing is F38, whatever ops its bodies hold.

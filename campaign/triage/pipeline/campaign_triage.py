@@ -489,8 +489,12 @@ class _Triage:
         case = load_finding(self.out / finding_dir)
         if case is None:
             return None
-        red = Reduction(case, "cached", load(folder / "graph.gir"), {}, [],
-                        config=BucketKey(*entry["key"]).config)
+        # the bug folder holds the reduced test (its inputs, leaves, cotangents) as a finding
+        reduced = load_finding(folder)
+        red = Reduction(case, "cached", load(folder / "graph.gir"),
+                        reduced.values if reduced is not None else {},
+                        reduced.extra_sets if reduced is not None else [],
+                        config=BucketKey(*entry["key"]).config, folder_case=reduced)
         red.summary = {"tests": entry.get("tests"), "seconds": entry.get("seconds")}
         return red
 

@@ -6,7 +6,7 @@ three experiments on the bucket's representative test (the reduced one, else the
 
 1. the control: the test as it is, on the failing compiler and configuration: it must fail the
    same way (`same_failure`);
-2. the probe: the test with the note's construct taken out (`ir.analysis.take_out`: each
+2. the probe: the test with the note's construct taken out (`ir.shrink.take_out`: each
    instruction of the op that ran as the named inlining on every input set, replaced by it;
    the same outputs on those inputs, every input, leaf and output kept): it must pass;
 3. the note's own triggers, re-run next to it on this build (`note_runs.run_trigger_case`):
@@ -27,19 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from campaign.triage.pages.note_cause import NoteCause
-from campaign.triage.pages.note_triggers import NoteTrigger
+from campaign.triage.pipeline.note_known import NoteProbe
 from campaign.triage.pipeline.reduction import BackendRunner, same_failure
-
-
-@dataclass(frozen=True)
-class NoteProbe:
-    """One note's cause and its triggers (re-run to show the bug is live)."""
-
-    finding: str
-    cause: NoteCause
-    triggers: tuple[NoteTrigger, ...]
-    notes_dir: Path
 
 
 @dataclass(frozen=True)
@@ -52,8 +41,15 @@ class CauseMatch:
 
 def test_spec(red: Any, name: str) -> Any:
     """The representative's `grad`, `transform` or `dynshape`: its last run's test case's, or
-    (a reduction an earlier triage cached, no run here) its finding's."""
-    return getattr(red.tc if red.tc is not None else red.case, name, None)
+    (a reduction an earlier triage cached, no run here) its bug folder's, else its finding's."""
+    return getattr(_holder(red), name, None)
+
+
+def _holder(red: Any) -> Any:
+    """What holds the representative's test specs (`test_spec`)."""
+    if red.tc is not None:
+        return red.tc
+    return red.folder_case if getattr(red, "folder_case", None) is not None else red.case
 
 
 def input_sets(red: Any) -> list[tuple[Any, dict]]:
@@ -119,12 +115,14 @@ def probe(red: Any, spec: str, verdict: str, notes: list[NoteProbe],
         # the input sets ran the construct differently (a loop of zero trips in the set that
         # fails, one in the others): the failing set alone, as the reducer tries it
         params = {p.name: red.values[p.name] for p in red.graph.params if p.name in red.values}
-        tc = copy.copy(red.tc if red.tc is not None else red.case)
+        holder = copy.copy(_holder(red))
         grad = test_spec(red, "grad")
         if grad is not None and len(grad.cotangents) > k:
-            tc.grad = replace(grad, cotangents=(grad.cotangents[k],))
+            holder.grad = replace(grad, cotangents=(grad.cotangents[k],))
+        field = ("tc" if red.tc is not None else
+                 "folder_case" if getattr(red, "folder_case", None) is not None else "case")
         alone = replace(red, values={**params, **red.extra_sets[k - 1]}, extra_sets=[],
-                        **({"tc": tc} if red.tc is not None else {"case": tc}))
+                        **{field: holder})
         found, _ = _probe(alone, spec, covering, runner_for, live)
     return found
 
@@ -134,7 +132,7 @@ def _probe(red: Any, spec: str, covering: list[NoteProbe],
            ) -> tuple[CauseMatch | None, dict[str, Any]]:
     """`probe` on the representative's input sets as they are: the match, and the control's
     row on the failing backend ({} when none ran)."""
-    from ir.analysis.take_out import take_out
+    from ir.shrink.take_out import take_out
 
     sets = input_sets(red)
     expect = {**red.case.info, **{k: (red.row or {}).get(k) or red.case.info.get(k)

@@ -40,8 +40,8 @@ from ir.core.graph import Graph
 
 if TYPE_CHECKING:
     from campaign.known import Trigger
+    from campaign.triage.pages.note_cause import NoteCause
     from campaign.triage.pages.note_triggers import NoteTrigger
-    from campaign.triage.pipeline.cause_probe import NoteProbe
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +133,17 @@ class NoteForms:
         return None if shape is None else self.cores.get(shape)
 
 
+@dataclass(frozen=True)
+class NoteProbe:
+    """One note's cause (`campaign.triage.pages.note_cause`) and its triggers, re-run to show
+    the bug is live: what the cause probe (`cause_probe`) runs."""
+
+    finding: str
+    cause: NoteCause
+    triggers: tuple[NoteTrigger, ...]
+    notes_dir: Path
+
+
 def findings_dir(setting: str | None) -> Path | None:
     """The notes dir of a `triage.findings` setting (module doc); None when it is off."""
     if setting is None or not str(setting).strip():
@@ -166,12 +177,11 @@ def note_keys(notes_dir: Path | None) -> list[NoteKey]:
 
 
 def note_probes(notes_dir: Path | None) -> list[NoteProbe]:
-    """The cause probes (`cause_probe.NoteProbe`) of the notes in `notes_dir` the triage takes
+    """The cause probes (`NoteProbe`) of the notes in `notes_dir` the triage takes
     as known (every status but `NOT_KNOWN`) that have a `cause:`."""
     if notes_dir is None:
         return []
     from campaign.triage.pages.notes import load_notes
-    from campaign.triage.pipeline.cause_probe import NoteProbe
 
     return [NoteProbe(n.bug, n.cause, n.triggers, Path(notes_dir))
             for n in load_notes(notes_dir).values()

@@ -298,6 +298,9 @@ class Reduction:
     note: str = ""
     #: the reduced configuration (config text); None: the finding's own (`case.config`)
     config: str | None = None
+    #: a cached reduction's bug folder, loaded: the reduced test's own gradient, transform
+    #: and dynamic-shape specs (`tc` is None: no run here)
+    folder_case: FindingCase | None = None
 
     @property
     def backend_config(self) -> str:

@@ -1,4 +1,4 @@
-"""Taking a control-flow construct out of a test (ir/analysis/take_out.py): only the
+"""Taking a control-flow construct out of a test (ir/shrink/take_out.py): only the
 instructions that ran as the named inlining on every input set go, and the program keeps its
 inputs, output names and, on those inputs, its outputs."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ir
-from ir.analysis.take_out import exact_sites, take_out
+from ir.shrink.take_out import exact_sites, take_out
 from ir.core.text import parse, print_graph
 from ir.core.verify import verify
 from ir.materialize.to_torch import run_graph_torch
