@@ -120,7 +120,7 @@ def _note(tmp_path: Path, triggers: str, name: str = "F99-x.md") -> Path:
                             "got str"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: crash, stag: x}\n",
      "triggers[0].stag: unknown field (known: graph, backend, verdict, stage, error_sig, config, "
-     "target, inputs, grad, dynshape)"),
+     "target, inputs, grad, dynshape, transform)"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, grad: y}\n",
      "triggers[0].grad: 'y' is not an input or param of g.gir"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, grad: x x}\n",
@@ -144,12 +144,18 @@ def _note(tmp_path: Path, triggers: str, name: str = "F99-x.md") -> Path:
      "triggers[0].config: 'b=1&a=2' is not canonical (write 'a=2&b=1')"),
     ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, config: 3}\n",
      "triggers[0].config: expected text, got int 3"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, transform: other.json}\n",
+     "triggers[0].transform: no arrays 'other.npz' beside it"),
+    ("triggers:\n- {graph: g.gir, backend: tvm, verdict: mismatch, transform: t.json, grad: x}\n",
+     "triggers[0].transform: given with grad (a transform test draws its own leaves)"),
 ])
 def test_a_wrong_trigger_is_a_one_line_error(tmp_path, triggers, message):
     path = _note(tmp_path, triggers)
     (tmp_path / "other.json").write_text(  # the dims of another graph's input
         '{"symbols": {"L": "seq"}, "dims": {"y0": ["L"]}, "assignments": [{"L": 2}], '
         '"set_assignment": [0]}')
+    (tmp_path / "t.json").write_text("{}")  # a transform spec, with its arrays
+    (tmp_path / "t.npz").write_bytes(b"")
     with pytest.raises(NotesError) as e:
         parse_note(path, path.read_text())
     assert str(e.value) == f"{path}: {message.format(dir=tmp_path)}"

@@ -14,12 +14,18 @@ clone knows the bug (`campaign.triage.pipeline.note_known`):
       inputs: graphs/F43-....npz                # optional: the inputs (else searched, seed 0)
       grad: x0 w1                               # optional: a gradient test's leaves
       dynshape: graphs/F17-....json             # optional: a dynamic-shape test's dims
+      transform: graphs/F54-....json            # optional: a transform test's spec (+ .npz)
       target: cpu                               # optional (default cpu)
 
 A trigger with `grad` is a gradient test (docs/training.md): it differentiates w.r.t. those
 leaves (graph inputs or params, space-separated), with cotangents drawn from seed 0 as the
 triage's reducer draws a changed graph's (`ir.numerics.grad.refit_grad`), so a training bug
 (a wrong gradient, a backward that crashes) has a trigger like any other.
+
+A trigger with `transform` is a torch.func transform test: the JSON of its
+`ir.materialize.transforms.TransformSpec` (which transform, its leaves and outputs; the
+finding's `transform.json`) with its arrays beside it (the same name, `.npz`). F54's compiled
+jacfwd fails only as one, and only with a norm's weight as the leaf.
 
 A trigger with `dynshape` is a dynamic-shape test (docs/dynshape.md): the JSON of its
 `ir.materialize.dynshape.DynShape` (which dims of the graph, input set 0's, are symbolic, and
@@ -68,6 +74,7 @@ class NoteTrigger:
     inputs: str | None = None
     grad: str | None = None
     dynshape: str | None = None
+    transform: str | None = None
 
     @property
     def leaves(self) -> tuple[str, ...]:
@@ -98,7 +105,18 @@ class NoteTrigger:
             out["grad"] = self.grad
         if self.dynshape is not None:
             out["dynshape"] = self.dynshape
+        if self.transform is not None:
+            out["transform"] = self.transform
         return out
+
+    def transform_spec(self, notes_dir: Path) -> Any:
+        """A transform trigger's `TransformSpec` (None: no transform test)."""
+        if self.transform is None:
+            return None
+        from ir.materialize.transforms import TransformSpec
+
+        spec = self.resolve(notes_dir, "transform")
+        return TransformSpec.from_files(spec.read_bytes(), spec.with_suffix(".npz").read_bytes())
 
     def shapes(self, notes_dir: Path) -> Any:
         """A dynamic-shape trigger's `DynShape` (None: a static test)."""
@@ -156,7 +174,7 @@ def _entry(i: int, e: Any, notes_dir: Path) -> NoteTrigger:
         if v is not None and not isinstance(v, str):
             raise TriggerError(f"{at}.{name}: expected text, got {type(v).__name__} {v!r}")
     t = NoteTrigger(**{k: v for k, v in e.items() if v is not None})
-    for name in ("graph", "inputs", "dynshape"):
+    for name in ("graph", "inputs", "dynshape", "transform"):
         path = getattr(t, name)
         if path is not None and not (Path(notes_dir) / path).is_file():
             raise TriggerError(f"{at}.{name}: no such file {path!r} under {notes_dir}")
@@ -177,6 +195,13 @@ def _entry(i: int, e: Any, notes_dir: Path) -> NoteTrigger:
                                    f"op pattern")
     if t.grad is not None:
         _check_leaves(at, t, notes_dir)
+    if t.transform is not None:
+        arrays = Path(notes_dir) / Path(t.transform).with_suffix(".npz")
+        if not arrays.is_file():
+            raise TriggerError(f"{at}.transform: no arrays {arrays.name!r} beside it")
+        if t.grad is not None:
+            raise TriggerError(f"{at}.transform: given with grad (a transform test draws "
+                               "its own leaves)")
     if t.config != canonical_config(t.config):
         raise TriggerError(f"{at}.config: {t.config!r} is not canonical (write "
                            f"{canonical_config(t.config)!r})")

@@ -114,8 +114,9 @@ def run_trigger_case(t: NoteTrigger, notes_dir: Path, runner: Any, test_id: str)
     g = load(t.resolve(notes_dir, "graph"))
     dyn = t.shapes(notes_dir)
     sets = trigger_sets(t, notes_dir, g, dyn)
+    transform = t.transform_spec(notes_dir)
     row, finding, tc = runner.run(test_id, 0, g, sets[0], sets[1:], config=t.config,
-                                  grad=trigger_grad(t), dynshape=dyn)
+                                  grad=trigger_grad(t), dynshape=dyn, transform=transform)
     kept = tc.grad.leaves if tc.grad is not None else ()
     if t.leaves and tuple(kept) != t.leaves:
         raise TriggerRunError(f"{t.graph}: the gradient test keeps leaves {list(kept)}, not "
@@ -198,6 +199,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dynshape", default=None,
                    help="with --add: a dynamic-shape test's DynShape JSON (relative to the "
                         "notes dir)")
+    p.add_argument("--transform", default=None,
+                   help="with --add: a transform test's spec JSON, its .npz beside it "
+                        "(relative to the notes dir)")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S,
                    help="seconds per run (default %(default)s)")
     return p
@@ -230,7 +234,7 @@ def main(argv: list[str]) -> int:
             if a.add is not None:
                 triggers.append(NoteTrigger(a.add, a.backend, "crash", config=a.config,
                                             inputs=a.inputs, grad=a.grad,
-                                            dynshape=a.dynshape))
+                                            dynshape=a.dynshape, transform=a.transform))
             new = []
             for i, t in enumerate(triggers):
                 try:
