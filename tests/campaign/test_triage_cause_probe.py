@@ -1,7 +1,8 @@
 """The cause probe (campaign/triage/pipeline/cause_probe.py), on real torch runs: a wrong
 gradient that goes away with its zero-trip loops taken out is F38 in a form no trigger
 recorded (a scan in the loop's body, a leaf carried through); a wrong result that stays
-without the loop is another cause, even with the same verdict and a zero-trip loop in it."""
+without the loop (F41's) is another cause, even with the same verdict and a zero-trip loop in
+it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,17 +36,19 @@ SCAN_IN_ZERO_TRIP_LOOP = """graph main(%n: i64[], %c: f32[], %xs: f32[4]) {
   return %v
 }"""
 
-#: F42 (a 0-d float64 input written in place: aot_eager loses the write) beside a zero-trip loop
-F42_BESIDE_A_ZERO_TRIP_LOOP = """graph main(%x0: f64[], %x1: f32[3], %n: i64[]) {
-  %v0 = sigmoid_(%x0) : f64[]
-  %v1 = tanh(%x1) : f32[3]
-  %v2 = loop(%n, %v1) : f32[3] {
-    graph body(%i: i64[], %b: f32[3]) {
-      %s = sin(%b) : f32[3]
+#: F41 (AOT autograd returns a mutated input in place of another output; live on 2.13 and
+#: 2.14.1) beside a zero-trip loop over an input that is no leaf
+F41_BESIDE_A_ZERO_TRIP_LOOP = """graph main(%x0: f32[1], %x4: f32[], %x17: f32[], %y: f32[2], %n: i64[]) {
+  %v15 = fill_[value=2.0](%x4) : f32[]
+  %v4 = setitem[starts=[0], ends=[1], steps=[0]](%x0, %x17) : f32[1]
+  %v5 = cos(%x0) : f32[1]
+  %v6 = loop(%n, %y) : f32[2] {
+    graph body(%i: i64[], %b: f32[2]) {
+      %s = sin(%b) : f32[2]
       return %s
     }
   }
-  return %x0, %v2
+  return %v5, %x0, %v15, %x4, %v6
 }"""
 
 SPEC = "aot_eager?dialect=hop"
@@ -107,9 +110,11 @@ def test_a_reduction_an_earlier_triage_cached_is_probed_on_its_findings_test(run
 
 
 def test_another_cause_with_the_same_verdict_and_a_zero_trip_loop_stays_apart(runners):
-    values = {"x0": np.array(0.3), "x1": np.array([0.1, 0.2, 0.3], np.float32), "n": np.array(0)}
-    red = failing(F42_BESIDE_A_ZERO_TRIP_LOOP, values, ("x1",), runners)
-    assert red.row["error_sig"] == "Mismatch: output 0"  # F42's lost write, not the gradient
+    values = {"x0": np.array([0.3], np.float32), "x4": np.array(0.5, np.float32),
+              "x17": np.array(0.7, np.float32), "y": np.array([0.1, 0.2], np.float32),
+              "n": np.array(0)}
+    red = failing(F41_BESIDE_A_ZERO_TRIP_LOOP, values, ("x17",), runners)
+    assert red.row["error_sig"].startswith("Mismatch: output")  # F41's swapped output
 
     def live(note: NoteProbe) -> str | None:
         raise AssertionError("the triggers run only once the probe passed")
