@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ir
-from ir.shrink.take_out import exact_sites, take_out
 from ir.core.text import parse, print_graph
 from ir.core.verify import verify
 from ir.materialize.to_torch import run_graph_torch
 from ir.numerics.input_search import make_valid
+from ir.shrink.take_out import exact_sites, take_out
 
 TWO_LOOPS = verify(parse("""graph main(%n: i64[], %m: i64[], %a: f32[3], %w: f32[3]) {
   %y = loop(%n, %a) : f32[3] {
