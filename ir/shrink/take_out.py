@@ -38,16 +38,20 @@ class TakenOut:
     sites: tuple[str, ...]
 
 
+def _tensors(values: Mapping[str, np.ndarray]) -> dict:
+    """Torch copies of `values` (a run may write its inputs in place)."""
+    import torch
+
+    return {k: torch.from_numpy(np.array(v, copy=True)) for k, v in values.items()}
+
+
 def runs_by_site(g: Graph, values: Mapping[str, np.ndarray]) -> dict[str, list[list[int]]] | None:
     """Per control-flow site of `g`, the bodies each of its runs ran on `values` (the checked
     evaluation's trace, `ir.numerics.domain`); None when the inputs are invalid there."""
-    import torch
-
     from ir.numerics.domain import evaluate_checked
 
     runs: dict[str, list[list[int]]] = {}
-    env = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in values.items()}
-    _, violation = evaluate_checked(g, env, trace=lambda site, ran, _: runs.setdefault(
+    _, violation = evaluate_checked(g, _tensors(values), trace=lambda site, ran, _: runs.setdefault(
         site, []).append(list(ran)))
     return None if violation is not None else runs
 
@@ -131,19 +135,17 @@ def _same_outputs(g: Graph, h: Graph, values: Mapping[str, np.ndarray],
                   added: Mapping[str, np.ndarray], graph: Graph) -> bool:
     """Whether `h` computes `g`'s outputs on one input set (eager reference; `graph` is `g`
     in that set's shapes, which `h` is run in only when it is `g` itself)."""
-    import torch
 
     from ir.materialize.to_torch import run_graph_torch
 
     if graph is not g:
         return True  # another set's shapes: the traced runs already said it ran the same way
-    env = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in values.items()}
-    env_h = {**env, **{k: torch.from_numpy(np.array(v, copy=True)) for k, v in added.items()}}
     try:
-        want = run_graph_torch(g, env)
-        got = run_graph_torch(h, env_h)
+        want = run_graph_torch(g, _tensors(values))
+        got = run_graph_torch(h, _tensors({**values, **added}))
     except Exception:
         return False
-    return all(np.allclose(np.asarray(a.detach()), np.asarray(b.detach()), rtol=1e-6, atol=1e-6,
-                           equal_nan=True) and tuple(a.shape) == tuple(b.shape)
+    return all(tuple(a.shape) == tuple(b.shape)
+               and np.allclose(np.asarray(a.detach()), np.asarray(b.detach()), rtol=1e-6,
+                               atol=1e-6, equal_nan=True)
                for a, b in zip(want, got, strict=True))

@@ -21,7 +21,6 @@ shrink in its budget, and its bodies' ops are not the triggers'.
 """
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,25 +38,32 @@ class CauseMatch:
     why: str
 
 
-def test_spec(red: Any, name: str) -> Any:
-    """The representative's `grad`, `transform` or `dynshape`: its last run's test case's, or
-    (a reduction an earlier triage cached, no run here) its bug folder's, else its finding's."""
-    return getattr(_holder(red), name, None)
+@dataclass(frozen=True)
+class Specs:
+    """What makes the representative's test more than a graph and inputs: its gradient,
+    transform and dynamic-shape specs (None: not such a test)."""
+
+    grad: Any = None
+    transform: Any = None
+    dynshape: Any = None
+
+    @classmethod
+    def of(cls, red: Any) -> Specs:
+        """Its last run's test case's, or (a reduction an earlier triage cached, no run here)
+        its bug folder's, else its finding's."""
+        holder = (red.tc if red.tc is not None else
+                  red.folder_case if getattr(red, "folder_case", None) is not None else red.case)
+        return cls(*(getattr(holder, n, None) for n in ("grad", "transform", "dynshape")))
 
 
-def _holder(red: Any) -> Any:
-    """What holds the representative's test specs (`test_spec`)."""
-    if red.tc is not None:
-        return red.tc
-    return red.folder_case if getattr(red, "folder_case", None) is not None else red.case
+def _params(red: Any) -> dict:
+    return {p.name: red.values[p.name] for p in red.graph.params if p.name in red.values}
 
 
-def input_sets(red: Any) -> list[tuple[Any, dict]]:
+def input_sets(red: Any, specs: Specs) -> list[tuple[Any, dict]]:
     """The representative's input sets as (program in that set's shapes, full values): set 0
     is the reduction's values on its graph; a later set holds graph inputs, params shared."""
-    graph, values = red.graph, dict(red.values)
-    params = {p.name: values[p.name] for p in graph.params if p.name in values}
-    dyn = test_spec(red, "dynshape")
+    graph, values, params, dyn = red.graph, dict(red.values), _params(red), specs.dynshape
     sets: list[tuple[Any, dict]] = [(graph, values)]
     for k, extra in enumerate(red.extra_sets, 1):
         gk = graph
@@ -69,16 +75,15 @@ def input_sets(red: Any) -> list[tuple[Any, dict]]:
     return sets
 
 
-def _run(runner: BackendRunner, red: Any, test_id: str, graph: Any, values: dict,
+def _run(runner: BackendRunner, red: Any, specs: Specs, test_id: str, graph: Any, values: dict,
          extra: list[dict]) -> dict[str, Any]:
     """One run of `graph` as the representative's test: its leaves all kept (a leaf the
     rewrite left no output depending on is still differentiated: gradient zero), else the
     row says `invalid` (an experiment that checks less than the control is no experiment)."""
-    grad = test_spec(red, "grad")
+    grad = specs.grad
     row, _, ran = runner.run(test_id, red.case.seed, graph, values, extra,
-                             config=red.backend_config, grad=grad,
-                             transform=test_spec(red, "transform"), drawn_for=red.graph,
-                             dynshape=test_spec(red, "dynshape"), keep_leaves=True)
+                             config=red.backend_config, grad=grad, transform=specs.transform,
+                             drawn_for=red.graph, dynshape=specs.dynshape, keep_leaves=True)
     kept = getattr(getattr(ran, "grad", None), "leaves", None)
     if grad is not None and row.get("verdict") != "invalid" and tuple(kept or ()) != tuple(grad.leaves):
         return {"verdict": "invalid", "error_sig": f"leaves {list(kept or ())} of "
@@ -108,48 +113,44 @@ def probe(red: Any, spec: str, verdict: str, notes: list[NoteProbe],
     covering = [n for n in notes if n.cause.covers(spec, verdict)]
     if not covering or red.graph is None:
         return None
-    found, control = _probe(red, spec, covering, runner_for, live)
+    specs = Specs.of(red)
+    found, control = _probe(red, specs, spec, covering, runner_for, live)
     k = (red.row or {}).get("mismatch_input_set", control.get("mismatch_input_set"))
-    if found is None and red.extra_sets and test_spec(red, "dynshape") is None \
+    if found is None and red.extra_sets and specs.dynshape is None \
             and isinstance(k, int) and 0 < k <= len(red.extra_sets):
         # the input sets ran the construct differently (a loop of zero trips in the set that
         # fails, one in the others): the failing set alone, as the reducer tries it
-        params = {p.name: red.values[p.name] for p in red.graph.params if p.name in red.values}
-        holder = copy.copy(_holder(red))
-        grad = test_spec(red, "grad")
+        grad = specs.grad
         if grad is not None and len(grad.cotangents) > k:
-            holder.grad = replace(grad, cotangents=(grad.cotangents[k],))
-        field = ("tc" if red.tc is not None else
-                 "folder_case" if getattr(red, "folder_case", None) is not None else "case")
-        alone = replace(red, values={**params, **red.extra_sets[k - 1]}, extra_sets=[],
-                        **{field: holder})
-        found, _ = _probe(alone, spec, covering, runner_for, live)
+            specs = replace(specs, grad=replace(grad, cotangents=(grad.cotangents[k],)))
+        alone = replace(red, values={**_params(red), **red.extra_sets[k - 1]}, extra_sets=[])
+        found, _ = _probe(alone, specs, spec, covering, runner_for, live)
     return found
 
 
-def _probe(red: Any, spec: str, covering: list[NoteProbe],
+def _probe(red: Any, specs: Specs, spec: str, covering: list[NoteProbe],
            runner_for: Callable[[str], BackendRunner], live: Callable[[NoteProbe], str | None]
            ) -> tuple[CauseMatch | None, dict[str, Any]]:
     """`probe` on the representative's input sets as they are: the match, and the control's
     row on the failing backend ({} when none ran)."""
     from ir.shrink.take_out import take_out
 
-    sets = input_sets(red)
+    sets = input_sets(red, specs)
     expect = {**red.case.info, **{k: (red.row or {}).get(k) or red.case.info.get(k)
                                   for k in ("verdict", "stage", "error_sig")}}
     controls: dict[str, dict[str, Any]] = {}
     for note in covering:
         taken = take_out(red.graph, sets, note.cause.op, note.cause.inlining)
-        if taken is None or (taken.added and test_spec(red, "dynshape") is not None):
+        if taken is None or (taken.added and specs.dynshape is not None):
             continue
         for at in stages(spec):
             runner = runner_for(at)
             if at not in controls:
-                controls[at] = _run(runner, red, f"{red.case.test_id}-probe-control", red.graph,
-                                    dict(red.values), list(red.extra_sets))
+                controls[at] = _run(runner, red, specs, f"{red.case.test_id}-probe-control",
+                                    red.graph, dict(red.values), list(red.extra_sets))
             if not same_failure(expect, controls[at]):
                 continue
-            row = _run(runner, red, f"{red.case.test_id}-probe-{note.finding[:3]}",
+            row = _run(runner, red, specs, f"{red.case.test_id}-probe-{note.finding[:3]}",
                        taken.graph, {**red.values, **taken.added},
                        [{**e, **taken.added} for e in red.extra_sets])
             if same_failure(expect, row):
