@@ -33,7 +33,12 @@ CAMPAIGNS: dict[str, list[str]] = {
     "tour": ["ort", "tvm", "eager"],
     "cpu_dynamic": ["ort", "ort_noopt", "tvm", "eager"],
     "cpu_inplace": ["ort", "ort_noopt", "eager"],
+    # gradient and transform tests: eager trains in both dialects, ORT runs their forward
+    "cpu_train": ["ort", "eager", "eager?dialect=hop"],
 }
+#: campaigns whose gradient tests are compared too (both trees draw them by one rule: a
+#: training preset has them by design); elsewhere they are counted and left out (`GRAD_COLUMN`)
+TRAINING = frozenset({"cpu_train"})
 
 #: the mutation engine's check, run in the tree's own interpreter (PYTHONPATH): the campaigns
 #: above run with `mutation.rate=0`, as the seed pool's feedback arrives as the backends finish
@@ -59,7 +64,7 @@ for name, gen in [("dynamic", GenConfig(p_if=0.15, p_loop=0.1, p_scan=0.1, max_d
 """
 
 COLUMNS = ["index", "backend", "seed", "graph_hash", "verdict", "n_if_both", "dialect",
-           "n_input_sets", "error_sig"]
+           "n_input_sets", "error_sig", "mode"]
 #: not compared: whether the run made the test a gradient test (`generator.p_grad` of its
 #: config, drawn by seed: docs/training.md). Such a test is another test by design (a float
 #: graph that trains); `compare` checks the inference tests only, and counts the others
@@ -126,7 +131,7 @@ def write_rows(run_dir: Path, dest: Path) -> int:
         index = int(r["test_id"].rsplit("-", 1)[1])
         rows.append([index, r["backend"], r["seed"], r["graph_hash"], r["verdict"],
                      r["n_if_both"], r["dialect"], r["n_input_sets"], r["error_sig"] or "",
-                     int(wants_grad(r["seed"], p_grad))])
+                     r["mode"], int(wants_grad(r["seed"], p_grad))])
     rows.sort(key=lambda row: (row[0], row[1]))
     with dest.open("w", newline="") as f:
         w = csv.writer(f)
@@ -152,15 +157,19 @@ def read_rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
 def compare(a: Path, b: Path) -> int:
     differences = 0
     for campaign in CAMPAIGNS:
+        if not (a / f"{campaign}.csv").is_file() or not (b / f"{campaign}.csv").is_file():
+            print(f"{campaign}: not run in both")
+            continue
         ra, rb = read_rows(a / f"{campaign}.csv"), read_rows(b / f"{campaign}.csv")
-        grads = {k[0] for k, r in (*ra.items(), *rb.items()) if r.get(GRAD_COLUMN) == "1"}
+        grads = set() if campaign in TRAINING else {
+            k[0] for k, r in (*ra.items(), *rb.items()) if r.get(GRAD_COLUMN) == "1"}
         if grads:
             print(f"{campaign}: {len(grads)} tests are gradient tests in a run (not compared)")
         ra = {k: r for k, r in ra.items() if k[0] not in grads}
         rb = {k: r for k, r in rb.items() if k[0] not in grads}
         only_a, only_b = sorted(set(ra) - set(rb)), sorted(set(rb) - set(ra))
         changed = [(k, c) for k in sorted(set(ra) & set(rb)) for c in COLUMNS
-                   if ra[k][c] != rb[k][c]]
+                   if ra[k].get(c) != rb[k].get(c)]
         tests = len({k[0] for k in ra})
         print(f"{campaign}: {len(ra)} rows ({tests} tests) before, {len(rb)} after; "
               f"{len(only_a)} only before, {len(only_b)} only after, "

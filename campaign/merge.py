@@ -73,8 +73,8 @@ def unmergeable(prep: Prepared) -> str | None:
     tc = prep.tc
     if tc.dynshape is not None:
         return "dynamic shapes"
-    if tc.grad is not None or tc.transform is not None:
-        return "a gradient or transform test"
+    if not tc.mode.mergeable:
+        return f"a {tc.mode.name} test"
     n_out = len(tc.graph.outputs)
     if not n_out:
         return "no graph outputs"

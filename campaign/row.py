@@ -167,9 +167,8 @@ class ResultRow:
             n_if_both=coverage.get("ifs_both_branches") if counts["if"] else None,
             trip_counts=coverage.get("trip_counts", []),
             ops=sorted(counts), dtypes=sorted({v.type.dtype.short for v in g.all_values()}),
-            dialect="eager", mode=tc.mode, grad_leaves=len(tc.grad.leaves) if tc.grad else 0,
-            transform=tc.transform.name if tc.transform is not None else "",
-            gen_ms=gen_ms, dyn_dims=dyn.input_dims(g) if dyn is not None else [],
+            dialect="eager", **tc.mode.row_fields(tc), gen_ms=gen_ms,
+            dyn_dims=dyn.input_dims(g) if dyn is not None else [],
             dyn_shapes=dyn.shape_labels() if dyn is not None else [],
             host=host, worker=worker)
 

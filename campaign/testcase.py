@@ -8,7 +8,7 @@ same in every set). Several sets let one compiled model see an `if` take both br
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from ir.core.graph import Graph
 from ir.core.npz import npz_bytes
 from ir.materialize.grad import GradSpec
 from ir.numerics.values import random_values
+
+if TYPE_CHECKING:
+    from campaign.modes.base import TestMode
 
 __all__ = ["TestCase", "npz_bytes", "random_values"]
 
@@ -39,6 +42,7 @@ class TestCase:
     dynshape: Any = None
     #: the reference outputs of every set (`ir.numerics.flow_coverage.Covered.outputs`), when the input-set
     #: search computed them already; None: `campaign.reference.run_reference` runs the sets
+    #: (always None for a dynamic-shape test: `campaign.dynamic_shapes.add_shapes`)
     ref_outputs: list[np.ndarray] | None = None
     #: a gradient test's leaves and cotangents (`ir.materialize.grad.GradSpec`,
     #: docs/training.md); None: an inference test
@@ -59,19 +63,16 @@ class TestCase:
         return sets(k)
 
     @property
-    def mode(self) -> str:
-        """`transform` for a transform test, `grad` for a gradient test, else `infer` (the
-        rows' `mode`)."""
-        if self.transform is not None:
-            return "transform"
-        return "infer" if self.grad is None else "grad"
+    def mode(self) -> TestMode:
+        """What kind of test this is (`campaign.modes`: infer, grad, transform); its `name`
+        is the rows' `mode`."""
+        from campaign.modes import mode_of
+
+        return mode_of(self)
 
     def n_results(self) -> int:
-        """Arrays per input set in the reference's result: the outputs, and a gradient test's
-        gradients (a transform test: its results, on one set)."""
-        if self.transform is not None:
-            return self.transform.n_results(self.graph)
-        return len(self.graph.outputs) + (len(self.grad.leaves) if self.grad else 0)
+        """Arrays per input set in the reference's result (`TestMode.n_results`)."""
+        return self.mode.n_results(self)
 
     @property
     def n_sets(self) -> int:

@@ -38,19 +38,16 @@ from campaign.compiler_coverage import (
     size,
 )
 from campaign.dynamic_shapes import add_shapes, classify, failing_sets
-from campaign.oracle import Judgement, Truths, judge_sets
+from campaign.modes import drawn_mode
+from campaign.modes.base import Expected
+from campaign.oracle import Judgement, judge_sets
 from campaign.reference import ReferenceResult, run_reference, run_shadow
 from campaign.row import ResultRow
 from campaign.sandbox import Job, JobMaterialized, Sandbox, SandboxConfig
 from campaign.signature import normalize
 from campaign.testcase import TestCase, npz_bytes
 from campaign.verdict import Stage, Verdict
-from ir.analysis.precision import (
-    gradient_precisions,
-    gradient_tolerances,
-    output_precisions,
-    output_tolerances,
-)
+from ir.analysis.precision import output_precisions, output_tolerances
 from ir.core.graph import Graph
 from ir.core.text import print_graph
 from ir.gen.builder import GenConfig
@@ -58,7 +55,6 @@ from ir.gen.generate import generate
 from ir.gen.symbolic_shapes import generate_dyn, wants_dynshape
 from ir.numerics.domain import differentiable
 from ir.numerics.flow_coverage import CoverConfig, cover
-from ir.numerics.grad import draw_grad, wants_grad, wants_transform
 from ir.numerics.input_search import make_valid, search_inputs
 from mutators import MutationConfig
 from mutators.source import MutationSource
@@ -136,62 +132,14 @@ class Prepared:
 
     def labels(self, trains: bool) -> list[str]:
         """What each array of one input set's result is (`output i`, `grad %x`)."""
-        g = self.tc.graph
-        if trains and self.tc.transform is not None:
-            return self.tc.transform.labels(g)
-        if trains and self.tc.grad is not None:
-            return self.tc.grad.labels(g)
-        return [f"output {i}" for i in range(len(g.outputs))]
+        return self.tc.mode.judged_labels(self.tc, trains)
 
-    def expected(self, trains: bool) -> tuple[list, int, list, list, Any]:
-        """What a backend's result is judged against: the reference's arrays, how many per
-        input set, their tolerances and precisions, and the shadow. A gradient test on a
-        backend that does not train is judged on its forward outputs alone."""
-        assert self.ref.outputs is not None
-        n_all = self.tc.n_results()
-        if trains or (self.tc.grad is None and self.tc.transform is None):
-            return list(self.ref.outputs), n_all, self.tolerances, self.precisions, self.truth
-        n = len(self.tc.graph.outputs)
-        if self.tc.transform is not None:  # its forward, as an inference test's
-            assert self.ref.forward is not None
-            tols = output_tolerances(self.tc.graph)
-            return (list(self.ref.forward), n, tols, output_precisions(self.tc.graph),
-                    lambda: run_shadow(Materialized(dataclasses.replace(
-                        self.tc, transform=None, grad=None))))
-        keep = [i for i in range(len(self.ref.outputs)) if i % n_all < n]
-
-        def forward_truth() -> Truths:
-            whole = self.truth()
-            return Truths([whole[i] for i in keep], [whole.spread[i] for i in keep])
-
-        return ([self.ref.outputs[i] for i in keep], n, self.tolerances[:n],
-                self.precisions[:n], forward_truth)
-
-
-def transform_tolerances(g: Graph, spec: Any) -> tuple[list, list]:
-    """The tolerance and precision of each result of a transform test (`spec`, a
-    `TransformSpec`, in its `labels` order): an output's own, a leaf's gradient's for what
-    differentiates with respect to that leaf (grad, vjp, the Jacobians), the loosest
-    gradient's for a forward tangent (jvp), which mixes every leaf."""
-    out_t, out_p = output_tolerances(g), output_precisions(g)
-    leaf_t = dict(zip(spec.leaves, gradient_tolerances(g, spec.leaves), strict=True))
-    leaf_p = dict(zip(spec.leaves, gradient_precisions(g, spec.leaves), strict=True))
-    n = len(g.outputs)
-    if spec.name == "vmap":
-        return out_t, out_p
-    by_leaf = ([leaf_t[x] for x in spec.leaves], [leaf_p[x] for x in spec.leaves])
-    if spec.name == "grad":
-        return by_leaf
-    if spec.name == "vjp":
-        return out_t + by_leaf[0], out_p + by_leaf[1]
-    loosest = max(leaf_t.values(), key=lambda t: (t.rtol, t.atol))
-    least = min((p for p in leaf_p.values() if p is not None), key=lambda d: d.numpy.itemsize,
-                default=None)
-    if spec.name == "jvp":
-        k = len(spec.outputs)
-        return out_t + [loosest] * k, out_p[:n] + [least] * k
-    pairs = [(o, x) for o in spec.outputs for x in spec.leaves]  # jacrev, jacfwd
-    return [leaf_t[x] for _, x in pairs], [leaf_p[x] for _, x in pairs]
+    def expected(self, trains: bool) -> Expected:
+        """What a backend's result is judged against (`TestMode.expected`): the reference's
+        arrays, how many per input set, their tolerances and precisions, and the shadow. A
+        gradient or transform test on a backend that does not train is judged on its
+        forward outputs alone."""
+        return self.tc.mode.expected(self, trains)
 
 
 def make_dyn_test(cfg: WorkerConfig, test_id: str, seed: int) -> TestCase:
@@ -262,10 +210,8 @@ def make_finding(m: Materialized, row: ResultRow, ref: ReferenceResult | None,
         files[f"inputs_set{k}.npz"] = npz_bytes(extra)
     if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
         files["dynshape.json"] = tc.dynshape.dumps().encode()
-    if tc.grad is not None and row.mode == "grad":  # leaves and cotangents (docs/training.md)
-        files.update(tc.grad.files())
-    if tc.transform is not None and row.mode == "transform":
-        files.update(tc.transform.files())
+    if row.mode == tc.mode.name:  # what the mode adds, where the backend ran it
+        files.update(tc.mode.files(tc))
     try:
         files["model.onnx"] = m.onnx_bytes
     except Exception:  # the ONNX build itself failed; info.json says how
@@ -394,10 +340,10 @@ class FuzzWorker:
         its other shapes (`campaign.dynamic_shapes.add_shapes`)."""
         if dynshape is None:
             dynshape = wants_dynshape(seed, self.cfg.generator)
-        # a gradient test (docs/training.md): float graphs, and every check below also wants
-        # the ops differentiable where the inputs land
-        grad = wants_grad(seed, self.cfg.generator.p_grad)
-        gen = self.cfg.generator.for_training() if grad else self.cfg.generator
+        # the mode's own graphs (a gradient test's: float graphs, and every check below also
+        # wants the ops differentiable where the inputs land; docs/training.md)
+        mode = drawn_mode(seed, self.cfg.generator)
+        gen = mode.generator(self.cfg.generator)
         if dynshape:
             # symbolic dims (docs/dynshape.md); not mutated: mutators rewrite the seed pool's
             # concrete graphs, and `avoid` is not applied
@@ -410,7 +356,7 @@ class FuzzWorker:
             avoid = frozenset(avoid)
             if avoid:
                 g, lineage = self._without(g, lineage, seed, avoid)
-        with differentiable(grad):
+        with differentiable(mode.differentiates):
             # inputs for which every value is valid (NNSmith-style gradient search), dropping
             # the instructions no input can make valid; if nothing valid remains, the plain
             # search's last try is kept and the reference marks the test invalid
@@ -428,14 +374,7 @@ class FuzzWorker:
                           covered.coverage.summary(), ref_outputs=covered.outputs)
             if dynshape:
                 tc = add_shapes(tc, dseed, self.cfg.generator)
-        if grad:
-            tc.grad = draw_grad(tc.graph, seed, [tc.graph_of(k) for k in range(tc.n_sets)])
-            name = wants_transform(seed, gen.p_transform, gen.transforms)
-            if name is not None and tc.dynshape is None:
-                from ir.materialize.transforms import draw_transform
-
-                tc.transform = draw_transform(tc.graph, seed, tc.value_sets(), name)
-        return tc
+        return mode.make(tc, seed, gen)
 
     def _without(self, g: Graph, lineage: list[dict[str, Any]], seed: int,
                  avoid: frozenset[str]) -> tuple[Graph, list[dict[str, Any]]]:
@@ -444,9 +383,7 @@ class FuzzWorker:
         if not avoid & set(g.op_counts()):
             lineage[0]["avoid"] = sorted(avoid)
             return g, lineage
-        gen = self.cfg.generator
-        if wants_grad(seed, gen.p_grad):
-            gen = gen.for_training()
+        gen = drawn_mode(seed, self.cfg.generator).generator(self.cfg.generator)
         return generate(seed, gen.without(avoid)), [{"seed": seed, "seed_id": f"gen/{seed}",
                                                     "avoid": sorted(avoid)}]
 
@@ -507,26 +444,21 @@ class FuzzWorker:
             return self._invalid_all(m, base, backends, Stage.REFERENCE,
                                      ref.error_class or "InvalidReference", ref.problem,
                                      ref_ms=ref.ms)
-        # per graph output (then per gradient), the same in every input set
-        tolerances, precisions = output_tolerances(tc.graph), output_precisions(tc.graph)
-        if tc.transform is not None:
-            tolerances, precisions = transform_tolerances(tc.graph, tc.transform)
-        elif tc.grad is not None:
-            tolerances += gradient_tolerances(tc.graph, tc.grad.leaves)
-            precisions += gradient_precisions(tc.graph, tc.grad.leaves)
+        # per result of one input set, the same in every set
+        tolerances, precisions = tc.mode.tolerances(tc)
         return Prepared(m, ref, base, tolerances, precisions)
 
     def judge(self, backend: Backend, prep: Prepared,
               result: BackendResult) -> tuple[ResultRow, Finding | None]:
         """The row of one backend's result on a prepared test, and its finding if not a pass."""
-        # a gradient or transform test trains on a backend that can (`Backend.TRAINS`), else
-        # runs forward; one that trains but computes no transform refuses a transform test
-        # (`Backend.transform_refusal`), so it is never judged against the transform's results
-        trains = (prep.tc.grad is not None or prep.tc.transform is not None) and backend.TRAINS
+        # a gradient or transform test runs in its mode on a backend that can
+        # (`TestMode.trains_on`), else forward; one that cannot take the mode at all refuses
+        # it (`TestMode.refusal`), so it is never judged against the mode's results
+        trains = prep.tc.mode.trains_on(backend)
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,
                                     cpu_ms=result.cpu_ms, backend_config=result.backend_config,
-                                    mode=prep.tc.mode if trains else "infer",
+                                    mode=prep.tc.mode.name if trains else "infer",
                                     **timeout_fields(result))
         dialect = result.dialect or backend.dialect
         if dialect:

@@ -38,6 +38,7 @@ import numpy as np
 from campaign.artifacts import Materialized
 
 if TYPE_CHECKING:
+    from campaign.testcase import TestCase
     from ir.core.graph import Graph
 from campaign.backends.configs import Option, config_text, draw, parse_spec
 from campaign.signature import python_frames
@@ -192,13 +193,15 @@ class ReproSpec:
     campaign/triage/pipeline/repro_scripts it copies). `options`: plain data (repr-able), each written
     into the script as the constant of its name in capitals, which the body declares.
     `dialect` and `form`: the torch program the body compiles (None: it takes `model.onnx`).
-    `trains`: it runs a gradient test's training step and a transform test's program."""
+    `trains`: it runs a gradient test's training step and a transform test's program.
+    `adapts_dialect`: the backend's `ADAPTS_DIALECT` (`compiled_dialect`)."""
 
     kind: str
     options: dict[str, Any] = field(default_factory=dict)
     dialect: str | None = None
     form: Any = None
     trains: bool = False
+    adapts_dialect: bool = False
 
 
 def seeded_dialect(dialect: str | None, seed: int) -> str | None:
@@ -207,6 +210,24 @@ def seeded_dialect(dialect: str | None, seed: int) -> str | None:
     if dialect != "mixed":
         return dialect
     return "python" if random.Random(f"dialect/{seed}").random() < 0.5 else "hop"
+
+
+def compiled_dialect(dialect: str | None, seed: int, allowed: tuple[str, ...] | None,
+                 adapts: bool) -> str | None:
+    """The dialect a test of this seed is compiled in by a backend of `dialect`
+    (`seeded_dialect`), unless the test's mode runs only in `allowed` (None: any) and the
+    backend `adapts`: then the first of those."""
+    d = seeded_dialect(dialect, seed)
+    if d is None or allowed is None or d in allowed or not adapts:
+        return d
+    return allowed[0]
+
+
+def breaks_graph(configured: str | None, dialect: str) -> bool:
+    """Whether a test compiled in `dialect` by a backend configured for `configured` runs
+    without fullgraph: the python dialect's data-dependent branches break the graph, so a
+    backend that was not configured for it (`mixed`, or one that adapts) lets them."""
+    return dialect == "python" and configured != "python"
 
 
 #: called with each stage just before it starts; a sandbox process installs one so that a
@@ -252,9 +273,14 @@ class Backend(abc.ABC):
     #: gradient: docs/training.md); a backend that does not runs such a test's forward alone
     TRAINS: ClassVar[bool] = False
     #: whether it computes a transform test's torch.func transform (docs/training.md). One
-    #: that trains without it refuses a transform test (`transform_refusal`), which is judged
+    #: that trains without it refuses a transform test (`TestMode.refusal`), which is judged
     #: against the transform's results; one that does not train runs such a test's forward
     TRANSFORMS: ClassVar[bool] = False
+    #: whether it compiles a test in the dialect its mode needs (`TestMode.dialects`) when
+    #: its own is not one of them (`dialect_for`): a compiler does (the python dialect
+    #: without fullgraph, as `mixed` runs it); torch eager does not, as in another dialect it
+    #: would compute what the reference computes
+    ADAPTS_DIALECT: ClassVar[bool] = False
     #: how the torch module it compiles expresses control flow (`hop`, `python`, or `mixed`:
     #: per test, see `dialect_of`); None for backends that take the ONNX model (the row's
     #: `dialect` then stays the test's)
@@ -351,27 +377,11 @@ class Backend(abc.ABC):
         `repro.py`."""
         return None
 
-    def lacks_for(self, mode: str) -> frozenset[str]:
-        """The ops whose tests of `mode` (`TestCase.mode`: infer, grad, transform) this
-        backend cannot take: `LACKS`, and for a test it trains `TRAINING_LACKS` too."""
-        trains = mode == "grad" or (mode == "transform" and self.TRANSFORMS)
-        return self.LACKS | (self.TRAINING_LACKS if self.TRAINS and trains else frozenset())
-
-    def refuses_mode(self, mode: str) -> bool:
-        """Whether it takes no test of `mode` at all: a transform test on a backend that trains
-        but computes no transform (`transform_refusal`)."""
-        return mode == "transform" and self.TRAINS and not self.TRANSFORMS
-
-    def transform_refusal(self, m: Materialized) -> str | None:
-        """Why this backend does not take test `m`, or None: a transform test on a backend that
-        trains (`TRAINS`) but computes no transform (`TRANSFORMS`)."""
-        if self.TRANSFORMS or not self.TRAINS:
-            return None
-        t = m.tc.transform
-        if t is None:
-            return None
-        return (f"{self.name} computes no torch.func transform (it trains gradient tests "
-                f"only): a {t.name} test is not run")
+    def dialect_for(self, tc: TestCase) -> str | None:
+        """The dialect test `tc` is compiled in (`compiled_dialect`): its seed's, unless its
+        mode runs only in others (`TestMode.dialects`) and this backend adapts
+        (`ADAPTS_DIALECT`)."""
+        return compiled_dialect(self.dialect, tc.seed, tc.mode.dialects(tc), self.ADAPTS_DIALECT)
 
     def dialect_of(self, seed: int) -> str | None:
         """The dialect a test of this seed is compiled in (`seeded_dialect`)."""
@@ -411,7 +421,7 @@ class Backend(abc.ABC):
     # ---- evaluation --------------------------------------------------------------------------
     def evaluate(self, m: Materialized) -> BackendResult:
         """Evaluate `m` in the configuration its seed draws (`config_of`)."""
-        config = (self.config_of(m.tc.seed, m.tc.graph, m.tc.grad is not None)
+        config = (self.config_of(m.tc.seed, m.tc.graph, m.tc.mode.trains_on(self))
                   if self.sample_configs > 0 else {})
         if not config:
             return self._evaluate_as_configured(m)
@@ -426,10 +436,11 @@ class Backend(abc.ABC):
         if reason:
             return BackendResult(verdict=Verdict.SKIPPED, error_class="Unavailable",
                                  error_msg=reason)
-        refusal = self.transform_refusal(m)
+        refusal = m.tc.mode.refusal(self, m.tc)
         if refusal:
             return BackendResult(verdict=Verdict.UNSUPPORTED, stage=Stage.IMPORT,
-                                 error_class="TransformUnsupported", error_msg=refusal)
+                                 error_class=f"{m.tc.mode.name.capitalize()}Unsupported",
+                                 error_msg=refusal)
         try:
             result.outputs = [np.asarray(o) for o in self._evaluate(m, result)]
         except NotApplicable as e:

@@ -82,8 +82,7 @@ class EagerBackend(Backend):
         from ir.materialize.to_torch import evaluate_torch
 
         g = self.stage(Stage.IMPORT, lambda: m.tc.graph)
-        trains = m.tc.grad is not None or m.tc.transform is not None
-        if trains and not self.float64:
+        if m.tc.mode.trains_on(self) and not self.float64:
             return self._train(m, result)
         if self.dialect is not None:
             return self._module(m, result)
@@ -114,12 +113,12 @@ class EagerBackend(Backend):
         dialect = self.dialect or "python"
         result.dialect = self.form.label(dialect)
         tc = m.tc
-        spec = tc.transform if tc.transform is not None else tc.grad
+        spec = tc.transform if tc.mode.wraps_module else tc.grad
         assert spec is not None  # asked for gradient and transform tests only
         module = self.stage(Stage.IMPORT, lambda: torch_module(
             tc.graph, tc.dynshape, tc.params(), dialect=dialect, form=self.form,
             trainable=spec.param_leaves(tc.graph)).eval())
-        if tc.transform is not None:
+        if tc.mode.wraps_module:
             from ir.materialize.transforms import transform_program, transformed
 
             t = tc.transform

@@ -45,6 +45,7 @@ from campaign.backends.base import (
     KnownUnsupported,
     NotApplicable,
     ReproSpec,
+    breaks_graph,
     register,
 )
 from campaign.backends.configs import Option, config_text
@@ -260,6 +261,9 @@ class InductorBackend(Backend):
     TRAINING_SPACE = TRAINING_SPACE
     TRAINS = True
     TRANSFORMS = True
+    #: a transform test whose eager runs only in the python dialect (torch.func has no rule
+    #: for the higher-order ops' derivatives) is compiled in it, without fullgraph
+    ADAPTS_DIALECT = True
     #: Inductor and the stages before it (`aot_eager`, `eager`) share torch.compile's tracing
     COMPILE_FRONTEND = "torch.compile's Dynamo and AOT autograd"
     #: Dynamo, AOT autograd, the higher-order ops, Inductor's lowering and scheduling
@@ -365,7 +369,8 @@ class InductorBackend(Backend):
                                       "mode": self.mode, "flags": dict(self.flags),
                                       "compiler": self.compiler,
                                       "training_flags": dict(self.training_flags)},
-                         dialect=self.dialect, form=self.form, trains=True)
+                         dialect=self.dialect, form=self.form, trains=True,
+                         adapts_dialect=self.ADAPTS_DIALECT)
 
     PRELOAD: ClassVar[tuple[str, ...]] = ("torch", "torch._dynamo", "torch._inductor.compile_fx",
                                           "torch._inductor.config")
@@ -444,14 +449,14 @@ class InductorBackend(Backend):
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         import torch
 
-        dialect = self.dialect_of(m.tc.seed)
+        dialect = self.dialect_for(m.tc)
         assert dialect is not None  # a torch backend always has one
         result.dialect = self.form.label(dialect)
-        fullgraph = self.fullgraph and not (self.dialect == "mixed" and dialect == "python")
+        fullgraph = self.fullgraph and not breaks_graph(self.dialect, dialect)
 
         dyn = m.tc.dynshape  # dynamic shapes: one module, its symbolic dims marked dynamic
         counter = CompileCounter(self._config_patches(), self.compiler)
-        if m.tc.transform is not None:
+        if m.tc.mode.wraps_module:
             return self._evaluate_transform(m, result, dialect, fullgraph, counter)
         grad = m.tc.grad
         holder: dict[str, Any] = {}

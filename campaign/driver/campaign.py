@@ -88,7 +88,7 @@ class Campaign:
         self.cores = cores
         self.gen, self.evals = self._pools(needs, merge_keys or {})
         self.pools = [self.gen, *self.evals.values()]
-        #: capability routing and known bugs (`Backend.lacks_for`, `campaign.known_rate`)
+        #: capability routing and known bugs (`TestMode.lacks`, `campaign.known_rate`)
         self.router = Router(list(self.evals), {
             b: v for b, v in (lacks or {}).items() if v and c.route}, c.known_rate)
         #: environment faults (`campaign.env_fault`): a backend that trips is held back

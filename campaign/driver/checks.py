@@ -57,8 +57,8 @@ def backend_targets(cfg: Config) -> dict[str, str]:
 
 
 def backend_lacks(cfg: Config) -> dict[str, Lacks]:
-    """backend spec -> what it declares it cannot take (`Lacks`: `Backend.lacks_for` and
-    `refuses_mode` per test mode); empty with capability routing off."""
+    """backend spec -> what it declares it cannot take (`Lacks`: `TestMode.lacks` and
+    `refusal` per test mode); empty with capability routing off."""
     from campaign.backends import make_backend
 
     if not cfg.campaign.route:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from campaign.driver.work import PipelineTest
 from campaign.ids import sampled
+from campaign.modes import MODES
 
 if TYPE_CHECKING:
     from campaign.driver.actor_pool import Pool
@@ -30,24 +31,21 @@ GENERAL_AFTER, GENERAL_SHARE, GENERAL_MATCHES = 20, 0.1, 5
 
 @dataclass(frozen=True)
 class Lacks:
-    """What one backend cannot take, per test mode (`TestCase.mode`): the ops of each mode's
-    tests it lacks, and the modes it refuses whole."""
+    """What one backend cannot take, per test mode (`campaign.modes`, by name): the ops of
+    each mode's tests it lacks (`TestMode.lacks`), and the modes it refuses whole
+    (`TestMode.refusal`)."""
 
     by_mode: dict[str, frozenset[str]]
     refused: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, backend: Any) -> Lacks:
-        return cls({m: frozenset(backend.lacks_for(m)) for m in MODES},
-                   frozenset(m for m in MODES if backend.refuses_mode(m)))
+        return cls({name: frozenset(m.lacks(backend)) for name, m in MODES.items()},
+                   frozenset(name for name, m in MODES.items() if m.refusal(backend)))
 
     def ops(self, mode: str | None = None) -> frozenset[str]:
         """The ops a test of `mode` may not hold (None or unknown: an inference test's)."""
         return self.by_mode.get(mode or "infer", self.by_mode.get("infer", frozenset()))
-
-
-#: the test modes (`TestCase.mode`)
-MODES = ("infer", "grad", "transform")
 
 
 class Router:

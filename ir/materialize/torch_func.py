@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,97 @@ def bind_leaves(model: torch.nn.Module, inputs: Sequence[torch.Tensor],
     return f
 
 
+@dataclass(frozen=True)
+class FuncProgram:
+    """How one torch.func transform is applied (`PROGRAMS`): `build(f, n_leaves, in_dims,
+    outputs, cotangents, tangents)` returns the program; `takes` names the arrays it needs
+    per input set (`cotangents`: one per differentiated output, `tangents`: one per leaf,
+    None: neither); `batched`: its arguments are the leaves stacked over samples (vmap)."""
+
+    build: Callable[..., Callable[..., list[torch.Tensor]]]
+    takes: str | None = None
+    batched: bool = False
+
+
+def _vmap(f: LeafFunction, n_leaves: int, in_dims: Sequence[int], outputs: Sequence[int],
+          cotangents: Sequence[torch.Tensor], tangents: Sequence[torch.Tensor]
+          ) -> Callable[..., list[torch.Tensor]]:
+    mapped = torch.func.vmap(lambda *xs: tuple(f(*xs)), in_dims=tuple(in_dims), out_dims=0)
+    return lambda *xs: list(mapped(*xs))
+
+
+def _differentiated(f: LeafFunction, outputs: Sequence[int]
+                    ) -> Callable[..., tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]]:
+    """f as (its differentiated outputs, all its outputs): the aux form torch.func takes."""
+    diff = tuple(outputs)
+
+    def differentiated(*xs: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+        outs = tuple(f(*xs))
+        return tuple(outs[i] for i in diff), outs
+    return differentiated
+
+
+def _grad(f: LeafFunction, n_leaves: int, in_dims: Sequence[int], outputs: Sequence[int],
+          cotangents: Sequence[torch.Tensor], tangents: Sequence[torch.Tensor]
+          ) -> Callable[..., list[torch.Tensor]]:
+    differentiated = _differentiated(f, outputs)
+
+    def loss(*xs: torch.Tensor) -> torch.Tensor:
+        ds, _ = differentiated(*xs)
+        terms = [(o * c.to(o)).sum() for o, c in zip(ds, cotangents, strict=True)]
+        return torch.stack(terms).sum() if len(terms) > 1 else terms[0]
+    gradient = torch.func.grad(loss, argnums=tuple(range(n_leaves)))
+    return lambda *xs: list(gradient(*xs))
+
+
+def _vjp(f: LeafFunction, n_leaves: int, in_dims: Sequence[int], outputs: Sequence[int],
+         cotangents: Sequence[torch.Tensor], tangents: Sequence[torch.Tensor]
+         ) -> Callable[..., list[torch.Tensor]]:
+    differentiated = _differentiated(f, outputs)
+
+    def pullback(*xs: torch.Tensor) -> list[torch.Tensor]:
+        # torch's stubs type vjp without has_aux (2 results)
+        res: Any = torch.func.vjp(differentiated, *xs, has_aux=True)
+        ds, fn, outs = res
+        return [*outs, *fn(tuple(c.to(o) for o, c in zip(ds, cotangents, strict=True)))]
+    return pullback
+
+
+def _jvp(f: LeafFunction, n_leaves: int, in_dims: Sequence[int], outputs: Sequence[int],
+         cotangents: Sequence[torch.Tensor], tangents: Sequence[torch.Tensor]
+         ) -> Callable[..., list[torch.Tensor]]:
+    differentiated = _differentiated(f, outputs)
+
+    def pushforward(*xs: torch.Tensor) -> list[torch.Tensor]:
+        res: Any = torch.func.jvp(differentiated, xs,
+                                  tuple(t.to(x) for x, t in zip(xs, tangents, strict=True)),
+                                  has_aux=True)
+        _, tangent_outs, outs = res
+        return [*outs, *tangent_outs]
+    return pushforward
+
+
+def _jacobian(jacobian: Callable[..., Any]) -> Callable[..., Callable[..., list[torch.Tensor]]]:
+    def build(f: LeafFunction, n_leaves: int, in_dims: Sequence[int], outputs: Sequence[int],
+              cotangents: Sequence[torch.Tensor], tangents: Sequence[torch.Tensor]
+              ) -> Callable[..., list[torch.Tensor]]:
+        differentiated = _differentiated(f, outputs)
+        jac = jacobian(lambda *xs: differentiated(*xs)[0], argnums=tuple(range(n_leaves)))
+        return lambda *xs: [j for per_output in jac(*xs) for j in per_output]
+    return build
+
+
+#: every transform's program, by its torch.func name
+PROGRAMS: dict[str, FuncProgram] = {
+    "vmap": FuncProgram(_vmap, batched=True),
+    "grad": FuncProgram(_grad, takes="cotangents"),
+    "vjp": FuncProgram(_vjp, takes="cotangents"),
+    "jvp": FuncProgram(_jvp, takes="tangents"),
+    "jacrev": FuncProgram(_jacobian(torch.func.jacrev)),
+    "jacfwd": FuncProgram(_jacobian(torch.func.jacfwd)),
+}
+
+
 def func_program(name: str, f: LeafFunction, n_leaves: int, in_dims: Sequence[int] = (),
                  outputs: Sequence[int] = (), cotangents: Sequence[torch.Tensor] = (),
                  tangents: Sequence[torch.Tensor] = ()) -> Callable[..., list[torch.Tensor]]:
@@ -56,45 +148,10 @@ def func_program(name: str, f: LeafFunction, n_leaves: int, in_dims: Sequence[in
     of the batched leaves, batched along `in_dims`) returning the results as a flat list.
     `outputs`: the differentiated outputs' indices; `cotangents` (grad, vjp): one per
     differentiated output; `tangents` (jvp): one per leaf."""
-    from torch import func
-
-    diff = tuple(outputs)
-    argnums = tuple(range(n_leaves))
-    if name == "vmap":
-        mapped = func.vmap(lambda *xs: tuple(f(*xs)), in_dims=tuple(in_dims), out_dims=0)
-        return lambda *xs: list(mapped(*xs))
-
-    def differentiated(*xs: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
-        outs = tuple(f(*xs))
-        return tuple(outs[i] for i in diff), outs
-
-    if name == "grad":
-        def loss(*xs: torch.Tensor) -> torch.Tensor:
-            ds, _ = differentiated(*xs)
-            terms = [(o * c.to(o)).sum() for o, c in zip(ds, cotangents, strict=True)]
-            return torch.stack(terms).sum() if len(terms) > 1 else terms[0]
-        gradient = func.grad(loss, argnums=argnums)
-        return lambda *xs: list(gradient(*xs))
-    if name == "vjp":
-        def pullback(*xs: torch.Tensor) -> list[torch.Tensor]:
-            # torch's stubs type vjp without has_aux (2 results)
-            res: Any = func.vjp(differentiated, *xs, has_aux=True)
-            ds, fn, outs = res
-            return [*outs, *fn(tuple(c.to(o) for o, c in zip(ds, cotangents, strict=True)))]
-        return pullback
-    if name == "jvp":
-        def pushforward(*xs: torch.Tensor) -> list[torch.Tensor]:
-            res: Any = func.jvp(differentiated, xs,
-                                tuple(t.to(x) for x, t in zip(xs, tangents, strict=True)),
-                                has_aux=True)
-            _, tangent_outs, outs = res
-            return [*outs, *tangent_outs]
-        return pushforward
-    if name not in ("jacrev", "jacfwd"):
+    if name not in PROGRAMS:
         raise ValueError(f"unknown transform {name!r}")
-    jac = (func.jacrev if name == "jacrev" else func.jacfwd)(lambda *xs: differentiated(*xs)[0],
-                                                           argnums=argnums)
-    return lambda *xs: [j for per_output in jac(*xs) for j in per_output]
+    return PROGRAMS[name].build(f, n_leaves, tuple(in_dims), tuple(outputs), tuple(cotangents),
+                                tuple(tangents))
 
 
 # ---- from a finding's folder (repro.py) ---------------------------------------------------------
@@ -122,9 +179,10 @@ def transform_program(model: torch.nn.Module, sets: Sequence[Mapping[str, np.nda
     derivative transform's the leaves' values in input set 0."""
     meta, arrays = read_transform(here)
     name, leaves = meta["name"], list(meta["leaves"])
-    base = sets[meta["samples"][0]] if name == "vmap" else sets[0]
+    program = PROGRAMS[name]
+    base = sets[meta["samples"][0]] if program.batched else sets[0]
     f = bind_leaves(model, [_tensor(base[n]) for n in input_names], input_names, leaves)
-    if name == "vmap":
+    if program.batched:
         in_dims = tuple(meta["in_dims"])
         args = [_tensor(np.stack([sets[s][x] for s in meta["samples"]], axis=d))
                 for x, d in zip(leaves, in_dims, strict=True)]
@@ -134,7 +192,8 @@ def transform_program(model: torch.nn.Module, sets: Sequence[Mapping[str, np.nda
     args = [(_tensor(sets[0][x]) if x in position else getattr(model, f"p_{x}").detach())
             for x in leaves]
     diff = [int(i) for i in meta["outputs"]]
-    cts = [_tensor(arrays[f"c0/{output_names[i]}"]) for i in diff] if name in ("grad", "vjp") else []
-    tgs = [_tensor(arrays[f"t0/{x}"]) for x in leaves] if name == "jvp" else []
+    cts = ([_tensor(arrays[f"c0/{output_names[i]}"]) for i in diff]
+           if program.takes == "cotangents" else [])
+    tgs = [_tensor(arrays[f"t0/{x}"]) for x in leaves] if program.takes == "tangents" else []
     return (func_program(name, f, len(leaves), outputs=diff, cotangents=cts, tangents=tgs), args,
             f"torch.func.{name} with respect to {leaves}, of outputs {[output_names[i] for i in diff]}")

@@ -95,14 +95,18 @@ from ir.core.graph import Graph
 from ir.core.npz import npz_bytes
 from ir.materialize.grad import GradSpec, kept_or_fresh
 from ir.materialize.torch_func import LeafFunction, bind_leaves, func_program
+from ir.materialize.transform_kinds import (
+    DIALECTS,
+    KINDS,
+    MAX_JACOBIAN_ELEMS,
+    Transform,
+)
 from ir.ops.control import ControlFlow, If, Loop, Scan, is_control
 
-#: the transforms a test may draw (torch.func's names)
-TRANSFORMS: tuple[str, ...] = ("vmap", "grad", "vjp", "jvp", "jacrev", "jacfwd")
+#: the transforms a test may draw (torch.func's names; `ir.materialize.transform_kinds.KINDS`)
+TRANSFORMS: tuple[str, ...] = tuple(KINDS)
 #: the derivative transforms (leaves among the float inputs and params)
-DERIVATIVES: frozenset[str] = frozenset({"grad", "vjp", "jvp", "jacrev", "jacfwd"})
-#: the torch control-flow dialects (`ir.ops.control`)
-DIALECTS: tuple[str, ...] = ("python", "hop")
+DERIVATIVES: frozenset[str] = frozenset(n for n, t in KINDS.items() if t.derivative)
 
 #: What torch 2.13 eager runs: (transform, dialect) -> control-flow op -> its condition, one of
 #:   "ok": always; "never": raises whatever the data and the batching;
@@ -112,25 +116,18 @@ DIALECTS: tuple[str, ...] = ("python", "hop")
 #:     batched and the if has one result (torch.cond's vmap rule);
 #:   "carries_keep_batching": no carry whose init is unbatched becomes batched in the body
 #:     (the scan's vmap rule).
-#: Measured on CPU (module doc, footnotes there); `eager_problem` applies it, nested bodies
+#: Measured on CPU (module doc, footnotes there); each transform holds its own
+#: (`Transform.eager_support`), this is their table; `eager_problem` applies it, nested bodies
 #: included, and `draw_transform` draws only what it allows.
 EAGER_SUPPORT: dict[tuple[str, str], dict[str, str]] = {
-    ("vmap", "python"): {"if": "pred_unbatched", "loop": "trip_unbatched", "scan": "ok"},
-    ("vmap", "hop"): {"if": "cond_batching", "loop": "never", "scan": "carries_keep_batching"},
-    **{(t, "python"): {"if": "ok", "loop": "ok", "scan": "ok"} for t in sorted(DERIVATIVES)},
-    **{(t, "hop"): {"if": "never", "loop": "never", "scan": "never"} for t in sorted(DERIVATIVES)},
-}
+    (t.name, d): dict(rules) for t in KINDS.values() for d, rules in t.eager_support.items()}
 
 #: Ops torch 2.13 eager cannot run under a transform once an operand carries its data (vmap:
-#: is batched; jvp, jacfwd: has a tangent), with eager's message (measured on CPU): the RNN
-#: kernels have no batching rule, and float32 LSTM runs mkldnn's kernel, which has no
-#: forward-mode derivative (float64 LSTM has one; refused all the same: conservative).
+#: is batched; jvp, jacfwd: has a tangent), with eager's message (measured on CPU;
+#: `Transform.eager_refusals`): the RNN kernels have no batching rule, and float32 LSTM runs
+#: mkldnn's kernel, which has no forward-mode derivative.
 EAGER_OP_REFUSALS: dict[str, dict[str, str]] = {
-    "vmap": {op: f"Batching rule not implemented for aten::{kernel}.input. We could not generate a fallback."
-             for op, kernel in (("lstm", "lstm"), ("gru", "gru"), ("rnn", "rnn_tanh/rnn_relu"))},
-    **{t: {"lstm": "Trying to use forward AD with mkldnn_rnn_layer that does not support it because "
-                   "it has not been implemented yet."} for t in ("jvp", "jacfwd")},
-}
+    t.name: dict(t.eager_refusals) for t in KINDS.values() if t.eager_refusals}
 
 #: leaf dtypes of the derivative transforms (as `ir.numerics.grad.LEAF_DTYPES`: float16
 #: derivatives differ between correct implementations by more than a test can tell a bug by)
@@ -139,11 +136,6 @@ LEAF_DTYPES = frozenset({DType.float32, DType.float64})
 P_LEAF = 0.6
 #: batch sizes of vmap
 BATCH_SIZES = (2, 3, 4)
-#: jacrev runs one backward per element of the differentiated outputs, jacfwd one forward per
-#: element of the leaves (vmapped): at most this many of each ...
-MAX_JACOBIAN_BASIS = 256
-#: ... and at most this many Jacobian elements in all
-MAX_JACOBIAN_ELEMS = 1 << 16
 
 
 def _numel(shape: Iterable[Any]) -> int:
@@ -189,9 +181,14 @@ class TransformSpec:
             raise ValueError(f"transform spec: unknown transform {self.name!r}")
         if not self.dialects or any(d not in DIALECTS for d in self.dialects):
             raise ValueError(f"transform spec: dialects {self.dialects} not a subset of {DIALECTS}")
-        if self.name == "vmap" and (len(self.in_dims) != len(self.leaves)
+        if self.kind.batched and (len(self.in_dims) != len(self.leaves)
                                     or not BATCH_SIZES[0] <= len(self.samples) <= BATCH_SIZES[-1]):
             raise ValueError("transform spec: vmap needs one in_dim per leaf and 2 to 4 samples")
+
+    @property
+    def kind(self) -> Transform:
+        """The transform (`ir.materialize.transform_kinds.KINDS`)."""
+        return KINDS[self.name]
 
     @property
     def batch_size(self) -> int:
@@ -216,17 +213,7 @@ class TransformSpec:
 
     def labels(self, g: Graph) -> list[str]:
         """What each result of one input set is (the module doc's order)."""
-        outs = [f"output {i}" for i in range(len(g.outputs))]
-        diff = [f"output {i}" for i in self.outputs]
-        if self.name == "vmap":
-            return [f"vmap {o}" for o in outs]
-        if self.name == "grad":
-            return [f"grad %{x}" for x in self.leaves]
-        if self.name == "vjp":
-            return outs + [f"vjp %{x}" for x in self.leaves]
-        if self.name == "jvp":
-            return outs + [f"jvp {o}" for o in diff]
-        return [f"{self.name} {o} / %{x}" for o in diff for x in self.leaves]
+        return self.kind.labels(self, g)
 
     # ---- as files (a finding's folder: transform.json + transform.npz; never pickle) -------
     def files(self) -> dict[str, bytes]:
@@ -290,11 +277,12 @@ def transformed(spec: TransformSpec, f: LeafFunction, k: int = 0,
     `output_names` (the graph's outputs, `g.outputs`) name the cotangents (grad, vjp); needed
     for those two."""
     cts: list[torch.Tensor] = []
-    if spec.name in ("grad", "vjp"):
+    takes = spec.kind.takes
+    if takes == "cotangents":
         if output_names is None:
             raise ValueError(f"transformed: {spec.name} needs the output names (its cotangents')")
         cts = _arrays(spec.cotangents[k], [output_names[i] for i in spec.outputs])
-    tgs = _arrays(spec.tangents[k], spec.leaves) if spec.name == "jvp" else []
+    tgs = _arrays(spec.tangents[k], spec.leaves) if takes == "tangents" else []
     return func_program(spec.name, f, len(spec.leaves), spec.in_dims, spec.outputs, cts, tgs)
 
 
@@ -348,7 +336,7 @@ def _flow(g: Graph, marked_in: Sequence[bool], transform: str, rules: Mapping[st
     refuses (`EAGER_SUPPORT`'s `rules`, `EAGER_OP_REFUSALS`). Conservative: every result of an
     op with a marked operand is marked, whatever its dtype."""
     marked = {v.name for v, b in zip(g.inputs, marked_in, strict=True) if b}
-    refused_ops = EAGER_OP_REFUSALS.get(transform, {})
+    refused_ops = KINDS[transform].eager_refusals
     for i, inst in enumerate(g.insts):
         args = [a in marked for a in inst.args]
         at = f"{where}inst {i} ({inst.op.name})"
@@ -415,7 +403,7 @@ def eager_problem(g: Graph, transform: str, leaves: Iterable[str], dialect: str)
     """Why torch eager (2.13: `EAGER_SUPPORT`, `EAGER_OP_REFUSALS`) would refuse `transform`
     of `g`'s module in `dialect` with these leaves (vmap: the batched inputs), or None. One
     line naming the instruction."""
-    rules = EAGER_SUPPORT[(transform, dialect)]
+    rules = KINDS[transform].eager_support[dialect]
     chosen = set(leaves)
     top = Graph(g.name, (*g.inputs, *g.params), g.insts, g.outputs)
     try:
@@ -505,18 +493,19 @@ def _draw_derivative(g: Graph, rng: random.Random, transform: str,
     outs = [i for i, t in enumerate(g.output_types()) if t.dtype.is_float]
     reached = grad_values(g, chosen)
     outs = [i for i in outs if g.outputs[i] in reached] or outs
-    if transform in ("jacrev", "jacfwd"):
+    kind = KINDS[transform]
+    if kind.bounded:
         size = {x: _numel(types[x].shape) for x in chosen}
         out_size = {i: _numel(g.output_types()[i].shape) for i in outs}
         # jacfwd: a forward per leaf element; jacrev: a backward per output element
         leaves: list[str] = []
         for x in sorted(chosen, key=lambda x: size[x]):
-            if transform == "jacrev" or sum(size[y] for y in leaves) + size[x] <= MAX_JACOBIAN_BASIS:
+            if kind.within_basis(sum(size[y] for y in leaves) + size[x], 0):
                 leaves.append(x)
         rng.shuffle(outs)
         picked: list[int] = []
         for i in outs:
-            within = transform == "jacfwd" or sum(out_size[j] for j in picked) + out_size[i] <= MAX_JACOBIAN_BASIS
+            within = kind.within_basis(0, sum(out_size[j] for j in picked) + out_size[i])
             total = (sum(out_size[j] for j in picked) + out_size[i]) * sum(size[y] for y in leaves)
             if within and total <= MAX_JACOBIAN_ELEMS:
                 picked.append(i)
@@ -539,14 +528,15 @@ def draw_transform(g: Graph, seed: int, values: Sequence[Mapping[str, np.ndarray
     `values`: the test's input sets (valid ones: each batch element of vmap is one of them),
     each a value for every graph input by name; `sets`: the concrete graph of each set (the
     shapes of the cotangents and tangents; default `g` for all, a static graph)."""
-    if transform not in TRANSFORMS:
+    if transform not in KINDS:
         raise ValueError(f"draw_transform: unknown transform {transform!r}")
+    kind = KINDS[transform]
     if has_writes(g):
         return None
     rng = random.Random(f"transform/{transform}/{seed}")
     dialects = DIALECTS if dialect is None else (dialect,)
     concrete = list(sets) if sets is not None else [g] * len(values)
-    if transform == "vmap":
+    if kind.batched:
         return _draw_vmap(g, rng, values, dialects)
     def runs(leaves: Sequence[str]) -> tuple[str, ...]:
         return tuple(d for d in dialects if eager_problem(g, transform, leaves, d) is None)
@@ -563,10 +553,10 @@ def draw_transform(g: Graph, seed: int, values: Sequence[Mapping[str, np.ndarray
     tangents: list[dict[str, np.ndarray]] = []
     for gk in concrete:
         types = gk.types()
-        if transform in ("grad", "vjp"):
+        if kind.takes == "cotangents":
             cotangents.append({gk.outputs[i]: nprng.uniform(-1.0, 1.0, _dims(types[gk.outputs[i]].shape))
                                .astype(types[gk.outputs[i]].dtype.numpy) for i in outs})
-        if transform == "jvp":
+        if kind.takes == "tangents":
             tangents.append({x: nprng.uniform(-1.0, 1.0, _dims(types[x].shape)).astype(types[x].dtype.numpy)
                              for x in leaves})
     return TransformSpec(transform, leaves, ok, outputs=outs, cotangents=tuple(cotangents),
@@ -597,7 +587,8 @@ def refit_transform(spec: TransformSpec, old: Graph, g: Graph,
     dialects: the candidate is no transform test of this kind."""
     if has_writes(g) or not values:
         return None
-    if spec.name == "vmap":
+    kind = spec.kind
+    if kind.batched:
         return _refit_vmap(spec, g, values)
     def runs(leaves: Sequence[str]) -> tuple[str, ...]:
         return tuple(d for d in spec.dialects if eager_problem(g, spec.name, leaves, d) is None)
@@ -616,24 +607,22 @@ def refit_transform(spec: TransformSpec, old: Graph, g: Graph,
     if not outs:
         return None
     types = g.types()
-    if spec.name in ("jacrev", "jacfwd"):
-        leaf_elems = sum(_numel(types[x].shape) for x in leaves)
-        out_elems = sum(_numel(g.output_types()[i].shape) for i in outs)
-        basis = leaf_elems if spec.name == "jacfwd" else out_elems
-        if basis > MAX_JACOBIAN_BASIS or leaf_elems * out_elems > MAX_JACOBIAN_ELEMS:
-            return None
+    leaf_elems = sum(_numel(types[x].shape) for x in leaves)
+    out_elems = sum(_numel(g.output_types()[i].shape) for i in outs)
+    if not kind.fits(leaf_elems, out_elems):
+        return None
     concrete = list(sets) if sets is not None else [g] * len(values)
     cotangents: list[dict[str, np.ndarray]] = []
     tangents: list[dict[str, np.ndarray]] = []
     for k, gk in enumerate(concrete):
         tk = gk.types()
-        if spec.name in ("grad", "vjp"):
+        if kind.takes == "cotangents":
             before = spec.cotangents[k] if k < len(spec.cotangents) else {}
             cotangents.append({gk.outputs[i]: kept_or_fresh(before, gk.outputs[i], _dims(tk[gk.outputs[i]].shape),
                                                             tk[gk.outputs[i]].dtype.numpy,
                                                             f"refit/{seed}/c{k}/{gk.outputs[i]}")
                                for i in outs})
-        if spec.name == "jvp":
+        if kind.takes == "tangents":
             before = spec.tangents[k] if k < len(spec.tangents) else {}
             tangents.append({x: kept_or_fresh(before, x, _dims(tk[x].shape), tk[x].dtype.numpy,
                                            f"refit/{seed}/t{k}/{x}")
@@ -680,10 +669,10 @@ def transform_program(module: torch.nn.Module, g: Graph, spec: TransformSpec,
     (`leaf_function`) and the arguments the transformed program takes: vmap's batched leaves
     (`batch_inputs`, the other inputs bound to set `samples[0]`'s), else the leaves' values in
     input set 0 (`sets`: the test's input sets, every input and param by name)."""
-    base = sets[spec.samples[0]] if spec.name == "vmap" else sets[0]
+    base = sets[spec.samples[0]] if spec.kind.batched else sets[0]
     inputs = [torch.from_numpy(np.array(base[v.name], order="C")) for v in g.inputs]
     f = leaf_function(module, g, inputs, spec.leaves)
-    if spec.name == "vmap":
+    if spec.kind.batched:
         return f, [torch.from_numpy(a) for a in batch_inputs(spec, sets)]
     return f, leaf_values(module, g, inputs, spec.leaves)
 
@@ -693,6 +682,6 @@ def transform_reference(module: torch.nn.Module, g: Graph, spec: TransformSpec,
     """What a transform test's results must be, in eager: vmap's per-sample results stacked
     (`stacked_reference`), a derivative transform as it is (`transformed`, on input set 0)."""
     f, args = transform_program(module, g, spec, sets)
-    if spec.name == "vmap":
+    if spec.kind.batched:
         return stacked_reference(f, args, spec.in_dims)
     return [t.detach() for t in transformed(spec, f, 0, g.outputs)(*args)]

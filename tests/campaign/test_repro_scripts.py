@@ -142,8 +142,13 @@ def test_a_transform_tests_repro_is_valid_standalone_python(spec):
     tvm_src = repro_source(repro_spec_of("tvm"), G, EXPECT, [(1e-3, 1e-4)], "header",
                            transform=transform)
     assert "\nGRADIENTS = False\n" in tvm_src and "transform_program(" not in tvm_src
-    with pytest.raises(ValueError, match="only in the python dialect"):
-        repro_source(repro_spec_of("aot_eager"), G, EXPECT, [(0, 0)], "h", transform=transform)
+    # a compiler configured for the hop dialect compiles it in the python one, graph breaks
+    # allowed, as the fuzzer ran it (`Backend.ADAPTS_DIALECT`); torch eager does not adapt
+    hop = repro_source(repro_spec_of("aot_eager"), G, EXPECT, [(0, 0)], "h", transform=transform)
+    assert "\nFULLGRAPH = False\n" in hop and "torch.cond(" not in hop
+    with pytest.raises(ValueError, match="only in the python dialect, not hop"):
+        repro_source(repro_spec_of("eager?dialect=hop"), G, EXPECT, [(0, 0)], "h",
+                     transform=transform)
 
 
 def test_a_value_no_part_declares_or_a_declared_value_not_given_is_an_error():

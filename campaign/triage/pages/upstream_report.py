@@ -261,7 +261,10 @@ def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
         from ir.materialize.form import DEFAULT_FORM
         from ir.materialize.torch_source import torch_source
 
-        dialect = program_dialect(how, info.get("seed") or 0)
+        allowed = None
+        if how is not None and how.trains and (folder / "transform.json").is_file():
+            allowed = tuple(json.loads((folder / "transform.json").read_text())["dialects"])
+        dialect = program_dialect(how, info.get("seed") or 0, allowed)
         g = load(folder / "graph.gir")
         grad = None
         if how is not None and how.trains and (folder / "grad.json").is_file():

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from campaign.backends.base import ReproSpec, seeded_dialect
+from campaign.backends.base import ReproSpec, breaks_graph, compiled_dialect
 from campaign.sandbox import signal_name
 from campaign.testcase import npz_bytes
 
@@ -60,11 +60,15 @@ def repro_spec_of(spec: str) -> ReproSpec | None:
         return None
 
 
-def program_dialect(how: ReproSpec | None, seed: int) -> str:
+def program_dialect(how: ReproSpec | None, seed: int,
+                    allowed: tuple[str, ...] | None = None) -> str:
     """The dialect the torch program of a test of this seed is printed in, for a backend
-    reproduced as `how`: the one it compiles (`Backend.dialect_of`); `python` for a backend
-    that takes the ONNX model (or none)."""
-    return seeded_dialect(how.dialect if how is not None else None, seed) or "python"
+    reproduced as `how`: the one it compiles (`Backend.dialect_for`; `allowed`: the dialects
+    the test's mode runs in, `TestMode.dialects`); `python` for a backend that takes the ONNX
+    model (or none)."""
+    if how is None:
+        return "python"
+    return compiled_dialect(how.dialect, seed, allowed, how.adapts_dialect) or "python"
 
 
 #: the package of the script parts (campaign/triage/pipeline/repro_scripts: its docstring says the rules)
@@ -154,8 +158,8 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         body = TRANSFORM_BODY
     program = ""
     if spec.dialect is not None:  # the graph as torch code
-        dialect = program_dialect(spec, seed)
-        if spec.dialect == "mixed" and dialect == "python" and "FULLGRAPH" in values:
+        dialect = program_dialect(spec, seed, transform.dialects if transforms else None)
+        if breaks_graph(spec.dialect, dialect) and "FULLGRAPH" in values:
             values["FULLGRAPH"] = False  # python ones break the graph, as the fuzzer runs them
         if transforms and dialect not in transform.dialects:
             raise ValueError(f"{transform.name}: torch eager runs this test only in the "
@@ -251,7 +255,7 @@ def _tolerances(graph, grad=None, transform=None) -> list[tuple[float, float]]:
     from ir.analysis.precision import gradient_tolerances, output_tolerances
 
     if transform is not None:
-        from campaign.worker import transform_tolerances
+        from campaign.modes.transform import transform_tolerances
 
         return [(t.rtol, t.atol) for t in transform_tolerances(graph, transform)[0]]
     tols = output_tolerances(graph)
@@ -303,10 +307,7 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
     files = dict(red.files)
     if tc.dynshape is not None:  # its symbolic dims and shape sets (docs/dynshape.md)
         files["dynshape.json"] = (tc.dynshape.dumps() + "\n").encode()
-    if tc.transform is not None:  # the transform and its cotangents (docs/training.md)
-        files.update(tc.transform.files())
-    elif tc.grad is not None:  # the leaves and cotangents
-        files.update(tc.grad.files())
+    files.update(tc.mode.files(tc))  # a transform, or leaves, and their arrays (docs/training.md)
     files["graph.gir"] = print_graph(g).encode()
     files["original.gir"] = print_graph(red.case.graph).encode()
     files["inputs.npz"] = npz_bytes({v.name: red.values[v.name] for v in (*g.inputs, *g.params)})

@@ -72,7 +72,7 @@ def ablate(red: Any, runner_for: Callable[[str], BackendRunner]) -> TrainingAbla
     backend spec (the triage's, so sandboxes are shared)."""
     tc = red.tc
     row = red.row or {}
-    if tc is None or tc.mode not in ("grad", "transform") or row.get("mode") not in ("grad", "transform"):
+    if tc is None or not tc.mode.differentiates or row.get("mode") != tc.mode.name:
         return None
     expect = {**red.case.info, **{k: row.get(k) for k in ("verdict", "stage", "error_sig")}}
     graph, values, extra = red.graph, red.values, list(tc.extra_inputs)

@@ -99,7 +99,15 @@ class Wrapping(Backend):
 
 
 def test_wrapper_errors_are_unwrapped_to_the_real_one():
-    r = Wrapping().evaluate(None)
+    import numpy as np
+
+    from campaign.artifacts import Materialized
+    from campaign.testcase import TestCase
+    from ir.core.text import parse
+
+    g = parse("graph main(%x: f32[2]) {\n  %y = neg(%x) : f32[2]\n  return %y\n}")
+    tc = TestCase("t", 0, g, {"x": np.ones(2, np.float32)})
+    r = Wrapping().evaluate(Materialized(tc))
     assert (r.stage, r.error_class) == (Stage.COMPILE, "CppCompileError")
     assert r.error_msg.startswith("C++ compile error in /tmp/x/kernel_12.cpp")
     assert "(raised as BackendCompilerFailed: backend='inductor' raised:)" in r.error_msg
