@@ -52,19 +52,22 @@ def triage_seconds(text: str, campaign_s: float | None) -> float:
 
 @dataclass(frozen=True)
 class BudgetPlan:
-    """Seconds from the campaign's start (after Ray's): when testing ends (None: a test
-    budget) and how long the triage may run."""
+    """The campaign's budget, parsed once (`budget`), and seconds from the campaign's start
+    (after Ray's): when testing ends (None: a test budget) and how long the triage may run.
+    The driver owns it: `campaign.driver.checks.preflight` makes it, the campaign reads its
+    deadline from it (`Campaign.begin`)."""
 
     testing_s: float | None
     triage_s: float
     total_s: float | None
+    budget: Budget = Budget()
 
     @staticmethod
     def of(budget: Budget, triage_budget: str, triage_enabled: bool = True) -> BudgetPlan:
         total = budget.seconds
         triage = triage_seconds(triage_budget, total) if triage_enabled else 0.0
         if total is None:
-            return BudgetPlan(None, triage, None)
+            return BudgetPlan(None, triage, None, budget)
         stop = min(STOP_MAX_S, max(STOP_MIN_S, STOP_FRACTION * total))
         testing = total - triage - stop
         if testing <= 0:
@@ -72,4 +75,4 @@ class BudgetPlan:
                 f"triage.budget: {triage_budget} ({triage:g} s) leaves no time for testing in "
                 f"campaign.budget={total:g} s ({stop:g} s are kept for stopping): give the "
                 "triage less, or the campaign more")
-        return BudgetPlan(testing, triage, total)
+        return BudgetPlan(testing, triage, total, budget)

@@ -10,8 +10,9 @@ Every row is built here:
   - `lost`: the row the driver makes for a backend whose actor died, hung or raised on a test.
 
 Invariants it owns:
-  - its fields are the schema's columns, same names, same order, with the Python types of the
-    Arrow types, `X | None` exactly where the column is nullable (tests/campaign/test_row.py);
+  - it is the one statement of the results' columns: each field is a column, with its type
+    (`X | None` exactly where the column is nullable) and its meaning (`col`);
+    `campaign.schema.RESULT_SCHEMA` and the docs' table are derived from it;
   - no other attribute can be set (slots), so a misspelt column fails where it is written;
   - `error_msg` is never longer than `MAX_MSG`: it is cut whenever it is set, in `__init__`
     and by any later assignment, here and nowhere else;
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -49,80 +50,214 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+def col(doc: str, default: Any = dataclasses.MISSING, *,
+        factory: Callable[[], Any] | None = None, arrow: str | None = None) -> Any:
+    """One column of the results: its meaning (`doc`, the docs' table,
+    `campaign.schema.docs_table`), its value when nothing is known of it (`default`, or a
+    `factory` of it) and, where the Python type does not say it, its Arrow type (`arrow`:
+    `int64`; an `int` is int32 otherwise). Its name, type and nullability are the field's."""
+    metadata = {"doc": doc, "arrow": arrow}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass(kw_only=True, slots=True)
 class ResultRow:
     """One result row. A field's default is its value when nothing is known of it (no graph,
     no backend run yet); `backend`, `target` and `verdict` are empty only on a test's shared
     row (`of_test`, `graphless`) until `for_backend` names the backend."""
 
-    campaign: str = ""
-    run_id: str = ""
-    test_id: str
-    seed: int
-    lineage: str
-    mutators: list[str] = field(default_factory=list)
-    seed_id: str = ""
-    seed_model: str = ""
-    parent_id: str | None = None
-    step_mutators: list[str] = field(default_factory=list)
-    mutation_discarded: int = 0
-    novel: bool | None = None
-    graph_hash: str = ""
-    n_insts: int = 0
-    n_inputs: int = 0
-    n_params: int = 0
-    max_depth: int = 0
-    n_if: int = 0
-    n_loop: int = 0
-    n_scan: int = 0
-    n_rnn: int = 0
-    n_inplace: int = 0
-    n_view_writes: int = 0
-    n_input_sets: int = 0
-    branch_coverage: float | None = None
-    n_if_both: int | None = None
-    trip_counts: list[int] = field(default_factory=list)
-    ops: list[str] = field(default_factory=list)
-    dtypes: list[str] = field(default_factory=list)
-    dialect: str = ""
-    mode: str = "infer"
-    grad_leaves: int = 0
-    transform: str = ""
-    backend: str = ""
-    target: str = ""
-    verdict: str = ""
-    stage: str | None = None
-    error_class: str | None = None
-    error_sig: str | None = None
-    error_msg: str | None = None
-    mismatch_output: int | None = None
-    mismatch_input_set: int | None = None
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    gen_ms: float = 0.0
-    ref_ms: float | None = None
-    compile_ms: float | None = None
-    run_ms: float | None = None
-    cpu_ms: float | None = None
-    backend_config: str | None = ""
-    merged: int | None = None
-    n_compiles: int | None = None
-    cov_new: int | None = None
-    timeout_confirmed: bool | None = None
-    timeout_limit_s: float | None = None
-    confirm_limit_s: float | None = None
-    confirm_s: float | None = None
-    dyn_dims: list[str] = field(default_factory=list)
-    dyn_shapes: list[str] = field(default_factory=list)
-    recompile_input_set: int | None = None
-    failed_input_set: int | None = None
-    dyn_finding: str | None = None
-    leaked_procs: int | None = None
-    damage: str | None = None
-    finding_dir: str | None = None
-    host: str = ""
-    worker: str = ""
-    ts: datetime = field(default_factory=utc_now)
+    campaign: str = col("campaign name (`campaign.name` of the config)", "")
+    run_id: str = col("id of one `run.py` invocation", "")
+    test_id: str = col(
+        "`<run_id>-<index>`; unique per campaign run, shared by a test's backend rows")
+    seed: int = col(
+        "the generator seed of the test (same seed + same config ⇒ same graph and inputs)", arrow="int64")
+    lineage: str = col(
+        "JSON list: a header (`{\"seed\": s, \"seed_id\": root, \"parent\": pool entry, "
+        "\"discarded\": n}`; a generated graph: `{\"seed\": s, \"seed_id\": \"gen/<s>\"}`), then "
+        "every mutation step from the root seed on, `{\"mutator\": name, ...params, \"test\": the"
+        " test that applied it}`, then repairs (`{\"repair\": \"drop\", ...}`); see "
+        "[mutation.md](mutation.md)")
+    mutators: list[str] = col(
+        "mutator names applied from the root seed on, in order (the whole chain; empty for a "
+        "generated graph)", factory=list)
+    seed_id: str = col(
+        "the lineage's root: `corpus/<file>` (a `.gir` of `mutation.seeds`), `genseed/<i>` (a "
+        "generated pool seed) or `gen/<seed>` (generated for this test); empty when no graph is "
+        "known", "")
+    seed_model: str = col(
+        "the model the lineage's root seed is a window of (`resnet18`: a seed from "
+        "`mutation.seeds` cut from a model, docs/mutation.md \"Seeds from models\"); empty for "
+        "other seeds and generated graphs", "")
+    parent_id: str | None = col(
+        "the seed-pool entry this test mutated (a seed id or the test id of an earlier novel "
+        "test); null for a generated graph", None)
+    step_mutators: list[str] = col(
+        "the mutators this test applied to its parent, in order: the unit of per-mutator yield", factory=list)
+    mutation_discarded: int = col(
+        "candidate mutants discarded while making this test (declined, failing `verify`, too big)"
+        " before the chain was complete", 0)
+    novel: bool | None = col(
+        "the graph had an op/feature pattern its generation actor's pool had not seen "
+        "([mutation.md](mutation.md)); null with mutation off", None)
+    graph_hash: str = col(
+        "16 hex chars of SHA-1 over the canonical text form (names normalized)", "")
+    n_insts: int = col("instructions, nested ones counted", 0)
+    n_inputs: int = col("graph inputs (run-time data)", 0)
+    n_params: int = col("graph params (weights; ONNX initializers)", 0)
+    max_depth: int = col("deepest nesting of sub-graphs (0: straight-line)", 0)
+    n_if: int = col("`if` instructions, nested ones counted", 0)
+    n_loop: int = col("`loop` instructions, nested ones counted", 0)
+    n_scan: int = col("`scan` instructions, nested ones counted", 0)
+    n_rnn: int = col("recurrent-cell instructions (`lstm`, `gru`, `rnn`), nested ones counted", 0)
+    n_inplace: int = col(
+        "in-place writes (`add_`, `copy_`, `setitem`, ...; docs/inplace.md), nested ones counted", 0)
+    n_view_writes: int = col(
+        "those of them whose written memory is a view: the destination is a view, or a `setitem` "
+        "region", 0)
+    n_input_sets: int = col(
+        "input sets the test ran on (set 0 plus those `ir.numerics.flow_coverage` added so that "
+        "ifs take both branches and loops other trip counts); every backend compiles once and "
+        "runs them all (0: no graph)", 0)
+    branch_coverage: float | None = col(
+        "fraction of the `if` branches (two per `if`, nested ones counted) taken across the input"
+        " sets; null when the graph has no `if`", None)
+    n_if_both: int | None = col(
+        "`if` instructions (nested ones counted) that took both branches across the input sets "
+        "(input sets all valid: each passed the same check as set 0); null when the graph has no "
+        "`if` (and in files written before the column existed)", None)
+    trip_counts: list[int] = col(
+        "distinct trip counts the loops and scans ran across the input sets", factory=list)
+    ops: list[str] = col("distinct op names in the graph", factory=list)
+    dtypes: list[str] = col("distinct dtypes of all values (`f32`, `i64`, ...)", factory=list)
+    dialect: str = col(
+        "how the torch model expresses control flow (`eager`: straight-line interpreter), then, "
+        "for a torch backend that ran a non-default program form (`ir/materialize/form.py`, "
+        "docs/configs.md), each changed field, sorted: `hop+params=parameter`, "
+        "`python+inplace=functional+scalars=number` (`ir.materialize.form.parse_label` reads it "
+        "back)", "")
+    mode: str = col(
+        "`infer`, `transform` for a transform test (below), or `grad` for a gradient test on a "
+        "backend that trains (`Backend.TRAINS`): the row compares the forward outputs and then "
+        "the gradient of every leaf (docs/training.md); a gradient test on a backend that does "
+        "not train runs its forward alone, as `infer`; the shared row before a backend ran says "
+        "the test's mode", "infer")
+    grad_leaves: int = col(
+        "the gradient test's leaves (float inputs and params that require grad, "
+        "`ir.materialize.grad.GradSpec`); 0 for an inference test. A `mismatch_output` at or past"
+        " the graph's output count is the gradient of leaf `mismatch_output - outputs` (error_sig"
+        " `Mismatch: grad %x`)", 0)
+    transform: str = col(
+        "a transform test's torch.func transform (`vmap`, `grad`, `vjp`, `jvp`, `jacrev`, "
+        "`jacfwd`: `ir.materialize.transforms`, docs/training.md), '' for none; its rows of "
+        "`mode` `transform` compare the transform's results (`mismatch_output` indexes them: "
+        "`TransformSpec.labels`), a backend that does not train runs the forward", "")
+    backend: str = col("backend name (`ort`, `ort_noopt`, ...)", "")
+    target: str = col("device target of the backend (`cpu`, `cuda`)", "")
+    verdict: str = col("one of the verdicts below", "")
+    stage: str | None = col(
+        "where a non-pass happened: `generate`, `reference`, `import`, `compile`, `run`, "
+        "`compare`, `unknown`", None)
+    error_class: str | None = col(
+        "exception type (`Fail`, `RuntimeError`, ...), `Mismatch`, `WorkerDied`, "
+        "`ProcessDamaged`, `InvalidReference`", None)
+    error_sig: str | None = col(
+        "normalized signature (numbers, paths, addresses stripped): the bucketing key", None)
+    error_msg: str | None = col("the raw message, cut at 2000 characters", None)
+    mismatch_output: int | None = col(
+        "index of the first output that differs (mismatch only)", None)
+    mismatch_input_set: int | None = col(
+        "the input set whose outputs differ (mismatch, ill-conditioned)", None)
+    max_abs_err: float | None = col("max \\|actual − expected\\| of that output", None)
+    max_rel_err: float | None = col(
+        "max \\|actual − expected\\| / \\|expected\\| of that output", None)
+    gen_ms: float = col("time to generate + mutate the graph and pick inputs", 0.0)
+    ref_ms: float | None = col(
+        "time of the torch eager reference (near 0 when the input-set search had computed the "
+        "outputs already: `TestCase.ref_outputs`, its time then in `gen_ms`)", None)
+    compile_ms: float | None = col("backend compile time (ORT: session creation)", None)
+    run_ms: float | None = col("backend run time", None)
+    cpu_ms: float | None = col(
+        "CPU time of the backend's evaluation (user + system, of its process and the processes it"
+        " waited for, e.g. g++): `(compile_ms + run_ms) / cpu_ms` above 1 is time spent waiting "
+        "for a core; a merged module's, like `compile_ms`", None)
+    backend_config: str | None = col(
+        "the compiler configuration this row ran, when one was drawn for the test from the "
+        "backend's configuration space (`campaign.backend_options.<b>.configs` > 0; "
+        "docs/configs.md): its options that differ from the backend spec's own, `key=value` "
+        "joined by `&` and sorted, so `backend` + `?`/`&` + `backend_config` is the backend spec "
+        "of the very compiler that ran (`campaign.backends.configs.with_config`); '' is the "
+        "spec's own configuration. Part of the bucket key, after the triage reduced it to the "
+        "options the failure needs (docs/triage.md)", "")
+    merged: int | None = col(
+        "the number of tests compiled together as one merged module for this row's result "
+        "(`campaign.backend_options.<b>.merge` > 1, campaign/merge.py): `compile_ms` and `run_ms`"
+        " are then that module's, the verdict this test's own outputs on its own input sets; null"
+        " when the test ran alone, also when it was re-run alone because the merged module did "
+        "not pass cleanly (a finding is always the alone run's; a merged-only failure the alone "
+        "run does not reproduce leaves a note in `error_msg` of its pass row)", None)
+    n_compiles: int | None = col(
+        "compilations the backend made over all input sets: Inductor counts the FX graphs it "
+        "compiled (each graph-broken piece, each recompile); ORT, TVM (`tvm`, `tvm_torch`) and "
+        "the exporter compile once by construction (1); null when it failed before running", None)
+    cov_new: int | None = col(
+        "compiler coverage ([coverage.md](coverage.md)): lines of the backend's Python packages "
+        "this test ran that the campaign had not seen for that backend before (0: none new); null"
+        " when not measured (coverage off, the test not in `campaign.compiler_coverage.rate`, a "
+        "backend without packages such as ORT, a test whose sandbox process died or hung, a row "
+        "the driver made for a lost test). The union and its growth are in `coverage/` beside "
+        "`results/`", None)
+    timeout_confirmed: bool | None = col(
+        "set when the test ran past the sandbox's per-test limit (`timeout_limit_s`) and was "
+        "re-run at once, alone, in a fresh process with the larger `confirm_limit_s`: true, that "
+        "ran out too (a confirmed `timeout`); false, it finished in `confirm_s` and the row's "
+        "verdict is the re-run's (a compile slow only under the campaign's load is no hang); "
+        "null: no timeout, or no re-run (`campaign.confirm_timeout_factor = 0`; the driver's "
+        "`WorkerTimeout`)", None)
+    timeout_limit_s: float | None = col(
+        "the per-test limit the first attempt ran past (null: it did not time out)", None)
+    confirm_limit_s: float | None = col(
+        "the limit of the confirming re-run (`timeout_limit_s` × "
+        "`campaign.confirm_timeout_factor`)", None)
+    confirm_s: float | None = col(
+        "seconds the confirming re-run took, to its result (or to its kill at `confirm_limit_s`)", None)
+    dyn_dims: list[str] = col(
+        "dynamic-shape tests ([dynshape.md](dynshape.md)): each symbolic graph-input dim, "
+        "`x0[0]=B` (empty for a static test)", factory=list)
+    dyn_shapes: list[str] = col(
+        "per input set, its assignment of the symbols, `B=3,L=5` (empty for a static test)", factory=list)
+    recompile_input_set: int | None = col(
+        "the first input set after set 0 for which the backend compiled again although every "
+        "symbolic dim of its shape is >= 2 (0/1 sizes are specialized by design)", None)
+    failed_input_set: int | None = col(
+        "dynamic-shape tests: the input set (> 0) a run crashed on after set 0 ran", None)
+    dyn_finding: str | None = col(
+        "a dynamic-shape finding's kind: `recompile`, `later_shape_crash` (crash on a later "
+        "shape), `shape_mismatch` (wrong outputs on some shapes only)", None)
+    leaked_procs: int | None = col(
+        "processes the test left running in its sandbox (any session or process group: the "
+        "sandbox process is their subreaper), all killed by the sandbox; 0: none; null when not "
+        "sandboxed (and in files written before the column existed)", None)
+    damage: str | None = col(
+        "what the test did to its sandbox process, `; `-separated (checked after every test, "
+        "[architecture.md](architecture.md#backends-and-the-sandbox)): repaired in place (working"
+        " directory, signal handlers, `sys.stdout`/`sys.stderr`, environment), a thread left "
+        "running or processes left running, `left its process unusable: ...` (fd 1/2 closed or "
+        "redirected: the process is replaced and a test that otherwise passed is a `crash`, "
+        "`ProcessDamaged`), or `test <id> left the process unusable (...)`: this test hit a "
+        "harness error in a process an earlier test damaged unnoticed and was re-run in a fresh "
+        "one (that earlier test gets a `crash` finding folder, its row having been written "
+        "already); null: nothing", None)
+    finding_dir: str | None = col(
+        "artifact folder of this finding, relative to the output dir (null if none was kept)", None)
+    host: str = col(
+        "host name of the actor that evaluated it (of the generation actor for an invalid test)", "")
+    worker: str = col(
+        "that actor's name and pid (`ort#0@1234`; the driver's actor name on a row it made)", "")
+    ts: datetime = col(
+        "when the actor finished the test (on a row the driver made: when it made it)", factory=utc_now)
 
     def __setattr__(self, name: str, value: Any) -> None:
         limit = LIMITS.get(name)

@@ -1,83 +1,101 @@
-"""The Parquet results schema: one row per test x backend, each built as a `campaign.row.ResultRow`
-(tests check that its fields are these columns). docs/results-schema.md documents it; tests check
-the two agree. Always write with this explicit schema (an all-null column would otherwise be
-typed null and break readers)."""
+"""The Parquet results schema, derived from `campaign.row.ResultRow` (each of its fields is a
+column: name, type, nullability and meaning are stated there once). docs/results-schema.md's
+column table is `docs_table()`, written by `python -m campaign.schema --write`; a test checks
+the page holds it. Always write with this explicit schema (an all-null column would otherwise
+be typed null and break readers)."""
 from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
-RESULT_SCHEMA = pa.schema(
-    [
-        pa.field("campaign", pa.string(), nullable=False),
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("test_id", pa.string(), nullable=False),
-        pa.field("seed", pa.int64(), nullable=False),
-        pa.field("lineage", pa.string(), nullable=False),
-        pa.field("mutators", pa.list_(pa.string()), nullable=False),
-        pa.field("seed_id", pa.string(), nullable=False),
-        pa.field("seed_model", pa.string(), nullable=False),
-        pa.field("parent_id", pa.string(), nullable=True),
-        pa.field("step_mutators", pa.list_(pa.string()), nullable=False),
-        pa.field("mutation_discarded", pa.int32(), nullable=False),
-        pa.field("novel", pa.bool_(), nullable=True),
-        pa.field("graph_hash", pa.string(), nullable=False),
-        pa.field("n_insts", pa.int32(), nullable=False),
-        pa.field("n_inputs", pa.int32(), nullable=False),
-        pa.field("n_params", pa.int32(), nullable=False),
-        pa.field("max_depth", pa.int32(), nullable=False),
-        pa.field("n_if", pa.int32(), nullable=False),
-        pa.field("n_loop", pa.int32(), nullable=False),
-        pa.field("n_scan", pa.int32(), nullable=False),
-        pa.field("n_rnn", pa.int32(), nullable=False),
-        pa.field("n_inplace", pa.int32(), nullable=False),
-        pa.field("n_view_writes", pa.int32(), nullable=False),
-        pa.field("n_input_sets", pa.int32(), nullable=False),
-        pa.field("branch_coverage", pa.float64(), nullable=True),
-        pa.field("n_if_both", pa.int32(), nullable=True),
-        pa.field("trip_counts", pa.list_(pa.int32()), nullable=False),
-        pa.field("ops", pa.list_(pa.string()), nullable=False),
-        pa.field("dtypes", pa.list_(pa.string()), nullable=False),
-        pa.field("dialect", pa.string(), nullable=False),
-        pa.field("mode", pa.string(), nullable=False),
-        pa.field("grad_leaves", pa.int32(), nullable=False),
-        pa.field("transform", pa.string(), nullable=False),
-        pa.field("backend", pa.string(), nullable=False),
-        pa.field("target", pa.string(), nullable=False),
-        pa.field("verdict", pa.string(), nullable=False),
-        pa.field("stage", pa.string(), nullable=True),
-        pa.field("error_class", pa.string(), nullable=True),
-        pa.field("error_sig", pa.string(), nullable=True),
-        pa.field("error_msg", pa.string(), nullable=True),
-        pa.field("mismatch_output", pa.int32(), nullable=True),
-        pa.field("mismatch_input_set", pa.int32(), nullable=True),
-        pa.field("max_abs_err", pa.float64(), nullable=True),
-        pa.field("max_rel_err", pa.float64(), nullable=True),
-        pa.field("gen_ms", pa.float64(), nullable=False),
-        pa.field("ref_ms", pa.float64(), nullable=True),
-        pa.field("compile_ms", pa.float64(), nullable=True),
-        pa.field("run_ms", pa.float64(), nullable=True),
-        pa.field("cpu_ms", pa.float64(), nullable=True),
-        pa.field("backend_config", pa.string(), nullable=True),
-        pa.field("merged", pa.int32(), nullable=True),
-        pa.field("n_compiles", pa.int32(), nullable=True),
-        pa.field("cov_new", pa.int32(), nullable=True),
-        pa.field("timeout_confirmed", pa.bool_(), nullable=True),
-        pa.field("timeout_limit_s", pa.float64(), nullable=True),
-        pa.field("confirm_limit_s", pa.float64(), nullable=True),
-        pa.field("confirm_s", pa.float64(), nullable=True),
-        pa.field("dyn_dims", pa.list_(pa.string()), nullable=False),
-        pa.field("dyn_shapes", pa.list_(pa.string()), nullable=False),
-        pa.field("recompile_input_set", pa.int32(), nullable=True),
-        pa.field("failed_input_set", pa.int32(), nullable=True),
-        pa.field("dyn_finding", pa.string(), nullable=True),
-        pa.field("leaked_procs", pa.int32(), nullable=True),
-        pa.field("damage", pa.string(), nullable=True),
-        pa.field("finding_dir", pa.string(), nullable=True),
-        pa.field("host", pa.string(), nullable=False),
-        pa.field("worker", pa.string(), nullable=False),
-        pa.field("ts", pa.timestamp("ms", tz="UTC"), nullable=False),
-    ]
-)
+from campaign.row import ResultRow
+
+#: a column's Python type -> its Arrow type (`col(arrow=...)` names another)
+_ARROW: dict[Any, pa.DataType] = {
+    str: pa.string(), int: pa.int32(), float: pa.float64(), bool: pa.bool_(),
+    datetime: pa.timestamp("ms", tz="UTC"),
+    list[str]: pa.list_(pa.string()), list[int]: pa.list_(pa.int32()),
+}
+_NAMED: dict[str, pa.DataType] = {"int64": pa.int64()}
+#: how the docs' table writes each Arrow type
+_DOC_TYPE: dict[pa.DataType, str] = {
+    pa.string(): "string", pa.int32(): "int32", pa.int64(): "int64", pa.float64(): "float64",
+    pa.bool_(): "bool", pa.timestamp("ms", tz="UTC"): "timestamp[ms, UTC]",
+    pa.list_(pa.string()): "list<string>", pa.list_(pa.int32()): "list<int32>",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One result column as `ResultRow` states it."""
+
+    name: str
+    type: pa.DataType
+    nullable: bool
+    doc: str
+
+    @property
+    def doc_type(self) -> str:
+        return _DOC_TYPE[self.type] + ("?" if self.nullable else "")
+
+
+def columns() -> list[Column]:
+    """Every column, in the row's (and the schema's) order."""
+    hints = typing.get_type_hints(ResultRow)
+    out = []
+    for f in dataclasses.fields(ResultRow):
+        hint = hints[f.name]
+        args = typing.get_args(hint) if isinstance(hint, types.UnionType) else ()
+        nullable = type(None) in args
+        base = next(a for a in args if a is not type(None)) if nullable else hint
+        named = f.metadata.get("arrow")
+        out.append(Column(f.name, _NAMED[named] if named else _ARROW[base], nullable,
+                          f.metadata["doc"]))
+    return out
+
+
+RESULT_SCHEMA = pa.schema([pa.field(c.name, c.type, nullable=c.nullable) for c in columns()])
 
 COLUMNS = tuple(RESULT_SCHEMA.names)
 
+#: the docs page that holds the table, and the lines its table sits between
+DOC_PAGE = Path(__file__).resolve().parents[1] / "docs" / "results-schema.md"
+TABLE_HEAD = "| column | type | meaning |\n|---|---|---|\n"
+
+
+def docs_table() -> str:
+    """The docs' column table, one row per column."""
+    return TABLE_HEAD + "".join(f"| `{c.name}` | {c.doc_type} | {c.doc} |\n" for c in columns())
+
+
+def page_with_table(page: str) -> str:
+    """`page` (docs/results-schema.md's text) with its column table replaced by `docs_table()`:
+    the table runs from `TABLE_HEAD` to the first line that is not a table row."""
+    start = page.index(TABLE_HEAD)
+    end = start + len(TABLE_HEAD)
+    while end < len(page) and page.startswith("|", end):
+        end = page.index("\n", end) + 1
+    return page[:start] + docs_table() + page[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="print or write the results' column table")
+    p.add_argument("--write", action="store_true", help=f"rewrite the table in {DOC_PAGE}")
+    a = p.parse_args(argv)
+    if not a.write:
+        sys.stdout.write(docs_table())
+        return 0
+    DOC_PAGE.write_text(page_with_table(DOC_PAGE.read_text()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

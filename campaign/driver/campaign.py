@@ -19,8 +19,9 @@ from typing import Any
 import ray
 from ray.exceptions import OutOfMemoryError, RayActorError, RayTaskError
 
+from campaign.budget_plan import BudgetPlan
 from campaign.compiler_coverage_log import CampaignCoverage
-from campaign.config import Budget, Config
+from campaign.config import Config
 from campaign.driver.actor_pool import Call, Pool, PoolLimits, Slot
 from campaign.driver.actors import actor_class, kill_actor
 from campaign.driver.blame import BlamePolicy, Decision, Failure
@@ -44,13 +45,15 @@ log = logging.getLogger(__name__)
 class Campaign:
     """The state of one run; `run_campaign` is its public face."""
 
-    def __init__(self, cfg: Config, budget: Budget, out_dir: Path, stages: Stages,
+    def __init__(self, cfg: Config, plan: BudgetPlan, out_dir: Path, stages: Stages,
                  needs: Needs, targets: dict[str, str],
                  cores: int = 0, lacks: Mapping[str, Lacks | frozenset[str]] | None = None,
                  merge_keys: dict[str, Callable[[int], Hashable]] | None = None) -> None:
         self.cfg = cfg
         self.c = c = cfg.campaign
-        self.budget = budget
+        #: the budget, parsed once, and its split (`campaign.budget_plan`; `begin` starts it)
+        self.plan = plan
+        self.budget = plan.budget
         self.out_dir = out_dir
         self.stages = stages
         self.targets = targets
@@ -96,6 +99,13 @@ class Campaign:
         #: monotonic time the testing phase ends (a wall-clock budget), None: a test budget
         self.deadline: float | None = None
         self.t_end: float | None = None
+
+    def begin(self, t0: float) -> None:
+        """The budget counts from `t0` (monotonic; after Ray's start-up): testing ends at the
+        plan's deadline."""
+        self.t_start = t0
+        if self.plan.testing_s is not None:
+            self.deadline = t0 + self.plan.testing_s
 
     def _pools(self, needs: Needs, merge_keys: dict[str, Callable[[int], Hashable]]
                ) -> tuple[Pool, dict[str, Pool]]:

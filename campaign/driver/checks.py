@@ -11,17 +11,17 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from campaign.budget_plan import BudgetPlan
-from campaign.config import Budget, Config, ConfigError, validate
+from campaign.config import Config, ConfigError, validate
 from campaign.driver.errors import CampaignError
 from campaign.driver.routing import Lacks
 
 
-def preflight(cfg: Config) -> Budget:
-    """Config checks that need the product's registries; errors name the field."""
+def preflight(cfg: Config) -> BudgetPlan:
+    """Config checks that need the product's registries; errors name the field. Returns the
+    campaign's budget plan (the budget parsed once; a triage that leaves no time fails)."""
     from campaign.backends import BACKENDS
 
-    budget = validate(cfg)
-    BudgetPlan.of(budget, cfg.triage.budget, cfg.triage.enabled)  # a triage that leaves no time
+    plan = BudgetPlan.of(validate(cfg), cfg.triage.budget, cfg.triage.enabled)
     for key in ("backends", "probe"):
         unknown = [b for b in getattr(cfg.campaign, key) if b not in BACKENDS]
         check_specs(key, unknown)  # why: a module not found, a bad option, ...
@@ -34,7 +34,7 @@ def preflight(cfg: Config) -> Budget:
             raise ConfigError("generator: ops_include/ops_exclude leave no op enabled")
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    return budget
+    return plan
 
 
 def check_specs(key: str, specs: list[str]) -> None:

@@ -17,7 +17,6 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from campaign.budget_plan import BudgetPlan
 from campaign.config import Config, ConfigError, to_config
 from campaign.driver import checks
 from campaign.driver.actors import kill_leftovers
@@ -55,7 +54,8 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
     Raises ConfigError for an unusable config and CampaignError when the cluster cannot host
     the actors or they cannot start; results gathered so far are flushed either way."""
     conf = to_config(cfg)
-    budget = checks.preflight(conf)
+    plan = checks.preflight(conf)
+    budget = plan.budget
     out_dir = Path(out_dir)
     if conf.campaign.resume and not (out_dir / "config.yaml").is_file():
         raise CampaignError(f"campaign.resume=true: {out_dir} holds no campaign (no config.yaml); "
@@ -96,24 +96,21 @@ def run_campaign(cfg: Config | DictConfig, out_dir: Path, *,
                                 f"{e.strerror or e}") from None
     started = start_ray(conf, needs)
     t0 = time.monotonic()  # the budget counts from here: Ray's start-up is not in it
-    plan = BudgetPlan.of(budget, conf.triage.budget, conf.triage.enabled)
     camp: Campaign | None = None
     interrupted = False
     by_signal: str | None = None
     stopped: str | None = None
     try:
         check_resources(conf, needs)
-        camp = Campaign(conf, budget, out_dir, stages, needs, targets,
+        camp = Campaign(conf, plan, out_dir, stages, needs, targets,
                         cores=campaign_cores(conf, started and not conf.ray.address),
                         lacks=checks.backend_lacks(conf),
                         merge_keys=checks.backend_merge_keys(conf))
-        if plan.testing_s is not None:
-            camp.deadline = t0 + plan.testing_s
+        camp.begin(t0)
         warn_if_ctrl_c_ignored(log)
         with logging_redirect_tqdm(), sigterm_stops_campaign() as received:
             try:
                 camp.start_actors()
-                camp.t_start = t0
                 total = (budget.tests - camp.next_index) if budget.tests is not None else None
                 camp.recorder.bar = tqdm(total=total, unit="test", dynamic_ncols=True,
                                          disable=None, desc=conf.campaign.name)

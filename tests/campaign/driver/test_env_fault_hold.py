@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from campaign.budget_plan import BudgetPlan
 from campaign.config import BackendOptions, Budget, CampaignConfig, Config
 from campaign.driver.campaign import Campaign
 from campaign.driver.stages import Stages
@@ -45,7 +46,7 @@ def campaign(tmp_path: Path, resume: bool = False) -> Campaign:
         backend_options={b: BackendOptions(wait=True) for b in ("ort", "inductor")}))
     needs = {"generate": (1, {"CPU": 1.0}), "ort": (1, {"CPU": 1.0}),
              "inductor": (1, {"CPU": 1.0})}
-    return Campaign(cfg, Budget(tests=1000), tmp_path, Stages(object, object, None), needs,
+    return Campaign(cfg, BudgetPlan.of(Budget(tests=1000), "0", False), tmp_path, Stages(object, object, None), needs,
                     {"ort": "cpu", "inductor": "cpu"})
 
 
