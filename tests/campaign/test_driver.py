@@ -539,11 +539,13 @@ def _most_at_once(trace) -> int:
 def _patch_registry(monkeypatch, names, lacks=None):
     """The doubles' backends are not registered backends: their registry facts, and the
     config checks without the registry."""
+    from campaign.budget_plan import BudgetPlan
     from campaign.config import validate
 
     monkeypatch.setattr(checks, "backend_targets", lambda conf: {b: "cpu" for b in names})
     monkeypatch.setattr(checks, "backend_lacks", lambda conf: lacks or {})
-    monkeypatch.setattr(checks, "preflight", validate)
+    monkeypatch.setattr(checks, "preflight", lambda conf: BudgetPlan.of(
+        validate(conf), conf.triage.budget, conf.triage.enabled))
 
 
 def test_the_scheduler_honours_shares_and_runs_no_more_calls_than_cores(cluster, tmp_path,
