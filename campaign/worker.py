@@ -1,5 +1,6 @@
-"""`FuzzWorker`: makes one test (generate, maybe mutate, pick inputs), evaluates it on the
-reference and every configured backend, and reports rows and finding artifacts.
+"""`FuzzWorker`: one actor's work: makes a test (`campaign.maker.TestMaker`), runs the
+reference and every configured backend on it, has each result judged (`campaign.judge.Judge`),
+and reports rows and finding artifacts; feeds the seed pool back.
 
 A plain class (no Ray): the driver wraps it in `ray.remote`, tests use it directly. Everything it
 returns is plain data and bytes, so it can cross process and node boundaries.
@@ -15,7 +16,6 @@ only when a float output mismatches) runs in the worker itself.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import socket
@@ -37,27 +37,22 @@ from campaign.compiler_coverage import (
     run_measured,
     size,
 )
-from campaign.dynamic_shapes import add_shapes, classify, failing_sets
-from campaign.modes import drawn_mode
-from campaign.modes.base import Expected
-from campaign.oracle import Judgement, judge_sets
-from campaign.reference import ReferenceResult, run_reference, run_shadow
+from campaign.judge import Finding, Judge, Prepared, make_finding
+from campaign.maker import TestMaker
+from campaign.reference import run_reference
 from campaign.row import ResultRow
-from campaign.sandbox import Job, JobMaterialized, Sandbox, SandboxConfig
+from campaign.sandbox import Job, Sandbox, SandboxConfig
 from campaign.signature import normalize
-from campaign.testcase import TestCase, npz_bytes
+from campaign.testcase import TestCase
 from campaign.verdict import Stage, Verdict
-from ir.analysis.precision import output_precisions, output_tolerances
-from ir.core.graph import Graph
-from ir.core.text import print_graph
 from ir.gen.builder import GenConfig
-from ir.gen.generate import generate
-from ir.gen.symbolic_shapes import generate_dyn, wants_dynshape
-from ir.numerics.domain import differentiable
-from ir.numerics.flow_coverage import CoverConfig, cover
-from ir.numerics.input_search import make_valid, search_inputs
+from ir.numerics.flow_coverage import CoverConfig
 from mutators import MutationConfig
 from mutators.source import MutationSource
+
+
+__all__ = ["FuzzWorker", "Finding", "Prepared", "TestReport", "WorkerConfig", "make_dyn_test",
+           "make_finding", "set_single_thread"]
 
 
 @dataclass
@@ -86,17 +81,6 @@ class WorkerConfig:
 
 
 @dataclass
-class Finding:
-    """Artifacts of one non-pass (test, backend), as bytes so they can cross processes/nodes."""
-
-    test_id: str
-    backend: str
-    verdict: str
-    error_sig: str | None
-    files: dict[str, bytes]
-
-
-@dataclass
 class TestReport:
     __test__ = False  # not a pytest class
 
@@ -107,130 +91,11 @@ class TestReport:
     coverage: list[tuple[str, str, Covered]] = field(default_factory=list)
 
 
-@dataclass
-class Prepared:
-    """A test ready for the backends (`FuzzWorker.prepare`): materialized, with the reference's
-    outputs and `base`, the row every backend's row copies (`ResultRow.of_test`).
-    `campaign.pipeline` ships it to the evaluation actors as bytes."""
-
-    m: Materialized
-    ref: ReferenceResult
-    base: ResultRow
-    tolerances: list
-    precisions: list
-    #: the float64 shadow, computed at most once per test, on the first float mismatch
-    shadow: list = field(default_factory=list, repr=False)
-
-    @property
-    def tc(self) -> TestCase:
-        return self.m.tc
-
-    def truth(self):
-        if not self.shadow:
-            self.shadow.append(run_shadow(self.m))
-        return self.shadow[0]
-
-    def labels(self, trains: bool) -> list[str]:
-        """What each array of one input set's result is (`output i`, `grad %x`)."""
-        return self.tc.mode.judged_labels(self.tc, trains)
-
-    def expected(self, trains: bool) -> Expected:
-        """What a backend's result is judged against (`TestMode.expected`): the reference's
-        arrays, how many per input set, their tolerances and precisions, and the shadow. A
-        gradient or transform test on a backend that does not train is judged on its
-        forward outputs alone."""
-        return self.tc.mode.expected(self, trains)
-
-
 def make_dyn_test(cfg: WorkerConfig, test_id: str, seed: int) -> TestCase:
     """A dynamic-shape test from `seed` whatever `GenConfig.p_dynshape` draws for it:
     `FuzzWorker.make_test` with its shapes step on (tests use it)."""
-    worker = FuzzWorker(dataclasses.replace(cfg, backends=[], sandbox=False))
-    return worker.make_test(test_id, seed, dynshape=True)
-
-
-def dynshape_fields(prep: Prepared, row: ResultRow, result: BackendResult) -> dict[str, Any]:
-    """Compiles counted, and for a dynamic-shape test the kind of its finding
-    (`campaign.dynamic_shapes.classify`)."""
-    failing = None
-    if row.verdict == "mismatch" and prep.tc.dynshape is not None and result.outputs:
-        failing = failing_sets(prep, result.outputs)
-    return classify(prep.tc, {"verdict": row.verdict, "stage": row.stage}, result, failing)
-
-
-def timeout_fields(result: BackendResult) -> dict[str, Any]:
-    """The row's record of a sandbox timeout and its confirming re-run (docs/results-schema.md):
-    a `timeout` verdict with `timeout_confirmed` True is a confirmed hang; any other verdict
-    with `timeout_confirmed` False is the re-run's (the first attempt was only slow)."""
-    return {"timeout_confirmed": result.timeout_confirmed,
-            "timeout_limit_s": result.timeout_limit_s, "confirm_limit_s": result.confirm_limit_s,
-            "confirm_s": result.confirm_s}
-
-
-#: error class of a test that left its sandbox process unusable
-PROCESS_DAMAGED = "ProcessDamaged"
-
-
-def damage_fields(row: ResultRow, result: BackendResult) -> dict[str, Any]:
-    """The row's record of what the test did to its sandbox process (`leaked_procs`,
-    `damage`); a test that left the process unusable (`BackendResult.unusable`) and otherwise
-    passed is a `crash` (ProcessDamaged), any other verdict keeps its own and says so."""
-    out: dict[str, Any] = {"leaked_procs": result.leaked_procs,
-                           "damage": "; ".join(result.damage) or None}
-    if result.unusable:
-        what = f"left its process unusable: {', '.join(result.unusable)}"
-        if row.verdict == Verdict.PASS.value:
-            out.update(verdict=Verdict.CRASH.value, stage=Stage.UNKNOWN.value,
-                       error_class=PROCESS_DAMAGED, error_sig=f"{PROCESS_DAMAGED}: {what}",
-                       error_msg=what)
-        else:
-            out["error_msg"] = (row.error_msg or "") + f"; {what}"
-    return out
-
-
-#: the row columns a finding's info.json repeats
-FINDING_COLUMNS = ("test_id", "seed", "backend", "backend_config", "dialect", "mode", "target",
-                   "verdict", "stage", "error_class",
-                   "error_sig", "error_msg", "max_abs_err", "max_rel_err", "mismatch_output",
-                   "mismatch_input_set", "n_compiles", "dyn_finding", "timeout_confirmed",
-                   "timeout_limit_s", "confirm_limit_s", "confirm_s", "backend_config")
-
-
-def make_finding(m: Materialized, row: ResultRow, ref: ReferenceResult | None,
-                 result: BackendResult | None) -> Finding:
-    """The artifacts of a non-pass `row` of test `m`: graph, model, every input set, the
-    expected and actual outputs when known, and info.json (the row's `FINDING_COLUMNS`, the
-    lineage, coverage, tolerances and the backend's traceback)."""
-    tc = m.tc
-    files: dict[str, bytes] = {
-        "graph.gir": print_graph(tc.graph).encode(),
-        "inputs.npz": npz_bytes(tc.values),
-    }
-    for k, extra in enumerate(tc.extra_inputs, 1):
-        files[f"inputs_set{k}.npz"] = npz_bytes(extra)
-    if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
-        files["dynshape.json"] = tc.dynshape.dumps().encode()
-    if row.mode == tc.mode.name:  # what the mode adds, where the backend ran it
-        files.update(tc.mode.files(tc))
-    try:
-        files["model.onnx"] = m.onnx_bytes
-    except Exception:  # the ONNX build itself failed; info.json says how
-        pass
-    if ref is not None and ref.outputs is not None:
-        files["expected.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(ref.outputs)})
-    if result is not None and result.outputs is not None:
-        files["actual.npz"] = npz_bytes({f"out{i}": a for i, a in enumerate(result.outputs)})
-    info: dict[str, Any] = {k: getattr(row, k) for k in FINDING_COLUMNS}
-    info["lineage"] = tc.lineage
-    info["input_sets"] = tc.n_sets
-    if tc.coverage is not None:
-        info["coverage"] = tc.coverage
-    info["output_tolerances"] = [[t.rtol, t.atol] for t in output_tolerances(tc.graph)]
-    info["output_precisions"] = [p.short if p else None for p in output_precisions(tc.graph)]
-    if result is not None and result.traceback:
-        info["traceback"] = result.traceback
-    files["info.json"] = json.dumps(info, indent=2, default=str).encode()
-    return Finding(tc.test_id, row.backend, row.verdict, row.error_sig or "", files)
+    maker = TestMaker(cfg.generator, cfg.coverage, MutationSource(cfg.mutation, cfg.generator))
+    return maker.make_test(test_id, seed, dynshape=True)
 
 
 def ms_since(t0: float) -> float:
@@ -247,8 +112,9 @@ def set_single_thread() -> None:
 
 
 class FuzzWorker:
-    """The test maker and the judge of one actor (or of a test, in-process). Public API:
-    `make_test` (a test from a seed), `prepare` (materialized, reference run, the shared row),
+    """One actor's work (or a test's, in-process): its `maker` (`campaign.maker.TestMaker`),
+    its `judge_` (`campaign.judge.Judge`), a sandbox per backend, and the seed pool they share.
+    Public API: `make_test` (a test from a seed), `prepare` (materialized, reference run, the shared row),
     `make_prepared` (both, a failure of either as its finished report), `evaluate` (one
     backend on a test), `judge` (a backend's result as its row and finding), `blame_finding`,
     `run` / `run_case` (all of it, every backend), `feedback` (verdicts for the seed pool).
@@ -278,6 +144,9 @@ class FuzzWorker:
         #: the seed pool and the mutation engine (docs/mutation.md)
         self.mutation = MutationSource(cfg.mutation, cfg.generator)
         self.engine = self.mutation.engine
+        #: the maker of its tests and the judge of their results
+        self.maker = TestMaker(cfg.generator, cfg.coverage, self.mutation)
+        self.judge_ = Judge(cfg.float64_shadow)
 
     @property
     def label(self) -> str:
@@ -332,60 +201,8 @@ class FuzzWorker:
     # ---- making a test -------------------------------------------------------------------------
     def make_test(self, test_id: str, seed: int, avoid: Iterable[str] = (),
                   dynshape: bool | None = None) -> TestCase:
-        """Test `test_id` from `seed`: deterministic given the seed, the config, the seed
-        pool's history and `avoid`, ops the graph must not hold (capability routing: made for
-        a backend that lacks them; the lineage header records them). The steps: a graph,
-        valid inputs (repairing the graph), the coverage input sets, and for a
-        dynamic-shape test (`dynshape`; None: as `GenConfig.p_dynshape` draws for the seed)
-        its other shapes (`campaign.dynamic_shapes.add_shapes`)."""
-        if dynshape is None:
-            dynshape = wants_dynshape(seed, self.cfg.generator)
-        # the mode's own graphs (a gradient test's: float graphs, and every check below also
-        # wants the ops differentiable where the inputs land; docs/training.md)
-        mode = drawn_mode(seed, self.cfg.generator)
-        gen = mode.generator(self.cfg.generator)
-        if dynshape:
-            # symbolic dims (docs/dynshape.md); not mutated: mutators rewrite the seed pool's
-            # concrete graphs, and `avoid` is not applied
-            g, dseed = generate_dyn(seed, gen)
-            lineage: list[dict[str, Any]] = [{"seed": seed}]
-        else:
-            # a mutant of a seed-pool entry, or a graph generated from the seed (mutators.source)
-            g, lineage = self.mutation.make(test_id, seed, gen)
-            dseed = None
-            avoid = frozenset(avoid)
-            if avoid:
-                g, lineage = self._without(g, lineage, seed, avoid)
-        with differentiable(mode.differentiates):
-            # inputs for which every value is valid (NNSmith-style gradient search), dropping
-            # the instructions no input can make valid; if nothing valid remains, the plain
-            # search's last try is kept and the reference marks the test invalid
-            # a window of a model starts from the model's weights (mutation.model_weights)
-            valid = make_valid(g, seed, params=self.mutation.start_values(g, lineage) or None)
-            if valid is None:
-                return TestCase(test_id, seed, g, search_inputs(g, seed).values, lineage)
-            if valid.dropped:
-                lineage.append({"repair": "drop", "insts": valid.dropped})
-            g, values = valid.graph, valid.search.values
-            # more input sets, so every `if` takes both branches and loops run other trip
-            # counts
-            covered = cover(g, values, seed, self.cfg.coverage)
-            tc = TestCase(test_id, seed, g, values, lineage, covered.extra,
-                          covered.coverage.summary(), ref_outputs=covered.outputs)
-            if dynshape:
-                tc = add_shapes(tc, dseed, self.cfg.generator)
-        return mode.make(tc, seed, gen)
-
-    def _without(self, g: Graph, lineage: list[dict[str, Any]], seed: int,
-                 avoid: frozenset[str]) -> tuple[Graph, list[dict[str, Any]]]:
-        """`g` if it holds none of `avoid`, else a graph generated from `seed` by the
-        generator restricted to the rest (no loop/scan/if when those are avoided)."""
-        if not avoid & set(g.op_counts()):
-            lineage[0]["avoid"] = sorted(avoid)
-            return g, lineage
-        gen = drawn_mode(seed, self.cfg.generator).generator(self.cfg.generator)
-        return generate(seed, gen.without(avoid)), [{"seed": seed, "seed_id": f"gen/{seed}",
-                                                    "avoid": sorted(avoid)}]
+        """`TestMaker.make_test` with this worker's seed pool."""
+        return self.maker.make_test(test_id, seed, avoid, dynshape)
 
     def make_prepared(self, test_id: str, seed: int, avoid: Iterable[str] = (),
                       backends: Sequence[str] | None = None) -> Prepared | TestReport:
@@ -450,84 +267,13 @@ class FuzzWorker:
 
     def judge(self, backend: Backend, prep: Prepared,
               result: BackendResult) -> tuple[ResultRow, Finding | None]:
-        """The row of one backend's result on a prepared test, and its finding if not a pass."""
-        # a gradient or transform test runs in its mode on a backend that can
-        # (`TestMode.trains_on`), else forward; one that cannot take the mode at all refuses
-        # it (`TestMode.refusal`), so it is never judged against the mode's results
-        trains = prep.tc.mode.trains_on(backend)
-        row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
-                                    compile_ms=result.compile_ms, run_ms=result.run_ms,
-                                    cpu_ms=result.cpu_ms, backend_config=result.backend_config,
-                                    mode=prep.tc.mode.name if trains else "infer",
-                                    **timeout_fields(result))
-        dialect = result.dialect or backend.dialect
-        if dialect:
-            row.dialect = dialect
-        if result.cov_added is not None:
-            row.cov_new = size(result.cov_added)
-        if result.verdict is not None or result.failed:
-            row.update(**self._failure_fields(result))
-        else:
-            use_shadow = self.cfg.float64_shadow and backend.shadow_judged
-            # a finished run has outputs (`BackendResult`), a prepared test its reference's
-            assert result.outputs is not None and prep.ref.outputs is not None
-            expected, n, tols, precs, truth = prep.expected(trains)
-            j = judge_sets(expected, result.outputs, n, tols, precs, truth if use_shadow else None)
-            row.update(**self._judgement_fields(j, prep.labels(trains)))
-        row.update(**dynshape_fields(prep, row, result))
-        row.update(**damage_fields(row, result))
-        if Verdict(row.verdict).is_finding:
-            return row, make_finding(prep.m, row, prep.ref, result)
-        return row, None
+        """`Judge.judge`: the row of one backend's result on a prepared test, and its finding
+        if not a pass."""
+        return self.judge_.judge(backend, prep, result)
 
     def blame_finding(self, backend: Backend, result: BackendResult) -> Finding | None:
-        """The `crash` finding of an earlier test that left its sandbox process unusable
-        (found by the next test's harness error there, `BackendResult.blame`). That test's
-        row was already sent: its finding folder and this test's `damage` column say it."""
-        if result.blame is None:
-            return None
-        packed, why = result.blame
-        m = JobMaterialized(Job.unpack(packed))
-        what = f"left its process unusable: the next test hit a harness error there ({why})"
-        row = ResultRow.graphless(m.tc.test_id, m.tc.seed).for_backend(
-            backend.name, backend.target, verdict=Verdict.CRASH.value,
-            stage=Stage.UNKNOWN.value, error_class=PROCESS_DAMAGED,
-            error_sig=f"{PROCESS_DAMAGED}: left its process unusable", error_msg=what)
-        return make_finding(m, row, None, None)
-
-    @staticmethod
-    def _failure_fields(result: BackendResult) -> dict[str, Any]:
-        """Row fields of a backend run that produced no outputs to compare."""
-        verdict = result.verdict or Verdict.CRASH
-        error_class = result.error_class or "Error"
-        msg = result.error_msg or ""
-        stage = result.stage or Stage.UNKNOWN
-        if verdict is Verdict.TIMEOUT:
-            sig = normalize(error_class, f"during {stage.value}", frames=result.frames)
-        else:
-            sig = normalize(error_class, msg, frames=result.frames)
-        return {"verdict": verdict.value,
-                "stage": None if verdict is Verdict.SKIPPED else stage.value,
-                "error_class": error_class, "error_sig": sig, "error_msg": msg}
-
-    @staticmethod
-    def _judgement_fields(j: Judgement, labels: list[str]) -> dict[str, Any]:
-        c = j.comparison
-        if j.verdict is Verdict.PASS:
-            # a pass decided by the shadow keeps its note (the reference was the inaccurate one)
-            return {"verdict": Verdict.PASS.value, "error_msg": j.note}
-        msg = c.message + (f"; {j.note}" if j.note else "")
-        fields = {"stage": Stage.COMPARE.value, "error_msg": msg,
-                  "mismatch_output": c.output, "mismatch_input_set": j.input_set,
-                  "max_abs_err": c.max_abs_err, "max_rel_err": c.max_rel_err}
-        if j.verdict is Verdict.INVALID:
-            return {**fields, "verdict": Verdict.INVALID.value, "error_class": "IllConditioned",
-                    "error_sig": f"IllConditioned: output {c.output}"}
-        what = labels[c.output] if c.output is not None and c.output < len(labels) else \
-            f"output {c.output}"
-        fields["error_msg"] = msg.replace(f"output {c.output}:", f"{what}:", 1)
-        return {**fields, "verdict": Verdict.MISMATCH.value, "error_class": "Mismatch",
-                "error_sig": f"Mismatch: {what}"}
+        """`Judge.blame_finding`."""
+        return self.judge_.blame_finding(backend, result)
 
     # ---- rows of tests that fail before any backend ------------------------------------------
     def _invalid_all(self, m: Materialized, base: ResultRow, backends: Sequence[str] | None,
