@@ -50,7 +50,6 @@ from ir.numerics.flow_coverage import CoverConfig
 from mutators import MutationConfig
 from mutators.source import MutationSource
 
-
 __all__ = ["FuzzWorker", "Finding", "Prepared", "TestReport", "WorkerConfig", "make_dyn_test",
            "make_finding", "set_single_thread"]
 
