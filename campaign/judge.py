@@ -175,7 +175,7 @@ class Judge:
         row = prep.base.for_backend(backend.name, backend.target, ref_ms=prep.ref.ms,
                                     compile_ms=result.compile_ms, run_ms=result.run_ms,
                                     cpu_ms=result.cpu_ms, backend_config=result.backend_config,
-                                    mode=prep.tc.mode.name if trains else "infer",
+                                    mode=prep.tc.mode.row_mode(trains),
                                     **timeout_fields(result))
         dialect = result.dialect or backend.dialect
         if dialect:

@@ -142,8 +142,9 @@ class ResultRow:
         "`infer`, `transform` for a transform test (below), or `grad` for a gradient test on a "
         "backend that trains (`Backend.TRAINS`): the row compares the forward outputs and then "
         "the gradient of every leaf (docs/training.md); a gradient test on a backend that does "
-        "not train runs its forward alone, as `infer`; the shared row before a backend ran says "
-        "the test's mode", "infer")
+        "not train runs its forward alone, as `infer`; `repeat` for an inference test that runs "
+        "its first input set again, last (`campaign.modes.repeat`); the shared row before a "
+        "backend ran says the test's mode (`campaign.modes`)", "infer")
     grad_leaves: int = col(
         "the gradient test's leaves (float inputs and params that require grad, "
         "`ir.materialize.grad.GradSpec`); 0 for an inference test. A `mismatch_output` at or past"

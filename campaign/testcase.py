@@ -50,6 +50,8 @@ class TestCase:
     #: a transform test's transform (`ir.materialize.transforms.TransformSpec`: vmap, or a
     #: torch.func derivative): its results replace the outputs and gradients (docs/training.md)
     transform: Any = None
+    #: a repeat test's `campaign.modes.repeat.RepeatSpec` (its last set repeats an earlier one)
+    repeat: Any = None
 
     def graph_of(self, k: int) -> Graph:
         """The concrete graph input set `k` runs: `graph`, unless the sets differ in shape."""

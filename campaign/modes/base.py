@@ -19,10 +19,11 @@ router, the finding and the reproducer ask the mode and never test which one it 
     merged with other tests into one module (`mergeable`).
 
 Invariants: a mode is a stateless singleton, registered by its `name` (the rows' `mode`
-column) in `campaign.modes.MODES`; `campaign.modes.mode_of` is the one place that tells which
-mode a test case is. Dynamic shapes are not a mode: they are a property of the input sets
-(`TestCase.dynshape`, `TestCase.graph_of`) that every mode's methods go through, so a mode
-composes with them by construction where `combines_with_dynshape` allows it.
+column) in `campaign.modes.MODES`; a test case holds its mode's spec in the mode's
+`spec_field`, and `campaign.modes.mode_of` is the one place that tells which mode it is.
+Dynamic shapes are not a mode: they are a property of the input sets (`TestCase.dynshape`,
+`TestCase.graph_of`) that every mode's methods go through, so a mode composes with them by
+construction where `combines_with_dynshape` allows it.
 """
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ class TestMode(ABC):
 
     #: the rows' `mode` column (`campaign.schema`), and this mode's key in `MODES`
     name: ClassVar[str]
+    #: the `TestCase` field that holds this mode's spec (`mode_of`: a test is in the last
+    #: registered mode whose spec it holds); None: the mode of a test that holds none
+    spec_field: ClassVar[str | None] = None
     #: whether a test of this mode may also have dynamic shapes (`TestCase.dynshape`)
     combines_with_dynshape: ClassVar[bool] = True
     #: whether its inputs must keep every op differentiable where they land (its search
@@ -104,6 +108,11 @@ class TestMode(ABC):
         """The row columns a test of this mode sets (`mode`, `grad_leaves`, `transform`)."""
         return {"mode": self.name, "grad_leaves": len(tc.grad.leaves) if tc.grad else 0,
                 "transform": ""}
+
+    def row_mode(self, trains: bool) -> str:
+        """A backend's row's `mode`: this mode's where the backend runs it (`trains`), else
+        `infer` (it ran the test's forward)."""
+        return self.name if trains else "infer"
 
     def files(self, tc: TestCase) -> dict[str, bytes]:
         """What a finding folder and a reproducer's folder hold besides the graph and inputs

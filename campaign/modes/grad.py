@@ -19,6 +19,7 @@ class GradMode(TestMode):
     """Owns `TestCase.grad` (`ir.materialize.grad.GradSpec`): its leaves and cotangents."""
 
     name = "grad"
+    spec_field = "grad"
     differentiates = True
 
     def generator(self, gen: GenConfig) -> GenConfig:

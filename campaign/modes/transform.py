@@ -24,6 +24,7 @@ class TransformMode(TestMode):
     of one evaluation, not per input set (`per_set` False), and it has no dynamic shapes."""
 
     name = "transform"
+    spec_field = "transform"
     differentiates = True
     combines_with_dynshape = False
     per_set = False

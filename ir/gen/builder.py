@@ -83,6 +83,9 @@ class GenConfig:
     p_transform: float = 0.0
     transforms: list[str] = field(default_factory=lambda: ["vmap", "grad", "vjp", "jvp",
                                                            "jacrev", "jacfwd"])
+    #: repeat tests (`campaign.modes.repeat`): the share of inference tests that run their
+    #: first input set once more, last, on the same compiled program
+    p_repeat: float = 0.0
 
     def enabled_ops(self) -> list[type[Op]]:
         unknown = sorted(set(self.ops_include + self.ops_exclude) - set(OP_REGISTRY))

@@ -17,6 +17,9 @@ PYTHONPATH for the injected-bug campaign, see docs/triage.md). Not product code.
   (`CONFIG_SPACE`: `vectorize`, `unroll`, `fuse`) whose bug needs one option value: with
   `vectorize=true`, a graph holding op `op` crashes at compile (`wrong`: its results are wrong
   instead, a mismatch); `unroll` and `fuse` change nothing.
+- `StaleAfterOther()`: the reference's answer for every call, except that a call whose
+  inputs equal an earlier call's, made after another call, gets that other call's outputs (a
+  cache entry served for inputs it was not made for: a repeat test's bug).
 - `BuggyInForm(scalars, params, inplace)`: torch eager on the test's module in the Python
   dialect, its configuration space the torch program forms (`FORM_SPACE`), which crashes at
   compile when the module it was given holds an `nn.Parameter` (the form `params=parameter`).
@@ -99,6 +102,24 @@ class WrongOnOp(Backend):
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         self.stage(Stage.COMPILE, lambda: None, result, "compile_ms")
         return self.stage(Stage.RUN, lambda: outputs(m, self.op), result, "run_ms")
+
+
+class StaleAfterOther(Backend):
+    def __init__(self) -> None:
+        self.name = "StaleAfterOther"
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        self.stage(Stage.COMPILE, lambda: None, result, "compile_ms")
+        g, n = m.tc.graph, len(m.tc.graph.outputs)
+        right = outputs(m)
+        seen: list[dict[str, np.ndarray]] = []
+        outs: list[np.ndarray] = []
+        for k, values in enumerate(m.tc.value_sets()):
+            again = any(all(np.array_equal(values[v.name], s[v.name]) for v in g.inputs)
+                        for s in seen)
+            outs += right[(k - 1) * n:k * n] if again and k else right[k * n:(k + 1) * n]
+            seen.append(values)
+        return outs
 
 
 class PatternError(RuntimeError):

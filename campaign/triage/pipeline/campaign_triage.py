@@ -691,7 +691,7 @@ class _Triage:
         from campaign.triage.pipeline.training_ablation import ablate
 
         if (key.kind != "bug" or not b.new or red.status not in ("reduced", "confirmed")
-                or red.tc is None or red.tc.mode == "infer"
+                or red.tc is None or not red.tc.mode.differentiates
                 or not self.fits(2 * min(self.limit(red.case.info), MIN_REPRO_S))):
             return None
         self.tick(f"ablating {key.id}")
