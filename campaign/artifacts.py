@@ -7,8 +7,6 @@ from typing import TYPE_CHECKING
 import onnx
 
 from campaign.testcase import TestCase
-from ir.materialize.to_onnx import to_onnx
-from ir.materialize.to_torch import GraphModule
 
 if TYPE_CHECKING:
     import torch
@@ -22,12 +20,8 @@ class Materialized:
 
     @cached_property
     def onnx_model(self) -> onnx.ModelProto:
-        if self.tc.dynshape is not None:  # one model with symbolic dims (docs/dynshape.md)
-            from ir.materialize.dynshape import to_onnx_dyn
-
-            model = to_onnx_dyn(self.tc.graph, self.tc.dynshape, self.tc.params())
-        else:
-            model = to_onnx(self.tc.graph, self.tc.params())
+        """One model for every input set (symbolic dims for a dynamic-shape test)."""
+        model = self.tc.shapes.onnx_model(self.tc)
         onnx.checker.check_model(model, full_check=True)
         return model
 
@@ -37,8 +31,4 @@ class Materialized:
 
     @cached_property
     def torch_module(self) -> torch.nn.Module:  # a GraphModule, or a DynGraphModule
-        if self.tc.dynshape is not None:
-            from ir.materialize.dynshape import torch_module
-
-            return torch_module(self.tc.graph, self.tc.dynshape, self.tc.params())
-        return GraphModule(self.tc.graph, self.tc.params())
+        return self.tc.shapes.torch_module(self.tc)

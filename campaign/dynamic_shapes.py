@@ -156,7 +156,7 @@ KNOWN_RNN_RECOMPILE = ("torch.compile unrolls RNN ops (lstm, gru, rnn) over thei
 
 def symbolic_rnn(tc: TestCase) -> str | None:
     """The name of an RNN op of the graph whose input has a symbolic dim (None: none)."""
-    dims = tc.dynshape.dims if tc.dynshape is not None else {}
+    dims = tc.shapes.dims(tc)
     for inst, _ in tc.graph.walk():
         if isinstance(inst.op, RECURRENT) and \
                 any(not isinstance(d, int) for d in dims.get(inst.args[0], ())):

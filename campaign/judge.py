@@ -77,7 +77,7 @@ def dynshape_fields(prep: Prepared, row: ResultRow, result: BackendResult) -> di
     """Compiles counted, and for a dynamic-shape test the kind of its finding
     (`campaign.dynamic_shapes.classify`)."""
     failing = None
-    if row.verdict == "mismatch" and prep.tc.dynshape is not None and result.outputs:
+    if row.verdict == "mismatch" and prep.tc.shapes.judges_sets() and result.outputs:
         failing = failing_sets(prep, result.outputs)
     return classify(prep.tc, {"verdict": row.verdict, "stage": row.stage}, result, failing)
 
@@ -132,8 +132,7 @@ def make_finding(m: Materialized, row: ResultRow, ref: ReferenceResult | None,
     }
     for k, extra in enumerate(tc.extra_inputs, 1):
         files[f"inputs_set{k}.npz"] = npz_bytes(extra)
-    if tc.dynshape is not None:  # symbolic dims and each set's shape (docs/dynshape.md)
-        files["dynshape.json"] = tc.dynshape.dumps().encode()
+    files.update(tc.shapes.files(tc))  # a dynamic-shape test's dims and set shapes
     if row.mode == tc.mode.name:  # what the mode adds, where the backend ran it
         files.update(tc.mode.files(tc))
     try:

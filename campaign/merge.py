@@ -71,8 +71,8 @@ def prefix(j: int) -> str:
 def unmergeable(prep: Prepared) -> str | None:
     """Why this test must run alone (None: it can be merged)."""
     tc = prep.tc
-    if tc.dynshape is not None:
-        return "dynamic shapes"
+    if tc.shapes.unmergeable:
+        return tc.shapes.unmergeable
     if not tc.mode.mergeable:
         return f"a {tc.mode.name} test"
     n_out = len(tc.graph.outputs)

@@ -143,7 +143,7 @@ class Generator:
         ms = (time.perf_counter() - t0) * 1e3
         if isinstance(prep, TestReport):
             return Generated(test_id, seed, None, None, prep, ms)
-        known = (matching(w.cfg.known, prep.tc.graph, backends, prep.tc.dynshape is not None)
+        known = (matching(w.cfg.known, prep.tc.graph, backends, prep.tc.shapes.dynamic)
                  if w.cfg.known else {})
         return Generated(test_id, seed, pack_case(prep), prep.base.to_dict(), None, ms, known)
 

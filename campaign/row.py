@@ -284,7 +284,6 @@ class ResultRow:
         steps = tc.lineage[1:]
         head = tc.lineage[0] if tc.lineage else {}
         coverage = tc.coverage or {}
-        dyn = tc.dynshape
         n_inplace, n_view_writes = inplace_counts(g)
         return cls(
             test_id=tc.test_id, seed=tc.seed, lineage=json.dumps(tc.lineage),
@@ -304,8 +303,7 @@ class ResultRow:
             trip_counts=coverage.get("trip_counts", []),
             ops=sorted(counts), dtypes=sorted({v.type.dtype.short for v in g.all_values()}),
             dialect="eager", **tc.mode.row_fields(tc), gen_ms=gen_ms,
-            dyn_dims=dyn.input_dims(g) if dyn is not None else [],
-            dyn_shapes=dyn.shape_labels() if dyn is not None else [],
+            **tc.shapes.row_fields(tc),
             host=host, worker=worker)
 
     @classmethod

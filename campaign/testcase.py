@@ -19,6 +19,7 @@ from ir.numerics.values import random_values
 
 if TYPE_CHECKING:
     from campaign.modes.base import TestMode
+    from campaign.modes.shapes import StaticShapes
 
 __all__ = ["TestCase", "npz_bytes", "random_values"]
 
@@ -55,14 +56,14 @@ class TestCase:
 
     def graph_of(self, k: int) -> Graph:
         """The concrete graph input set `k` runs: `graph`, unless the sets differ in shape."""
-        if self.dynshape is None:
-            return self.graph
-        sets = self.__dict__.get("_graph_sets")
-        if sets is None or sets.g is not self.graph:
-            from ir.materialize.dynshape import GraphSets
+        return self.shapes.graph_of(self, k)
 
-            sets = self.__dict__["_graph_sets"] = GraphSets(self.graph, self.dynshape)
-        return sets(k)
+    @property
+    def shapes(self) -> StaticShapes:
+        """Its shapes, static or dynamic (`campaign.modes.shapes`)."""
+        from campaign.modes.shapes import shapes_of
+
+        return shapes_of(self)
 
     @property
     def mode(self) -> TestMode:

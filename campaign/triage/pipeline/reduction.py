@@ -338,16 +338,16 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     if not same_failure(expect, row):
         return Reduction(case, "not reproducible", case.graph, case.values, case.extra_sets,
                          row, note=f"re-run gave {row.get('verdict')}: {row.get('error_sig')}")
-    if case.dynshape is not None:  # its symbolic dims would have to follow every candidate
+    if tc.shapes.unreduced:  # its symbolic dims would have to follow every candidate
         return Reduction(case, "confirmed", case.graph, case.values, case.extra_sets, row,
                          dict(finding.files) if finding is not None else {}, tc,
-                         note="a dynamic-shape test: confirmed, not reduced")
+                         note=tc.shapes.unreduced)
     best = {"row": row, "finding": finding, "tc": tc}
     # one input set when that alone fails the same way: the failing one first
     sets = [case.values] + [{**case.values, **s} for s in case.extra_sets]
     first = expect.get("mismatch_input_set") or 0
     order = [first] + [k for k in range(len(sets)) if k != first] if len(sets) > 1 else []
-    if case.transform is not None:  # its results are of set 0 (vmap: of its samples)
+    if not tc.mode.per_set:  # a transform's results are of set 0 (vmap: of its samples)
         order = []
     values, extra = case.values, list(case.extra_sets)
     grad = case.grad

@@ -305,8 +305,7 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                             red.extra_sets, grad=red.case.grad, transform=red.case.transform,
                             dynshape=red.case.dynshape)
     files = dict(red.files)
-    if tc.dynshape is not None:  # its symbolic dims and shape sets (docs/dynshape.md)
-        files["dynshape.json"] = (tc.dynshape.dumps() + "\n").encode()
+    files.update(tc.shapes.files(tc))  # a dynamic-shape test's dims and set shapes
     files.update(tc.mode.files(tc))  # a transform, or leaves, and their arrays (docs/training.md)
     files["graph.gir"] = print_graph(g).encode()
     files["original.gir"] = print_graph(red.case.graph).encode()
