@@ -6,12 +6,14 @@ from campaign.backends import eager, inductor, onnx_export, ort, tvm, tvm_torch 
 from campaign.backends.base import (
                                     BACKENDS,
                                     Backend,
+                                    BackendInfo,
                                     BackendResult,
                                     KnownUnsupported,
+                                    info_of,
                                     make_backend,
                                     register,
 )
 from campaign.backends.configs import parse_spec
 
-__all__ = ["BACKENDS", "Backend", "BackendResult", "KnownUnsupported", "make_backend",
-           "parse_spec", "register"]
+__all__ = ["BACKENDS", "Backend", "BackendInfo", "BackendResult", "KnownUnsupported", "info_of",
+           "make_backend", "parse_spec", "register"]

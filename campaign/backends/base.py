@@ -185,6 +185,20 @@ class KnownUnsupported:
 
 
 @dataclass(frozen=True)
+class ReproBodies:
+    """The parts of campaign/triage/pipeline/repro_scripts a backend's repro.py runs after the
+    prelude and the torch program, by test: `infer` (an inference test's, and a gradient
+    test's forward), `dynshape` (a dynamic-shape test's; None: no reproducer of one),
+    `training` (a gradient test's on a backend that trains its own way; None: torch autograd's
+    `training` part, then `infer`), `transform` (a transform test's; None: it runs none)."""
+
+    infer: tuple[str, ...]
+    dynshape: tuple[str, ...] | None = None
+    training: tuple[str, ...] | None = None
+    transform: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
 class ReproSpec:
     """How a backend's findings are reproduced by a standalone `repro.py`
     (`campaign.triage.pipeline.repro`, docs/triage.md): the script's body and the options it runs with.
@@ -194,7 +208,8 @@ class ReproSpec:
     into the script as the constant of its name in capitals, which the body declares.
     `dialect` and `form`: the torch program the body compiles (None: it takes `model.onnx`).
     `trains`: it runs a gradient test's training step and a transform test's program.
-    `adapts_dialect`: the backend's `ADAPTS_DIALECT` (`compiled_dialect`)."""
+    `adapts_dialect`: the backend's `ADAPTS_DIALECT` (`compiled_dialect`). `bodies`: the
+    script parts of each kind of test (`ReproBodies`; None: no standalone reproducer)."""
 
     kind: str
     options: dict[str, Any] = field(default_factory=dict)
@@ -202,6 +217,12 @@ class ReproSpec:
     form: Any = None
     trains: bool = False
     adapts_dialect: bool = False
+    bodies: ReproBodies | None = None
+
+    @property
+    def runs_transforms(self) -> bool:
+        """Whether its reproducer compiles a transform test's program."""
+        return self.trains and self.bodies is not None and self.bodies.transform is not None
 
 
 def seeded_dialect(dialect: str | None, seed: int) -> str | None:
@@ -285,6 +306,8 @@ class Backend(abc.ABC):
     #: per test, see `dialect_of`); None for backends that take the ONNX model (the row's
     #: `dialect` then stays the test's)
     dialect: str | None = None
+    #: what the triage and the reports say of it (`BackendInfo`; None: `info_of`'s default)
+    INFO: ClassVar[BackendInfo | None] = None
     #: known-unsupported features of this backend (verdict `unsupported`)
     UNSUPPORTED: ClassVar[tuple[KnownUnsupported, ...]] = ()
     #: GraphIR ops (nested ones included) whose tests this backend cannot even import: a
@@ -530,12 +553,36 @@ class Backend(abc.ABC):
 BackendFactory = Callable[..., Backend]
 
 
+#: the trackers (GitHub repositories) a report can go to (`BackendInfo.tracker`)
+PYTORCH, TVM_TRACKER, ORT_TRACKER = "pytorch/pytorch", "apache/tvm", "microsoft/onnxruntime"
+#: the stack of a backend that states none (a user's own, a test double): all dynsmith tests
+WHOLE_STACK = ("torch", "onnxruntime", "apache-tvm")
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What the triage, the bug database and the reports say of a backend, stated beside it
+    (`Backend.INFO`, or per registered name: `register(..., info=)`; `info_of(spec)` reads
+    it): `display`, the compiler's name in a report's title and summary; `packages`, the
+    distributions its stack is made of (the versions a bug's sighting records); `tracker`,
+    the repository its bugs are reported to (whose template report.md follows)."""
+
+    display: str
+    packages: tuple[str, ...] = WHOLE_STACK
+    tracker: str = PYTORCH
+    #: how it trains a gradient test, when in its own way, as a report says it (`{leaves}`:
+    #: the leaves, in backticks); None: torch autograd's training step
+    own_training: str | None = None
+
+
 @dataclass(frozen=True)
 class _Entry:
-    """A registered preset: `factory` with default options; calling it makes the backend."""
+    """A registered preset: `factory` with default options; calling it makes the backend.
+    `info`: what is said of it, when not its class's `INFO`."""
 
     factory: BackendFactory
     defaults: dict[str, Any]
+    info: BackendInfo | None = None
 
     def __call__(self, **options: Any) -> Backend:
         return self.factory(**{**self.defaults, **options})
@@ -569,14 +616,32 @@ class BackendRegistry(dict):
 BACKENDS: BackendRegistry = BackendRegistry()
 
 
-def register(name: str, factory: BackendFactory | None = None, **defaults: Any):
-    """Register `factory(**defaults, **options)` as backend `name`; usable as a decorator."""
+def register(name: str, factory: BackendFactory | None = None,
+             info: BackendInfo | None = None, **defaults: Any):
+    """Register `factory(**defaults, **options)` as backend `name` (`info`: what is said of
+    it, when not its class's `INFO`); usable as a decorator."""
 
     def deco(f: BackendFactory) -> BackendFactory:
-        BACKENDS[name] = _Entry(f, dict(defaults))
+        BACKENDS[name] = _Entry(f, dict(defaults), info)
         return f
 
     return deco(factory) if factory is not None else deco
+
+
+def info_of(spec: str) -> BackendInfo:
+    """What is said of backend `spec` (`BackendInfo`): its registered name's, else its
+    class's `INFO`, else (a user's own backend, or a spec that does not resolve) its name and
+    the whole stack, reported to PyTorch."""
+    name = spec.partition("?")[0]
+    entry = dict.get(BACKENDS, name)
+    if entry is not None and entry.info is not None:
+        return entry.info
+    try:
+        factory, _ = _resolve(spec)
+    except ValueError:
+        return BackendInfo(name)
+    info = getattr(factory, "INFO", None)
+    return info if isinstance(info, BackendInfo) else BackendInfo(name)
 
 
 def frontend_of(spec: str, stage: str | None = "import") -> str | None:

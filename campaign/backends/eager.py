@@ -25,14 +25,24 @@ from typing import ClassVar
 import numpy as np
 
 from campaign.artifacts import Materialized
-from campaign.backends.base import Backend, BackendResult, NotApplicable, ReproSpec, register
+from campaign.backends.base import (
+    Backend,
+    BackendInfo,
+    BackendResult,
+    NotApplicable,
+    ReproSpec,
+    register,
+)
 from campaign.backends.forms import form_option
+from campaign.backends.inductor import TORCH_COMPILE_BODIES
 from campaign.reference import run_shadow, torch_env
 from campaign.verdict import Stage
 
 
 class EagerBackend(Backend):
     """torch eager on the CPU (optionally the float64 shadow)."""
+
+    INFO = BackendInfo("torch eager", ("torch",))
 
     #: the worker must not judge this backend's mismatches with the shadow: it *is* the shadow
     shadow_judged: ClassVar[bool] = False
@@ -74,7 +84,8 @@ class EagerBackend(Backend):
         return ReproSpec("inductor", {"device": "cpu", "fullgraph": True, "dynamic": False,
                                       "cpp_wrapper": False, "mode": None, "flags": {},
                                       "compiler": "none", "training_flags": {}},
-                         dialect=self.dialect, form=self.form, trains=True)
+                         dialect=self.dialect, form=self.form, trains=True,
+                         bodies=TORCH_COMPILE_BODIES)
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         import torch

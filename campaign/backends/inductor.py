@@ -41,9 +41,11 @@ import numpy as np
 from campaign.artifacts import Materialized
 from campaign.backends.base import (
     Backend,
+    BackendInfo,
     BackendResult,
     KnownUnsupported,
     NotApplicable,
+    ReproBodies,
     ReproSpec,
     breaks_graph,
     register,
@@ -223,6 +225,12 @@ def _copies(args: list) -> list:
 COMPILERS = ("inductor", "aot_eager", "aot_eager_decomp_partition", "eager")
 
 
+#: its repro.py's script parts (`ReproBodies`): torch.compile of the torch program (its
+#: shape guards' log for a dynamic-shape test; the torch.func program for a transform test)
+TORCH_COMPILE_BODIES = ReproBodies(("torch_compile", "inductor"),
+                                   dynshape=("shape_guards", "torch_compile", "inductor_shapes"),
+                                   transform=("torch_compile", "inductor_transform"))
+
 class CompileCounter:
     """A torch.compile backend that counts the FX graphs it compiles with `compiler` (each
     compile and recompile of each graph-broken piece), under `config_patches` (options of
@@ -255,6 +263,8 @@ class InductorBackend(Backend):
     """`torch.compile(module, backend="inductor")` on one device (or one of the stages before
     Inductor, `compiler`). A gradient test trains: each call's forward outputs, then the
     gradients of its leaves by the compiled backward (`ir.materialize.grad.training_step`)."""
+
+    INFO = BackendInfo("torch.compile (Inductor)", ("torch",))
 
     UNSUPPORTED = INDUCTOR_UNSUPPORTED
     CONFIG_SPACE = INDUCTOR_SPACE
@@ -370,7 +380,8 @@ class InductorBackend(Backend):
                                       "compiler": self.compiler,
                                       "training_flags": dict(self.training_flags)},
                          dialect=self.dialect, form=self.form, trains=True,
-                         adapts_dialect=self.ADAPTS_DIALECT)
+                         adapts_dialect=self.ADAPTS_DIALECT,
+                         bodies=TORCH_COMPILE_BODIES)
 
     PRELOAD: ClassVar[tuple[str, ...]] = ("torch", "torch._dynamo", "torch._inductor.compile_fx",
                                           "torch._inductor.config")
@@ -577,4 +588,5 @@ register("inductor_cuda", InductorBackend, device="cuda")
 register("inductor_dynamic", InductorBackend, device="cpu", dynamic=True)
 #: AOT autograd with eager kernels: Dynamo and AOT autograd's joint graph and partitioning
 #: without Inductor, which tells their faults from Inductor's (docs/training.md)
-register("aot_eager", InductorBackend, device="cpu", compiler="aot_eager")
+register("aot_eager", InductorBackend, device="cpu", compiler="aot_eager",
+         info=BackendInfo("torch.compile (aot_eager: Dynamo and AOT autograd)", ("torch",)))

@@ -26,9 +26,11 @@ import numpy as np
 from campaign.artifacts import Materialized
 from campaign.backends.base import (
     Backend,
+    BackendInfo,
     BackendResult,
     ExportedInputsMismatch,
     KnownUnsupported,
+    ReproBodies,
     ReproSpec,
     register,
 )
@@ -37,6 +39,8 @@ from campaign.backends.forms import FORM_SPACE, form_option
 from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_session, ort_session_options
 from campaign.verdict import Stage
 
+#: its repro.py's script parts (`ReproBodies`): the export, then an ORT session
+EXPORT_BODIES = ReproBodies(("ort_session", "onnx_export"))
 
 class TracedControlFlow(RuntimeError):
     """The TorchScript exporter (`dynamo=False`) traces one path through data-dependent control
@@ -65,6 +69,8 @@ ONNX_EXPORT_SPACE = (
 
 class OnnxExportBackend(Backend):
     """torch.onnx.export(dynamo=True), run on ONNX Runtime."""
+
+    INFO = BackendInfo("torch.onnx.export", ("torch", "onnxscript", "onnx-ir", "onnxruntime"))
 
     UNSUPPORTED = ONNX_EXPORT_UNSUPPORTED
     CONFIG_SPACE = ONNX_EXPORT_SPACE
@@ -109,7 +115,8 @@ class OnnxExportBackend(Backend):
         return ReproSpec("onnx_export", {"dynamo": self.dynamo, "optimize": self.optimize,
                                          "opset": self.opset, "opt_level": self.opt_level,
                                          "device": self.target},
-                         dialect=self.dialect, form=self.form)
+                         dialect=self.dialect, form=self.form,
+                         bodies=EXPORT_BODIES)
 
     PRELOAD: ClassVar[tuple[str, ...]] = ("torch", "torch.onnx", "onnxruntime", "onnxscript")
 

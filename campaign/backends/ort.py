@@ -15,9 +15,12 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import (
+    ORT_TRACKER,
     Backend,
+    BackendInfo,
     BackendResult,
     KnownUnsupported,
+    ReproBodies,
     ReproSpec,
     input_feed_sets,
     register,
@@ -73,8 +76,13 @@ ORT_UNSUPPORTED = (
 )
 
 
+#: its repro.py's script parts (`ReproBodies`): an ORT session of model.onnx
+ORT_BODIES = ReproBodies(("ort_session", "ort"), dynshape=("ort_session", "ort"))
+
 class OrtBackend(Backend):
     """ONNX Runtime on one execution provider at one optimization level."""
+
+    INFO = BackendInfo("ONNX Runtime", ("onnxruntime",), ORT_TRACKER)
 
     UNSUPPORTED = ORT_UNSUPPORTED
     CONFIG_SPACE = ORT_SPACE
@@ -118,7 +126,8 @@ class OrtBackend(Backend):
         """`model.onnx` in a session with this backend's options (repro_scripts/ort.py)."""
         return ReproSpec("ort", {"opt_level": self.opt_level, "device": self.target,
                                  "disabled_optimizers": list(self.disabled_optimizers),
-                                 "execution_mode": self.execution_mode, "threads": self.threads})
+                                 "execution_mode": self.execution_mode, "threads": self.threads},
+                         bodies=ORT_BODIES)
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         sess = self.stage(

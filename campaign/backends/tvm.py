@@ -37,9 +37,12 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import (
+    TVM_TRACKER,
     Backend,
+    BackendInfo,
     BackendResult,
     KnownUnsupported,
+    ReproBodies,
     ReproSpec,
     input_feed_sets,
     register,
@@ -164,6 +167,11 @@ TVM_SPACE = (
            available=lambda: _cpu_has("avx2", "fma")),
 )
 
+
+#: its repro.py's script parts (`ReproBodies`): Relax from model.onnx (symbolic dims
+#: included); a gradient test trains with relax.transform.Gradient
+TVM_BODIES = ReproBodies(("relax", "tvm_onnx"), dynshape=("relax", "tvm_onnx"),
+                         training=("relax", "relax_training", "tvm_onnx"))
 
 class RelaxBackend(Backend):
     """TVM Relax on one target (llvm or cuda), whatever the frontend: a subclass imports a test
@@ -296,6 +304,16 @@ class RelaxBackend(Backend):
 class TvmBackend(RelaxBackend):
     """TVM Relax through its ONNX importer; trains gradient tests with TVM's reverse mode."""
 
+    INFO = BackendInfo(
+        "TVM Relax (ONNX importer)", ("apache-tvm", "onnx"), TVM_TRACKER,
+        own_training="A training step, TVM's own reverse mode: the ONNX model with the leaf "
+                     "params as graph inputs, imported by `from_onnx`; its `main` re-emitted "
+                     "as the loss `L = sum_i sum(out_i * c_i)` over the float outputs, with "
+                     "the fixed cotangents `c_i` of `cotangents.npz`; "
+                     "`relax.transform.Gradient` with respect to {leaves}; the expected "
+                     "outputs and gradients are eager autograd's (`expected.npz`, float64 in "
+                     "`truth.npz`). `repro.py` (`train_relax`) computes and compares them.")
+
     #: the importer's gaps, and the Gradient pass's (met by gradient tests only)
     UNSUPPORTED = TVM_UNSUPPORTED + TVM_GRADIENT_UNSUPPORTED
     LACKS = TVM_LACKS
@@ -313,7 +331,8 @@ class TvmBackend(RelaxBackend):
         """`model.onnx` through the ONNX frontend, then compiled and run
         (repro_scripts/tvm_onnx.py); a gradient test trains as `_evaluate` does
         (repro_scripts/relax_training.py, whose functions this backend uses)."""
-        return ReproSpec("tvm", self.relax_options(), trains=True)
+        return ReproSpec("tvm", self.relax_options(), trains=True,
+                         bodies=TVM_BODIES)
 
     def _import(self, m: Materialized, result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
         from tvm.relax.frontend.onnx import from_onnx

@@ -31,9 +31,12 @@ import numpy as np
 
 from campaign.artifacts import Materialized
 from campaign.backends.base import (
+    TVM_TRACKER,
+    BackendInfo,
     BackendResult,
     ExportedInputsMismatch,
     KnownUnsupported,
+    ReproBodies,
     ReproSpec,
     register,
 )
@@ -81,8 +84,13 @@ TVM_TORCH_UNSUPPORTED = (
 TVM_TORCH_LACKS = frozenset(TVM_TORCH_MISSING_CONVERTERS.values())
 
 
+#: its repro.py's script parts (`ReproBodies`): Relax from the exported torch program
+TVM_TORCH_BODIES = ReproBodies(("relax", "tvm_torch"))
+
 class TvmTorchBackend(RelaxBackend):
     """TVM Relax on one target, fed the `torch.export` of the test's module (`hop` dialect)."""
+
+    INFO = BackendInfo("TVM Relax (torch frontend)", ("apache-tvm", "torch"), TVM_TRACKER)
 
     kind: ClassVar[str] = "tvm_torch"
     dialect: str = "hop"
@@ -114,7 +122,8 @@ class TvmTorchBackend(RelaxBackend):
     def repro_spec(self) -> ReproSpec:
         """The graph as torch code in this form, exported and imported by the torch frontend
         (repro_scripts/tvm_torch.py)."""
-        return ReproSpec("tvm_torch", self.relax_options(), dialect=self.dialect, form=self.form)
+        return ReproSpec("tvm_torch", self.relax_options(), dialect=self.dialect, form=self.form,
+                         bodies=TVM_TORCH_BODIES)
 
     def _import(self, m: Materialized, result: BackendResult) -> tuple[Any, list[list[np.ndarray]]]:
         import torch

@@ -13,8 +13,8 @@ import pytest
 import campaign.triage.pipeline.repro_scripts as scripts
 from campaign.backends import make_backend
 from campaign.backends.base import ReproSpec, root_error
+from campaign.backends.tvm import TVM_BODIES
 from campaign.triage.pipeline.repro import (
-    BODIES,
     SCRIPTS,
     part_source,
     program_dialect,
@@ -94,7 +94,7 @@ SPECS = ["ort", "ort?disabled_optimizers=ConstantFolding&execution_mode=parallel
 @pytest.mark.parametrize("trains", [False, True], ids=["forward", "gradient"])
 def test_each_backends_repro_is_valid_standalone_python(spec, trains):
     how = repro_spec_of(spec)
-    assert how is not None and how.kind in BODIES
+    assert how is not None and how.bodies is not None and how.bodies.infer
     grad = GradSpec(("x0", "w1"), ({"v3": np.ones((3, 2), np.float32)},)) if trains else None
     src = repro_source(how, G, EXPECT, [(1e-3, 1e-4)] * 3, "header", grad=grad)
     compile(src, "repro.py", "exec")
@@ -155,10 +155,13 @@ def test_a_value_no_part_declares_or_a_declared_value_not_given_is_an_error():
     how = repro_spec_of("ort")
     assert how is not None
     with pytest.raises(ValueError, match="no part declares BOGUS"):
-        repro_source(ReproSpec("ort", {**how.options, "bogus": 1}), G, EXPECT, [(0, 0)], "h")
+        repro_source(ReproSpec("ort", {**how.options, "bogus": 1}, bodies=how.bodies), G,
+                     EXPECT, [(0, 0)], "h")
     with pytest.raises(ValueError, match="no value for THREADS"):
-        repro_source(ReproSpec("ort", {k: v for k, v in how.options.items()
-                                       if k != "threads"}), G, EXPECT, [(0, 0)], "h")
+        repro_source(ReproSpec("ort", {k: v for k, v in how.options.items() if k != "threads"},
+                               bodies=how.bodies), G, EXPECT, [(0, 0)], "h")
+    with pytest.raises(ValueError, match="^no standalone reproducer for backend kind 'ort'$"):
+        repro_source(ReproSpec("ort", how.options), G, EXPECT, [(0, 0)], "h")
 
 
 def test_a_backend_says_how_it_is_reproduced():
@@ -173,7 +176,8 @@ def test_a_backend_says_how_it_is_reproduced():
     assert program_dialect(how, 0) == "hop" and program_dialect(repro_spec_of("ort"), 0) == "python"
     assert make_backend("tvm").repro_spec() == ReproSpec(
         "tvm", {"target": "llvm", "mcpu": None, "opt_level": 3, "pipeline": "fused",
-                "disabled_pass": []}, trains=True)
+                "disabled_pass": []}, trains=True, bodies=TVM_BODIES)
+    assert TVM_BODIES.training == ("relax", "relax_training", "tvm_onnx")  # its own reverse mode
     assert not make_backend("tvm_torch").repro_spec().trains  # its backend runs forward
     assert make_backend("inductor").repro_spec().trains
 

@@ -16,9 +16,11 @@ def _parts() -> ReportParts:
 
 
 @pytest.mark.parametrize("spec, project", [
-    ("ort", "onnxruntime"), ("ort_cuda?opt_level=basic", "onnxruntime"), ("tvm", "tvm"),
-    ("tvm_torch", "tvm"), ("inductor?dialect=mixed", "pytorch"), ("onnx_export", "pytorch"),
-    ("aot_eager", "pytorch"), ("mypkg.mod:Backend", "pytorch")])
+    ("ort", "microsoft/onnxruntime"), ("ort_cuda?opt_level=basic", "microsoft/onnxruntime"),
+    ("tvm", "apache/tvm"),
+    ("tvm_torch", "apache/tvm"), ("inductor?dialect=mixed", "pytorch/pytorch"),
+    ("onnx_export", "pytorch/pytorch"),
+    ("aot_eager", "pytorch/pytorch"), ("mypkg.mod:Backend", "pytorch/pytorch")])
 def test_each_backend_goes_to_its_compilers_tracker(spec, project):
     assert tracker(spec) == project
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from campaign.triage.bugdb.runner import PACKAGES, last_error, run_process, this_interpreter
-from campaign.triage.bugdb.versions import distributions, installed
+from campaign.triage.bugdb.versions import distributions, installed, installed_of
 
 if TYPE_CHECKING:
     from campaign.triage.bugdb.matrix import Matrix
@@ -71,8 +71,7 @@ class Seen:
 
 def _stack(spec: str) -> list[str]:
     """This run's versions for backend `spec`: its stack's, and torch's."""
-    return sorted(set(installed(spec)) | {v for v in installed("inductor")
-                                          if v.startswith("torch==")})
+    return sorted(set(installed(spec)) | set(installed_of(("torch",))))
 
 
 def seen_versions(spec: str, members: Iterable[dict[str, Any]],

@@ -19,11 +19,6 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass, field
 
-#: the tracker of a backend spec, by name prefix (longest first); anything else is PyTorch's
-TRACKERS: tuple[tuple[str, str], ...] = (
-    ("tvm", "tvm"),
-    ("ort", "onnxruntime"),
-)
 #: torch.testing.assert_close's default (rtol, atol) per dtype name (its documented table)
 TORCH_DEFAULT_TOLERANCES = {
     "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5),
@@ -32,11 +27,10 @@ TORCH_DEFAULT_TOLERANCES = {
 
 
 def tracker(spec: str) -> str:
-    name = spec.partition("?")[0]
-    for prefix, project in TRACKERS:
-        if name == prefix or name.startswith(prefix + "_"):
-            return project
-    return "pytorch"
+    """The repository backend `spec`'s bugs are reported to (`BackendInfo.tracker`)."""
+    from campaign.backends import info_of
+
+    return info_of(spec).tracker
 
 
 @dataclass
@@ -84,10 +78,12 @@ def versions_block(p: ReportParts) -> list[str]:
 
 def render(spec: str, parts: ReportParts) -> str:
     """The report of backend `spec` in its tracker's template."""
+    from campaign.backends.base import ORT_TRACKER, TVM_TRACKER
+
     project = tracker(spec)
-    if project == "tvm":
+    if project == TVM_TRACKER:
         return _tvm(parts)
-    if project == "onnxruntime":
+    if project == ORT_TRACKER:
         return _ort(spec, parts)
     return _pytorch(parts)
 

@@ -27,26 +27,16 @@ if TYPE_CHECKING:
     from campaign.triage.bugdb.store import Bug
 
 REPORT = "report.md"
-#: what a backend spec's stack is called in a title, by name prefix (longest first)
-COMPILERS: tuple[tuple[str, str], ...] = (
-    ("tvm_torch", "TVM Relax (torch frontend)"),
-    ("tvm", "TVM Relax (ONNX importer)"),
-    ("ort", "ONNX Runtime"),
-    ("inductor", "torch.compile (Inductor)"),
-    ("onnx_export", "torch.onnx.export"),
-    ("eager", "torch eager"),
-)
 #: error text kept in a title / quoted as the actual outcome
 TITLE_CHARS = 160
 MESSAGE_LINES = 20
 
 
 def compiler(spec: str) -> str:
-    name = spec.partition("?")[0]
-    for prefix, text in COMPILERS:
-        if name == prefix or name.startswith(prefix + "_"):
-            return text
-    return spec
+    """What backend `spec`'s stack is called in a title (`BackendInfo.display`)."""
+    from campaign.backends import info_of
+
+    return info_of(spec).display
 
 
 def title(row: dict[str, Any]) -> str:
@@ -252,6 +242,7 @@ def _actual(row: dict[str, Any], failed: dict[str, Any]) -> str:
 def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
     """The graph as torch source (the program every backend is given), plus the ONNX model as
     text for backends that take ONNX."""
+    from campaign.backends import info_of
     from campaign.triage.pipeline.repro import program_dialect, repro_spec_of
 
     how = repro_spec_of(spec)
@@ -277,16 +268,9 @@ def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
                            grad.param_leaves(g) if grad is not None else frozenset())
         out += ["As PyTorch (`Model(...)(*inputs)`, inputs in `inputs.npz`):", "",
                 "```python", src.rstrip(), "```", ""]
-        if grad is not None and how is not None and how.kind == "tvm":
-            out += ["A training step, TVM's own reverse mode: the ONNX model with the leaf "
-                    "params as graph inputs, imported by `from_onnx`; its `main` re-emitted "
-                    "as the loss `L = sum_i sum(out_i * c_i)` over the float outputs, with "
-                    "the fixed cotangents `c_i` of `cotangents.npz`; "
-                    "`relax.transform.Gradient` with respect to "
-                    + ", ".join(f"`{x}`" for x in grad.leaves)
-                    + "; the expected outputs and gradients are eager autograd's "
-                    "(`expected.npz`, float64 in `truth.npz`). `repro.py` (`train_relax`) "
-                    "computes and compares them.", ""]
+        own = info_of(spec).own_training if how is not None and how.trains else None
+        if grad is not None and own is not None:
+            out += [own.format(leaves=", ".join(f"`{x}`" for x in grad.leaves)), ""]
         elif grad is not None:
             out += ["A training step: the loss `L = sum_i (out_i * c_i).sum()` over the float "
                     "outputs, with the fixed cotangents `c_i` of `cotangents.npz`, "

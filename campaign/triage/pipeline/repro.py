@@ -73,25 +73,6 @@ def program_dialect(how: ReproSpec | None, seed: int,
 
 #: the package of the script parts (campaign/triage/pipeline/repro_scripts: its docstring says the rules)
 SCRIPTS = "campaign.triage.pipeline.repro_scripts"
-#: the body of each kind (`ReproSpec.kind`): parts after the prelude and the torch program
-BODIES: dict[str, tuple[str, ...]] = {
-    "ort": ("ort_session", "ort"),
-    "tvm": ("relax", "tvm_onnx"),
-    "tvm_torch": ("relax", "tvm_torch"),
-    "inductor": ("torch_compile", "inductor"),
-    "onnx_export": ("ort_session", "onnx_export"),
-}
-#: the body of a dynamic-shape test (docs/dynshape.md) per kind that has one: the ONNX kinds
-#: load `model.onnx`, which has the symbolic dims (`dim_param`s), with their usual body
-DYNSHAPE_BODIES: dict[str, tuple[str, ...]] = {
-    "ort": BODIES["ort"], "tvm": BODIES["tvm"],
-    "inductor": ("shape_guards", "torch_compile", "inductor_shapes")}
-#: the body of a transform test, on a kind that trains and runs them (`TRANSFORM_KINDS`)
-TRANSFORM_BODY = ("torch_compile", "inductor_transform")
-TRANSFORM_KINDS = frozenset({"inductor"})
-#: the body of a gradient test on a kind that trains its own way (TVM: the backend's
-#: `relax.transform.Gradient`); other kinds that train get the torch `training` part
-TRAINING_BODIES: dict[str, tuple[str, ...]] = {"tvm": ("relax", "relax_training", "tvm_onnx")}
 #: the lines around a part's per-test values
 VALUES_START, VALUES_END = "# ---- per-test values", "# ---- end of per-test values"
 #: dynsmith's own packages: a part's imports of them are dropped from its copy
@@ -113,22 +94,23 @@ if __name__ == "__main__":
 def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
                  tolerances: list[tuple[float, float]], header: str, seed: int = 0,
                  grad=None, transform=None, dyn=None) -> str:
-    """The text of `repro.py` for a backend's `ReproSpec`: the parts of its kind (`BODIES`),
-    copied with the test's values. `grad`: a gradient test's `GradSpec` (its leaves; the
+    """The text of `repro.py` for a backend's `ReproSpec`: the parts its backend names for the
+    test (`ReproSpec.bodies`), copied with the test's values. `grad`: a gradient test's `GradSpec` (its leaves; the
     cotangents go in the folder), which a backend that trains differentiates; `transform`: a
     transform test's `TransformSpec` (transform.json and transform.npz go in the folder),
     whose program it compiles; `dyn`: a dynamic-shape test's `DynShape` (`graph` is input set
-    0's; the torch program computes its shapes from its inputs' sizes: `DYNSHAPE_BODIES`)."""
+    0's; the torch program computes its shapes from its inputs' sizes: `ReproBodies.dynshape`)."""
     from ir.materialize.form import DEFAULT_FORM
     from ir.materialize.torch_source import torch_source
 
-    if spec.kind not in BODIES:
+    bodies = spec.bodies
+    if bodies is None:
         raise ValueError(f"no standalone reproducer for backend kind {spec.kind!r}")
-    if dyn is not None and (spec.kind not in DYNSHAPE_BODIES or transform is not None):
+    if dyn is not None and (bodies.dynshape is None or transform is not None):
         raise ValueError(f"no standalone reproducer of a dynamic-shape "
                          f"{'transform ' if transform is not None else ''}test for backend "
                          f"kind {spec.kind!r}")
-    transforms = transform is not None and spec.trains and spec.kind in TRANSFORM_KINDS
+    transforms = transform is not None and spec.runs_transforms
     trains = grad is not None and spec.trains and not transforms
     labels = (transform.labels(graph) if transforms else grad.labels(graph) if trains else
               [f"output {i}" for i in range(len(graph.outputs))])
@@ -136,9 +118,9 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         "EXPECT": expect, "TOLERANCES": tolerances, "LABELS": labels, "GRADIENTS": trains,
         "INPUTS": [v.name for v in graph.inputs], "PARAMS": [p.name for p in graph.params],
         **{k.upper(): v for k, v in spec.options.items()}}
-    parts, body = [f"{SCRIPTS}.prelude", f"{SCRIPTS}.localize"], BODIES[spec.kind]
-    if dyn is not None:
-        body = DYNSHAPE_BODIES[spec.kind]
+    parts, body = [f"{SCRIPTS}.prelude", f"{SCRIPTS}.localize"], bodies.infer
+    if dyn is not None and bodies.dynshape is not None:
+        body = bodies.dynshape
         if spec.dialect is not None:  # the torch program's marks and the sets' shapes
             from campaign.dynamic_shapes import generic
 
@@ -147,15 +129,16 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
                 GENERIC_SETS=[generic(dyn, dyn.assignment_of_set(k))
                               for k in range(len(dyn.set_assignment))])
     if trains:
-        if spec.kind in TRAINING_BODIES:  # the backend's own training (relax_training)
-            body = TRAINING_BODIES[spec.kind]
+        if bodies.training is not None:  # the backend's own training (relax_training)
+            body = bodies.training
         else:  # torch autograd (train_step)
             parts.append(f"{SCRIPTS}.training")
         values.update(LEAVES=list(grad.leaves), OUTPUTS=list(graph.outputs))
     if transforms:
         parts.append("ir.materialize.torch_func")
         values["OUTPUTS"] = list(graph.outputs)
-        body = TRANSFORM_BODY
+        assert bodies.transform is not None
+        body = bodies.transform
     program = ""
     if spec.dialect is not None:  # the graph as torch code
         dialect = program_dialect(spec, seed, transform.dialects if transforms else None)
@@ -371,8 +354,7 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                                       f"+ {cold_start_s:g} s for a cold start")
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
-            transform = (tc.transform if how.trains and how.kind in TRANSFORM_KINDS
-                         else None)
+            transform = tc.transform if how.runs_transforms else None
             grad = tc.grad if how.trains and transform is None else None
             script = repro_source(how, g, expect, _tolerances(g, grad, transform), header,
                                   seed, grad, transform, tc.dynshape)

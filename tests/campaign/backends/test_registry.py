@@ -113,3 +113,20 @@ def test_wrapper_errors_are_unwrapped_to_the_real_one():
     assert "(raised as BackendCompilerFailed: backend='inductor' raised:)" in r.error_msg
     assert normalize(r.error_class, r.error_msg, frames=r.frames) == \
         "CppCompileError: C++ compile error in <path>: 'foo' undeclared"
+
+
+def test_every_backend_states_what_is_said_of_it_beside_itself():
+    from campaign.backends import info_of
+    from campaign.backends.base import ORT_TRACKER, PYTORCH, TVM_TRACKER, WHOLE_STACK
+
+    for name in BACKENDS.names():
+        info = info_of(name)
+        assert info.display and info.packages and info.tracker in (PYTORCH, TVM_TRACKER,
+                                                                   ORT_TRACKER), name
+        assert info_of(f"{name}?x=1") == info  # options change nothing said of it
+    assert info_of("ort_noopt").display == "ONNX Runtime"
+    assert info_of("tvm_torch").packages == ("apache-tvm", "torch")
+    assert info_of("aot_eager").display.startswith("torch.compile (aot_eager")
+    user = info_of("mypkg.mod:MyBackend")  # not importable: its name, the whole stack
+    assert (user.display, user.packages, user.tracker) == ("mypkg.mod:MyBackend", WHOLE_STACK,
+                                                          PYTORCH)
