@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from campaign.testcase import TestCase
-from campaign.triage.pipeline.repro_scripts.shape_guards import ANY_RECOMPILE
+from campaign.backends.repro_scripts.shape_guards import ANY_RECOMPILE
 from ir.gen.builder import GenConfig
 from ir.gen.symbolic_shapes import finish, wants_dynshape
 from ir.materialize.dynshape import DynShape, instantiate

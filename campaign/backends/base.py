@@ -46,7 +46,7 @@ from campaign.signature import python_frames
 # `root_error`: the error a chain of wrapper exceptions (Dynamo's "backend='inductor' raised:",
 # the exporter's "Failed to export the model ...") wraps, which a row records: one function with
 # the repro scripts, whose prelude it is
-from campaign.triage.pipeline.repro_scripts.prelude import root_error
+from campaign.backends.repro_scripts.prelude import root_error
 from campaign.verdict import Stage, Verdict
 
 
@@ -186,7 +186,7 @@ class KnownUnsupported:
 
 @dataclass(frozen=True)
 class ReproBodies:
-    """The parts of campaign/triage/pipeline/repro_scripts a backend's repro.py runs after the
+    """The parts of campaign/backends/repro_scripts a backend's repro.py runs after the
     prelude and the torch program, by test: `infer` (an inference test's, and a gradient
     test's forward), `dynshape` (a dynamic-shape test's; None: no reproducer of one),
     `training` (a gradient test's on a backend that trains its own way; None: torch autograd's
@@ -204,7 +204,7 @@ class ReproSpec:
     (`campaign.triage.pipeline.repro`, docs/triage.md): the script's body and the options it runs with.
 
     `kind`: the body (`ort`, `tvm`, `tvm_torch`, `inductor`, `onnx_export`: the parts of
-    campaign/triage/pipeline/repro_scripts it copies). `options`: plain data (repr-able), each written
+    campaign/backends/repro_scripts it copies). `options`: plain data (repr-able), each written
     into the script as the constant of its name in capitals, which the body declares.
     `dialect` and `form`: the torch program the body compiles (None: it takes `model.onnx`).
     `trains`: it runs a gradient test's training step and a transform test's program.

@@ -52,7 +52,7 @@ from campaign.backends.base import (
 )
 from campaign.backends.configs import Option, config_text
 from campaign.backends.forms import FORM_SPACE, form_option
-from campaign.triage.pipeline.repro_scripts.shape_guards import (
+from campaign.backends.repro_scripts.shape_guards import (
     GuardLog,
     clear_guard_failures,
     guard_failure_reasons,

@@ -28,7 +28,7 @@ from campaign.backends.base import (
 from campaign.backends.configs import Option
 
 # the session as the repros make it too (one function: their part ort_session.py)
-from campaign.triage.pipeline.repro_scripts.ort_session import (  # noqa: F401 (re-exported)
+from campaign.backends.repro_scripts.ort_session import (  # noqa: F401 (re-exported)
     ort_providers,
     ort_session,
     ort_session_options,

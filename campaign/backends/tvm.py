@@ -21,7 +21,7 @@ rejects) is the import's, not the backward's. Compile:
 `loss`) is built as an inference one. Run: `loss_adjoint` per input set; its outputs, then its
 gradients. What the pass cannot differentiate (an op without `FPrimalGradient`, a `call_tir`,
 control flow: `TVM_GRADIENT_UNSUPPORTED`) is verdict `unsupported`. The code that trains is
-the repro's (campaign/triage/pipeline/repro_scripts/relax_training.py), so a gradient test's
+the repro's (campaign/backends/repro_scripts/relax_training.py), so a gradient test's
 repro.py trains as the backend does.
 
 Registered: `tvm` (llvm), `tvm_cuda`. Options: `target` (`llvm` | `cuda`), `opt_level` (0-3,
@@ -361,7 +361,7 @@ def leaf_params_as_inputs(model: Any, g: Graph,
     after the graph's own, in graph order, instead of initializers; and their values (the
     initializers'), in that order (`relax_training.leaf_params_as_inputs`, which the repro
     copies)."""
-    from campaign.triage.pipeline.repro_scripts.relax_training import leaf_params_as_inputs
+    from campaign.backends.repro_scripts.relax_training import leaf_params_as_inputs
 
     return leaf_params_as_inputs(model, [p.name for p in g.params], leaves)
 
@@ -372,7 +372,7 @@ def training_loss(mod: Any, g: Graph, spec: GradSpec) -> tuple[Any, list[int]]:
     re-emitted into `loss`, which returns `(L, outputs...)` (the module doc); and the indices
     of the outputs with a cotangent, whose cotangents `loss` takes after `main`'s params. The
     repro's own code (repro_scripts/relax_training.py: `loss_module`)."""
-    from campaign.triage.pipeline.repro_scripts.relax_training import loss_module
+    from campaign.backends.repro_scripts.relax_training import loss_module
 
     n_params = len(mod["main"].params)
     leaf_params = [p.name for p in g.params if p.name in spec.leaves]
@@ -387,7 +387,7 @@ def gradient_module(loss_mod: Any, g: Graph, spec: GradSpec) -> Any:
     """The module whose `loss_adjoint` trains the gradient test of `g` (`spec`):
     `relax.transform.Gradient` of `training_loss`'s `loss_mod` (the module doc). The repro's
     own code (repro_scripts/relax_training.py: `differentiate`)."""
-    from campaign.triage.pipeline.repro_scripts.relax_training import differentiate
+    from campaign.backends.repro_scripts.relax_training import differentiate
 
     leaf_params = [p.name for p in g.params if p.name in spec.leaves]
     return differentiate(loss_mod, [v.name for v in g.inputs], leaf_params, spec.leaves)
@@ -396,7 +396,7 @@ def gradient_module(loss_mod: Any, g: Graph, spec: GradSpec) -> Any:
 def _training_results(out: Any) -> list[np.ndarray]:
     """`loss_adjoint`'s result `((L, outputs...), (grads...))` as the outputs, then the
     gradients (`relax_training.training_results`)."""
-    from campaign.triage.pipeline.repro_scripts.relax_training import training_results
+    from campaign.backends.repro_scripts.relax_training import training_results
 
     return training_results(out)
 

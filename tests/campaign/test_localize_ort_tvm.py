@@ -116,7 +116,7 @@ def test_ort_failing_with_optimizations_disabled_blames_no_transformer(tmp_path)
 
 
 def test_ort_names_the_kernel_when_the_error_names_its_node(monkeypatch):
-    from campaign.triage.pipeline.repro_scripts import ort as part
+    from campaign.backends.repro_scripts import ort as part
 
     monkeypatch.setitem(part.EXPECT, "error_sig", "RuntimeException: [ONNXRuntimeError] : 6 : "
                         "RUNTIME_EXCEPTION : Non-zero status code returned while running "
@@ -225,8 +225,8 @@ class FakeProbe:
         return self.run(what, values)
 
     def run(self, what: str, values: dict[str, Any], env: dict[str, str] | None = None) -> str:
-        from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME
-        from campaign.triage.pipeline.repro_scripts.relax import PASS_LOG_ENV
+        from campaign.backends.repro_scripts.localize import PASSES, SAME
+        from campaign.backends.repro_scripts.relax import PASS_LOG_ENV
 
         self.runs.append((what, values))
         if env and PASS_LOG_ENV in env:
@@ -244,7 +244,7 @@ class FakeProbe:
 def test_tvm_plan_bisects_the_optional_passes_the_build_ran(monkeypatch, culprit, named):
     """The plan's steps on a stand-in probe: the stage, the lowest opt_level, the recorded
     passes less the lowering ones (and those nested in others), then the TIR ones."""
-    from campaign.triage.pipeline.repro_scripts import relax
+    from campaign.backends.repro_scripts import relax
 
     monkeypatch.setitem(relax.EXPECT, "stage", "run")
     probe: Any = FakeProbe(culprit)

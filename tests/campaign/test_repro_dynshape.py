@@ -16,7 +16,7 @@ from campaign.triage.pipeline.localization import localize_folder
 from campaign.triage.pipeline.note_known import ROOT
 from campaign.triage.pipeline.note_runs import trigger_folder
 from campaign.triage.pipeline.repro import check_repro
-from campaign.triage.pipeline.repro_scripts.shape_guards import AddedGuard, recompile_cause
+from campaign.backends.repro_scripts.shape_guards import AddedGuard, recompile_cause
 
 NOTES = ROOT / "docs" / "findings"
 

@@ -1,4 +1,4 @@
-"""The parts of a standalone repro.py are real modules (campaign/triage/pipeline/repro_scripts): each
+"""The parts of a standalone repro.py are real modules (campaign/backends/repro_scripts): each
 compiles, and the script a backend's `ReproSpec` assembles from them is valid Python that
 imports nothing of dynsmith and gives every per-test value its part declares."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import campaign.triage.pipeline.repro_scripts as scripts
+import campaign.backends.repro_scripts as scripts
 from campaign.backends import make_backend
 from campaign.backends.base import ReproSpec, root_error
 from campaign.backends.tvm import TVM_BODIES
@@ -21,7 +21,7 @@ from campaign.triage.pipeline.repro import (
     repro_source,
     repro_spec_of,
 )
-from campaign.triage.pipeline.repro_scripts import prelude
+from campaign.backends.repro_scripts import prelude
 from ir import parse
 from ir.materialize.grad import GradSpec
 

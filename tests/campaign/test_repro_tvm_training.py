@@ -133,8 +133,8 @@ def test_localization_names_the_gradient_pass_when_the_compile_stops_inside_it(m
     log's entry for the differentiation) blames it after one logged run; one that stops
     before it (making the loss) names nothing; one that stops in the build goes on to the
     usual plan, where `Gradient` is no candidate."""
-    from campaign.triage.pipeline.repro_scripts import relax
-    from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME
+    from campaign.backends.repro_scripts import relax
+    from campaign.backends.repro_scripts.localize import PASSES, SAME
 
     class Probe:
         def __init__(self, log: list[str]):

@@ -241,7 +241,7 @@ def test_a_dynamic_shape_gradient_repro_marks_its_leaves(tmp_path):
     one compile, so it does not reproduce."""
     from campaign.triage.pipeline.reduction import FindingCase, Reduction
     from campaign.triage.pipeline.repro import check_repro, write_bug_folder
-    from campaign.triage.pipeline.repro_scripts.shape_guards import ANY_RECOMPILE
+    from campaign.backends.repro_scripts.shape_guards import ANY_RECOMPILE
 
     tc = dyn_grad_case()
     key = {"verdict": "recompile", "stage": None, "error_sig": ANY_RECOMPILE}

@@ -1,5 +1,5 @@
 """Where in the compiler a bug is: the triage's side of `repro.py --localize`
-(campaign/triage/pipeline/repro_scripts/localize.py has the plans and says how they decide).
+(campaign/backends/repro_scripts/localize.py has the plans and says how they decide).
 
 `localize_folder(folder)` runs a bug folder's repro.py with `--localize` in a fresh process
 where importing dynsmith fails (as `check_repro` runs it), and reads its last

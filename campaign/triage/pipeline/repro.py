@@ -14,7 +14,7 @@
     + tvm for TVM's torch frontend) and
     prints the failure. Torch backends get the graph as plain torch code
     (`ir.materialize.torch_source`); ONNX backends load `model.onnx`. The script is copied from
-    real modules, campaign/triage/pipeline/repro_scripts (`repro_source`, `part_source`), the body and
+    real modules, campaign/backends/repro_scripts (`repro_source`, `part_source`), the body and
     options a backend names (`Backend.repro_spec`).
 
 `repro.py` prints `REPRODUCED: ...` and exits 1 when the failure happens, `NOT REPRODUCED`
@@ -71,8 +71,8 @@ def program_dialect(how: ReproSpec | None, seed: int,
     return compiled_dialect(how.dialect, seed, allowed, how.adapts_dialect) or "python"
 
 
-#: the package of the script parts (campaign/triage/pipeline/repro_scripts: its docstring says the rules)
-SCRIPTS = "campaign.triage.pipeline.repro_scripts"
+#: the package of the script parts (campaign/backends/repro_scripts: its docstring says the rules)
+SCRIPTS = "campaign.backends.repro_scripts"
 #: the lines around a part's per-test values
 VALUES_START, VALUES_END = "# ---- per-test values", "# ---- end of per-test values"
 #: dynsmith's own packages: a part's imports of them are dropped from its copy
@@ -180,7 +180,7 @@ def part_source(module: str, values: dict[str, Any] | None = None,
                 declared: set[str] | None = None) -> str:
     """The text of module `module` (dotted name) as a part of a repro script: a plain Python
     file that ruff and mypy check, importing only the standard library, numpy and a backend's
-    own library (campaign/triage/pipeline/repro_scripts, `ir.materialize.torch_func`). The copy drops
+    own library (campaign/backends/repro_scripts, `ir.materialize.torch_func`). The copy drops
     the module docstring, `from __future__` (which must open a file) and imports of dynsmith's
     own packages (names of earlier parts), and writes each of its per-test values (the
     assignments between `VALUES_START` and `VALUES_END`) as `NAME = <repr of values[NAME]>`;

@@ -13,9 +13,9 @@ from typing import Any
 
 import onnxruntime as ort
 
-from campaign.triage.pipeline.repro_scripts.localize import SAME, Probe, first_failing, one_at_fault
-from campaign.triage.pipeline.repro_scripts.ort_session import ort_providers, ort_session
-from campaign.triage.pipeline.repro_scripts.prelude import (
+from campaign.backends.repro_scripts.localize import SAME, Probe, first_failing, one_at_fault
+from campaign.backends.repro_scripts.ort_session import ort_providers, ort_session
+from campaign.backends.repro_scripts.prelude import (
     EXPECT,
     HERE,
     INPUTS,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from campaign.triage.pipeline.repro_scripts.localize import Probe
-from campaign.triage.pipeline.repro_scripts.model import Model
-from campaign.triage.pipeline.repro_scripts.prelude import (
+from campaign.backends.repro_scripts.localize import Probe
+from campaign.backends.repro_scripts.model import Model
+from campaign.backends.repro_scripts.prelude import (
     HERE,
     INPUTS,
     PARAMS,
@@ -17,7 +17,7 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
     input_sets,
     stage,
 )
-from campaign.triage.pipeline.repro_scripts.torch_compile import (
+from campaign.backends.repro_scripts.torch_compile import (
     COMPILER,
     DYNAMIC,
     FULLGRAPH,

@@ -16,7 +16,7 @@ sessions) and `relax_training` (how the `tvm` backend trains a gradient test).
 Rules for a part, so that the copy runs without dynsmith:
 - it imports only the standard library, numpy and the backend's own library; names it takes
   from an earlier part are imported from that part's module
-  (`from campaign.triage.pipeline.repro_scripts.prelude import stage`: the copy drops imports
+  (`from campaign.backends.repro_scripts.prelude import stage`: the copy drops imports
   of dynsmith's own packages, and the module docstring);
 - the per-test values it reads are declared between the lines `# ---- per-test values` and
   `# ---- end of per-test values`, one plain assignment each: the copy replaces each with the

@@ -7,15 +7,15 @@ from typing import Any
 
 import torch
 
-from campaign.triage.pipeline.repro_scripts.localize import Probe
-from campaign.triage.pipeline.repro_scripts.prelude import (
+from campaign.backends.repro_scripts.localize import Probe
+from campaign.backends.repro_scripts.prelude import (
     GRADIENTS,
     failed,
     finish,
     input_sets,
     stage,
 )
-from campaign.triage.pipeline.repro_scripts.torch_compile import (
+from campaign.backends.repro_scripts.torch_compile import (
     DEVICE,
     ablate_compile,
     build_program,
@@ -24,7 +24,7 @@ from campaign.triage.pipeline.repro_scripts.torch_compile import (
     first_call_stage,
     set_training_flags,
 )
-from campaign.triage.pipeline.repro_scripts.training import train_step
+from campaign.backends.repro_scripts.training import train_step
 
 
 def main() -> None:

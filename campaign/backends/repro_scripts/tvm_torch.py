@@ -11,9 +11,9 @@ import torch
 import tvm
 from tvm.relax.frontend.torch import from_exported_program
 
-from campaign.triage.pipeline.repro_scripts.localize import PASSES, Probe
-from campaign.triage.pipeline.repro_scripts.model import Model
-from campaign.triage.pipeline.repro_scripts.prelude import (
+from campaign.backends.repro_scripts.localize import PASSES, Probe
+from campaign.backends.repro_scripts.model import Model
+from campaign.backends.repro_scripts.prelude import (
     EXPECT,
     HERE,
     INPUTS,
@@ -23,7 +23,7 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
     input_sets,
     stage,
 )
-from campaign.triage.pipeline.repro_scripts.relax import (
+from campaign.backends.repro_scripts.relax import (
     OPT_LEVEL,
     PIPELINE,
     ablate_relax,

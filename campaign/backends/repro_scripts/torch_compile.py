@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from campaign.triage.pipeline.repro_scripts.localize import PASSES, SAME, Probe
-from campaign.triage.pipeline.repro_scripts.model import Model
-from campaign.triage.pipeline.repro_scripts.prelude import (
+from campaign.backends.repro_scripts.localize import PASSES, SAME, Probe
+from campaign.backends.repro_scripts.model import Model
+from campaign.backends.repro_scripts.prelude import (
     EXPECT,
     GRADIENTS,
     HERE,

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from campaign.triage.pipeline.repro_scripts.localize import Probe
-from campaign.triage.pipeline.repro_scripts.prelude import (
+from campaign.backends.repro_scripts.localize import Probe
+from campaign.backends.repro_scripts.prelude import (
     EXPECT,
     GRADIENTS,
     done,
@@ -24,14 +24,14 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
     judge,
     stage,
 )
-from campaign.triage.pipeline.repro_scripts.shape_guards import (
+from campaign.backends.repro_scripts.shape_guards import (
     ANY_RECOMPILE,
     GuardLog,
     clear_guard_failures,
     guard_failure_reasons,
     recompile_cause,
 )
-from campaign.triage.pipeline.repro_scripts.torch_compile import (
+from campaign.backends.repro_scripts.torch_compile import (
     DEVICE,
     ablate_compile,
     build_program,
@@ -40,7 +40,7 @@ from campaign.triage.pipeline.repro_scripts.torch_compile import (
     first_call_stage,
     set_training_flags,
 )
-from campaign.triage.pipeline.repro_scripts.training import train_step
+from campaign.backends.repro_scripts.training import train_step
 
 # ---- per-test values
 #: per graph input, its symbolic dims; per input set, its shape assignment (`B=3,L=5`) and

@@ -9,8 +9,8 @@ import onnx
 import tvm
 from tvm.relax.frontend.onnx import from_onnx
 
-from campaign.triage.pipeline.repro_scripts.localize import Probe
-from campaign.triage.pipeline.repro_scripts.prelude import (
+from campaign.backends.repro_scripts.localize import Probe
+from campaign.backends.repro_scripts.prelude import (
     GRADIENTS,
     HERE,
     failed,
@@ -18,7 +18,7 @@ from campaign.triage.pipeline.repro_scripts.prelude import (
     input_sets,
     stage,
 )
-from campaign.triage.pipeline.repro_scripts.relax import (
+from campaign.backends.repro_scripts.relax import (
     OPT_LEVEL,
     PIPELINE,
     ablate_relax,
@@ -26,7 +26,7 @@ from campaign.triage.pipeline.repro_scripts.relax import (
     feeds_of,
     target_spec,
 )
-from campaign.triage.pipeline.repro_scripts.relax_training import train_relax
+from campaign.backends.repro_scripts.relax_training import train_relax
 
 
 def main() -> None:

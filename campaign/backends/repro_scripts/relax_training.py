@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from campaign.triage.pipeline.repro_scripts.prelude import INPUTS, PARAMS, failed, load, stage
-from campaign.triage.pipeline.repro_scripts.relax import (
+from campaign.backends.repro_scripts.prelude import INPUTS, PARAMS, failed, load, stage
+from campaign.backends.repro_scripts.relax import (
     GRAD_TYPES_ENV,
     GRADIENT_PASS,
     PASS_LOG_ENV,

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from campaign.triage.pipeline.repro_scripts.prelude import INPUTS, load
+from campaign.backends.repro_scripts.prelude import INPUTS, load
 
 # ---- per-test values
 #: the gradient test: L = sum over float outputs of <out_i, c_i>, differentiated with respect

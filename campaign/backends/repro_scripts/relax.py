@@ -13,8 +13,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from campaign.triage.pipeline.repro_scripts.localize import SAME, Probe, first_failing, one_at_fault
-from campaign.triage.pipeline.repro_scripts.prelude import EXPECT, GRADIENTS, INPUTS, failed, stage
+from campaign.backends.repro_scripts.localize import SAME, Probe, first_failing, one_at_fault
+from campaign.backends.repro_scripts.prelude import EXPECT, GRADIENTS, INPUTS, failed, stage
 
 # ---- per-test values
 #: the target's name (llvm, cuda), the CPU of an llvm target (None: this machine's), the

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from campaign.triage.pipeline.repro_scripts.prelude import EXPECT
+from campaign.backends.repro_scripts.prelude import EXPECT
 
 #: how a run fared
 SAME = "fails the same way"
