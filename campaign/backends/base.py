@@ -41,12 +41,12 @@ if TYPE_CHECKING:
     from campaign.testcase import TestCase
     from ir.core.graph import Graph
 from campaign.backends.configs import Option, config_text, draw, parse_spec
-from campaign.signature import python_frames
 
 # `root_error`: the error a chain of wrapper exceptions (Dynamo's "backend='inductor' raised:",
 # the exporter's "Failed to export the model ...") wraps, which a row records: one function with
 # the repro scripts, whose prelude it is
 from campaign.backends.repro_scripts.prelude import root_error
+from campaign.signature import python_frames
 from campaign.verdict import Stage, Verdict
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from campaign.backends.repro_scripts.shape_guards import AddedGuard, recompile_cause
 from campaign.triage.pages.notes import load_notes
 from campaign.triage.pipeline.localization import localize_folder
 from campaign.triage.pipeline.note_known import ROOT
 from campaign.triage.pipeline.note_runs import trigger_folder
 from campaign.triage.pipeline.repro import check_repro
-from campaign.backends.repro_scripts.shape_guards import AddedGuard, recompile_cause
 
 NOTES = ROOT / "docs" / "findings"
 

@@ -13,6 +13,7 @@ import pytest
 import campaign.backends.repro_scripts as scripts
 from campaign.backends import make_backend
 from campaign.backends.base import ReproSpec, root_error
+from campaign.backends.repro_scripts import prelude
 from campaign.backends.tvm import TVM_BODIES
 from campaign.triage.pipeline.repro import (
     SCRIPTS,
@@ -21,7 +22,6 @@ from campaign.triage.pipeline.repro import (
     repro_source,
     repro_spec_of,
 )
-from campaign.backends.repro_scripts import prelude
 from ir import parse
 from ir.materialize.grad import GradSpec
 
