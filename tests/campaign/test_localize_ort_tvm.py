@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ir
+from campaign.backends.ort import ORT_BODIES
 from campaign.testcase import TestCase, npz_bytes
 from campaign.triage.pipeline.localization import Localization, localize_folder
 from campaign.triage.pipeline.reduction import BackendRunner, FindingCase, Reduction
@@ -165,7 +166,7 @@ def onnx_folder(tmp_path: Path, model: Any, expect: dict[str, Any],
     (dest / "expected.npz").write_bytes(npz_bytes({f"out{i}": o for i, o in enumerate(outs)}))
     graph = SimpleNamespace(inputs=[SimpleNamespace(name=n) for n in feeds], params=[],
                             outputs=list(range(len(outs))))
-    (dest / "repro.py").write_text(repro_source(ReproSpec("ort", options), graph, expect,
+    (dest / "repro.py").write_text(repro_source(ReproSpec("ort", options, bodies=ORT_BODIES), graph, expect,
                                                 [(1e-2, 1e-2)] * len(outs), "F01"))
     return dest
 
