@@ -154,14 +154,17 @@ def read_rows(path: Path) -> dict[tuple[str, str], dict[str, str]]:
     return rows
 
 
-def compare(a: Path, b: Path) -> int:
+def compare(a: Path, b: Path, all_modes: bool = False) -> int:
+    """Print every difference between two folders of rows; gradient tests are compared in
+    `TRAINING` campaigns, and in every campaign with `all_modes` (two trees that both draw
+    them by the same rule)."""
     differences = 0
     for campaign in CAMPAIGNS:
         if not (a / f"{campaign}.csv").is_file() or not (b / f"{campaign}.csv").is_file():
             print(f"{campaign}: not run in both")
             continue
         ra, rb = read_rows(a / f"{campaign}.csv"), read_rows(b / f"{campaign}.csv")
-        grads = set() if campaign in TRAINING else {
+        grads = set() if campaign in TRAINING or all_modes else {
             k[0] for k, r in (*ra.items(), *rb.items()) if r.get(GRAD_COLUMN) == "1"}
         if grads:
             print(f"{campaign}: {len(grads)} tests are gradient tests in a run (not compared)")
@@ -201,9 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare", help="diff two folders of rows")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
+    c.add_argument("--all-modes", action="store_true",
+                   help="compare gradient tests in every campaign (both trees draw them)")
     a = p.parse_args(argv)
     if a.cmd == "compare":
-        n = compare(a.before, a.after)
+        n = compare(a.before, a.after, a.all_modes)
         print("same rows" if n == 0 else f"{n} differences")
         return 0 if n == 0 else 1
     a.out.mkdir(parents=True, exist_ok=True)
