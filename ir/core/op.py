@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -110,6 +110,10 @@ class Op:
     #: ops round). The reference's rounding spread never perturbs them
     #: (`campaign.reference.evaluate_perturbed`). Default False: the op rounds
     exact: ClassVar[bool] = False
+    #: torch.func transforms (by name) torch eager cannot run this op under once an operand
+    #: carries the transform's data (vmap: is batched; jvp, jacfwd: has a tangent), with
+    #: eager's message (`ir.materialize.transforms.eager_problem` refuses such a test)
+    eager_transform_refusals: ClassVar[Mapping[str, str]] = {}
     #: how much more than the base tolerance correct implementations of the op may differ: long
     #: accumulations (summation order: matmul, conv, reductions, norms, softmax, rnn) and
     #: transcendental functions (libm vs. vectorized approximations). An output's tolerance is

@@ -1,9 +1,10 @@
 """The torch.func transforms a transform test draws, one object each (`KINDS`), with the
 facts that belong to that transform beside it: how it is applied (its program,
 `ir.materialize.torch_func.PROGRAMS`), what its results are (`labels`) and their tolerances,
-what torch eager runs it on (`eager_support`, `eager_refusals`), and how large a Jacobian it
-may build. `ir.materialize.transforms` (drawing, refitting, the reference) asks the
-transform; it never tests its name.
+what torch eager runs it on (`eager_support`; an op eager cannot run under it says so
+itself, `Op.eager_transform_refusals`), and how large a Jacobian it may build.
+`ir.materialize.transforms` (drawing, refitting, the reference) asks the transform; it never
+tests its name.
 
 What eager runs (`eager_support`, per dialect: control-flow kind -> condition) is measured on
 torch 2.13, CPU; `ir.materialize.transforms`'s module doc gives the table and its footnotes.
@@ -30,10 +31,6 @@ _DERIVATIVE_SUPPORT: dict[str, dict[str, str]] = {
     "python": {"if": "ok", "loop": "ok", "scan": "ok"},
     "hop": {"if": "never", "loop": "never", "scan": "never"},
 }
-#: float32 LSTM runs mkldnn's kernel, which has no forward-mode derivative (float64 LSTM has
-#: one; refused all the same: conservative)
-_NO_FORWARD_AD = {"lstm": "Trying to use forward AD with mkldnn_rnn_layer that does not "
-                          "support it because it has not been implemented yet."}
 #: jacrev runs one backward per element of the differentiated outputs, jacfwd one forward per
 #: element of the leaves (vmapped): at most this many of each ...
 MAX_JACOBIAN_BASIS = 256
@@ -50,8 +47,6 @@ class Transform:
     name: str
     eager_support: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: _DERIVATIVE_SUPPORT)
-    #: ops eager cannot run under it once an operand carries its data, with eager's message
-    eager_refusals: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def program(self) -> FuncProgram:
@@ -180,16 +175,12 @@ def _kinds(*kinds: Transform) -> dict[str, Transform]:
 KINDS: dict[str, Transform] = _kinds(
     Vmap("vmap", eager_support={
         "python": {"if": "pred_unbatched", "loop": "trip_unbatched", "scan": "ok"},
-        "hop": {"if": "cond_batching", "loop": "never", "scan": "carries_keep_batching"}},
-        eager_refusals={op: f"Batching rule not implemented for aten::{kernel}.input. We "
-                            "could not generate a fallback."
-                        for op, kernel in (("lstm", "lstm"), ("gru", "gru"),
-                                           ("rnn", "rnn_tanh/rnn_relu"))}),
+        "hop": {"if": "cond_batching", "loop": "never", "scan": "carries_keep_batching"}}),
     Grad("grad"),
     Vjp("vjp"),
-    Jvp("jvp", eager_refusals=_NO_FORWARD_AD),
+    Jvp("jvp"),
     Jacobian("jacrev", basis="outputs"),
-    Jacobian("jacfwd", eager_refusals=_NO_FORWARD_AD, basis="leaves"),
+    Jacobian("jacfwd", basis="leaves"),
 )
 
 

@@ -101,6 +101,7 @@ from ir.materialize.transform_kinds import (
     MAX_JACOBIAN_ELEMS,
     Transform,
 )
+from ir.ops import OP_REGISTRY
 from ir.ops.control import ControlFlow, If, Loop, Scan, is_control
 
 #: the transforms a test may draw (torch.func's names; `ir.materialize.transform_kinds.KINDS`)
@@ -123,11 +124,14 @@ EAGER_SUPPORT: dict[tuple[str, str], dict[str, str]] = {
     (t.name, d): dict(rules) for t in KINDS.values() for d, rules in t.eager_support.items()}
 
 #: Ops torch 2.13 eager cannot run under a transform once an operand carries its data (vmap:
-#: is batched; jvp, jacfwd: has a tangent), with eager's message (measured on CPU;
-#: `Transform.eager_refusals`): the RNN kernels have no batching rule, and float32 LSTM runs
-#: mkldnn's kernel, which has no forward-mode derivative.
+#: is batched; jvp, jacfwd: has a tangent), with eager's message (measured on CPU; each op
+#: says so itself, `Op.eager_transform_refusals`): the RNN kernels have no batching rule, and
+#: float32 LSTM runs mkldnn's kernel, which has no forward-mode derivative. This is their
+#: table, by transform.
 EAGER_OP_REFUSALS: dict[str, dict[str, str]] = {
-    t.name: dict(t.eager_refusals) for t in KINDS.values() if t.eager_refusals}
+    t: {name: op.eager_transform_refusals[t] for name, op in sorted(OP_REGISTRY.items())
+        if t in op.eager_transform_refusals}
+    for t in KINDS if any(t in op.eager_transform_refusals for op in OP_REGISTRY.values())}
 
 #: leaf dtypes of the derivative transforms (as `ir.numerics.grad.LEAF_DTYPES`: float16
 #: derivatives differ between correct implementations by more than a test can tell a bug by)
@@ -336,14 +340,14 @@ def _flow(g: Graph, marked_in: Sequence[bool], transform: str, rules: Mapping[st
     refuses (`EAGER_SUPPORT`'s `rules`, `EAGER_OP_REFUSALS`). Conservative: every result of an
     op with a marked operand is marked, whatever its dtype."""
     marked = {v.name for v, b in zip(g.inputs, marked_in, strict=True) if b}
-    refused_ops = KINDS[transform].eager_refusals
     for i, inst in enumerate(g.insts):
         args = [a in marked for a in inst.args]
         at = f"{where}inst {i} ({inst.op.name})"
         if is_control(inst.op):
             outs = _flow_control(inst.op, inst.blocks, args, transform, rules, at)
-        elif any(args) and inst.op.name in refused_ops:
-            raise _Refused(f"{at}: eager cannot run it under {transform} ({refused_ops[inst.op.name]})")
+        elif any(args) and transform in inst.op.eager_transform_refusals:
+            raise _Refused(f"{at}: eager cannot run it under {transform} "
+                           f"({inst.op.eager_transform_refusals[transform]})")
         else:
             outs = [any(args)] * len(inst.results)
         marked |= {r.name for r, b in zip(inst.results, outs, strict=True) if b}

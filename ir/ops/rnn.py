@@ -32,7 +32,7 @@ X's dims, so their shapes hold by construction. The generator's per-dim caps bou
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -191,11 +191,26 @@ class Recurrent(Op):
             b.node("Reshape", [yt, b.const_i64([0, 0, -1])], [outs[0]])
 
 
+def _no_batching(kernel: str) -> str:
+    """torch eager's refusal to vmap an RNN kernel (it has no batching rule)."""
+    return (f"Batching rule not implemented for aten::{kernel}.input. We could not generate "
+            "a fallback.")
+
+
+#: torch eager's refusal of a forward-mode derivative of float32 LSTM (mkldnn's kernel)
+_NO_FORWARD_AD = ("Trying to use forward AD with mkldnn_rnn_layer that does not support it "
+                  "because it has not been implemented yet.")
+
+
 @dataclass(frozen=True)
 class Lstm(Recurrent):
     """LSTM: (x, W, R, B[, h0[, c0]]) -> (Y, Y_h, Y_c); gates (i, o, f, c)."""
 
     name: ClassVar[str] = "lstm"
+    #: no batching rule; float32 LSTM runs mkldnn's kernel, which has no forward-mode
+    #: derivative (float64 LSTM has one; refused all the same: conservative). Measured on 2.13
+    eager_transform_refusals: ClassVar[Mapping[str, str]] = {
+        "vmap": _no_batching("lstm"), "jvp": _NO_FORWARD_AD, "jacfwd": _NO_FORWARD_AD}
     arity: ClassVar[tuple[int, int]] = (4, 6)
     num_results: ClassVar[int] = 3
     gates: ClassVar[int] = 4
@@ -213,6 +228,7 @@ class Gru(Recurrent):
     """GRU: (x, W, R, B[, h0]) -> (Y, Y_h); gates (z, r, h), linear_before_reset=1."""
 
     name: ClassVar[str] = "gru"
+    eager_transform_refusals: ClassVar[Mapping[str, str]] = {"vmap": _no_batching("gru")}
     arity: ClassVar[tuple[int, int]] = (4, 5)
     num_results: ClassVar[int] = 2
     gates: ClassVar[int] = 3
@@ -234,6 +250,8 @@ class Rnn(Recurrent):
     relu (`nonlinearity`)."""
 
     name: ClassVar[str] = "rnn"
+    eager_transform_refusals: ClassVar[Mapping[str, str]] = {
+        "vmap": _no_batching("rnn_tanh/rnn_relu")}
     arity: ClassVar[tuple[int, int]] = (4, 5)
     num_results: ClassVar[int] = 2
     gates: ClassVar[int] = 1
