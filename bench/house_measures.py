@@ -6,7 +6,8 @@
 Each measure is printed with the files it counts in:
   - mode branches: tests of a test's mode outside the mode modules (`campaign/modes/`):
     `.grad / .transform / .dynshape is (not) None`, and compares of a `mode` to a mode name
-    or object (assertions, which narrow a type, are not branches);
+    or object (assertions, which narrow a type, are not branches; a backend's `ReproBodies`
+    fields of the same names are no test of a mode);
   - transform name compares: a string compared with a torch.func transform's name
     (`== "vmap"`, `in ("jacrev", "jacfwd")`, ...);
   - files that name a backend outside its folder: production files outside
@@ -26,7 +27,7 @@ from pathlib import Path
 
 PACKAGES = ("campaign", "ir", "mutators")
 MODE_MODULES = "campaign/modes/"
-MODE_BRANCH = re.compile(r"\.(grad|transform|dynshape) is (not )?None"
+MODE_BRANCH = re.compile(r"(?<!bodies)\.(grad|transform|dynshape) is (not )?None"
                          r"|\bmode(\.name)?\s*(==|!=)\s*\"(infer|grad|transform)\""
                          r"|\bmode (is|is not) (INFER|GRAD|TRANSFORM)\b")
 TRANSFORMS = ("vmap", "grad", "vjp", "jvp", "jacrev", "jacfwd")
