@@ -15,8 +15,8 @@ router, the finding and the reproducer ask the mode and never test which one it 
     `wraps_module`), and what a
     backend that does not train it is judged on (`forward`);
   - its files, in a finding folder and beside a reproducer (`files`);
-  - whether the reducer may try it on one input set alone (`per_set`), and whether it may be
-    merged with other tests into one module (`mergeable`).
+  - how the reducer keeps it (`refit`), whether the reducer may try it on one input set alone
+    (`per_set`), and whether it may be merged with other tests into one module (`mergeable`).
 
 Invariants: a mode is a stateless singleton, registered by its `name` (the rows' `mode`
 column) in `campaign.modes.MODES`; a test case holds its mode's spec in the mode's
@@ -79,6 +79,13 @@ class TestMode(ABC):
         it ends up in is `mode_of(tc)` (a draw that finds nothing to differentiate leaves an
         inference test)."""
         return tc
+
+    def refit(self, tc: TestCase, spec: Any, drawn_for: Graph, seed: int,
+              keep_leaves: bool = False) -> str | None:
+        """How the reducer keeps the mode: `spec` (this mode's, drawn for graph `drawn_for`)
+        refitted to `tc`'s graph and set on `tc`; or why `tc` can no longer be a test of this
+        mode (its row is then `invalid` with that signature)."""
+        return None
 
     # ---- what its reference computes ------------------------------------------------------------
     @abstractmethod

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from campaign.evaluation import ReferenceResult
     from campaign.oracle import Truths
     from campaign.testcase import TestCase
+    from ir.core.graph import Graph
     from ir.gen.builder import GenConfig
 
 
@@ -30,6 +31,17 @@ class GradMode(TestMode):
 
         tc.grad = draw_grad(tc.graph, seed, [tc.graph_of(k) for k in range(tc.n_sets)])
         return tc
+
+    def refit(self, tc: TestCase, spec: Any, drawn_for: Graph, seed: int,
+              keep_leaves: bool = False) -> str | None:
+        """The leaves and cotangents for the candidate graph, each set's cotangents in that
+        set's shapes (`ir.numerics.grad.refit_grad`; `keep_leaves`: no leaf is let go for lack
+        of an output depending on it)."""
+        from ir.numerics.grad import refit_grad
+
+        sets = [tc.graph_of(k) for k in range(tc.n_sets)]
+        tc.grad = refit_grad(spec, tc.graph, sets, seed, keep_leaves=keep_leaves)
+        return "no leaf left" if tc.grad is None else None
 
     def n_results(self, tc: TestCase) -> int:
         assert tc.grad is not None

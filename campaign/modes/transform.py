@@ -45,6 +45,15 @@ class TransformMode(TestMode):
             tc.transform = draw_transform(tc.graph, seed, tc.value_sets(), name)
         return tc
 
+    def refit(self, tc: TestCase, spec: Any, drawn_for: Graph, seed: int,
+              keep_leaves: bool = False) -> str | None:
+        """The transform for the candidate graph (`ir.materialize.transforms.refit_transform`:
+        its leaves, outputs and arrays follow the graph)."""
+        from ir.materialize.transforms import refit_transform
+
+        tc.transform = refit_transform(spec, drawn_for, tc.graph, tc.value_sets(), seed)
+        return "no such transform test left" if tc.transform is None else None
+
     def n_results(self, tc: TestCase) -> int:
         return tc.transform.n_results(tc.graph)
 

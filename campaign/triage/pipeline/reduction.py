@@ -228,25 +228,15 @@ class BackendRunner:
         self.calls += 1
         tc = TestCase(test_id, seed, graph, dict(values), [{"seed": seed}], list(extra_sets),
                       dynshape=dynshape)
-        if grad is not None:
-            from ir.numerics.grad import refit_grad
+        from campaign.modes import MODES
 
-            # each set's cotangents in that set's shapes (a dynamic-shape test's differ)
-            set_graphs = [graph] * tc.n_sets
-            if dynshape is not None:
-                from ir.materialize.dynshape import instantiate
-
-                set_graphs = [instantiate(graph, dynshape, dynshape.assignment_of_set(k))
-                              for k in range(tc.n_sets)]
-            tc.grad = refit_grad(grad, graph, set_graphs, seed, keep_leaves=keep_leaves)
-            if tc.grad is None:
-                return {"verdict": "invalid", "error_sig": "no leaf left"}, None, tc
-        if transform is not None:
-            from ir.materialize.transforms import refit_transform
-
-            tc.transform = refit_transform(transform, drawn_for or graph, graph, tc.value_sets(), seed)
-            if tc.transform is None:
-                return {"verdict": "invalid", "error_sig": "no such transform test left"}, None, tc
+        specs = {"grad": grad, "transform": transform}
+        for mode in MODES.values():  # each mode's spec refitted to the candidate (`TestMode.refit`)
+            spec = specs.get(mode.spec_field or "")
+            problem = (mode.refit(tc, spec, drawn_for or graph, seed, keep_leaves)
+                       if spec is not None else None)
+            if problem:
+                return {"verdict": "invalid", "error_sig": problem}, None, tc
         if self.deadline is not None:
             left = self.deadline - time.monotonic()
             for sb in worker.sandboxes.values():

@@ -123,3 +123,18 @@ def test_a_transform_test_has_no_dynamic_shapes():
     made = [make_dyn_test(cfg, f"t{seed}", seed) for seed in range(4)]
     dynamic = [tc for tc in made if tc.dynshape is not None]
     assert dynamic and all(tc.mode is GRAD for tc in dynamic)
+
+
+def test_the_reducer_keeps_a_mode_by_its_refit():
+    small = parse("graph main(%x: f32[3]) {\n  %y = neg(%x) : f32[3]\n  return %y\n}")
+    none = parse("graph main(%x: i64[3]) {\n  %y = neg(%x) : i64[3]\n  return %y\n}")
+    grad = GradSpec(("x", "w"), CT)
+    tc = TestCase("t", 0, small, {"x": np.ones(3, np.float32)})
+    assert GRAD.refit(tc, grad, G, 0) is None and tc.grad.leaves == ("x",)
+    assert tc.grad.cotangents[0]["y"].shape == (3,)
+    ints = TestCase("t", 0, none, {"x": np.ones(3, np.int64)})
+    assert GRAD.refit(ints, grad, G, 0) == "no leaf left" and ints.grad is None
+    vjp = TransformSpec("vjp", ("x", "w"), outputs=(0,), cotangents=CT)
+    assert TRANSFORM.refit(tc, vjp, G, 0) is None and tc.transform.leaves == ("x",)
+    assert TRANSFORM.refit(ints, vjp, G, 0) == "no such transform test left"
+    assert INFER.refit(tc, None, G, 0) is None
