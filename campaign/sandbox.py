@@ -198,6 +198,8 @@ class Job:
     grad: Any = None
     #: a transform test's `ir.materialize.transforms.TransformSpec`, else None
     transform: Any = None
+    #: a repeat test's `campaign.modes.repeat.RepeatSpec`, else None
+    repeat: Any = None
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
@@ -209,7 +211,7 @@ class Job:
             onnx_bytes = None
         return Job(tc.test_id, tc.seed, tc.graph, dict(tc.values),
                    [v.name for v in tc.graph.inputs], onnx_bytes, list(tc.lineage),
-                   list(tc.extra_inputs), tc.dynshape, tc.grad, tc.transform)
+                   list(tc.extra_inputs), tc.dynshape, tc.grad, tc.transform, tc.repeat)
 
     def pack(self) -> bytes:
         """The job as bytes (computed once: every sandbox of a test gets the same)."""
@@ -219,7 +221,7 @@ class Job:
                 {k: getattr(self, k) for k in ("test_id", "seed", "graph", "values",
                                                "input_names", "onnx_bytes", "lineage",
                                                "extra_inputs", "dynshape", "grad",
-                                               "transform")})
+                                               "transform", "repeat")})
             self._packed = buf.getvalue()
         return self._packed
 
@@ -235,7 +237,7 @@ class JobMaterialized(Materialized):
     def __init__(self, job: Job):
         super().__init__(TestCase(job.test_id, job.seed, job.graph, job.values, job.lineage,
                                   job.extra_inputs, dynshape=job.dynshape, grad=job.grad,
-                                  transform=job.transform))
+                                  transform=job.transform, repeat=job.repeat))
         self.job = job
         #: per input set, graph input name -> value, in order (`backends.base.input_feed_sets`)
         self.feed_sets = [{n: s[n] for n in job.input_names}

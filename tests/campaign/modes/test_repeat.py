@@ -56,3 +56,18 @@ def test_a_stale_cache_passes_every_set_once_and_fails_the_repeat():
     plain.backends = [stale]
     assert all(plain.run_case(plain.make_test(f"t{s}", s)).rows[0]["verdict"] == "pass"
                for s in range(6))
+
+
+def test_a_repeat_test_keeps_its_mode_through_the_evaluators_packing():
+    """The campaign sends a prepared test to the evaluators as bytes (`pipeline.pack_case`,
+    `sandbox.Job`): each mode's spec travels with it, so their rows say `repeat` too."""
+    from campaign.pipeline import pack_case, unpack_case
+
+    worker = _worker(1.0)
+    prep = worker.make_prepared("t0", 0)
+    assert prep.tc.mode is REPEAT
+    back = unpack_case(pack_case(prep))
+    assert back.tc.mode is REPEAT and back.tc.n_sets == prep.tc.n_sets
+    stale = StaleAfterOther()
+    row, _ = worker.judge(stale, back, stale.evaluate(back.m))
+    assert row.mode == "repeat"
