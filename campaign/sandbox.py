@@ -194,12 +194,9 @@ class Job:
     extra_inputs: list[dict[str, np.ndarray]] = field(default_factory=list)
     #: dynamic shapes (`ir.materialize.dynshape.DynShape`, plain data), None for a static test
     dynshape: Any = None
-    #: a gradient test's leaves and cotangents (`ir.materialize.grad.GradSpec`), else None
-    grad: Any = None
-    #: a transform test's `ir.materialize.transforms.TransformSpec`, else None
-    transform: Any = None
-    #: a repeat test's `campaign.modes.repeat.RepeatSpec`, else None
-    repeat: Any = None
+    #: each test mode's spec the test holds, by the mode's `spec_field` (`campaign.modes`:
+    #: a gradient test's `GradSpec` as `grad`, a transform's `TransformSpec`, ...)
+    specs: dict[str, Any] = field(default_factory=dict)
     _packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
@@ -209,9 +206,13 @@ class Job:
             onnx_bytes: bytes | None = m.onnx_bytes
         except Exception:  # backends that need ONNX will fail on it themselves
             onnx_bytes = None
+        from campaign.modes import MODES
+
+        specs = {m.spec_field: getattr(tc, m.spec_field) for m in MODES.values()
+                 if m.spec_field is not None and getattr(tc, m.spec_field) is not None}
         return Job(tc.test_id, tc.seed, tc.graph, dict(tc.values),
                    [v.name for v in tc.graph.inputs], onnx_bytes, list(tc.lineage),
-                   list(tc.extra_inputs), tc.dynshape, tc.grad, tc.transform, tc.repeat)
+                   list(tc.extra_inputs), tc.dynshape, specs)
 
     def pack(self) -> bytes:
         """The job as bytes (computed once: every sandbox of a test gets the same)."""
@@ -220,8 +221,7 @@ class Job:
             _JobPickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(
                 {k: getattr(self, k) for k in ("test_id", "seed", "graph", "values",
                                                "input_names", "onnx_bytes", "lineage",
-                                               "extra_inputs", "dynshape", "grad",
-                                               "transform", "repeat")})
+                                               "extra_inputs", "dynshape", "specs")})
             self._packed = buf.getvalue()
         return self._packed
 
@@ -236,8 +236,7 @@ class JobMaterialized(Materialized):
 
     def __init__(self, job: Job):
         super().__init__(TestCase(job.test_id, job.seed, job.graph, job.values, job.lineage,
-                                  job.extra_inputs, dynshape=job.dynshape, grad=job.grad,
-                                  transform=job.transform, repeat=job.repeat))
+                                  job.extra_inputs, dynshape=job.dynshape, **job.specs))
         self.job = job
         #: per input set, graph input name -> value, in order (`backends.base.input_feed_sets`)
         self.feed_sets = [{n: s[n] for n in job.input_names}

@@ -49,7 +49,7 @@ class RepeatMode(InferMode):
         return gen.p_repeat > 0 and random.Random(f"repeat/{seed}").random() < gen.p_repeat
 
     def make(self, tc: TestCase, seed: int, gen: GenConfig) -> TestCase:
-        if tc.dynshape is not None and not self.combines_with_dynshape:
+        if tc.shapes.dynamic and not self.combines_with_dynshape:
             return tc
         spec = RepeatSpec()
         first = tc.value_sets()[spec.of_set]

@@ -41,7 +41,7 @@ class TransformMode(TestMode):
 
         tc = GRAD.make(tc, seed, gen)
         name = wants_transform(seed, gen.p_transform, gen.transforms)
-        if name is not None and (tc.dynshape is None or self.combines_with_dynshape):
+        if name is not None and (not tc.shapes.dynamic or self.combines_with_dynshape):
             tc.transform = draw_transform(tc.graph, seed, tc.value_sets(), name)
         return tc
 
