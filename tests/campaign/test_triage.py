@@ -546,7 +546,8 @@ def test_real_tvm_bug_is_reduced_and_its_repro_reproduces(tmp_path):
       return %v10
     }"""
     out = campaign_dir(tmp_path / "run", ["tvm"], [_case(text=text)])
-    report = triage(out, TriageConfig(max_tests=100), log=lambda s: None)
+    # F04's note knows this bug: without the notes it is new, and reduced
+    report = triage(out, TriageConfig(max_tests=100, findings=None), log=lambda s: None)
     (b,) = [b for b in report.buckets if b.key.kind == "bug"]
     assert b.key.verdict == "crash" and b.key.stage == "compile"
     assert b.reduced_insts == 1 and b.repro_status == "reproduced"
@@ -568,7 +569,8 @@ def test_real_tvm_torch_bug_is_reduced_and_its_repro_reproduces(tmp_path):
       return %v5
     }"""
     out = campaign_dir(tmp_path / "run", ["tvm_torch"], [_case(text=text)])
-    report = triage(out, TriageConfig(max_tests=100), log=lambda s: None)
+    # a note knows this bug: without the notes it is new, and reduced
+    report = triage(out, TriageConfig(max_tests=100, findings=None), log=lambda s: None)
     (b,) = [b for b in report.buckets if b.key.kind == "bug"]
     assert b.key.verdict == "crash" and b.key.stage == "compile"
     assert b.reduced_insts == 1 and b.repro_status == "reproduced"
@@ -614,5 +616,12 @@ def test_a_hard_deadline_leaves_what_does_not_fit_for_later(tmp_path):
     rows = {r["backend"]: r for r in pq.read_table(out / "bugs.parquet").to_pylist()}
     assert set(rows) == {WRONG, PATTERN} and rows[PATTERN]["reduced_insts"] is None
     assert f"continue with `python -m campaign.triage {out}`" in report.text()
-    later = triage(out, TriageConfig(max_tests=150, check_repro=False), log=lambda s: None)
+    journal = json.loads((out / "bugs" / "steps.json").read_text())
+    assert {s["name"]: s["status"] for s in journal["steps"]}["reduce"] == "partial"
+    logged: list[str] = []
+    later = triage(out, TriageConfig(max_tests=150, check_repro=False), log=logged.append)
     assert later.reductions == 3 and later.skipped == 0
+    assert logged[0].startswith("triage: resuming: the last triage of this output left work "
+                                "in reduce"), logged[:2]
+    journal = json.loads((out / "bugs" / "steps.json").read_text())
+    assert {s["status"] for s in journal["steps"]} == {"done"}

@@ -193,22 +193,23 @@ def test_the_tvm_gradient_tests_loss_is_the_import_and_its_failure_the_forward()
 
 
 def test_the_triage_names_a_new_bucket_by_its_reduced_core(tmp_path):
-    """`_Triage.name_by_core`: a new bucket reduced to F21's core is F21's, no longer new; a
-    bucket not reduced, or already named, is left as it is."""
+    """The name step's `name_by_core`: a new bucket reduced to F21's core is F21's, no longer
+    new; a bucket not reduced, or already named, is left as it is."""
     from types import SimpleNamespace
 
     from campaign.triage import TriageConfig
     from campaign.triage.pipeline.buckets import Bucket
-    from campaign.triage.pipeline.campaign_triage import _Triage
+    from campaign.triage.pipeline.state import TriageState
+    from campaign.triage.pipeline.steps.name import name_by_core
 
     logged: list[str] = []
-    t = _Triage(tmp_path, TriageConfig(db="off", findings=str(NOTES)), logged.append)
+    t = TriageState.open(tmp_path, TriageConfig(db="off", findings=str(NOTES)), logged.append)
     key = BucketKey("tvm", "cpu", "crash", "import", SLICE_SIG.replace("Slice", "Sliced"))
     reduced = SimpleNamespace(status="reduced", graph=ir.parse(SLICE))
     b = Bucket(key)
-    t.name_by_core(key, b, reduced)
+    name_by_core(t, key, b, reduced)
     assert (b.new, b.finding) == (False, F21)
     assert logged == [f"triage: {key.id} is {F21} in another form (its reduced graph's core)"]
     unreduced = Bucket(key)
-    t.name_by_core(key, unreduced, SimpleNamespace(status="confirmed", graph=ir.parse(SLICE)))
+    name_by_core(t, key, unreduced, SimpleNamespace(status="confirmed", graph=ir.parse(SLICE)))
     assert (unreduced.new, unreduced.finding) == (True, None)

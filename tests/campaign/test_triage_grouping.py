@@ -412,12 +412,15 @@ def test_a_triage_groups_buckets_of_one_cause_into_one_bug(tmp_path):
 
     # the triage's cross re-run: one bucket's reduced graph (its bug folder) on the other's
     # compiler, in a sandbox; here one compiler, so it fails the way both buckets do
-    from campaign.triage.pipeline.campaign_triage import _Triage
+    from campaign.triage.pipeline.clock import TriageClock
+    from campaign.triage.pipeline.state import TriageState
+    from campaign.triage.pipeline.steps.group import cross_rerun
 
-    t = _Triage(out, TriageConfig(budget="1m"), log=lambda s: None)
+    t = TriageState.open(out, TriageConfig(budget="1m"), log=lambda s: None)
+    clock = TriageClock.of(60.0).step("group", 1.0, 0.0)
     try:
-        verdict, stage, sig = t.cross_rerun(
-            BucketEvidence(second["bucket"], PATTERN, "crash"),
+        verdict, stage, sig = cross_rerun(
+            t, clock, BucketEvidence(second["bucket"], PATTERN, "crash"),
             BucketEvidence(first["bucket"], PATTERN, "crash", config=""))
     finally:
         t.close()

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -356,3 +356,27 @@ def _known_rows(paths: list[str]) -> list[dict[str, Any]]:
             rows += [r for r in read_bugs_table(path).to_pylist()
                      if r.get("status") != "unconfirmed"]
     return rows
+
+
+def crash_failures(rows: list[dict[str, Any]]) -> dict[BucketKey, list[dict[str, Any]]]:
+    """The crash-like rows (every verdict but mismatch) by failure: (backend, target,
+    verdict, stage, signature) in any configuration (`BucketKey.base`), in row order."""
+    failures: dict[BucketKey, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["verdict"] != "mismatch":
+            failures.setdefault(crash_key(row).base(), []).append(row)
+    return failures
+
+
+def pattern_fit(row: dict[str, Any], keys: Iterable[BucketKey]) -> BucketKey | None:
+    """The reduced mismatch bucket of `keys` of the row's backend whose pattern's ops all
+    occur in the row's ops and whose configuration the row's holds (the most specific), or
+    None: an unreduced mismatch row joins it (a known one's, without being reduced)."""
+    ops = set(row.get("ops") or [])
+    config = row.get("backend_config") or ""
+    fits = [k for k in keys if k.verdict == "mismatch"
+            and k.backend == row["backend"] and k.pattern not in (None, UNREDUCED)
+            and pattern_ops(k.pattern) <= ops and config_covers(k.config, config)]
+    return max(fits, key=lambda k: (len(pattern_ops(cast(str, k.pattern))),
+                                    -len(cast(str, k.pattern)),
+                                    k.config.count("&") + bool(k.config)), default=None)

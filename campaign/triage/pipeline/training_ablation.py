@@ -52,6 +52,22 @@ class TrainingAblation:
     part: str | None
     aot_eager: str | None
 
+    def to_json(self) -> dict[str, str | None]:
+        """Its form in a bug folder's info.json (`training_ablation`)."""
+        return {"part": self.part, "aot_eager": self.aot_eager}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> TrainingAblation:
+        data = data or {}
+        return cls(data.get("part"), data.get("aot_eager"))
+
+    def text(self) -> str:
+        return f"wrong part {self.part}; aot_eager {self.aot_eager}"
+
+    def into(self, bucket: Any) -> None:
+        """Set the bucket's columns `wrong_part` and `aot_eager` from it."""
+        bucket.wrong_part, bucket.aot_eager = self.part, self.aot_eager
+
 
 def part_of_label(label: str) -> str | None:
     """The part of the training step a result label names (`output 0` -> forward, `grad %x`
