@@ -258,6 +258,16 @@ class Op:
         nothing to follow): `sample` as usual, concrete attributes."""
         return None
 
+    def onnx_inferred_attrs(self, attrs: Mapping[str, Any], in_dims: tuple,
+                            offset: Callable[[Any, Any], int | None]) -> Op | None:
+        """The op with constant attributes that ONNX resolves against its first input's shape,
+        standing for `attrs` (its attributes as dim expressions over the symbols: a dynamic-
+        shape test, `ir.materialize.dynshape`, `shape_lowering="infer"`); None when they cannot
+        say it (then the attributes are computed from the inputs' `Shape`). `in_dims`: the
+        first input's dims (ints and expressions); `offset(a, b)`: a - b when it is the same
+        int for every assignment, else None."""
+        return None
+
     def inplace_form(self) -> Op | None:
         """This op computed in place into operand 0's storage: its `inplace_twin` with the same
         attributes (add -> add_, clip[lo, hi] -> clamp_[lo, hi]); None when it has none."""

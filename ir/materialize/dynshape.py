@@ -38,7 +38,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
     import torch
 
     from ir.core.onnx_builder import OnnxBuilder
-    from ir.ops.shape import Expand, Reshape, Slice
 
 #: role of each symbol name (the generator names symbols by role)
 ROLE_SYMBOLS = {"batch": ("B",), "seq": ("L",), "spatial": ("H", "W")}
@@ -473,43 +472,6 @@ def _offset(a: str | int, b: str | int) -> int | None:
     return d.as_long() if z3.is_int_value(d) else None
 
 
-def _lower_infer(op: Op, attrs: Mapping[str, AttrExpr], in_dims: tuple) -> Op | None:
-    """The op with constant attributes that ONNX resolves against the input's shape, when they
-    express it (None otherwise): reshape with 0 (copy the input's dim at that position) and one
-    -1 (inferred); slice ending `k` before the axis' end as end `-k` (or "to the end"); expand
-    with 1 where the target is the input's own dim (Expand broadcasts both ways)."""
-    name = op.name
-    if name == "reshape":
-        out, minus = [], 0
-        for i, d in enumerate(attrs["shape"]):
-            if isinstance(d, int):
-                out.append(d)
-            elif i < len(in_dims) and not isinstance(in_dims[i], int) and \
-                    _offset(d, in_dims[i]) == 0:
-                out.append(0)  # Reshape (allowzero = 0): 0 copies the input's dim
-            else:
-                out.append(-1)
-                minus += 1
-        return dataclasses.replace(cast("Reshape", op), shape=tuple(out)) if minus <= 1 else None
-    if name == "slice" and set(attrs) == {"end"} and cast("Slice", op).axis < len(in_dims):
-        k = _offset(attrs["end"], in_dims[cast("Slice", op).axis])  # end = dim + k
-        if k is None or k > 0:
-            return None
-        return dataclasses.replace(cast("Slice", op), end=k if k < 0 else 2 ** 63 - 1)
-    if name == "expand":
-        shape = list(attrs["shape"])
-        lead = len(shape) - len(in_dims)
-        for i, d in enumerate(shape):
-            if isinstance(d, int):
-                continue
-            j = i - lead
-            if j < 0 or isinstance(in_dims[j], int) or _offset(d, in_dims[j]) != 0:
-                return None
-            shape[i] = 1
-        return dataclasses.replace(cast("Expand", op), shape=tuple(shape))
-    return None
-
-
 def onnx_dims(dims: tuple) -> list:
     """ONNX dims of a shape over the symbols: ints, a symbol as `dim_param`, and None (an
     unnamed dim, left to shape inference) for any other expression."""
@@ -550,7 +512,7 @@ def to_onnx_dyn(g: Graph, dyn: DynShape, params: Mapping[str, np.ndarray]) -> on
             lowered = None
             if dyn.shape_lowering == "infer":
                 in_dims = dyn.dims.get(inst.args[0], tuple(concrete_types[inst.args[0]].shape))
-                lowered = _lower_infer(op, attrs, in_dims)
+                lowered = op.onnx_inferred_attrs(attrs, in_dims, _offset)
             if lowered is not None:
                 op = lowered
             else:

@@ -5,8 +5,8 @@ and have no numerical domain.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ir.core.dtypes import DType
@@ -61,6 +61,22 @@ class Reshape(ToShape):
     @classmethod
     def sample(cls, ctx: SampleContext, first: TensorType) -> Op:
         return cls(shape=tuple(ctx.sym("rs") for _ in range(ctx.rng.randint(1, 4))))
+
+    def onnx_inferred_attrs(self, attrs: Mapping[str, Any], in_dims: tuple,
+                            offset: Callable[[Any, Any], int | None]) -> Op | None:
+        """0 where a target dim is the input's dim at that position (Reshape, allowzero=0,
+        copies it) and one -1 (inferred) for the rest; None when more than one is left."""
+        out, minus = [], 0
+        for i, d in enumerate(attrs["shape"]):
+            if isinstance(d, int):
+                out.append(d)
+            elif i < len(in_dims) and not isinstance(in_dims[i], int) and \
+                    offset(d, in_dims[i]) == 0:
+                out.append(0)
+            else:
+                out.append(-1)
+                minus += 1
+        return replace(self, shape=tuple(out)) if minus <= 1 else None
 
     @classmethod
     def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
@@ -202,6 +218,21 @@ class Expand(ToShape):
     name: ClassVar[str] = "expand"
     onnx_name: ClassVar[str] = "Expand"
     torch_may_alias: ClassVar[bool] = True  # torch returns a view
+
+    def onnx_inferred_attrs(self, attrs: Mapping[str, Any], in_dims: tuple,
+                            offset: Callable[[Any, Any], int | None]) -> Op | None:
+        """1 where the target is the input's own dim (Expand broadcasts both ways); None when
+        a symbolic target dim is not."""
+        shape = list(attrs["shape"])
+        lead = len(shape) - len(in_dims)
+        for i, d in enumerate(shape):
+            if isinstance(d, int):
+                continue
+            j = i - lead
+            if j < 0 or isinstance(in_dims[j], int) or offset(d, in_dims[j]) != 0:
+                return None
+            shape[i] = 1
+        return replace(self, shape=tuple(shape))
 
     @classmethod
     def first_ranks(cls) -> tuple[int, ...]:
@@ -357,6 +388,17 @@ class Slice(Movement, AxisOp):
     start: int
     end: int
     step: int
+
+    def onnx_inferred_attrs(self, attrs: Mapping[str, Any], in_dims: tuple,
+                            offset: Callable[[Any, Any], int | None]) -> Op | None:
+        """A symbolic end `k` before the axis's end as end `-k` (or "to the end"); None for
+        any other symbolic attribute."""
+        if set(attrs) != {"end"} or self.axis >= len(in_dims):
+            return None
+        k = offset(attrs["end"], in_dims[self.axis])  # end = dim + k
+        if k is None or k > 0:
+            return None
+        return replace(self, end=k if k < 0 else 2 ** 63 - 1)
 
     @classmethod
     def sample(cls, ctx: SampleContext, first: TensorType) -> Op:

@@ -25,7 +25,7 @@ torch's own view semantics, never a re-implementation of them.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -122,6 +122,11 @@ class ViewOp(Op):
     def sample_symbolic(cls, ctx: SymbolicSampleContext, first: TensorType
                         ) -> dict[str, Any] | None:
         """Concrete attributes (a view does not take its movement op's symbolic ones)."""
+        return None
+
+    def onnx_inferred_attrs(self, attrs: Mapping[str, Any], in_dims: tuple,
+                            offset: Callable[[Any, Any], int | None]) -> Op | None:
+        """None: a view has no symbolic attributes (`sample_symbolic`)."""
         return None
 
     def scatter(self, f: FunctionalEmitter, base: str, src: str, hint: str) -> str:

@@ -18,7 +18,7 @@ from ir.gen.symbolic_shapes import MIN_VALUES, finish, generate_dyn, sample_expr
 from ir.materialize.dynshape import (
     DynShape,
     ExprError,
-    _lower_infer,
+    _offset,
     eval_expr,
     expr_of_z3,
     instantiate,
@@ -30,6 +30,7 @@ from ir.materialize.dynshape import (
     z3_of_expr,
 )
 from ir.materialize.to_torch import evaluate_torch
+from ir.ops.elementwise import Tanh
 from ir.ops.shape import Expand, Reshape, Slice
 
 CFG = GenConfig(p_dynshape=1.0)
@@ -175,15 +176,21 @@ def test_expression_attributes_for_reshape_expand_slice_split():
 
 
 def test_infer_lowering_uses_onnx_relative_forms():
-    r = _lower_infer(Reshape(shape=(2, 6)), {"shape": ("B", "L*2")}, ("B", "L", 2))
+    """Each op says which of its symbolic attributes ONNX can resolve against its input's
+    shape (`Op.onnx_inferred_attrs`)."""
+    r = Reshape(shape=(2, 6)).onnx_inferred_attrs({"shape": ("B", "L*2")}, ("B", "L", 2), _offset)
     assert r.shape == (0, -1)
-    assert _lower_infer(Reshape(shape=(2, 6)), {"shape": ("B*2", "L*2")}, ("B", "L", 2)) is None
-    s = _lower_infer(Slice(axis=1, start=0, end=3, step=1), {"end": "L + -2"}, ("B", "L"))
+    assert Reshape(shape=(2, 6)).onnx_inferred_attrs({"shape": ("B*2", "L*2")}, ("B", "L", 2),
+                                                     _offset) is None
+    s = Slice(axis=1, start=0, end=3, step=1).onnx_inferred_attrs({"end": "L + -2"},
+                                                                  ("B", "L"), _offset)
     assert s.end == -2
-    s = _lower_infer(Slice(axis=1, start=0, end=5, step=1), {"end": "L"}, ("B", "L"))
+    s = Slice(axis=1, start=0, end=5, step=1).onnx_inferred_attrs({"end": "L"}, ("B", "L"),
+                                                                  _offset)
     assert s.end == 2 ** 63 - 1
-    e = _lower_infer(Expand(shape=(3, 4, 5)), {"shape": ("B", 4, 5)}, ("B", 1, 5))
+    e = Expand(shape=(3, 4, 5)).onnx_inferred_attrs({"shape": ("B", 4, 5)}, ("B", 1, 5), _offset)
     assert e.shape == (1, 4, 5)
+    assert Tanh().onnx_inferred_attrs({}, ("B",), _offset) is None  # no attribute to follow
 
 
 # ---- materialization ------------------------------------------------------------------------
