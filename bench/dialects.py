@@ -5,7 +5,7 @@ backend (`FuzzWorker.judge`: the test's own tolerances, no float64 shadow rescue
 Tests are generated as a campaign makes them (`FuzzWorker.make_prepared`, the preset's generator
 and mutation config, seeds from `--first`): `--tests` with the `cpu_dynamic` preset and
 `--inplace-tests` with `cpu_inplace` (in-place writes, for the `inplace` form). Each test runs
-as `eager?dialect=<d>&<form>` (campaign/backends/eager.py: the torch module the torch backends
+as `eager?dialect=<d>&<form>` (campaign/backends/eager/: the torch module the torch backends
 compile, run eagerly) for both control-flow dialects, the default form (the control) and each
 new form alone. A form is counted on a test only where it changes the program (`applies` of
 campaign/backends/forms.py: a loop or a 0-d param for `scalars`, params for `params`, writes for

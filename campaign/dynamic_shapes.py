@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from campaign.backends.repro_scripts.shape_guards import ANY_RECOMPILE
+from campaign.backends.inductor.shape_guards import ANY_RECOMPILE
 from campaign.testcase import TestCase
 from ir.gen.builder import GenConfig
 from ir.gen.symbolic_shapes import finish, wants_dynshape

@@ -1,7 +1,7 @@
 """The packages' layers, beside ir's own (tests/ir/test_layers.py): Ray stays inside
 campaign/driver (workers are plain classes, testable without it), ir knows nothing of campaign
 or mutators, and the backends know nothing of the triage (the runtime a backend shares with its
-repro script is the backends' own: campaign/backends/repro_scripts)."""
+repro script is the backend's own, in its folder: campaign/backends/<backend>/)."""
 from __future__ import annotations
 
 import ast

@@ -83,7 +83,7 @@ class BackendResult:
     #: the input set being run when the run failed (None: not in a run, or set 0 ... unknown)
     input_set: int | None = None
     #: a dynamic-shape test that compiled again for a later set: (signature, detail) of why,
-    #: the torch code that added the guard that failed (repro_scripts/shape_guards.py)
+    #: the torch code that added the guard that failed (campaign/backends/inductor/shape_guards.py)
     recompile_cause: tuple[str, str] | None = None
     #: set by a `campaign.sandbox.Sandbox`, never by a backend: the per-test limit (seconds) a
     #: first attempt ran past (None: it did not time out)
@@ -186,8 +186,9 @@ class KnownUnsupported:
 
 @dataclass(frozen=True)
 class ReproBodies:
-    """The parts of campaign/backends/repro_scripts a backend's repro.py runs after the
-    prelude and the torch program, by test: `infer` (an inference test's, and a gradient
+    """The script parts (modules, by dotted name: the backend's own, in its folder) a
+    backend's repro.py runs after the shared parts (campaign/backends/repro_scripts: the
+    prelude) and the torch program, by test: `infer` (an inference test's, and a gradient
     test's forward), `dynshape` (a dynamic-shape test's; None: no reproducer of one),
     `training` (a gradient test's on a backend that trains its own way; None: torch autograd's
     `training` part, then `infer`), `transform` (a transform test's; None: it runs none)."""

@@ -139,7 +139,7 @@ def test_recompile_rules():
     assert out["verdict"] == "recompile" and out["recompile_input_set"] == 2
     assert out["n_compiles"] == 2
     assert out["error_sig"] == "Recompile: a later shape with every symbolic dim >= 2"
-    # the backend said why (repro_scripts/shape_guards.py): the signature names the cause
+    # the backend said why (campaign/backends/inductor/shape_guards.py): the signature names the cause
     cause = ("Recompile: a size specialized by _max_pool1d (nn/functional.py)",
              "Eq(s53, 5) was added by nn/functional.py:747 in _max_pool1d")
     out = classify(tc, row, BackendResult(outputs=[], compiles=[1, 0, 1, 0],

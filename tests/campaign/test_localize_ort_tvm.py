@@ -1,5 +1,5 @@
-"""The localization plans of ONNX Runtime (repro_scripts/ort.py) and TVM Relax
-(repro_scripts/relax.py), on real compilers and small known-bad graphs of docs/bugs: each bug
+"""The localization plans of ONNX Runtime (campaign/backends/ort/repro.py) and TVM Relax
+(campaign/backends/tvm/relax.py), on real compilers and small known-bad graphs of docs/bugs: each bug
 folder's `repro.py --localize` (`localize_folder`) must name the culprit a run showed, or say
 honestly why it names none."""
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_ort_failing_with_optimizations_disabled_blames_no_transformer(tmp_path)
 
 
 def test_ort_names_the_kernel_when_the_error_names_its_node(monkeypatch):
-    from campaign.backends.repro_scripts import ort as part
+    from campaign.backends.ort import repro as part
 
     monkeypatch.setitem(part.EXPECT, "error_sig", "RuntimeException: [ONNXRuntimeError] : 6 : "
                         "RUNTIME_EXCEPTION : Non-zero status code returned while running "
@@ -227,7 +227,7 @@ class FakeProbe:
 
     def run(self, what: str, values: dict[str, Any], env: dict[str, str] | None = None) -> str:
         from campaign.backends.repro_scripts.localize import PASSES, SAME
-        from campaign.backends.repro_scripts.relax import PASS_LOG_ENV
+        from campaign.backends.tvm.relax import PASS_LOG_ENV
 
         self.runs.append((what, values))
         if env and PASS_LOG_ENV in env:
@@ -245,7 +245,7 @@ class FakeProbe:
 def test_tvm_plan_bisects_the_optional_passes_the_build_ran(monkeypatch, culprit, named):
     """The plan's steps on a stand-in probe: the stage, the lowest opt_level, the recorded
     passes less the lowering ones (and those nested in others), then the TIR ones."""
-    from campaign.backends.repro_scripts import relax
+    from campaign.backends.tvm import relax
 
     monkeypatch.setitem(relax.EXPECT, "stage", "run")
     probe: Any = FakeProbe(culprit)

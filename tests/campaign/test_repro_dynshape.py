@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.backends.repro_scripts.shape_guards import AddedGuard, recompile_cause
+from campaign.backends.inductor.shape_guards import AddedGuard, recompile_cause
 from campaign.triage.pages.notes import load_notes
 from campaign.triage.pipeline.localization import localize_folder
 from campaign.triage.pipeline.note_known import ROOT

@@ -4,6 +4,7 @@ imports nothing of dynsmith and gives every per-test value its part declares."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import pkgutil
 from pathlib import Path
 
@@ -24,8 +25,6 @@ from campaign.triage.pipeline.repro import (
 )
 from ir import parse
 from ir.materialize.grad import GradSpec
-
-PARTS = sorted(m.name for m in pkgutil.iter_modules(scripts.__path__))
 
 G = parse("""graph main(%x0: f32[3,4], %w1: param f32[4,2]) {
   %v2 = matmul(%x0, %w1) : f32[3,2]
@@ -64,13 +63,48 @@ def _imports(src: str) -> set[str]:
     return out
 
 
+SPECS = ["ort", "ort?disabled_optimizers=ConstantFolding&execution_mode=parallel&threads=2",
+         "tvm", "tvm?mcpu=haswell&opt_level=0", "tvm_torch", "inductor",
+         "inductor?simdlen=0&mode=max-autotune-no-cudagraphs&cpp_wrapper=true",
+         "inductor?dialect=mixed", "aot_eager?donated_buffer=false", "onnx_export",
+         "onnx_export?dynamo=false&opset=21"]
+
+
+def _parts() -> list[str]:
+    """Every script part: the shared ones (campaign/backends/repro_scripts) and those each
+    backend's folder holds, named by its `ReproBodies`."""
+    parts = {f"{SCRIPTS}.{m.name}" for m in pkgutil.iter_modules(scripts.__path__)}
+    for spec in SPECS:
+        how = repro_spec_of(spec)
+        assert how is not None and how.bodies is not None
+        b = how.bodies
+        for named in (b.infer, b.dynshape, b.training, b.transform):
+            parts |= set(named or ())
+    return sorted(parts)
+
+
+PARTS = _parts()
+
+
 @pytest.mark.parametrize("name", PARTS)
 def test_every_part_is_a_python_module_that_compiles(name):
-    path = Path(scripts.__path__[0]) / f"{name}.py"
+    found = importlib.util.find_spec(name)
+    assert found is not None and found.origin is not None
+    path = Path(found.origin)
     compile(path.read_text(), str(path), "exec")
-    if name != "model":  # the stub of the generated class is never copied
-        copied = part_source(f"{SCRIPTS}.{name}", _Any())
+    if not name.endswith(".model"):  # the stub of the generated class is never copied
+        copied = part_source(name, _Any())
         assert not _imports(copied) & {"campaign", "ir", "mutators", ".", "__future__"}, name
+
+
+def test_each_backends_own_parts_are_in_its_folder():
+    """A backend is one folder: the parts its script copies are its own modules, or the
+    shared ones (an ORT session is the ORT folder's, which the exporter's script uses too)."""
+    backend_parts = [p for p in PARTS if not p.startswith(f"{SCRIPTS}.")]
+    assert "campaign.backends.ort.session" in backend_parts
+    assert all(p.split(".")[2] in ("ort", "tvm", "tvm_torch", "inductor", "onnx_export")
+               and len(p.split(".")) == 4 for p in backend_parts), backend_parts
+
 
 
 class _Any(dict):
@@ -81,13 +115,6 @@ class _Any(dict):
 
     def __getitem__(self, key: str) -> int:
         return 0
-
-
-SPECS = ["ort", "ort?disabled_optimizers=ConstantFolding&execution_mode=parallel&threads=2",
-         "tvm", "tvm?mcpu=haswell&opt_level=0", "tvm_torch", "inductor",
-         "inductor?simdlen=0&mode=max-autotune-no-cudagraphs&cpp_wrapper=true",
-         "inductor?dialect=mixed", "aot_eager?donated_buffer=false", "onnx_export",
-         "onnx_export?dynamo=false&opset=21"]
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -112,7 +139,7 @@ def test_each_backends_repro_is_valid_standalone_python(spec, trains):
         assert f"\n{name.upper()} = {value!r}\n" in body, name
     trained_by_tvm = trains and how.trains and how.kind == "tvm"
     assert ("def train_step(" in body) == (trains and how.trains and not trained_by_tvm)
-    # TVM trains as its backend does: relax.transform.Gradient (repro_scripts/relax_training)
+    # TVM trains as its backend does: relax.transform.Gradient (tvm/relax_training)
     assert ("def train_relax(" in body) == trained_by_tvm
     if trains and how.trains:
         assert "\nLEAVES = ['x0', 'w1']\n" in body and "\nGRADIENTS = True\n" in body
@@ -122,7 +149,7 @@ def test_each_backends_repro_is_valid_standalone_python(spec, trains):
 @pytest.mark.parametrize("spec", ["aot_eager?dialect=python", "inductor?dialect=python&simdlen=0"])
 def test_a_transform_tests_repro_is_valid_standalone_python(spec):
     """A transform test's script: the transformed program (ir/materialize/torch_func.py, copied)
-    compiled by the backend (inductor_transform), no training step."""
+    compiled by the backend (inductor/repro_transform), no training step."""
     from ir.materialize.transforms import TransformSpec
 
     how = repro_spec_of(spec)
@@ -177,7 +204,9 @@ def test_a_backend_says_how_it_is_reproduced():
     assert make_backend("tvm").repro_spec() == ReproSpec(
         "tvm", {"target": "llvm", "mcpu": None, "opt_level": 3, "pipeline": "fused",
                 "disabled_pass": []}, trains=True, bodies=TVM_BODIES)
-    assert TVM_BODIES.training == ("relax", "relax_training", "tvm_onnx")  # its own reverse mode
+    assert TVM_BODIES.training == ("campaign.backends.tvm.relax",  # its own reverse mode
+                                   "campaign.backends.tvm.relax_training",
+                                   "campaign.backends.tvm.repro")
     assert not make_backend("tvm_torch").repro_spec().trains  # its backend runs forward
     assert make_backend("inductor").repro_spec().trains
 

@@ -1,6 +1,6 @@
 """The repro.py of a TVM gradient test trains as the `tvm` backend does (issue 30 point 5): the
 ONNX model with its leaf params as inputs, the loss over the fixed cotangents,
-`relax.transform.Gradient`, compile and run of `loss_adjoint` (repro_scripts/relax_training.py,
+`relax.transform.Gradient`, compile and run of `loss_adjoint` (campaign/backends/tvm/relax_training.py,
 the backend's own code), judged outputs then gradients. Real TVM gradient bugs of
 docs/findings reproduce from their bug folders; a test TVM trains right does not; the
 localization names the Gradient pass when the compile stops inside it."""
@@ -133,8 +133,8 @@ def test_localization_names_the_gradient_pass_when_the_compile_stops_inside_it(m
     log's entry for the differentiation) blames it after one logged run; one that stops
     before it (making the loss) names nothing; one that stops in the build goes on to the
     usual plan, where `Gradient` is no candidate."""
-    from campaign.backends.repro_scripts import relax
     from campaign.backends.repro_scripts.localize import PASSES, SAME
+    from campaign.backends.tvm import relax
 
     class Probe:
         def __init__(self, log: list[str]):

@@ -239,7 +239,7 @@ def test_a_dynamic_shape_gradient_test_compiles_once_on_aot_eager():
 def test_a_dynamic_shape_gradient_repro_marks_its_leaves(tmp_path):
     """repro.py of the same test (were it a recompile finding) trains on marked leaves too:
     one compile, so it does not reproduce."""
-    from campaign.backends.repro_scripts.shape_guards import ANY_RECOMPILE
+    from campaign.backends.inductor.shape_guards import ANY_RECOMPILE
     from campaign.triage.pipeline.reduction import FindingCase, Reduction
     from campaign.triage.pipeline.repro import check_repro, write_bug_folder
 

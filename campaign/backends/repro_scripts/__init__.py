@@ -1,17 +1,19 @@
 """The parts of a standalone `repro.py` (docs/triage.md): plain Python modules that ruff and
 mypy check, copied verbatim into each script by `campaign.triage.pipeline.repro.repro_source`.
 
-A script is the parts of its backend kind in order: `prelude` (loading the folder's data,
-stages, the timeout watchdog, judging the outputs), then for torch backends `training` (a
-gradient test's step) or `ir.materialize.torch_func` (a transform test's program) and the
-graph as torch code (`class Model`, printed by `ir.materialize.torch_source`), then the backend's
-body: `ort_session` + `ort`; `relax` + `tvm_onnx` (a gradient test: `relax` +
-`relax_training` + `tvm_onnx`, TVM's own reverse mode); `relax` + `tvm_torch`;
-`torch_compile` + `inductor` (or `inductor_transform`; a dynamic-shape test: `shape_guards` +
-`torch_compile` + `inductor_shapes`); `ort_session` + `onnx_export`. Each
-backend names its kind and options (`Backend.repro_spec`). Three parts are dynsmith's own
-code as well: `prelude.root_error` (the backends' rows), `ort_session` (the ORT backends'
-sessions) and `relax_training` (how the `tvm` backend trains a gradient test).
+A script is its parts in order: the parts every script shares, here (`prelude`: loading the
+folder's data, stages, the timeout watchdog, judging the outputs; `localize`: the
+localization plan), then for torch backends `training` (a gradient test's step) or
+`ir.materialize.torch_func` (a transform test's program) and the graph as torch code
+(`class Model`, printed by `ir.materialize.torch_source`), then the backend's own parts, which
+live in its folder beside it and are named by its `ReproBodies` (`Backend.repro_spec`):
+`ort/session` + `ort/repro`; `tvm/relax` + `tvm/repro` (a gradient test: `tvm/relax` +
+`tvm/relax_training` + `tvm/repro`, TVM's own reverse mode); `tvm/relax` + `tvm_torch/repro`;
+`inductor/torch_compile` + `inductor/repro` (or `inductor/repro_transform`; a dynamic-shape
+test: `inductor/shape_guards` + `inductor/torch_compile` + `inductor/repro_shapes`);
+`ort/session` + `onnx_export/repro`. Three parts are dynsmith's own code as well:
+`prelude.root_error` (the backends' rows), `ort/session` (the ORT backends' sessions) and
+`tvm/relax_training` (how the `tvm` backend trains a gradient test).
 
 Rules for a part, so that the copy runs without dynsmith:
 - it imports only the standard library, numpy and the backend's own library; names it takes

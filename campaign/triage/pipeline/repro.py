@@ -71,7 +71,8 @@ def program_dialect(how: ReproSpec | None, seed: int,
     return compiled_dialect(how.dialect, seed, allowed, how.adapts_dialect) or "python"
 
 
-#: the package of the script parts (campaign/backends/repro_scripts: its docstring says the rules)
+#: the package of the script parts every backend's script shares (campaign/backends/repro_scripts:
+#: its docstring says the rules); a backend's own parts are in its folder (`ReproBodies`)
 SCRIPTS = "campaign.backends.repro_scripts"
 #: the lines around a part's per-test values
 VALUES_START, VALUES_END = "# ---- per-test values", "# ---- end of per-test values"
@@ -150,14 +151,14 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
         leaf_params = (transform.param_leaves(graph) if transforms else
                        grad.param_leaves(graph) if trains else frozenset())
         src = torch_source(graph, dialect, spec.form or DEFAULT_FORM, leaf_params, dyn=dyn)
-        if "torch_compile" in body:  # what the plan names when eager fails alike
+        if any(m.endswith(".torch_compile") for m in body):  # the plan names it when eager fails alike
             values["HIGHER_ORDER_OPS"] = higher_order_ops(graph) if dialect == "hop" else []
         program = "import torch\n" + "\n".join(line for line in src.splitlines()
                                                if line != "import torch").strip("\n")
     declared: set[str] = set()
     texts = [part_source(m, values, declared) for m in parts]
     texts += [program] if program else []
-    texts += [part_source(f"{SCRIPTS}.{m}", values, declared) for m in body]
+    texts += [part_source(m, values, declared) for m in body]
     unused = sorted(set(values) - declared)
     if unused:
         raise ValueError(f"repro {spec.kind}: no part declares {', '.join(unused)}")

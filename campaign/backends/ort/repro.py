@@ -13,8 +13,8 @@ from typing import Any
 
 import onnxruntime as ort
 
+from campaign.backends.ort.session import ort_providers, ort_session
 from campaign.backends.repro_scripts.localize import SAME, Probe, first_failing, one_at_fault
-from campaign.backends.repro_scripts.ort_session import ort_providers, ort_session
 from campaign.backends.repro_scripts.prelude import (
     EXPECT,
     HERE,

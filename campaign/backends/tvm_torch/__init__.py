@@ -85,7 +85,7 @@ TVM_TORCH_LACKS = frozenset(TVM_TORCH_MISSING_CONVERTERS.values())
 
 
 #: its repro.py's script parts (`ReproBodies`): Relax from the exported torch program
-TVM_TORCH_BODIES = ReproBodies(("relax", "tvm_torch"))
+TVM_TORCH_BODIES = ReproBodies(("campaign.backends.tvm.relax", f"{__name__}.repro"))
 
 class TvmTorchBackend(RelaxBackend):
     """TVM Relax on one target, fed the `torch.export` of the test's module (`hop` dialect)."""
@@ -121,7 +121,7 @@ class TvmTorchBackend(RelaxBackend):
 
     def repro_spec(self) -> ReproSpec:
         """The graph as torch code in this form, exported and imported by the torch frontend
-        (repro_scripts/tvm_torch.py)."""
+        (campaign/backends/tvm_torch/repro.py)."""
         return ReproSpec("tvm_torch", self.relax_options(), dialect=self.dialect, form=self.form,
                          bodies=TVM_TORCH_BODIES)
 

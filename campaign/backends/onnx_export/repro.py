@@ -14,9 +14,9 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+from campaign.backends.ort.session import ort_session
 from campaign.backends.repro_scripts.localize import PASSES, SAME, Probe, one_at_fault
 from campaign.backends.repro_scripts.model import Model
-from campaign.backends.repro_scripts.ort_session import ort_session
 from campaign.backends.repro_scripts.prelude import (
     EXPECT,
     INPUTS,

@@ -76,7 +76,7 @@ class EagerBackend(Backend):
 
     def repro_spec(self) -> ReproSpec | None:
         """A module dialect's findings: the torch program in that dialect and form, run
-        without torch.compile (`COMPILER='none'` of repro_scripts/torch_compile.py, whose
+        without torch.compile (`COMPILER='none'` of campaign/backends/inductor/torch_compile.py, whose
         plan then names the higher-order op the program calls); the reference's interpreter
         and the float64 shadow have none (they are the reference)."""
         if self.dialect is None:

@@ -13,6 +13,22 @@ from typing import Any
 
 import torch
 
+from campaign.backends.inductor.shape_guards import (
+    ANY_RECOMPILE,
+    GuardLog,
+    clear_guard_failures,
+    guard_failure_reasons,
+    recompile_cause,
+)
+from campaign.backends.inductor.torch_compile import (
+    DEVICE,
+    ablate_compile,
+    build_program,
+    configure,
+    describe,
+    first_call_stage,
+    set_training_flags,
+)
 from campaign.backends.repro_scripts.localize import Probe
 from campaign.backends.repro_scripts.prelude import (
     EXPECT,
@@ -23,22 +39,6 @@ from campaign.backends.repro_scripts.prelude import (
     input_sets,
     judge,
     stage,
-)
-from campaign.backends.repro_scripts.shape_guards import (
-    ANY_RECOMPILE,
-    GuardLog,
-    clear_guard_failures,
-    guard_failure_reasons,
-    recompile_cause,
-)
-from campaign.backends.repro_scripts.torch_compile import (
-    DEVICE,
-    ablate_compile,
-    build_program,
-    configure,
-    describe,
-    first_call_stage,
-    set_training_flags,
 )
 from campaign.backends.repro_scripts.training import train_step
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from campaign.backends.repro_scripts.prelude import INPUTS, PARAMS, failed, load, stage
-from campaign.backends.repro_scripts.relax import (
+from campaign.backends.tvm.relax import (
     GRAD_TYPES_ENV,
     GRADIENT_PASS,
     PASS_LOG_ENV,

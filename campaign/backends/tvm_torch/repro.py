@@ -23,7 +23,7 @@ from campaign.backends.repro_scripts.prelude import (
     input_sets,
     stage,
 )
-from campaign.backends.repro_scripts.relax import (
+from campaign.backends.tvm.relax import (
     OPT_LEVEL,
     PIPELINE,
     ablate_relax,

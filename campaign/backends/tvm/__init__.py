@@ -21,7 +21,7 @@ rejects) is the import's, not the backward's. Compile:
 `loss`) is built as an inference one. Run: `loss_adjoint` per input set; its outputs, then its
 gradients. What the pass cannot differentiate (an op without `FPrimalGradient`, a `call_tir`,
 control flow: `TVM_GRADIENT_UNSUPPORTED`) is verdict `unsupported`. The code that trains is
-the repro's (campaign/backends/repro_scripts/relax_training.py), so a gradient test's
+the repro's (campaign/backends/tvm/relax_training.py), so a gradient test's
 repro.py trains as the backend does.
 
 Registered: `tvm` (llvm), `tvm_cuda`. Options: `target` (`llvm` | `cuda`), `opt_level` (0-3,
@@ -170,8 +170,10 @@ TVM_SPACE = (
 
 #: its repro.py's script parts (`ReproBodies`): Relax from model.onnx (symbolic dims
 #: included); a gradient test trains with relax.transform.Gradient
-TVM_BODIES = ReproBodies(("relax", "tvm_onnx"), dynshape=("relax", "tvm_onnx"),
-                         training=("relax", "relax_training", "tvm_onnx"))
+TVM_BODIES = ReproBodies((f"{__name__}.relax", f"{__name__}.repro"),
+                         dynshape=(f"{__name__}.relax", f"{__name__}.repro"),
+                         training=(f"{__name__}.relax", f"{__name__}.relax_training",
+                                   f"{__name__}.repro"))
 
 class RelaxBackend(Backend):
     """TVM Relax on one target (llvm or cuda), whatever the frontend: a subclass imports a test
@@ -234,7 +236,7 @@ class RelaxBackend(Backend):
         return None
 
     def relax_options(self) -> dict[str, Any]:
-        """The options of compile and run, for a repro (repro_scripts/relax.py); no pass is
+        """The options of compile and run, for a repro (campaign/backends/tvm/relax.py); no pass is
         switched off (`disabled_pass`: what the repro's localization changes)."""
         return {"target": self.tvm_target, "mcpu": self.mcpu, "opt_level": self.opt_level,
                 "pipeline": self.pipeline, "disabled_pass": []}
@@ -329,8 +331,8 @@ class TvmBackend(RelaxBackend):
 
     def repro_spec(self) -> ReproSpec:
         """`model.onnx` through the ONNX frontend, then compiled and run
-        (repro_scripts/tvm_onnx.py); a gradient test trains as `_evaluate` does
-        (repro_scripts/relax_training.py, whose functions this backend uses)."""
+        (campaign/backends/tvm/repro.py); a gradient test trains as `_evaluate` does
+        (campaign/backends/tvm/relax_training.py, whose functions this backend uses)."""
         return ReproSpec("tvm", self.relax_options(), trains=True,
                          bodies=TVM_BODIES)
 
@@ -361,7 +363,7 @@ def leaf_params_as_inputs(model: Any, g: Graph,
     after the graph's own, in graph order, instead of initializers; and their values (the
     initializers'), in that order (`relax_training.leaf_params_as_inputs`, which the repro
     copies)."""
-    from campaign.backends.repro_scripts.relax_training import leaf_params_as_inputs
+    from campaign.backends.tvm.relax_training import leaf_params_as_inputs
 
     return leaf_params_as_inputs(model, [p.name for p in g.params], leaves)
 
@@ -371,8 +373,8 @@ def training_loss(mod: Any, g: Graph, spec: GradSpec) -> tuple[Any, list[int]]:
     `main` takes the graph inputs, then the leaf params (graph order): `main`'s bindings
     re-emitted into `loss`, which returns `(L, outputs...)` (the module doc); and the indices
     of the outputs with a cotangent, whose cotangents `loss` takes after `main`'s params. The
-    repro's own code (repro_scripts/relax_training.py: `loss_module`)."""
-    from campaign.backends.repro_scripts.relax_training import loss_module
+    repro's own code (campaign/backends/tvm/relax_training.py: `loss_module`)."""
+    from campaign.backends.tvm.relax_training import loss_module
 
     n_params = len(mod["main"].params)
     leaf_params = [p.name for p in g.params if p.name in spec.leaves]
@@ -386,8 +388,8 @@ def training_loss(mod: Any, g: Graph, spec: GradSpec) -> tuple[Any, list[int]]:
 def gradient_module(loss_mod: Any, g: Graph, spec: GradSpec) -> Any:
     """The module whose `loss_adjoint` trains the gradient test of `g` (`spec`):
     `relax.transform.Gradient` of `training_loss`'s `loss_mod` (the module doc). The repro's
-    own code (repro_scripts/relax_training.py: `differentiate`)."""
-    from campaign.backends.repro_scripts.relax_training import differentiate
+    own code (campaign/backends/tvm/relax_training.py: `differentiate`)."""
+    from campaign.backends.tvm.relax_training import differentiate
 
     leaf_params = [p.name for p in g.params if p.name in spec.leaves]
     return differentiate(loss_mod, [v.name for v in g.inputs], leaf_params, spec.leaves)
@@ -396,7 +398,7 @@ def gradient_module(loss_mod: Any, g: Graph, spec: GradSpec) -> Any:
 def _training_results(out: Any) -> list[np.ndarray]:
     """`loss_adjoint`'s result `((L, outputs...), (grads...))` as the outputs, then the
     gradients (`relax_training.training_results`)."""
-    from campaign.backends.repro_scripts.relax_training import training_results
+    from campaign.backends.tvm.relax_training import training_results
 
     return training_results(out)
 

@@ -52,7 +52,7 @@ from campaign.backends.base import (
 )
 from campaign.backends.configs import Option, config_text
 from campaign.backends.forms import FORM_SPACE, form_option
-from campaign.backends.repro_scripts.shape_guards import (
+from campaign.backends.inductor.shape_guards import (
     GuardLog,
     clear_guard_failures,
     guard_failure_reasons,
@@ -227,9 +227,10 @@ COMPILERS = ("inductor", "aot_eager", "aot_eager_decomp_partition", "eager")
 
 #: its repro.py's script parts (`ReproBodies`): torch.compile of the torch program (its
 #: shape guards' log for a dynamic-shape test; the torch.func program for a transform test)
-TORCH_COMPILE_BODIES = ReproBodies(("torch_compile", "inductor"),
-                                   dynshape=("shape_guards", "torch_compile", "inductor_shapes"),
-                                   transform=("torch_compile", "inductor_transform"))
+TORCH_COMPILE_BODIES = ReproBodies(
+    (f"{__name__}.torch_compile", f"{__name__}.repro"),
+    dynshape=(f"{__name__}.shape_guards", f"{__name__}.torch_compile", f"{__name__}.repro_shapes"),
+    transform=(f"{__name__}.torch_compile", f"{__name__}.repro_transform"))
 
 class CompileCounter:
     """A torch.compile backend that counts the FX graphs it compiles with `compiler` (each
@@ -372,8 +373,8 @@ class InductorBackend(Backend):
 
     def repro_spec(self) -> ReproSpec:
         """The graph as torch code in this form, torch.compile'd with these options
-        (repro_scripts/torch_compile.py); a gradient test trains, a transform test compiles
-        its program (repro_scripts/inductor.py, inductor_transform.py)."""
+        (campaign/backends/inductor/torch_compile.py); a gradient test trains, a transform test compiles
+        its program (campaign/backends/inductor/repro.py, inductor_transform.py)."""
         return ReproSpec("inductor", {"device": self.target, "fullgraph": self.fullgraph,
                                       "dynamic": self.dynamic, "cpp_wrapper": self.cpp_wrapper,
                                       "mode": self.mode, "flags": dict(self.flags),
@@ -513,7 +514,7 @@ class InductorBackend(Backend):
 
         outs: list[np.ndarray] = []
         # a dynamic-shape test: why a later set compiled again (the failing guard, the torch
-        # code that added it: repro_scripts/shape_guards.py, which its repro runs too)
+        # code that added it: campaign/backends/inductor/shape_guards.py, which its repro runs too)
         guards = GuardLog()
         if dyn is not None:
             clear_guard_failures()

@@ -18,7 +18,7 @@ from campaign.backends.repro_scripts.prelude import (
     input_sets,
     stage,
 )
-from campaign.backends.repro_scripts.relax import (
+from campaign.backends.tvm.relax import (
     OPT_LEVEL,
     PIPELINE,
     ablate_relax,
@@ -26,7 +26,7 @@ from campaign.backends.repro_scripts.relax import (
     feeds_of,
     target_spec,
 )
-from campaign.backends.repro_scripts.relax_training import train_relax
+from campaign.backends.tvm.relax_training import train_relax
 
 
 def main() -> None:

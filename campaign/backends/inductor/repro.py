@@ -7,15 +7,7 @@ from typing import Any
 
 import torch
 
-from campaign.backends.repro_scripts.localize import Probe
-from campaign.backends.repro_scripts.prelude import (
-    GRADIENTS,
-    failed,
-    finish,
-    input_sets,
-    stage,
-)
-from campaign.backends.repro_scripts.torch_compile import (
+from campaign.backends.inductor.torch_compile import (
     DEVICE,
     ablate_compile,
     build_program,
@@ -23,6 +15,14 @@ from campaign.backends.repro_scripts.torch_compile import (
     describe,
     first_call_stage,
     set_training_flags,
+)
+from campaign.backends.repro_scripts.localize import Probe
+from campaign.backends.repro_scripts.prelude import (
+    GRADIENTS,
+    failed,
+    finish,
+    input_sets,
+    stage,
 )
 from campaign.backends.repro_scripts.training import train_step
 

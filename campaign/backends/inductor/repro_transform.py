@@ -6,6 +6,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from campaign.backends.inductor.torch_compile import (
+    COMPILER,
+    DYNAMIC,
+    FULLGRAPH,
+    ablate_compile,
+    configure,
+    describe,
+    set_training_flags,
+)
 from campaign.backends.repro_scripts.localize import Probe
 from campaign.backends.repro_scripts.model import Model
 from campaign.backends.repro_scripts.prelude import (
@@ -16,15 +25,6 @@ from campaign.backends.repro_scripts.prelude import (
     finish,
     input_sets,
     stage,
-)
-from campaign.backends.repro_scripts.torch_compile import (
-    COMPILER,
-    DYNAMIC,
-    FULLGRAPH,
-    ablate_compile,
-    configure,
-    describe,
-    set_training_flags,
 )
 from ir.materialize.torch_func import transform_program
 

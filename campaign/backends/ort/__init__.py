@@ -28,7 +28,7 @@ from campaign.backends.base import (
 from campaign.backends.configs import Option
 
 # the session as the repros make it too (one function: their part ort_session.py)
-from campaign.backends.repro_scripts.ort_session import (  # noqa: F401 (re-exported)
+from campaign.backends.ort.session import (  # noqa: F401 (re-exported)
     ort_providers,
     ort_session,
     ort_session_options,
@@ -77,7 +77,8 @@ ORT_UNSUPPORTED = (
 
 
 #: its repro.py's script parts (`ReproBodies`): an ORT session of model.onnx
-ORT_BODIES = ReproBodies(("ort_session", "ort"), dynshape=("ort_session", "ort"))
+ORT_BODIES = ReproBodies((f"{__name__}.session", f"{__name__}.repro"),
+                         dynshape=(f"{__name__}.session", f"{__name__}.repro"))
 
 class OrtBackend(Backend):
     """ONNX Runtime on one execution provider at one optimization level."""
@@ -123,7 +124,7 @@ class OrtBackend(Backend):
         return ort_cuda_unavailable() if self.is_gpu else None
 
     def repro_spec(self) -> ReproSpec:
-        """`model.onnx` in a session with this backend's options (repro_scripts/ort.py)."""
+        """`model.onnx` in a session with this backend's options (campaign/backends/ort/repro.py)."""
         return ReproSpec("ort", {"opt_level": self.opt_level, "device": self.target,
                                  "disabled_optimizers": list(self.disabled_optimizers),
                                  "execution_mode": self.execution_mode, "threads": self.threads},

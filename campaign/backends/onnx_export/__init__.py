@@ -40,7 +40,7 @@ from campaign.backends.ort import ORT_UNSUPPORTED, ort_cuda_unavailable, ort_ses
 from campaign.verdict import Stage
 
 #: its repro.py's script parts (`ReproBodies`): the export, then an ORT session
-EXPORT_BODIES = ReproBodies(("ort_session", "onnx_export"))
+EXPORT_BODIES = ReproBodies(("campaign.backends.ort.session", f"{__name__}.repro"))
 
 class TracedControlFlow(RuntimeError):
     """The TorchScript exporter (`dynamo=False`) traces one path through data-dependent control
@@ -111,7 +111,7 @@ class OnnxExportBackend(Backend):
 
     def repro_spec(self) -> ReproSpec:
         """The graph as torch code in this form, exported with these options and run by ORT
-        (repro_scripts/onnx_export.py)."""
+        (campaign/backends/onnx_export/repro.py)."""
         return ReproSpec("onnx_export", {"dynamo": self.dynamo, "optimize": self.optimize,
                                          "opset": self.opset, "opt_level": self.opt_level,
                                          "device": self.target},
