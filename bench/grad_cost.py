@@ -153,7 +153,7 @@ def bench(backend: Backend, worker: FuzzWorker, cases: list[Case]) -> None:
             r = worker.evaluate(backend, prep.m)
             row, _ = worker.judge(backend, prep, r)
             if side == "grad" and i:
-                d = row.to_dict()
+                d = dict(row)
                 outcomes[outcome(d)] += 1
                 if d["verdict"] != "pass":
                     why[f"{d['verdict']}: {(d.get('error_sig') or '')[:90]}"] += 1

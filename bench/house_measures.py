@@ -14,7 +14,10 @@ Each measure is printed with the files it counts in:
     `campaign/backends/` holding a backend's registered name as a string literal;
   - the largest class in campaign/triage, in lines;
   - the places that declare a result column: files where a column of `RESULT_SCHEMA` is
-    declared (an Arrow field, a dataclass field of the row, a row of the docs' table).
+    declared (an Arrow field, a dataclass field of the row, a row of the docs' table);
+  - the places a result row changes form between the judge and Arrow: a row turned into a
+    dict (`row.to_dict()`) or copied into a patched one (`{**row, ...}`) in the live path
+    (campaign/ but the triage, which reads rows back from Parquet).
 """
 from __future__ import annotations
 
@@ -110,6 +113,14 @@ def column_declarations(tree: Path) -> Counter:
     return found
 
 
+ROW_FORM_CHANGE = re.compile(r"\b(row|base|\))\.to_dict\(\)|\{\*\*row\b")
+
+
+def row_form_changes(tree: Path) -> Counter:
+    return Counter({f: n for f, n in count(tree, ROW_FORM_CHANGE).items()
+                    if f.startswith("campaign/") and not f.startswith("campaign/triage/")})
+
+
 def show(title: str, found: Counter, files_only: bool = False) -> None:
     total = len(found) if files_only else sum(found.values())
     print(f"{title}: {total}" + ("" if files_only else f" in {len(found)} files"))
@@ -129,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     name, n = largest_class(tree, "campaign/triage")
     print(f"largest class in campaign/triage: {name}, {n} lines")
     show("places that declare a result column", column_declarations(tree), files_only=True)
+    show("places a result row changes form between the judge and Arrow", row_form_changes(tree))
     return 0
 
 

@@ -86,7 +86,7 @@ def probe(a: argparse.Namespace) -> None:
             for b in w.backends:
                 result = w.evaluate(b, prep.m)
                 row, _ = w.judge(b, prep, result)
-                d = row.to_dict()
+                d = dict(row)
                 outs[b.name] = result.outputs
                 outcomes[b.name].append(Outcome(seed, d, result.outputs, result.traceback,
                                                 frozenset(ops & b.LACKS)))

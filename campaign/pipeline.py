@@ -33,7 +33,7 @@ import time
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from campaign.artifacts import Materialized
 from campaign.compiler_coverage import Covered
@@ -64,13 +64,13 @@ class CaseError:
 @dataclass
 class Generated:
     """What generation made of one test: either a valid `case` for the evaluators (with `base`,
-    the row its rows copy, as `ResultRow.to_dict()`) or the finished `report` of an invalid
+    the row its rows copy) or the finished `report` of an invalid
     test."""
 
     test_id: str
     seed: int
     case: bytes | None
-    base: dict[str, Any] | None
+    base: ResultRow | None
     report: TestReport | None
     ms: float  #: generation + ONNX build + reference, wall time in the actor
     #: backend -> the known bug (bucket id) whose trigger the graph matches (`campaign.known`)
@@ -99,13 +99,10 @@ def unpack_case(data: bytes) -> Prepared:
                     p["tolerances"], p["precisions"])
 
 
-def case_finding(data: bytes, row: ResultRow | dict[str, Any]) -> Finding:
+def case_finding(data: bytes, row: ResultRow) -> Finding:
     """The artifacts of a packed test for a row the driver made itself (its evaluator died or
-    hung on it): graph, model, inputs, expected outputs, info.json. `row`: the row, or its
-    `to_dict()`."""
+    hung on it): graph, model, inputs, expected outputs, info.json."""
     prep = unpack_case(data)
-    if not isinstance(row, ResultRow):
-        row = ResultRow.from_dict(row)
     return make_finding(prep.m, row, prep.ref, None)
 
 
@@ -145,7 +142,7 @@ class Generator:
             return Generated(test_id, seed, None, None, prep, ms)
         known = (matching(w.cfg.known, prep.tc.graph, backends, prep.tc.shapes.dynamic)
                  if w.cfg.known else {})
-        return Generated(test_id, seed, pack_case(prep), prep.base.to_dict(), None, ms, known)
+        return Generated(test_id, seed, pack_case(prep), prep.base, None, ms, known)
 
     def feedback(self, outcomes: list[tuple[str, str]]) -> int:
         """Backend verdicts, (test id, `backend:verdict:error_sig`), for the seed pool
@@ -222,7 +219,7 @@ class Evaluator:
         # where and when the backend ran, not where and when the test was made
         row.update(host=self.worker.host, worker=self.label, ts=utc_now())
         coverage = [] if added is None else [(row.test_id, self.backend.name, added)]
-        return TestReport([row.to_dict()], [f for f in (finding, blamed) if f is not None],
+        return TestReport([row], [f for f in (finding, blamed) if f is not None],
                           coverage)
 
     def _evaluate_merged(self, group: list[int], preps: list[Prepared | None],

@@ -16,15 +16,16 @@ Invariants it owns:
   - no other attribute can be set (slots), so a misspelt column fails where it is written;
   - `error_msg` is never longer than `MAX_MSG`: it is cut whenever it is set, in `__init__`
     and by any later assignment, here and nowhere else;
-  - `to_dict()` is the row as an actor reports it, plain data for Ray and `campaign.storage`:
-    every column but those filled downstream (`DOWNSTREAM`: `campaign` and `run_id` by the
-    sink, `finding_dir` by the driver).
+  - it keeps this one form from the judge to Arrow: an actor reports the object, the driver
+    sets what it fills (`finding_dir`, `cov_new`) on it, and the sink (`campaign.storage`)
+    writes it to Arrow, filling `campaign` and `run_id` (`DOWNSTREAM`); whoever reads it may
+    read it as a mapping of its columns, as a row read back from Parquet is read.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -63,7 +64,7 @@ def col(doc: str, default: Any = dataclasses.MISSING, *,
 
 
 @dataclass(kw_only=True, slots=True)
-class ResultRow:
+class ResultRow(Mapping[str, Any]):
     """One result row. A field's default is its value when nothing is known of it (no graph,
     no backend run yet); `backend`, `target` and `verdict` are empty only on a test's shared
     row (`of_test`, `graphless`) until `for_backend` names the backend."""
@@ -314,7 +315,8 @@ class ResultRow:
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> ResultRow:
-        """A row back from its `to_dict()` (or any subset of columns holding the identity)."""
+        """A row from a mapping of its columns (a row read back from Parquet, or any subset of
+        columns holding the identity)."""
         return cls(**row)
 
     def for_backend(self, backend: str, target: str, **columns: Any) -> ResultRow:
@@ -341,10 +343,19 @@ class ResultRow:
         """Append `note` to `error_msg`, `; `-separated (a pass row's message is only notes)."""
         self.error_msg = "; ".join(x for x in (self.error_msg, note) if x)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The row as an actor reports it (see the module doc)."""
-        return {name: getattr(self, name) for name in REPORTED}
+    # the row read as a mapping of its columns: what the driver, the feedback and the sink
+    # read, the same way they read a row of the results read back from Parquet
+    def __getitem__(self, name: str) -> Any:
+        if name not in COLUMNS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COLUMNS)
+
+    def __len__(self) -> int:
+        return len(COLUMNS)
 
 
-#: the columns of `ResultRow.to_dict()`, in schema order
-REPORTED = tuple(f.name for f in dataclasses.fields(ResultRow) if f.name not in DOWNSTREAM)
+#: every column, in schema order
+COLUMNS = tuple(f.name for f in dataclasses.fields(ResultRow))

@@ -15,7 +15,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ class RowError(ValueError):
     """A result row that does not fit RESULT_SCHEMA (a harness bug: fail loudly)."""
 
 
-def check_row(row: dict[str, Any]) -> None:
+def check_row(row: Mapping[str, Any]) -> None:
     """Raise RowError unless `row` has only schema columns and every non-nullable one set."""
     tid = row.get("test_id", "?")
     unknown = sorted(set(row) - _KNOWN)
@@ -98,7 +98,7 @@ class ResultSink:
         self.flush_every_s = flush_every_s
         self.rows_written = 0
         self.files: list[Path] = []
-        self._buffer: list[dict[str, Any]] = []
+        self._buffer: list[Mapping[str, Any]] = []
         self._seq = seq_start  #: a resumed run goes on after the files already there
         self._last_flush = time.monotonic()
         self.bytes_written = 0
@@ -122,18 +122,26 @@ class ResultSink:
         per_row = self.bytes_written / self.rows_written if self.rows_written else ROW_BYTES_GUESS
         return int(2 * per_row * max(len(self._buffer), 1)) + 64 * 1024
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Buffer `row`: a `campaign.row.ResultRow` as the judge or the driver made it (the
+        form it keeps until `flush` writes it to Arrow), or a mapping of its columns (a row
+        read back from Parquet)."""
         check_row(row)
-        self._buffer.append(
-            {**row, "campaign": self.campaign, "run_id": self.run_id,
-             "finding_dir": row.get("finding_dir")}
-        )
+        self._buffer.append(row)
         if len(self._buffer) >= self.flush_rows and not self.blocked:
             self.flush()
 
-    def add_many(self, rows: Iterable[dict[str, Any]]) -> None:
+    def add_many(self, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
             self.add(row)
+
+    def _table(self) -> pa.Table:
+        """The buffered rows as one Arrow table, the sink's columns filled (`_SINK_COLUMNS`)."""
+        n = len(self._buffer)
+        sink = {"campaign": [self.campaign] * n, "run_id": [self.run_id] * n}
+        return pa.Table.from_pydict(
+            {name: sink[name] if name in sink else [row.get(name) for row in self._buffer]
+             for name in RESULT_SCHEMA.names}, schema=RESULT_SCHEMA)
 
     def maybe_flush(self) -> Path | None:
         wait = RETRY_S if self.blocked else self.flush_every_s
@@ -147,7 +155,7 @@ class ResultSink:
         self._last_flush = time.monotonic()
         if not self._buffer:
             return None
-        table = pa.Table.from_pylist(self._buffer, schema=RESULT_SCHEMA)
+        table = self._table()
         final = self.dir / f"part-{self.run_id}-{self._seq:06d}.parquet"
         tmp = self.dir / f".tmp-{final.name}"
         try:
@@ -199,7 +207,7 @@ class ResultSink:
         (d / "origin").write_text(str(self.dir.parent.resolve()))  # for `recover_spilled`
         final = d / f"part-{self.run_id}-{self._seq:06d}.parquet"
         tmp = d / f".tmp-{final.name}"
-        write_table(pa.Table.from_pylist(self._buffer, schema=RESULT_SCHEMA), tmp)
+        write_table(self._table(), tmp)
         os.replace(tmp, final)
         self._seq += 1
         self.rows_spilled = len(self._buffer)

@@ -83,7 +83,9 @@ class WorkerConfig:
 class TestReport:
     __test__ = False  # not a pytest class
 
-    rows: list[dict[str, Any]]
+    #: one `ResultRow` per backend, as the judge made it: the form it keeps until the sink
+    #: writes it to Arrow
+    rows: list[ResultRow]
     findings: list[Finding]
     #: (test id, backend, lines its evaluation added to the evaluating worker's union): the
     #: driver adds them to the campaign's union (`campaign.compiler_coverage_log`)
@@ -234,7 +236,7 @@ class FuzzWorker:
         for backend in self._chosen(backends):
             result = self.evaluate(backend, prep.m, job)
             row, found = self.judge(backend, prep, result)
-            rows.append(row.to_dict())
+            rows.append(row)
             findings += [f for f in (found, self.blame_finding(backend, result)) if f]
             if result.cov_added is not None:
                 coverage.append((prep.tc.test_id, backend.name, result.cov_added))
@@ -283,7 +285,7 @@ class FuzzWorker:
                                  stage=stage.value, error_class=error_class, error_sig=sig,
                                  error_msg=msg, ref_ms=ref_ms) for b in self._chosen(backends)]
         findings = [make_finding(m, row, None, None) for row in rows[:1]]
-        return TestReport([row.to_dict() for row in rows], findings)
+        return TestReport(rows, findings)
 
     def _generator_failure(self, test_id: str, seed: int, e: Exception, gen_ms: float,
                            backends: Sequence[str] | None = None) -> TestReport:
@@ -294,7 +296,7 @@ class FuzzWorker:
             stage=Stage.GENERATE.value, error_class=type(e).__name__,
             error_sig=normalize(type(e).__name__, str(e)), error_msg=msg, gen_ms=gen_ms,
             host=self.host, worker=self.label)
-        rows = [base.for_backend(b.name, b.target).to_dict() for b in self._chosen(backends)]
+        rows = [base.for_backend(b.name, b.target) for b in self._chosen(backends)]
         files = {"info.json": json.dumps({"seed": seed, "error": msg,
                                           "traceback": traceback.format_exc()}, indent=2).encode()}
         return TestReport(rows, [Finding(test_id, rows[0]["backend"], Verdict.INVALID.value,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -351,7 +351,7 @@ class Campaign:
         self._done_with(pool, item.test)
         self.watch(res.rows)
 
-    def watch(self, rows: list[dict[str, Any]]) -> None:
+    def watch(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Evaluation rows into the environment-fault detector; a backend that trips is held
         back (`hold_back`)."""
         now = time.monotonic()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +39,7 @@ class Tally:
     #: per backend: rows by verdict
     verdicts: dict[str, Counter[str]] = field(default_factory=dict)
     #: per backend: CPU-seconds its rows measured (`cpu_ms`: the compiler's own work)
-    cpu_s: Counter[str] = field(default_factory=Counter)
+    cpu_s: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     deaths: int = 0  #: actors that died
     timeouts: int = 0  #: actors that hung
     errors: int = 0  #: tests a stage raised on
@@ -73,11 +73,11 @@ class Recorder:
         #: the tests that reached new compiler lines, not yet sent to the seed pools
         self.cov_outcomes: list[tuple[str, str, int]] = []
 
-    def add_row(self, test: PipelineTest, row: dict[str, Any]) -> None:
+    def add_row(self, test: PipelineTest, row: ResultRow) -> None:
         self.sink.add(row)
-        self.tally.verdicts.setdefault(row["backend"], Counter())[row["verdict"]] += 1
-        if row.get("cpu_ms") is not None:  # a merged module's CPU is on each of its k parts
-            self.tally.cpu_s[row["backend"]] += row["cpu_ms"] / 1e3 / (row.get("merged") or 1)
+        self.tally.verdicts.setdefault(row.backend, Counter())[row.verdict] += 1
+        if row.cpu_ms is not None:  # a merged module's CPU is on each of its k parts
+            self.tally.cpu_s[row.backend] += row.cpu_ms / 1e3 / (row.merged or 1)
         test.rows += 1
 
     def finish(self, test: PipelineTest) -> None:
@@ -101,7 +101,8 @@ class Recorder:
             if d is not None:  # an earlier test's finding may come too (worker.blame_finding)
                 dirs.setdefault((f.backend, f.test_id), d)
         for row in report.rows:
-            self.add_row(test, {**row, "finding_dir": dirs.get((row["backend"], row["test_id"]))})
+            row.update(finding_dir=dirs.get((row.backend, row.test_id)))
+            self.add_row(test, row)
 
     def evaluated(self, test: PipelineTest, report: Any) -> None:
         """A backend's report of `test`."""
@@ -119,9 +120,9 @@ class Recorder:
             measured.add((tid, backend))
             new[tid, backend] += self.coverage.add(backend, tid, lines, self.elapsed_s())
         for row in report.rows:
-            key = (row["test_id"], row["backend"])
+            key = (row.test_id, row.backend)
             if key in measured:
-                row["cov_new"] = new[key]
+                row.update(cov_new=new[key])
         self.cov_outcomes += [(t, b, n) for (t, b), n in new.items() if n]
 
     def take_feedback(self) -> tuple[list[tuple[str, str]], list[tuple[str, str, int]]]:
@@ -131,13 +132,13 @@ class Recorder:
         return out
 
     def failure_rows(self, test: PipelineTest, stage: str, worker: str, host: str,
-                     verdict: Verdict, error_class: str, msg: str) -> list[dict[str, Any]]:
+                     verdict: Verdict, error_class: str, msg: str) -> list[ResultRow]:
         """Rows for a test whose actor died, hung or raised on it: what the driver knows of it
         (returned as recorded). Its finding folder (on its first row) holds info.json (the
         seed, the error) and, for an evaluation, the test's files;
         `FuzzWorker.make_test(test_id, seed)` with the run's config.yaml rebuilds it."""
         backends = test.backends if stage == GEN else [stage]
-        base = (ResultRow.from_dict(test.base) if stage != GEN and test.base
+        base = (test.base if stage != GEN and test.base is not None
                 else ResultRow.graphless(test.test_id, test.seed))
         ts = utc_now()
         rows = [base.lost(b, self.targets.get(b, ""), verdict, error_class, msg, host, worker, ts)
@@ -146,11 +147,10 @@ class Recorder:
         if verdict.is_finding:
             finding_dir = self.findings.add(self._failure_finding(test, rows[0], stage, worker,
                                                                   host))
-        out = [{**row.to_dict(), "finding_dir": finding_dir if k == 0 else None}
-               for k, row in enumerate(rows)]
-        for row in out:
+        rows[0].update(finding_dir=finding_dir)
+        for row in rows:
             self.add_row(test, row)
-        return out
+        return rows
 
     def _failure_finding(self, test: PipelineTest, row: ResultRow, stage: str, worker: str,
                          host: str) -> Any:

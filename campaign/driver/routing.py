@@ -129,7 +129,7 @@ class Router:
         if b in self.env_held:
             self.held_env[b] += 1
             return False
-        base = test.base or {}
+        base: Mapping[str, Any] = test.base or {}
         lacking = self.lacking(b, base.get("ops"), base.get("mode"))
         if lacking:
             self.not_applicable[b][lacking[0]] += 1

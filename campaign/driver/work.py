@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from campaign.row import ResultRow
 
 
 @dataclass(eq=False)
@@ -17,7 +20,7 @@ class PipelineTest:
     seed: int
     backends: list[str]  #: the backends it was sampled for
     case: bytes | None = None  #: the packed test, kept while some backend has not reported
-    base: dict[str, Any] | None = None  #: the row fields its rows share (valid tests)
+    base: ResultRow | None = None  #: the row its rows copy (valid tests)
     pending: set[str] = field(default_factory=set)  #: backends it was given, not yet reported
     rows: int = 0
     #: ops its graph must not hold: made for a backend that lacks them (capability routing)

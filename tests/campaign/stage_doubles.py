@@ -43,10 +43,10 @@ class Made:
     known: dict = field(default_factory=dict)
 
 
-def base_row(tid: str, seed: int) -> dict:
+def base_row(tid: str, seed: int) -> ResultRow:
     """A graphless test's shared columns."""
     return ResultRow.graphless(tid, seed, graph_hash="h", n_insts=1, n_inputs=1, dialect="eager",
-                               gen_ms=0.1, host="h", worker="gen").to_dict()
+                               gen_ms=0.1, host="h", worker="gen")
 
 
 class Ev:
@@ -60,12 +60,11 @@ class Ev:
         out = []
         for case in cases:
             tid, seed = case.split("|")
-            row = {**base_row(tid, int(seed)), "backend": self.backend, "target": "cpu",
-                   "verdict": "pass"}
+            row = base_row(tid, int(seed)).for_backend(self.backend, "cpu", verdict="pass")
             out.append(self.report(tid, row))
         return out
 
-    def report(self, tid: str, row: dict) -> Report:
+    def report(self, tid: str, row: ResultRow) -> Report:
         return Report([row])
 
 

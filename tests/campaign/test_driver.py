@@ -81,7 +81,7 @@ def base_row(test_id: str, seed: int) -> dict:
     """The shared columns of a test's rows (backend, target and verdict empty)."""
     return ResultRow.graphless(test_id, seed, graph_hash="h", n_insts=1, n_inputs=1, max_depth=1,
                                n_input_sets=1, ops=["add"], dtypes=["f32"], dialect="eager",
-                               gen_ms=0.1, host="fakehost", worker="gen").to_dict()
+                               gen_ms=0.1, host="fakehost", worker="gen")
 
 
 def misbehave(action: str) -> None:
@@ -110,9 +110,9 @@ class FakeGenerator:
             base = base_row(tid, seed)
             avoid = list(rest[0]) if rest else []
             if avoid:
-                base["lineage"] = json.dumps([{"seed": seed, "avoid": avoid}])
+                base.update(lineage=json.dumps([{"seed": seed, "avoid": avoid}]))
             if self.cfg.odd_loops and i % 2 and "loop" not in avoid:
-                base["ops"] = ["add", "loop"]
+                base.update(ops=["add", "loop"])
             known = ({b: "known-bug" for b in self.cfg.known_for}
                      if self.cfg.known_every and i % self.cfg.known_every == 0 else {})
             case = f"{tid}|{seed}|{','.join(base['ops'])}|{','.join(avoid)}"
@@ -163,10 +163,10 @@ class FakeEvaluator:
                 os.kill(os.getpid(), signal.SIGKILL)  # what `kill -9 <actor pid>` does
             time.sleep(self.cfg.delay.get(self.backend, 0.0))
             verdict = "mismatch" if i % 5 == 0 else "pass"
-            row = {**base_row(tid, int(seed)), "backend": self.backend, "target": "cpu",
-                   "verdict": verdict, "worker": self.name, "ops": ops.split(",")}
+            row = base_row(tid, int(seed)).for_backend(self.backend, "cpu", verdict=verdict,
+                                                       worker=self.name, ops=ops.split(","))
             if avoid:
-                row["lineage"] = json.dumps([{"seed": int(seed), "avoid": avoid.split(",")}])
+                row.update(lineage=json.dumps([{"seed": int(seed), "avoid": avoid.split(",")}]))
             findings = ([FakeFinding(tid, self.backend, verdict, "Mismatch: output N",
                                      {"info.json": b"{}"})] if verdict != "pass" else [])
             out.append(FakeReport([row], findings))

@@ -25,8 +25,8 @@ class Gen(stage_doubles.Gen):
 class Ev(stage_doubles.Ev):
     def report(self, tid, row):
         crash = tid.endswith("3")
-        return Report([{**row, "verdict": "crash" if crash else "pass",
-                        "error_sig": "Boom" if crash else None}])
+        row.update(verdict="crash" if crash else "pass", error_sig="Boom" if crash else None)
+        return Report([row])
 
 
 def test_backend_verdicts_reach_the_generation_actors(ray_cluster, tmp_path):

@@ -65,5 +65,7 @@ def test_a_shipped_case_evaluates_in_the_sandbox_and_makes_artifacts():
     finally:
         ev.close()
     assert report.rows[0]["verdict"] == "pass"
-    f = case_finding(good.case, {**report.rows[0], "verdict": "crash", "error_sig": "WorkerDied"})
+    row = report.rows[0]
+    f = case_finding(good.case, row.for_backend(row.backend, row.target, verdict="crash",
+                                                error_sig="WorkerDied"))
     assert {"graph.gir", "model.onnx", "inputs.npz", "expected.npz", "info.json"} <= set(f.files)

@@ -1,5 +1,6 @@
-"""`campaign.row.ResultRow`: its fields are RESULT_SCHEMA's columns, every row leaves an actor
-as its `to_dict()`, and `error_msg` is cut at one place, however it is set."""
+"""`campaign.row.ResultRow`: its fields are RESULT_SCHEMA's columns, a row keeps its one form
+from the judge to the sink's Arrow table (read as a mapping of its columns), and `error_msg` is
+cut at one place, however it is set."""
 from __future__ import annotations
 
 import dataclasses
@@ -53,15 +54,24 @@ def test_the_fields_are_the_schema_columns_in_order_with_their_types_and_nullabi
         assert hints[f.name] == ((t | None) if f.nullable else t), f.name
 
 
-def test_a_row_leaves_as_every_column_but_the_downstream_ones_and_the_sink_stores_it(tmp_path):
+def test_a_row_keeps_its_form_until_the_sink_writes_it_and_reads_as_its_columns(tmp_path):
     row = _row(backend="ort", target="cpu", verdict="pass", host="h", worker="w")
-    d = row.to_dict()
-    assert list(d) == [n for n in RESULT_SCHEMA.names if n not in DOWNSTREAM]
-    assert ResultRow.from_dict(d) == row
+    assert list(row) == RESULT_SCHEMA.names and row["backend"] == "ort"
+    assert row.get("no_such_column") is None and "verdict" in row
+    with pytest.raises(KeyError):
+        row["update"]  # a method is no column  # noqa: B018
+    assert ResultRow.from_dict(dict(row)) == row
     sink = ResultSink(tmp_path, "run", "c", flush_rows=10, flush_every_s=60)
-    sink.add(d)
+    sink.add(row)  # the object itself: no copy as a dict on the way
+    row.update(finding_dir="findings/x")  # set by the driver before the sink writes
     sink.close()
-    assert read_results(tmp_path).to_pylist()[0]["lineage"] == '[{"seed": 1}]'
+    (written,) = read_results(tmp_path).to_pylist()
+    assert written["lineage"] == '[{"seed": 1}]' and written["finding_dir"] == "findings/x"
+    assert (written["campaign"], written["run_id"]) == ("c", "run")  # DOWNSTREAM: the sink's
+    assert set(DOWNSTREAM) <= set(written)
+    assert {k: v for k, v in written.items() if k not in (*DOWNSTREAM, "ts")} == {
+        k: v for k, v in dict(row).items() if k not in (*DOWNSTREAM, "ts")}
+    assert abs(written["ts"] - row.ts).total_seconds() < 1e-3  # Arrow keeps milliseconds
 
 
 def test_no_other_attribute_can_be_set():
@@ -75,7 +85,7 @@ def test_no_other_attribute_can_be_set():
 def test_error_msg_is_cut_however_it_is_set():
     long = "x" * (3 * MAX_MSG)
     rows = [_row(error_msg=long), _row().for_backend("ort", "cpu", error_msg=long),
-            ResultRow.from_dict({**_row().to_dict(), "error_msg": long}),
+            ResultRow.from_dict({**_row(), "error_msg": long}),
             _row().lost("ort", "cpu", Verdict.CRASH, "WorkerDied", long, "h", "w", datetime.now())]
     assigned = _row()
     assigned.error_msg = long
@@ -98,7 +108,7 @@ def test_a_backend_s_long_message_is_cut_once_in_its_row_and_finding():
         row, finding = w.judge(w.backends[0], prep, BackendResult(
             verdict=Verdict.CRASH, stage=Stage.COMPILE, error_class="Fail", error_msg=msg,
             unusable=["fd 1 closed"]))
-    assert row.error_msg == msg[:MAX_MSG] and row.to_dict()["error_msg"] == msg[:MAX_MSG]
+    assert row.error_msg == msg[:MAX_MSG] and row["error_msg"] == msg[:MAX_MSG]
     assert b'"error_msg": "no kernel' in finding.files["info.json"]
 
 

@@ -28,15 +28,16 @@ class Made:
     """What generation returns for a valid test."""
 
     def __init__(self, tid: str):
-        self.case, self.base, self.report, self.known = b"case", {"test_id": tid, "ops": []}, None, {}
+        self.case, self.report, self.known = b"case", None, {}
+        self.base = ResultRow.graphless(tid, 0, ops=[])
 
 
-def row(tid: str, backend: str, verdict: str = "pass", sig: str | None = None) -> dict:
+def row(tid: str, backend: str, verdict: str = "pass", sig: str | None = None) -> ResultRow:
     base = ResultRow.graphless(tid, 0, graph_hash="h", n_insts=1, n_inputs=1, dialect="eager",
-                               gen_ms=0.1, host="h", worker="gen").to_dict()
-    return {**base, "backend": backend, "target": "cpu", "verdict": verdict,
-            "stage": "compile" if sig else "compare", "error_sig": sig,
-            "error_class": "RuntimeError" if sig else None}
+                               gen_ms=0.1, host="h", worker="gen")
+    return base.for_backend(backend, "cpu", verdict=verdict,
+                            stage="compile" if sig else "compare", error_sig=sig,
+                            error_class="RuntimeError" if sig else None)
 
 
 def campaign(tmp_path: Path, resume: bool = False) -> Campaign:
