@@ -35,9 +35,11 @@ def _folder(tmp_path: Path) -> tuple[Path, dict]:
 
 def _matrix() -> Matrix:
     return Matrix([
-        Column("torch 2.14.1", "/v214", {"torch": "2.14.1", "onnxruntime": "1.32.0"},
+        # releases no test machine has installed, so that the matrix's sighting is never the
+        # run's own (one installed release is one sighting, whoever saw it)
+        Column("torch 2.98.0", "/v298", {"torch": "2.98.0", "onnxruntime": "1.32.0"},
                cells={"F99-fake": Cell("reproduces")}),
-        Column("torch 2.15.0", "/v215", {"torch": "2.15.0"}, cells={"F99-fake": Cell("fixed")})])
+        Column("torch 2.99.0", "/v299", {"torch": "2.99.0"}, cells={"F99-fake": Cell("fixed")})])
 
 
 def test_report_md_has_the_versions_seen_and_collect_env_folded(tmp_path, monkeypatch):
@@ -50,7 +52,7 @@ def test_report_md_has_the_versions_seen_and_collect_env_folded(tmp_path, monkey
     (this,) = [v for v in installed("inductor") if v.startswith("torch==")]
     # the matrix's fixed column is no sighting; onnxruntime is not the Inductor bug's stack
     assert (f"**Seen on** (torch versions the bug failed on): torch==2.12.0 (bug database); "
-            f"{this} (this run); torch==2.14.1 (version matrix).\n") in text
+            f"{this} (this run); torch==2.98.0 (version matrix).\n") in text
     versions = text.split("### Versions\n", 1)[1]
     assert versions.index("**Seen on**") < versions.index("- OS: ")
     assert ("<details>\n<summary>python -m torch.utils.collect_env</summary>\n\n```\n"
