@@ -343,6 +343,11 @@ class ResultRow(Mapping[str, Any]):
         """Append `note` to `error_msg`, `; `-separated (a pass row's message is only notes)."""
         self.error_msg = "; ".join(x for x in (self.error_msg, note) if x)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # a row crosses processes (Ray) thousands of times a second in the driver's tests:
+        # its values as one tuple, set back without re-cutting what was cut when set
+        return _row_of_values, (tuple(getattr(self, name) for name in COLUMNS),)
+
     # the row read as a mapping of its columns: what the driver, the feedback and the sink
     # read, the same way they read a row of the results read back from Parquet
     def __getitem__(self, name: str) -> Any:
@@ -359,3 +364,11 @@ class ResultRow(Mapping[str, Any]):
 
 #: every column, in schema order
 COLUMNS = tuple(f.name for f in dataclasses.fields(ResultRow))
+
+
+def _row_of_values(values: tuple[Any, ...]) -> ResultRow:
+    """A row from its columns' values in `COLUMNS` order (`ResultRow.__reduce__`)."""
+    row = object.__new__(ResultRow)
+    for name, value in zip(COLUMNS, values, strict=True):
+        object.__setattr__(row, name, value)
+    return row

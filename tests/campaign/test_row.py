@@ -4,6 +4,7 @@ cut at one place, however it is set."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import re
 import typing
 from datetime import datetime
@@ -72,6 +73,14 @@ def test_a_row_keeps_its_form_until_the_sink_writes_it_and_reads_as_its_columns(
     assert {k: v for k, v in written.items() if k not in (*DOWNSTREAM, "ts")} == {
         k: v for k, v in dict(row).items() if k not in (*DOWNSTREAM, "ts")}
     assert abs(written["ts"] - row.ts).total_seconds() < 1e-3  # Arrow keeps milliseconds
+
+
+def test_a_row_crosses_processes_whole():
+    row = _row(backend="ort", target="cpu", verdict="crash", error_msg="x" * (2 * MAX_MSG))
+    back = pickle.loads(pickle.dumps(row))
+    assert back == row and back.error_msg == "x" * MAX_MSG and type(back) is ResultRow
+    with pytest.raises(AttributeError):
+        back.eror_msg = "x"  # still slotted
 
 
 def test_no_other_attribute_can_be_set():
