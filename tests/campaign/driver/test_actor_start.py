@@ -58,7 +58,9 @@ def cpus_held(ray_cluster):
 
 
 def config(budget: str, start_timeout_s: float, wait: bool = False) -> Config:
-    half = BackendOptions(num_cpus=0.5)
+    # `wait`: both backends wait for their queues (ort's placement is what the test is about;
+    # ort_noopt's own queue filling up for a moment under a loaded suite is not)
+    half = BackendOptions(num_cpus=0.5, wait=wait)
     return Config(campaign=CampaignConfig(
         name="unplaced", budget=budget, workers=1, backends=BACKENDS, seed=3, flush_every_s=60.0,
         generation=GenerationOptions(num_cpus=0.5),
