@@ -1,5 +1,5 @@
 """A repro.py a triage wrote but had no time to run (the campaign's own triage at its deadline:
-"N steps did not fit the budget; continue with `python -m campaign.triage DIR`") is run by the
+"N pieces of work did not fit the budget; continue with `python -m campaign.triage DIR`") is run by the
 triage that continues, which reuses the reduction and used to leave `repro_status` empty
 (issue 30, point 5: two 10-minute campaigns had no repro checked at all)."""
 from __future__ import annotations

@@ -81,7 +81,7 @@ class TriageReport:
                  f"compiler-bug buckets in {len(bugs)} bugs{apart}), {self.reductions} "
                  f"reductions in {self.seconds:.0f} s -> {self.table}"]
         if self.skipped:
-            lines.append(f"triage: {self.skipped} steps did not fit the budget; continue with "
+            lines.append(f"triage: {self.skipped} pieces of work did not fit the budget; continue with "
                          f"`python -m campaign.triage {self.out_dir}`")
         failed = [r for r in self.steps if r.status in ("failed", "not run")]
         if failed:
