@@ -54,8 +54,6 @@ class Folder:
 
     dest: Path
     cached: bool
-    #: what `repro.write_bug_folder` wrote (None for a cached folder)
-    written: dict[str, Any] | None = None
 
 
 class Runners:
@@ -246,17 +244,19 @@ class TriageState:
         red.summary = {"tests": entry.get("tests"), "seconds": entry.get("seconds")}
         return red
 
+    def _info_path(self, key: BucketKey) -> Path:
+        folder = self.folders.get(key)
+        return (folder.dest if folder else self.bugs_dir / key.id) / "info.json"
+
     def info(self, key: BucketKey) -> dict[str, Any]:
         """The info.json of bucket `key`'s bug folder ({} when there is none)."""
-        folder = self.folders.get(key)
-        path = (folder.dest if folder else self.bugs_dir / key.id) / "info.json"
+        path = self._info_path(key)
         return json.loads(path.read_text()) if path.is_file() else {}
 
     def update_info(self, key: BucketKey, **fields: Any) -> None:
         """Set `fields` in the info.json of bucket `key`'s bug folder, if it has one: what a
         step found there stays for the next triage of this output."""
-        folder = self.folders.get(key)
-        path = (folder.dest if folder else self.bugs_dir / key.id) / "info.json"
+        path = self._info_path(key)
         if not path.is_file():
             return
         info = json.loads(path.read_text())

@@ -38,7 +38,7 @@ class Write:
                 b.note = f"writing the bug folder failed: {type(e).__name__}: {e}"[:500]
                 state.log(f"triage: {b.note}")
                 continue
-            state.folders[key] = Folder(dest, cached=False, written=written)
+            state.folders[key] = Folder(dest, cached=False)
             if written.get("repro"):
                 b.repro = (dest / "repro.py").relative_to(state.out).as_posix()
             else:
