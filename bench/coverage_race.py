@@ -11,6 +11,10 @@ Arms (each its own process, `--arm NAME`):
   shapes and the mutation engine (seed corpus, verdict feedback), without coverage feedback;
 - `feedback`: the same with coverage feedback (a test reaching new compiler lines joins the
   seed pool as novel, with energy: docs/coverage.md);
+- `extend`: cpu_extend's tests (docs/extensions.md): custom ops (`p_custom` 0.85, 60% of
+  sites mutating; `wrap_custom`, `unwrap_custom`), cache tests (`p_cache` 0.25), a third of
+  the tests training through pure custom ops; compare it with `train` (`--arms train extend`).
+  Not in the default `--arms`.
 - `train`: `dynamic` with gradient tests (docs/training.md: `p_grad` 0.85, `p_transform` 0.3,
   cpu_train's shares): Inductor trains them (Dynamo, AOT autograd's joint graph and
   partitioner in torch/_functorch, the backward's code), the exporter and TVM get their
@@ -74,11 +78,12 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
-ARMS = ("nnsmith", "static", "dynamic", "feedback", "train")
+ARMS = ("nnsmith", "static", "dynamic", "feedback", "train", "extend")
 #: the arms a run races unless `--arms` names others (`train`: by name)
 DEFAULT_ARMS = ("nnsmith", "static", "dynamic", "feedback")
-#: arms the others are compared with, in this order: NNSmith's, dynsmith's inference arm
-BASELINES = ("nnsmith", "dynamic")
+#: arms the others are compared with, in this order: NNSmith's, dynsmith's inference arm,
+#: the training arm (`extend` against `train`)
+BASELINES = ("nnsmith", "dynamic", "train")
 BACKENDS = ("inductor", "onnx_export", "tvm")
 NODES = 10
 FINDING_VERDICTS = ("crash", "signal", "timeout", "mismatch")
@@ -188,12 +193,17 @@ def arm_config(arm: str) -> Any:
     from ir import GenConfig
     from mutators.engine import MutationConfig
 
-    if arm in ("dynamic", "feedback", "train"):
+    if arm in ("dynamic", "feedback", "train", "extend"):
         gen = GenConfig(nodes=NODES, p_if=0.15, p_loop=0.1, p_scan=0.1, max_depth=2,
                         p_inplace=0.2, p_dynshape=0.1)
         if arm == "train":  # gradient tests (docs/training.md), cpu_train's shares
             gen = dataclasses.replace(gen, p_grad=0.85, p_transform=0.3)
         mutation = MutationConfig()
+        if arm == "extend":  # custom ops and cache tests (docs/extensions.md), cpu_extend's
+            gen = dataclasses.replace(gen, p_grad=0.35, p_custom=0.85, p_custom_mutates=0.6,
+                                      p_cache=0.25, p_dynshape=0.0)
+            mutation = MutationConfig(weights={**mutation.weights, "wrap_custom": 2.0,
+                                               "unwrap_custom": 0.5})
     else:  # static DAGs (NNSmith's graphs arrive through ExternalSource)
         gen = GenConfig(nodes=NODES).without(["if", "loop", "scan", "lstm", "gru", "rnn"])
         mutation = MutationConfig(rate=0.0, generated_seeds=0, seeds=None)

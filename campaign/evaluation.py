@@ -214,11 +214,14 @@ def rounding_spread(g: Graph, env: dict[str, np.ndarray], truths: list[np.ndarra
     (the forward's rounding reaches the gradients through the values the backward reads; the
     backward's own rounding is not perturbed)."""
     from ir.analysis.inplace import pure_form
+    from ir.ops.custom import holds_custom, inline_custom
 
     n = len(g.outputs) + (len(grad.leaves) if grad else 0)
     spread: list[np.ndarray | None] = [None] * n
     try:
         pure = pure_form(g)
+        if holds_custom(pure):  # a custom op's kernel rounds inside: perturb its body's ops
+            pure = inline_custom(pure)
     except Exception:
         return spread
     for s in range(samples):

@@ -79,7 +79,10 @@ def dynshape_fields(prep: Prepared, row: ResultRow, result: BackendResult) -> di
     failing = None
     if row.verdict == "mismatch" and prep.tc.shapes.judges_sets() and result.outputs:
         failing = failing_sets(prep, result.outputs)
-    return classify(prep.tc, {"verdict": row.verdict, "stage": row.stage}, result, failing)
+    out = classify(prep.tc, {"verdict": row.verdict, "stage": row.stage}, result, failing)
+    if result.cache_hits is not None:
+        out["cache_hits"] = result.cache_hits
+    return out
 
 
 def timeout_fields(result: BackendResult) -> dict[str, Any]:
@@ -116,7 +119,8 @@ def damage_fields(row: ResultRow, result: BackendResult) -> dict[str, Any]:
 FINDING_COLUMNS = ("test_id", "seed", "backend", "backend_config", "dialect", "mode", "target",
                    "verdict", "stage", "error_class",
                    "error_sig", "error_msg", "max_abs_err", "max_rel_err", "mismatch_output",
-                   "mismatch_input_set", "n_compiles", "dyn_finding", "timeout_confirmed",
+                   "mismatch_input_set", "n_compiles", "cache_hits", "dyn_finding",
+                   "timeout_confirmed",
                    "timeout_limit_s", "confirm_limit_s", "confirm_s", "backend_config")
 
 

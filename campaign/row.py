@@ -204,6 +204,12 @@ class ResultRow(Mapping[str, Any]):
         "compilations the backend made over all input sets: Inductor counts the FX graphs it "
         "compiled (each graph-broken piece, each recompile); ORT, TVM (`tvm`, `tvm_torch`) and "
         "the exporter compile once by construction (1); null when it failed before running", None)
+    cache_hits: int | None = col(
+        "a cache test (`mode` `cache`, campaign/modes/cache.py) on a backend that caches: the "
+        "hits of its warm compile in the FX graph cache and the AOT autograd cache, after its "
+        "near-twin's entries were written (0: nothing served, the pair compared two fresh "
+        "compiles; torch 2.13 bypasses both caches for a graph with a higher-order op); null "
+        "for other rows", None)
     cov_new: int | None = col(
         "compiler coverage ([coverage.md](coverage.md)): lines of the backend's Python packages "
         "this test ran that the campaign had not seen for that backend before (0: none new); null"

@@ -53,6 +53,8 @@ class TestCase:
     transform: Any = None
     #: a repeat test's `campaign.modes.repeat.RepeatSpec` (its last set repeats an earlier one)
     repeat: Any = None
+    #: a cache test's `campaign.modes.cache.CacheSpec` (the near-twin compiled first)
+    cache: Any = None
 
     def graph_of(self, k: int) -> Graph:
         """The concrete graph input set `k` runs: `graph`, unless the sets differ in shape."""

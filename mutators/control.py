@@ -60,6 +60,7 @@ class WrapBranch(ScopedMutator):
     reduced from data computed before the region with a new scalar graph input."""
 
     name = "wrap_branch"
+    into_kernels = False
 
     def rewrite(self, g: Graph, ctx: Ctx) -> tuple[Graph, dict[str, Any]] | None:
         rng, b = ctx.rng, ctx.b
@@ -170,6 +171,7 @@ class WrapLoop(ScopedMutator):
     are preferred as regions: the loop-wrapped RNN callable (a stack of tied layers)."""
 
     name = "wrap_loop"
+    into_kernels = False
     #: share of wraps made as a scan (when the scope allows one)
     p_scan: float = 0.4
 

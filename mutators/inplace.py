@@ -39,6 +39,7 @@ def ops_present() -> bool:
 
 class ToInplace(ScopedMutator):
     name = "to_inplace"
+    into_kernels = False
     #: candidates tried per proposal (each checked by the in-place analysis)
     attempts: int = 4
 

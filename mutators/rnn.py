@@ -24,6 +24,7 @@ from mutators.solve import NEW, NEW_PARAM, solve
 
 class InsertRnn(ScopedMutator):
     name = "insert_rnn"
+    into_kernels = False
 
     def rewrite(self, g: Graph, ctx: Ctx) -> tuple[Graph, dict[str, Any]] | None:
         rng, b = ctx.rng, ctx.b

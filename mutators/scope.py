@@ -31,6 +31,7 @@ from ir.core.rewrite import remove_unused
 from ir.core.types import TensorType
 from ir.gen.builder import GenConfig, SymbolicGraphBuilder
 from ir.ops.control import is_control
+from ir.ops.custom import Custom
 from mutators.base import Mutant, Mutator
 
 
@@ -44,6 +45,8 @@ class Scope:
     depth: int
     #: inside a loop or scan body (at any level): its values recur from step to step
     iterated: bool = False
+    #: inside a custom op's body (`ir.ops.custom`): straight-line pure code only
+    kernel: bool = False
 
     @property
     def root(self) -> bool:
@@ -53,7 +56,8 @@ class Scope:
 def scopes(g: Graph) -> list[Scope]:
     """The top-level graph and every body, nested ones included, outermost first."""
     return [Scope(path, body, path.depth,
-                  any(is_control(h.op) and h.op.iterates for h in path.holders(g)))
+                  any(is_control(h.op) and h.op.iterates for h in path.holders(g)),
+                  any(isinstance(h.op, Custom) for h in path.holders(g)))
             for path, body in walk_scopes(g)]
 
 
@@ -257,12 +261,15 @@ class ScopedMutator(Mutator):
 
     #: share of proposals made at the top level when bodies exist (the rest: a random body)
     p_root: float = 0.6
+    #: whether it may rewrite a custom op's body (`Scope.kernel`: straight-line pure code; a
+    #: mutator that adds control flow, views or writes may not)
+    into_kernels: bool = True
 
     def eligible(self, site: Scope) -> bool:
         return bool(site.graph.insts)
 
     def pick_site(self, g: Graph, rng: random.Random) -> Scope | None:
-        sites = [s for s in scopes(g) if self.eligible(s)]
+        sites = [s for s in scopes(g) if self.eligible(s) and (self.into_kernels or not s.kernel)]
         if not sites:
             return None
         root = [s for s in sites if s.root]

@@ -24,6 +24,7 @@ class Splice(ScopedMutator):
     place of a same-typed value (its later uses read it) or, at the top level, returned."""
 
     name = "splice"
+    into_kernels = False  # a donor region may hold control flow
 
     def rewrite(self, g: Graph, ctx: Ctx) -> tuple[Graph, dict[str, Any]] | None:
         rng = ctx.rng

@@ -80,6 +80,8 @@ class BackendResult:
     #: per input set, the compilations its run caused (set 0: the first compile; a backend
     #: that compiles once by construction reports [1, 0, ...]; docs/dynshape.md)
     compiles: list[int] | None = None
+    #: a cache test's warm compile: its hits in the compile caches (`campaign.modes.cache`)
+    cache_hits: int | None = None
     #: the input set being run when the run failed (None: not in a run, or set 0 ... unknown)
     input_set: int | None = None
     #: a dynamic-shape test that compiled again for a later set: (signature, detail) of why,
@@ -303,6 +305,11 @@ class Backend(abc.ABC):
     #: without fullgraph, as `mixed` runs it); torch eager does not, as in another dialect it
     #: would compute what the reference computes
     ADAPTS_DIALECT: ClassVar[bool] = False
+
+    def takes_cache_tests(self) -> bool:
+        """Whether it compiles a cache test twice, warm after its near-twin and cold, with its
+        compile caches on (`campaign.modes.cache`); one that does not runs its forward."""
+        return False
     #: how the torch module it compiles expresses control flow (`hop`, `python`, or `mixed`:
     #: per test, see `dialect_of`); None for backends that take the ONNX model (the row's
     #: `dialect` then stays the test's)

@@ -1,5 +1,5 @@
-"""Test modes (`campaign.modes.base.TestMode`): infer, grad, transform and repeat, each one
-module.
+"""Test modes (`campaign.modes.base.TestMode`): infer, grad, transform, repeat and cache, each
+one module.
 
 `mode_of` tells which mode a test case is; `drawn_mode` which mode the test of a seed is made
 in; `MODES` holds them by their row name. docs/architecture.md, "Adding a mode", is the recipe.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from campaign.modes.base import TestMode
+from campaign.modes.cache import CACHE
 from campaign.modes.grad import GRAD
 from campaign.modes.infer import INFER
 from campaign.modes.repeat import REPEAT
@@ -19,9 +20,10 @@ if TYPE_CHECKING:
     from ir.gen.builder import GenConfig
 
 #: every mode by its name (the rows' `mode`), in the order the summary lists them
-MODES: dict[str, TestMode] = {m.name: m for m in (INFER, GRAD, TRANSFORM, REPEAT)}
+MODES: dict[str, TestMode] = {m.name: m for m in (INFER, GRAD, TRANSFORM, REPEAT, CACHE)}
 
-__all__ = ["GRAD", "INFER", "MODES", "REPEAT", "TRANSFORM", "TestMode", "drawn_mode", "mode_of"]
+__all__ = ["CACHE", "GRAD", "INFER", "MODES", "REPEAT", "TRANSFORM", "TestMode", "drawn_mode",
+           "mode_of"]
 
 
 def mode_of(tc: TestCase) -> TestMode:
@@ -35,11 +37,13 @@ def mode_of(tc: TestCase) -> TestMode:
 
 def drawn_mode(seed: int, gen: GenConfig) -> TestMode:
     """The mode the test of `seed` is made in, by the generator's rates (`p_grad`, then
-    `p_transform` among the gradient tests, `p_repeat` among the others), each its own RNG
-    stream of the seed."""
+    `p_transform` among the gradient tests, `p_cache` then `p_repeat` among the others), each
+    its own RNG stream of the seed."""
     from ir.numerics.grad import wants_grad, wants_transform
 
     if not wants_grad(seed, gen.p_grad):
+        if CACHE.wanted(seed, gen):
+            return CACHE
         return REPEAT if REPEAT.wanted(seed, gen) else INFER
     train = GRAD.generator(gen)
     if wants_transform(seed, train.p_transform, train.transforms) is not None:

@@ -61,6 +61,9 @@ class TestMode(ABC):
     #: whether a torch backend runs a program wrapping the test's module (torch.func's
     #: transform of it, `TransformSpec`) rather than the module itself
     wraps_module: ClassVar[bool] = False
+    #: whether a backend that caches compiled programs (`Backend.takes_cache_tests`)
+    #: compiles the test twice, warm after a near-twin and cold (`campaign.modes.cache`)
+    warms_cache: ClassVar[bool] = False
     #: whether the reducer may try the test on one of its input sets alone
     per_set: ClassVar[bool] = True
     #: whether the test may be compiled into one module with others (`campaign.merge`)

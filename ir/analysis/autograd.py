@@ -30,6 +30,8 @@ AUTOGRAD_REJECTIONS = {
              "to leaves and their views"),
     "saved": ("writes %{x}{via}, which inst {i} ({op}) saved for backward: the backward would "
               "read overwritten values"),
+    "mutating_custom": ("mutates %{x} with an operand that requires grad: torch has no autograd "
+                        "formula for a custom op that mutates its arguments"),
 }
 
 
@@ -100,6 +102,10 @@ def _level(lv: Level, requires: set[str], leaves: frozenset[str], out: set[str],
     for index, inst in enumerate(g.insts):
         eff = inst.op.effect
         flows = any(holds_grad(a) for a in inst.args)
+        if check and eff.mutates and flows:
+            raise AutogradError(f"{lv.path}, inst {index} ({inst.op.name}): "
+                                + AUTOGRAD_REJECTIONS["mutating_custom"].format(
+                                    x=inst.args[eff.mutates[0]]))
         if eff.writes is not None:
             dest = inst.args[eff.writes]
             st = storage(dest)

@@ -44,6 +44,7 @@ from ir.core.op import Op
 from ir.core.shapes import Dim
 from ir.core.types import TensorType
 from ir.core.verify import VerifyError, quote_context, register_effect_check
+from ir.ops.custom import Custom
 from ir.ops.inplace import InPlace
 from ir.ops.views import Clone, ViewOp, ViewReshape, strided_positions
 
@@ -78,7 +79,7 @@ class InplaceError(VerifyError):
 
 
 def _writes(op: Op) -> bool:
-    return op.effect.writes is not None
+    return op.effect.writes_memory
 
 
 def has_writes(g: Graph) -> bool:
@@ -217,6 +218,8 @@ class _Analyzer:
             elif eff.writes is not None:
                 self._write(lv, index, inst, eff.writes, fail)
             else:
+                if eff.mutates:
+                    self._mutate(lv, index, inst, eff.mutates, fail)
                 for r in inst.results:
                     self._base(lv, r, "local")
                 if inst.blocks:
@@ -294,6 +297,36 @@ class _Analyzer:
         st.writes.append(index)
         lv.writes.append((index, dn.parent is not None or bool(views)))
         lv.alias[inst.results[0].name] = d
+
+    def _mutate(self, lv: Level, index: int, inst: Inst, mutates: Sequence[int],
+                fail: Callable[[str], NoReturn]) -> None:
+        """A custom op overwriting the whole of each operand in `mutates` (`ir.ops.custom`):
+        the rules of an in-place write, with no operand allowed to overlap a written one
+        (the kernel reads its operands and writes in an order of its own)."""
+        for k in mutates:
+            dest_arg = inst.args[k]
+            dn = lv.node(dest_arg)
+            st = dn.storage
+            via = f" through %{dest_arg}" if dest_arg != st.base else ""
+            if st.kind == "param":
+                fail(REJECTIONS["param"].format(w=st.base, via=via))
+            if st.kind == "body_input":
+                fail(REJECTIONS["body_input"].format(x=st.base, via=via))
+            if dn.repeats:
+                fail(REJECTIONS["repeats"].format(v=dest_arg))
+            node = dn
+            while node.parent is not None:
+                parent = lv.nodes[node.parent]
+                if parent.repeats:
+                    fail(REJECTIONS["through_repeats"].format(v=dest_arg, u=node.parent))
+                node = parent
+            for j, a in enumerate(inst.args):
+                an = lv.node(a)
+                if j != k and an.storage is st and \
+                        np.intersect1d(an.positions.ravel(), dn.positions.ravel()).size:
+                    fail(REJECTIONS["overlap"].format(a=a, v=dest_arg))
+            st.writes.append(index)
+            lv.writes.append((index, dn.parent is not None))
 
     def _outputs(self, lv: Level) -> None:
         g = lv.graph
@@ -477,8 +510,6 @@ class Emitter:
         """Emit the write of in-place instruction `inst` into its operand `k`."""
         op = cast(InPlace, inst.op)  # only in-place ops have an `Effect.writes`
         d = self.lv.canon(inst.args[k])
-        node = self.lv.nodes[d]
-        st = node.storage
         args = [self.read(a) for a in inst.args]  # every operand is read before the write
         r = inst.results[0].name
         views = op.written_region(self.types[args[k]])
@@ -489,7 +520,31 @@ class Emitter:
         new = op.functional(self, region[-1], args, r if not views else f"{r}_new")
         for i in reversed(range(len(views))):  # back out of the written region, to the destination
             new = views[i].scatter(self, region[i], new, r if i == 0 else f"{r}_new")
-        # back up the chain of views to the base, each through its view's inverse
+        self.store(d, new)
+
+    def mutate(self, inst: Inst, subs: list[Functional]) -> None:
+        """Emit mutating custom instruction `inst` (`Effect.mutates`) as its pure form, whose
+        first results are the new contents, each then stored into its operand's memory."""
+        op = cast(Custom, inst.op)  # only custom ops have an `Effect.mutates`
+        args = [self.read(a) for a in inst.args]
+        new = [Value(self.names.fresh(f"{inst.args[k]}_new"), self.types[args[k]])
+               for k in op.mutates]
+        self.insts.append(Inst(op.pure_form(), tuple(args), (*new, *inst.results),
+                               tuple(s.graph for s in subs)))
+        self.origin.append(self.at)
+        if subs:
+            self.blocks[len(self.insts) - 1] = subs
+        for v in (*new, *inst.results):
+            self.types[v.name] = v.type
+        for r in inst.results:
+            self.define_base(r.name)
+        for k, v in zip(op.mutates, new, strict=True):
+            self.store(self.lv.canon(inst.args[k]), v.name)
+
+    def store(self, d: str, new: str) -> None:
+        """`new` is the contents of (canonical) value `d` from now on: written back up its
+        chain of views to the base, each through its view's inverse."""
+        st = self.lv.nodes[d].storage
         chain = [(d, new)]
         name = d
         child = self.lv.nodes[name]
@@ -519,8 +574,11 @@ def _functionalize_level(names: _FunctionalNames, lv: Level, top: bool) -> Funct
         if op.effect.writes is not None:
             f.write(inst, op.effect.writes)
             continue
-        args = [f.read(a) for a in inst.args]
         subs = [_functionalize_level(names, body, False) for body in lv.bodies.get(index, [])]
+        if op.effect.mutates:
+            f.mutate(inst, subs)
+            continue
+        args = [f.read(a) for a in inst.args]
         blocks = tuple(s.graph for s in subs)
         f.insts.append(Inst(op, tuple(args), inst.results, blocks))
         f.origin.append(index)

@@ -32,6 +32,8 @@ class OnnxBuilder:
         self._constants_as_nodes = constants_as_nodes
         #: GraphIR types of the values being emitted (ops whose ONNX form depends on shapes)
         self.types: dict[str, TensorType] = {}
+        #: model-local functions by name (custom ops' bodies), shared with nested builders
+        self.functions: dict[str, onnx.FunctionProto] = {}
 
     def shape_of(self, name: str) -> tuple:
         return tuple(self.types[name].shape)

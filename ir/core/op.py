@@ -65,15 +65,23 @@ class Effect:
     `writes`: the operand whose storage the op overwrites (all of it, or the region its
     `written_region` names); the op's one result is that operand itself (same storage and
     layout), as torch's `x.add_(y)` returns `x`. `view_of`: the op's one result is a view of
-    this operand: it shares its storage, so a write through either is seen by both. Neither:
-    the op is pure (its results are new values)."""
+    this operand: it shares its storage, so a write through either is seen by both.
+    `mutates`: the operands whose whole storage the op overwrites with new contents while its
+    results are new values (a custom op declared with `mutates_args`, `ir.ops.custom`).
+    None of these: the op is pure (its results are new values)."""
 
     writes: int | None = None
     view_of: int | None = None
+    mutates: tuple[int, ...] = ()
 
     @property
     def pure(self) -> bool:
-        return self.writes is None and self.view_of is None
+        return self.writes is None and self.view_of is None and not self.mutates
+
+    @property
+    def writes_memory(self) -> bool:
+        """The op overwrites some operand's storage (in place, or as a mutating custom op)."""
+        return self.writes is not None or bool(self.mutates)
 
 
 PURE = Effect()
@@ -330,6 +338,12 @@ class Op:
         tensor for a one-result instruction, else a sequence. Plain ops ignore all this and
         call `torch`."""
         return self.torch(*args)
+
+    def transparent(self) -> Op:
+        """The op as an interpreter that checks every value runs it (`ir.numerics.domain`):
+        itself, or, for an op whose torch call hides work in an opaque kernel (a custom op),
+        a form that runs its bodies through the interpreter's `run_block`, same results."""
+        return self
 
     def onnx(self, b: OnnxBuilder, ins: list[str], outs: list[str]) -> None:
         raise NotImplementedError

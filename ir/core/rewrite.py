@@ -121,7 +121,7 @@ def remove_unused(g: Graph, keep_inputs: bool = False) -> Graph:
     live = set(g.outputs)
     kept: list[Inst] = []
     for inst in reversed(g.insts):
-        if any(r.name in live for r in inst.results) or inst.op.effect.writes is not None:
+        if any(r.name in live for r in inst.results) or inst.op.effect.writes_memory:
             kept.append(inst)
             live.update(inst.args)
     kept.reverse()

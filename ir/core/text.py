@@ -61,6 +61,8 @@ def format_inst_head(inst: Inst) -> str:
     attr_s = "[" + ", ".join(f"{k}={format_attr(v)}" for k, v in attrs.items()) + "]" if attrs else ""
     args = ", ".join(f"%{a}" for a in inst.args)
     types = ", ".join(str(r.type) for r in inst.results)
+    if not inst.results:  # an op called for its effect alone (a custom op that only mutates)
+        return f"{inst.op.name}{attr_s}({args}) : ()"
     return f"{res} = {inst.op.name}{attr_s}({args}) : {types}"
 
 
@@ -248,10 +250,13 @@ class _Parser:
         return Graph(name, tuple(inputs), tuple(insts), tuple(outputs), tuple(params))
 
     def inst(self) -> Inst:
-        results = [self.value_name()]
-        while self.accept(","):
+        results: list[str] = []
+        call = self.peek().kind == "ident" and self.toks[self.i + 1].text in ("[", "(")
+        if not call:  # else no results: an op called for its effect alone
             results.append(self.value_name())
-        self.expect("=")
+            while self.accept(","):
+                results.append(self.value_name())
+            self.expect("=")
         op_tok = self.expect_kind("ident", "an op name")
         attrs: dict[str, Any] = {}
         if self.accept("["):
@@ -266,9 +271,13 @@ class _Parser:
         self.expect("(")
         args = self.sep_list(")", self.value_name)
         self.expect(":")
-        types = [self.tensor_type()]
-        while self.accept(","):
+        types: list[TensorType] = []
+        if not results and self.accept("("):
+            self.expect(")")
+        else:
             types.append(self.tensor_type())
+            while self.accept(","):
+                types.append(self.tensor_type())
         if len(types) != len(results):
             raise self.error(f"{len(results)} results but {len(types)} types", op_tok)
         blocks: list[Graph] = []

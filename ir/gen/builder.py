@@ -74,6 +74,11 @@ class GenConfig:
     p_dynshape: float = 0.0
     dyn_dims: list[str] = field(default_factory=lambda: ["batch", "seq", "spatial"])
     dyn_sets: int = 4
+    #: custom ops (`ir.gen.custom`, `ir.ops.custom`): the chance that a generated graph gets
+    #: custom-op sites (regions of any scope made the kernels of `torch.library.custom_op`s),
+    #: and the share of those sites that mutate an operand (0 in a test that differentiates)
+    p_custom: float = 0.0
+    p_custom_mutates: float = 0.6
     #: gradient tests (docs/training.md): the share of tests that also differentiate their
     #: outputs (leaves, cotangents: `ir.numerics.grad`); drawn by seed on an RNG of its own, so
     #: inference tests are made as before. 0: none (the default)
@@ -86,6 +91,9 @@ class GenConfig:
     #: repeat tests (`campaign.modes.repeat`): the share of inference tests that run their
     #: first input set once more, last, on the same compiled program
     p_repeat: float = 0.0
+    #: cache tests (`campaign.modes.cache`): the share of inference tests a caching backend
+    #: compiles twice, warm after a near-twin and cold (drawn before `p_repeat`)
+    p_cache: float = 0.0
 
     def enabled_ops(self) -> list[type[Op]]:
         unknown = sorted(set(self.ops_include + self.ops_exclude) - set(OP_REGISTRY))
@@ -104,11 +112,12 @@ class GenConfig:
         (float32, float64; docs/training.md) and no others, so that gradients reach most of
         the graph (predicates and indices are made by the ops that need them)."""
         floats = [d for d in self.dtypes if d in ("f32", "f64")] or ["f32"]
-        return dataclasses.replace(self, dtypes=floats)
+        # torch has no autograd formula for a custom op that mutates its arguments
+        return dataclasses.replace(self, dtypes=floats, p_custom_mutates=0.0)
 
     def without(self, ops: Iterable[str]) -> GenConfig:
-        """This config generating none of `ops`: plain ops join `ops_exclude`, a control-flow
-        op (`if`, `loop`, `scan`) gets its chance set to 0."""
+        """This config generating none of `ops`: plain ops join `ops_exclude`, an op holding
+        bodies (`if`, `loop`, `scan`, `custom`) gets its chance set to 0."""
         ops = set(ops)
         knobs: dict[str, Any] = {knob: 0.0 for op, knob in CONTROL_KNOBS.items() if op in ops}
         plain = sorted(n for n in ops if n in OP_REGISTRY and n not in CONTROL_KNOBS
@@ -117,7 +126,7 @@ class GenConfig:
 
 
 #: the control-flow ops and the GenConfig chance that places each
-CONTROL_KNOBS = {"if": "p_if", "loop": "p_loop", "scan": "p_scan"}
+CONTROL_KNOBS = {"if": "p_if", "loop": "p_loop", "scan": "p_scan", "custom": "p_custom"}
 
 
 #: z3 resource units per check: ~10x the costliest query seen in normal generation

@@ -11,6 +11,7 @@ from ir.core.graph import Graph, Value
 from ir.core.verify import verify
 from ir.gen.builder import GenConfig, GenerationError, SymbolicGraphBuilder
 from ir.gen.control import try_control
+from ir.gen.custom import add_custom
 from ir.gen.inplace import add_inplace
 
 
@@ -27,6 +28,8 @@ def generate(seed: int, cfg: GenConfig | None = None) -> Graph:
     g = generate_once(rng, cfg, seed)
     if cfg.p_inplace:
         g = add_inplace(g, rng, cfg)
+    if cfg.p_custom and rng.random() < cfg.p_custom:
+        g = add_custom(g, rng, cfg.p_custom_mutates)
     return g
 
 

@@ -14,6 +14,7 @@ from onnx import helper, numpy_helper
 from ir.analysis.inplace import pure_form
 from ir.core.graph import Graph, Value
 from ir.core.onnx_builder import IR_VERSION, OPSET, OnnxBuilder
+from ir.ops.custom import ONNX_DOMAIN
 
 
 def value_info(v: Value) -> onnx.ValueInfoProto:
@@ -27,6 +28,7 @@ def build_body(g: Graph, b: OnnxBuilder, bind: list[str] | None = None) -> onnx.
     outer values (If). Constants are Constant nodes inside it (subgraph initializers are not
     universally supported); names stay unique model-wide because GraphIR names are."""
     inner = OnnxBuilder(prefix=b.fresh("s") + "_", constants_as_nodes=True)
+    inner.functions = b.functions
     if bind is not None:
         for v, outer in zip(g.inputs, bind, strict=True):
             inner.node("Identity", [outer], [v.name])
@@ -65,10 +67,14 @@ def to_onnx(g: Graph, params: Mapping[str, np.ndarray]) -> onnx.ModelProto:
         [value_info(Value(o, types[o])) for o in g.outputs],
         initializer=inits + b.initializers,
     )
+    opsets = [helper.make_opsetid("", OPSET)]
+    if b.functions:  # custom ops' bodies (`ir.ops.custom`)
+        opsets.append(helper.make_opsetid(ONNX_DOMAIN, 1))
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET)],
+        opset_imports=opsets,
         producer_name="dynsmith",
         ir_version=IR_VERSION,
+        functions=list(b.functions.values()),
     )
     return model

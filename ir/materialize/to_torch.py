@@ -17,6 +17,7 @@ from ir.analysis.inplace import has_effects, pure_form, torch_plan
 from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Interpreter, tensor_outputs
 from ir.materialize.form import DEFAULT_FORM, TorchForm
+from ir.ops.custom import register_all
 
 #: what becomes of each result of an instruction (`evaluate_torch`'s `result` hook)
 ResultHook = Callable[[Inst, torch.Tensor], torch.Tensor]
@@ -105,6 +106,7 @@ class GraphModule(torch.nn.Module):
         self.graph = g
         self.dialect = dialect
         self.form = form
+        register_all(g)  # custom ops exist before any compiler traces the module
         #: views and in-place writes (docs/inplace.md): forward writes its input tensors
         self.plan = torch_plan(g) if has_effects(g) else None
         self.params_of = FormParams(self, g, params, form,

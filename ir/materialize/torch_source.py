@@ -64,6 +64,7 @@ from ir.core.types import TensorType
 from ir.materialize.dynshape import DynShape, instantiate, parse_attr
 from ir.materialize.form import DEFAULT_FORM, TorchForm
 from ir.ops.control import If, Loop, Scan
+from ir.ops.custom import Custom
 
 
 class CodegenError(RuntimeError):
@@ -342,6 +343,10 @@ class _Emitter:
         #: instruction's first result; None: a static program
         self.sym_env: dict[str, Any] | None = None
         self.sym_attrs: dict[str, dict[str, Any]] = {}
+        #: module-level definitions before the class (custom ops), and each custom op's
+        #: Python name by its qualified name
+        self.defs: list[str] = []
+        self.customs: dict[str, str] = {}
 
     def op_of(self, inst: Inst) -> Op:
         """The instruction's op as the program computes it: with its attributes that depend
@@ -765,9 +770,100 @@ def _emit_scan(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Em
     return [f"{final}[{k}]" for k in range(nc)] + [f"{stacked}[{k}]" for k in range(n_ys)]
 
 
+#: the namespace a generated program registers its custom ops in (not the interpreter's, so
+#: that checking the program in the process that made it runs the printed definition)
+SOURCE_NAMESPACE = "dynsmith_src"
+
+
+def _custom_definition(inst: Inst, em: _Emitter, keep: list) -> str:
+    """Define the custom op of `inst` at module level (once per op): its body as a function,
+    the op registered (once per process) with its real and fake kernels, `mutates_args` and,
+    for a differentiable one, its autograd formula, as `ir.ops.custom.register` does."""
+    op = cast(Custom, inst.op)  # the emitter of custom ops
+    (body,) = inst.blocks
+    qual = op.qualname(body).partition("::")[2]
+    if qual in em.customs:
+        return em.customs[qual]
+    fn = py_name(op.label) if py_name(op.label) not in em.customs.values() else em.fresh(op.label)
+    em.customs[qual] = fn
+    lines, em.lines = em.lines, []
+    params = [f"x{k}" for k in range(len(body.inputs))]
+    em.lines.append(f"def _{fn}_body({', '.join(params)}):")
+    env = _bind(body, params, em, "    ")
+    outs = _graph_lines(body, em, "    ", "python", env, keep)
+    em.lines.append(f"    return {_tuple(outs)}")
+    m, n = len(op.mutates), len(body.outputs) - len(op.mutates)
+    ret = "None" if n == 0 else f"outs[{m}]" if n == 1 else _tuple([f"outs[{m + j}]" for j in range(n)])
+    args = ", ".join(params)
+    mutated = _tuple([f'"x{k}"' for k in op.mutates])
+    ns = f"torch.ops.{SOURCE_NAMESPACE}"
+    em.lines += [
+        "", "",
+        f"# custom op {op.label}: registered once per process",
+        f"if not hasattr({ns}, {qual!r}):",
+        f"    def _{fn}_kernel({args}):",
+        f"        outs = [o.clone(memory_format=torch.contiguous_format) for o in _{fn}_body({args})]",
+        *(f"        x{k}.copy_(outs[{j}])" for j, k in enumerate(op.mutates)),
+        f"        return {ret}",
+        "",
+        f"    def _{fn}_fake({args}):",
+        f"        outs = [torch.empty_like(o, memory_format=torch.contiguous_format) for o in _{fn}_body({args})]",
+        f"        return {ret}",
+        "",
+        f"    _{fn}_def = torch.library.custom_op({SOURCE_NAMESPACE + '::' + qual!r}, _{fn}_kernel,",
+        f"                                        mutates_args={mutated},",
+        f"                                        schema={op.schema(body)!r})",
+        f"    _{fn}_def.register_fake(_{fn}_fake)"]
+    if op.differentiable(body):
+        fin = [k for k, v in enumerate(body.inputs) if v.type.dtype.is_float]
+        fout = [j for j, t in enumerate(body.output_types()) if t.dtype.is_float]
+        em.lines += [
+            "",
+            f"    def _{fn}_setup(ctx, inputs, output):",
+            "        ctx.save_for_backward(*inputs)",
+            "",
+            f"    def _{fn}_backward(ctx, *grads):  # the body's vjp over its float inputs",
+            "        xs = list(ctx.saved_tensors)",
+            "",
+            "        def of_floats(*fx):",
+            "            full = list(xs)",
+            f"            for k, x in zip({fin!r}, fx):",
+            "                full[k] = x",
+            f"            outs = _{fn}_body(*full)",
+            f"            return tuple(outs[j] for j in {fout!r})",
+            "",
+            f"        _, vjp = torch.func.vjp(of_floats, *(xs[k] for k in {fin!r}))",
+            f"        gin = vjp(tuple(grads[j] for j in {fout!r}))",
+            f"        out = [None] * {len(body.inputs)}",
+            f"        for k, g in zip({fin!r}, gin):",
+            "            out[k] = g",
+            "        return tuple(out)",
+            "",
+            f"    _{fn}_def.register_autograd(_{fn}_backward, setup_context=_{fn}_setup)"]
+    em.lines += ["", f"{fn} = {ns}.{qual}", ""]
+    em.defs += em.lines
+    em.lines = lines
+    return fn
+
+
+def _emit_custom(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter,
+                 indent: str, dialect: str, keep: list, res: list[str]) -> list[str]:
+    """`custom`: a call of the custom op, defined at module level (`_custom_definition`)."""
+    fn = _custom_definition(inst, em, keep)
+    call = f"{fn}({', '.join(args)})"
+    if not res:
+        em.lines.append(f"{indent}{call}")
+        return []
+    if len(res) == 1:
+        return [call]
+    out = em.fresh("k")
+    em.lines.append(f"{indent}{out} = {call}")
+    return [f"{out}[{k}]" for k in range(len(res))]
+
+
 #: torch code per control-flow op (the torch-source materializer's rule for each op)
 _CONTROL_EMITTERS: dict[type[Op], Callable[..., list[str]]] = {
-    If: _emit_if, Loop: _emit_loop, Scan: _emit_scan}
+    If: _emit_if, Loop: _emit_loop, Scan: _emit_scan, Custom: _emit_custom}
 
 
 def _emit_control(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter, indent: str, dialect: str,
@@ -845,7 +941,7 @@ def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str],
     head.append("")
     import re
 
-    code = "\n".join(em.lines)
+    code = "\n".join([*em.defs, *em.lines])
     floats = {name: value for name, value in em.floats.items()
               if re.search(rf"\b{name}\b", code)}  # the ones the recorded calls read
     if floats:
@@ -855,6 +951,8 @@ def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str],
     if em.uses_fresh:
         head += ["", "def _fresh(ts):",
                  "    return tuple(t.clone(memory_format=torch.contiguous_format) for t in ts)", ""]
+    if em.defs:
+        head += ["", *em.defs]
     inputs = ", ".join(py_name(v.name) for v in g.inputs)
     if form.params == "parameter":
         register = ["            self.register_parameter(f\"p_{name}\", torch.nn.Parameter(",

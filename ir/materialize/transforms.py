@@ -343,11 +343,11 @@ def _flow(g: Graph, marked_in: Sequence[bool], transform: str, rules: Mapping[st
     for i, inst in enumerate(g.insts):
         args = [a in marked for a in inst.args]
         at = f"{where}inst {i} ({inst.op.name})"
-        if is_control(inst.op):
-            outs = _flow_control(inst.op, inst.blocks, args, transform, rules, at)
-        elif any(args) and transform in inst.op.eager_transform_refusals:
+        if any(args) and transform in inst.op.eager_transform_refusals:
             raise _Refused(f"{at}: eager cannot run it under {transform} "
                            f"({inst.op.eager_transform_refusals[transform]})")
+        if is_control(inst.op):
+            outs = _flow_control(inst.op, inst.blocks, args, transform, rules, at)
         else:
             outs = [any(args)] * len(inst.results)
         marked |= {r.name for r, b in zip(inst.results, outs, strict=True) if b}

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ import torch
 from ir.analysis.inplace import InplaceError, functionalize, has_writes
 from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Interpreter
+from ir.core.op import Op
 from ir.core.paths import Path, Site
 from ir.ops.control import is_control
 
@@ -159,6 +161,9 @@ class _Checked(Interpreter):
             for k, body_args, note in inst.op.unexplored(args):
                 body = inst.blocks[k]
                 _explore(body, body_args, f"{label} > {body.name} ({note}): ", index, k)
+
+    def op_of(self, g: Graph, index: int, inst: Inst, values: dict[str, Any]) -> Op:
+        return inst.op.transparent()  # every value checked, a custom op's body's too
 
     def run_body(self, g: Graph, index: int, inst: Inst, body: Graph,
                  body_args: Sequence) -> list[torch.Tensor]:

@@ -221,7 +221,7 @@ def _drop_in_body(body: Graph, path: tuple[int, ...]) -> Graph | None:
         return drop_nested(body, path) if len(path) >= 3 else None
     index = path[0]
     inst = body.insts[index]
-    if inst.op.effect.writes is not None or any(holds_choice(b) for b in inst.blocks):
+    if inst.op.effect.writes_memory or any(holds_choice(b) for b in inst.blocks):
         return None
     types = body.types()
     earlier = [v.name for v in (*body.inputs, *body.params)]

@@ -4,6 +4,7 @@ from ir.ops import (  # noqa: F401  # noqa: F401,E402  (in-place writes and view
     binary,
     cast,
     conv,
+    custom,
     elementwise,
     embedding,
     index,

@@ -20,6 +20,9 @@ PYTHONPATH for the injected-bug campaign, see docs/triage.md). Not product code.
 - `StaleAfterOther()`: the reference's answer for every call, except that a call whose
   inputs equal an earlier call's, made after another call, gets that other call's outputs (a
   cache entry served for inputs it was not made for: a repeat test's bug).
+- `StaleWarmCache()`: takes cache tests (`campaign.modes.cache`): its warm compile of a test
+  serves the near-twin's program (its graph run on the test's inputs: a cache key that misses
+  what tells them apart), its cold one the test's; other tests as the reference.
 - `BuggyInForm(scalars, params, inplace)`: torch eager on the test's module in the Python
   dialect, its configuration space the torch program forms (`FORM_SPACE`), which crashes at
   compile when the module it was given holds an `nn.Parameter` (the form `params=parameter`).
@@ -120,6 +123,43 @@ class StaleAfterOther(Backend):
             outs += right[(k - 1) * n:k * n] if again and k else right[k * n:(k + 1) * n]
             seen.append(values)
         return outs
+
+
+class StaleWarmCache(Backend):
+    def __init__(self) -> None:
+        self.name = "StaleWarmCache"
+
+    def takes_cache_tests(self) -> bool:
+        return True
+
+    def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
+        from ir.materialize.to_torch import run_graph_torch
+
+        self.stage(Stage.COMPILE, lambda: None, result, "compile_ms")
+        right = outputs_of(m.tc.graph, m.tc.value_sets())
+        if m.tc.cache is None:
+            return right
+        twin = m.tc.cache.twin_graph(m.tc)
+        n = len(m.tc.graph.outputs)
+        out: list[np.ndarray] = []
+        for k, values in enumerate(m.tc.value_sets()):
+            env = {x: torch.from_numpy(np.array(v, copy=True)) for x, v in values.items()}
+            with torch.no_grad():
+                stale = [t.numpy() for t in run_graph_torch(twin, env)][:n]
+            out += stale + right[k * n:(k + 1) * n]
+        return out
+
+
+def outputs_of(g: Graph, sets: list[dict]) -> list[np.ndarray]:
+    """`g`'s outputs on each value set (torch eager, views and writes as torch runs them)."""
+    from ir.materialize.to_torch import run_graph_torch
+
+    outs: list[np.ndarray] = []
+    for values in sets:
+        env = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in values.items()}
+        with torch.no_grad():
+            outs += [t.numpy() for t in run_graph_torch(g, env)]
+    return outs
 
 
 class PatternError(RuntimeError):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -218,6 +219,45 @@ def _torch_input_sets(m: Materialized, device: str) -> list[list]:
 
 def _copies(args: list) -> list:
     return [a.clone() for a in args]
+
+
+def _cache_hits() -> int:
+    """Hits so far in this process of the FX graph cache and the AOT autograd cache."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["fxgraph_cache_hit"]
+               + counters["aot_autograd"]["autograd_cache_hit"])
+
+
+@contextlib.contextmanager
+def _caches_on() -> Iterator[None]:
+    """Inductor's FX graph cache and AOT autograd's cache on (as users have them by default;
+    the campaign's other tests run without them: `child_init`)."""
+    import torch._functorch.config as fcfg
+    import torch._inductor.config as icfg
+
+    with icfg.patch(fx_graph_cache=True), fcfg.patch(enable_autograd_cache=True):
+        yield
+
+
+@contextlib.contextmanager
+def _fresh_cache_dir() -> Iterator[str]:
+    """A new, empty Inductor cache directory for what runs inside (removed after), under the
+    sandbox process's own (`TORCHINDUCTOR_CACHE_DIR`, set by `child_init`)."""
+    import shutil
+    import tempfile
+
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    d = tempfile.mkdtemp(prefix="cache-test-", dir=before)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
+    try:
+        yield d
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+        shutil.rmtree(d, ignore_errors=True)
 
 
 #: the torch.compile backends this module runs (`compiler`): Inductor, and the stages before
@@ -459,17 +499,86 @@ class InductorBackend(Backend):
         torch._dynamo.reset()
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
-        import torch
-
         dialect = self.dialect_for(m.tc)
         assert dialect is not None  # a torch backend always has one
         result.dialect = self.form.label(dialect)
         fullgraph = self.fullgraph and not breaks_graph(self.dialect, dialect)
 
-        dyn = m.tc.dynshape  # dynamic shapes: one module, its symbolic dims marked dynamic
         counter = CompileCounter(self._config_patches(), self.compiler)
         if m.tc.mode.wraps_module:
             return self._evaluate_transform(m, result, dialect, fullgraph, counter)
+        if m.tc.mode.warms_cache and self.takes_cache_tests():
+            return self._evaluate_cached(m, result, dialect, fullgraph)
+        return self._run_module(m, result, dialect, fullgraph, counter)
+
+    def takes_cache_tests(self) -> bool:
+        return self.compiler == "inductor"  # the FX graph cache and the AOT autograd cache
+
+    def _evaluate_cached(self, m: Materialized, result: BackendResult, dialect: str,
+                         fullgraph: bool) -> list[np.ndarray]:
+        """A cache test (`campaign.modes.cache`): with both caches on, the near-twin compiled
+        and run in a fresh cache directory, then the test there (warm), then the test in
+        another fresh one (cold); per input set the warm outputs, then the cold ones."""
+        import torch
+
+        n = len(m.tc.graph.outputs)
+        with _caches_on():
+            with _fresh_cache_dir():
+                self.stage(Stage.COMPILE, lambda: self._run_twin(m, dialect, fullgraph),
+                           result, "compile_ms")
+                torch._dynamo.reset()
+                before = _cache_hits()
+                warm = self._run_module(m, result, dialect, fullgraph,
+                                        CompileCounter(self._config_patches(), self.compiler))
+                result.cache_hits = _cache_hits() - before
+                torch._dynamo.reset()
+            with _fresh_cache_dir():
+                cold = self._run_module(m, result, dialect, fullgraph,
+                                        CompileCounter(self._config_patches(), self.compiler))
+                torch._dynamo.reset()
+        out: list[np.ndarray] = []
+        for k in range(0, len(warm), n):
+            out += warm[k:k + n] + cold[k:k + n]
+        return out
+
+    def _run_twin(self, m: Materialized, dialect: str, fullgraph: bool) -> None:
+        """Compile and run a cache test's near-twin (`CacheSpec`), writing its cache entries."""
+        import torch
+
+        from ir.materialize.dynshape import torch_module
+        from ir.ops.custom import Custom, register, unregister
+
+        spec = m.tc.cache
+        g, values = spec.twin_graph(m.tc), spec.twin_values(m.tc)
+        # a `schema` twin's custom op under the test's op's name (freed again below)
+        for inst, _ in g.walk():
+            if isinstance(inst.op, Custom):
+                q = inst.op.qualname(inst.blocks[0])
+                if q in spec.rename:
+                    register(inst.op, inst.blocks[0], qualname=spec.rename[q])
+        try:
+            module = torch_module(g, None, {p.name: values[p.name] for p in g.params},
+                                  dialect=dialect, form=self.form).to(self.target).eval()
+            patches = {**self._config_patches(), **spec.config}
+            compiled = torch.compile(module, backend=CompileCounter(patches, self.compiler),
+                                     fullgraph=fullgraph, dynamic=self.dynamic)
+            # column-major: other strides, the same values
+            arrays = [np.asfortranarray(values[v.name]) if spec.strided
+                      else np.ascontiguousarray(values[v.name]) for v in g.inputs]
+            xs = [torch.from_numpy(a.copy(order="K")).to(self.target) for a in arrays]
+            with torch.no_grad():
+                compiled(*xs)
+        finally:
+            for q in spec.rename.values():
+                unregister(q)
+
+    def _run_module(self, m: Materialized, result: BackendResult, dialect: str, fullgraph: bool,
+                    counter: CompileCounter) -> list[np.ndarray]:
+        """The test's module compiled once and run on every input set (a gradient test:
+        trained), its outputs per set."""
+        import torch
+
+        dyn = m.tc.dynshape  # dynamic shapes: one module, its symbolic dims marked dynamic
         grad = m.tc.grad
         holder: dict[str, Any] = {}
 

@@ -73,6 +73,9 @@ class OnnxExportBackend(Backend):
     INFO = BackendInfo("torch.onnx.export", ("torch", "onnxscript", "onnx-ir", "onnxruntime"))
 
     UNSUPPORTED = ONNX_EXPORT_UNSUPPORTED
+    #: a custom op (`torch.library.custom_op`) has no ONNX translation unless its author
+    #: registers one: its tests go to the torch backends and ORT (capability routing)
+    LACKS = frozenset({"custom"})
     CONFIG_SPACE = ONNX_EXPORT_SPACE
     #: torch.export and the exporter's translation and rewriting (ORT, which runs the model,
     #: has next to no Python)

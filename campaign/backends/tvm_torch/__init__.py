@@ -81,7 +81,8 @@ TVM_TORCH_UNSUPPORTED = (
 #: every attribute and dtype): their tests are not sent to it (capability routing,
 #: `Backend.LACKS`). `if` (torch.cond -> Relax If) and the recurrent cells (lstm/gru/rnn,
 #: converted and unrolled) it takes.
-TVM_TORCH_LACKS = frozenset(TVM_TORCH_MISSING_CONVERTERS.values())
+TVM_TORCH_LACKS = frozenset({*TVM_TORCH_MISSING_CONVERTERS.values(),
+                             "custom"})  # a torch.library custom op: no converter either
 
 
 #: its repro.py's script parts (`ReproBodies`): Relax from the exported torch program

@@ -355,6 +355,10 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                                       f"+ {cold_start_s:g} s for a cold start")
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
+            if tc.mode.warms_cache and row.get("mode") == tc.mode.name:
+                raise ValueError("no standalone reproducer of a cache test yet: it compiles "
+                                 "the near-twin first (cache_twin.json, twin.gir in the "
+                                 "finding folder)")
             transform = tc.transform if how.runs_transforms else None
             grad = tc.grad if how.trains and transform is None else None
             script = repro_source(how, g, expect, _tolerances(g, grad, transform), header,

@@ -26,7 +26,7 @@ def case(grad: GradSpec | None = None, transform: TransformSpec | None = None) -
 
 
 def test_modes_are_registered_by_their_row_name_and_a_case_has_one():
-    assert list(MODES) == ["infer", "grad", "transform", "repeat"]
+    assert list(MODES) == ["infer", "grad", "transform", "repeat", "cache"]
     assert all(MODES[name].name == name for name in MODES)
     grad = GradSpec(("x",), CT)
     vjp = TransformSpec("vjp", ("x",), outputs=(0,), cotangents=CT)

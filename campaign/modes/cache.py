@@ -1,0 +1,258 @@
+"""The cache mode: the compile caches as an oracle (issue 43). A backend that caches
+(`Backend.takes_cache_tests`: Inductor, whose FX graph cache and AOT autograd cache are on by default for
+users) compiles the test twice, with both caches on:
+  - warm: in a fresh cache directory, after it compiled and ran the test's near-twin there
+    (`CacheSpec.twin`), so the twin's entries are on disk when the test looks its own up;
+  - cold: in another fresh cache directory, nothing in it.
+Both must give eager's outputs on every input set (so they agree with each other too). A
+cache key that misses what tells the twin from the test serves the twin's compiled code to the
+test: a wrong result (or a crash) of the warm compile only.
+
+The near-twins (`TWINS`), each drawn by seed where the test has what it needs:
+  - `self`: the test itself (a pair that must always agree: its property test);
+  - `dtype`: the graph with every float made float64 (`campaign.evaluation.widen_graph`);
+  - `stride`: the test itself on inputs of the same values in column-major strides;
+  - `config`: the test itself compiled with one Inductor option changed (`CONFIG_TWINS`);
+  - `schema`: one custom op (`ir.ops.custom`) of the test registered under the same name with
+    another schema: a mutating one made pure (`mutates_args` empty, the new contents
+    returned), a pure one returning one more result (pytorch#187319's shape: the op's
+    definition changed, its name did not). The twin's op is unregistered after its run, and
+    the test's registered again under that name.
+A backend that does not cache runs the test's forward, judged as an inference test.
+
+Drawn by seed among the inference tests (`GenConfig.p_cache`, its own RNG stream), before the
+repeat mode; no dynamic shapes.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from campaign.modes.base import output_labels
+from campaign.modes.infer import InferMode
+
+if TYPE_CHECKING:
+    from campaign.artifacts import Materialized
+    from campaign.backends.base import Backend
+    from campaign.evaluation import ReferenceResult
+    from campaign.oracle import Truths
+    from campaign.testcase import TestCase
+    from ir.core.graph import Graph
+    from ir.gen.builder import GenConfig
+
+#: the near-twin kinds, in drawing order
+TWINS = ("self", "dtype", "stride", "config", "schema")
+#: the Inductor options a `config` twin changes (one each), `torch._inductor.config` keys:
+#: each changes the generated code, so each must be in the cache key
+CONFIG_TWINS: tuple[tuple[str, Any], ...] = (
+    ("max_fusion_size", 1), ("inplace_buffers", False), ("split_reductions", False),
+    ("cpp.simdlen", 0), ("reorder_for_locality", False), ("epilogue_fusion", False),
+    ("cpp.enable_loop_tail_vec", False), ("aggressive_fusion", True))
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """The near-twin compiled first into the warm cache: its kind (`TWINS`), its graph and
+    values (None: the test's own graph, and its set 0), whether its inputs are passed in
+    column-major strides, and the Inductor options it is compiled with besides the backend's
+    (`torch._inductor.config` keys)."""
+
+    twin: str = "self"
+    graph: Graph | None = None
+    values: dict[str, np.ndarray] | None = None
+    strided: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+    #: a `schema` twin: its custom op's own name -> the test's op's, which it is registered as
+    rename: dict[str, str] = field(default_factory=dict)
+
+    def twin_graph(self, tc: TestCase) -> Graph:
+        return self.graph if self.graph is not None else tc.graph
+
+    def twin_values(self, tc: TestCase) -> dict[str, np.ndarray]:
+        return self.values if self.values is not None else tc.values
+
+    def describe(self) -> str:
+        """One line: what the twin is."""
+        return {"self": "the test itself",
+                "dtype": "the test in float64",
+                "stride": "the test on column-major inputs",
+                "config": "the test with " + ", ".join(f"{k}={v!r}" for k, v in self.config.items()),
+                "schema": "the test with the custom op " + ", ".join(self.rename.values())
+                          + " registered with another schema",
+                }[self.twin]
+
+
+def draw_twin(tc: TestCase, seed: int) -> CacheSpec | None:
+    """A near-twin for `tc`, by seed among the kinds it fits (None: none fits)."""
+    from campaign.evaluation import widen_graph
+    from ir.core.dtypes import DType
+    from ir.ops.custom import holds_custom
+
+    rng = random.Random(f"cache-twin/{seed}")
+    g = tc.graph
+    kinds = ["self", "config"]
+    if any(t.dtype is DType.float32 for t in (*(v.type for v in g.all_values()),)):
+        kinds.append("dtype")
+    if any(v.type.rank >= 2 for v in g.inputs):
+        kinds.append("stride")
+    if holds_custom(g):
+        kinds.append("schema")
+    kind = rng.choice(sorted(kinds, key=TWINS.index))
+    if kind == "dtype":
+        values = {k: v.astype(np.float64) if v.dtype == np.float32 else v
+                  for k, v in tc.values.items()}
+        return CacheSpec("dtype", widen_graph(g), values)
+    if kind == "stride":
+        return CacheSpec("stride", strided=True)
+    if kind == "schema":
+        return schema_twin(g, rng)
+    if kind == "config":
+        key, value = rng.choice(CONFIG_TWINS)
+        return CacheSpec("config", config={key: value})
+    return CacheSpec("self")
+
+
+def schema_twin(g: Graph, rng: random.Random) -> CacheSpec:
+    """The `schema` twin of `g` (which holds a custom op): one custom op, drawn, with another
+    schema under the same name (the module doc)."""
+    from dataclasses import replace
+
+    from ir.core.graph import Inst, Value
+    from ir.core.names import Names
+    from ir.core.paths import scopes
+    from ir.ops.custom import Custom
+
+    sites = [(path, i) for path, scope in scopes(g) for i, inst in enumerate(scope.insts)
+             if isinstance(inst.op, Custom)]
+    path, i = rng.choice(sites)
+    scope = path.at(g)
+    inst = scope.insts[i]
+    op = inst.op
+    assert isinstance(op, Custom)
+    (body,) = inst.blocks
+    names = Names.of(g)
+    if op.mutates:  # the new contents returned instead of written
+        types = scope.types()
+        new = tuple(Value(names.suffixed(inst.args[k]), types[inst.args[k]]) for k in op.mutates)
+        twin_op, twin_body, results = op.pure_form(), body, (*new, *inst.results)
+    else:  # one more result: the first again
+        twin_op = op
+        twin_body = replace(body, outputs=(*body.outputs, body.outputs[0]))
+        extra = Value(names.suffixed(body.outputs[0]), body.output_types()[0])
+        results = (*inst.results, extra)
+    insts = list(scope.insts)
+    insts[i] = Inst(twin_op, inst.args, results, (twin_body,))
+    twin = path.replace_at(g, replace(scope, insts=tuple(insts)))
+    return CacheSpec("schema", twin, rename={twin_op.qualname(twin_body): op.qualname(body)})
+
+
+class CacheMode(InferMode):
+    """Owns `TestCase.cache` (`CacheSpec`): per input set, the warm compile's outputs, then
+    the cold one's, each judged against the reference's outputs of that set."""
+
+    name = "cache"
+    spec_field = "cache"
+    combines_with_dynshape = False
+    mergeable = False
+    warms_cache = True
+
+    @staticmethod
+    def wanted(seed: int, gen: GenConfig) -> bool:
+        """Whether the (inference) test of `seed` is a cache test, at `gen.p_cache`."""
+        return gen.p_cache > 0 and random.Random(f"cache/{seed}").random() < gen.p_cache
+
+    def make(self, tc: TestCase, seed: int, gen: GenConfig) -> TestCase:
+        if tc.shapes.dynamic:
+            return tc
+        tc.cache = draw_twin(tc, seed)
+        return tc
+
+    # ---- what its reference computes: each set's outputs twice ----------------------------------
+    def n_results(self, tc: TestCase) -> int:
+        return 2 * len(tc.graph.outputs)
+
+    def labels(self, tc: TestCase) -> list[str]:
+        outs = output_labels(tc.graph)
+        return [f"warm {o}" for o in outs] + [f"cold {o}" for o in outs]
+
+    def reference(self, m: Materialized, t0: float) -> ReferenceResult:
+        ref = super().reference(m, t0)
+        if ref.outputs is None:
+            return ref
+        ref.outputs = twice(ref.outputs, len(m.tc.graph.outputs))
+        return ref
+
+    def shadow(self, m: Materialized, samples: int | None = None) -> Truths:
+        from campaign.oracle import Truths
+
+        truths = super().shadow(m, samples)
+        n = len(m.tc.graph.outputs)
+        return Truths(twice(list(truths), n), twice(truths.spread, n))
+
+    def tolerances(self, tc: TestCase) -> tuple[list, list]:
+        tol, prec = super().tolerances(tc)
+        return tol + tol, prec + prec
+
+    def dialects(self, tc: TestCase) -> tuple[str, ...] | None:
+        # torch 2.13 bypasses both caches for a graph holding a higher-order op (torch.cond,
+        # while_loop, scan): in the python dialect Dynamo's frames hold none (a backend that
+        # adapts compiles it so, without fullgraph)
+        return ("python",)
+
+    def trains_on(self, backend: Backend) -> bool:
+        return backend.takes_cache_tests()
+
+    def forward(self, prep: Any) -> Any:
+        from campaign.oracle import Truths
+
+        n = len(prep.tc.graph.outputs)
+        outs = once(list(prep.ref.outputs), n)
+        tol, prec = prep.tolerances[:n], prep.precisions[:n]
+
+        def truth() -> Truths:
+            t = prep.truth()
+            return Truths(once(list(t), n), once(t.spread, n))
+        return outs, n, tol, prec, truth
+
+    def row_fields(self, tc: TestCase) -> dict[str, Any]:
+        return {**super().row_fields(tc), "mode": self.name}
+
+    def row_mode(self, trains: bool) -> str:
+        return self.name if trains else "infer"
+
+    def files(self, tc: TestCase) -> dict[str, bytes]:
+        from ir.core.npz import npz_bytes
+        from ir.core.text import print_graph
+
+        spec: CacheSpec = tc.cache
+        out = {"cache_twin.json": json.dumps(
+            {"twin": spec.twin, "describe": spec.describe(), "strided": spec.strided,
+             "config": spec.config}, indent=1).encode()}
+        if spec.graph is not None:
+            out["twin.gir"] = print_graph(spec.graph).encode()
+        if spec.values is not None:
+            out["twin_inputs.npz"] = npz_bytes(spec.values)
+        return out
+
+
+def twice(per_set: list, n: int) -> list:
+    """Each set's `n` arrays, then the same again: the warm and the cold compile's layout."""
+    out: list = []
+    for k in range(0, len(per_set), n):
+        out += per_set[k:k + n] * 2
+    return out
+
+
+def once(per_set: list, n: int) -> list:
+    """The warm compile's arrays of each set (`twice`'s inverse)."""
+    out: list = []
+    for k in range(0, len(per_set), 2 * n):
+        out += per_set[k:k + n]
+    return out
+
+
+CACHE = CacheMode()

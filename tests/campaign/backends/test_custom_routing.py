@@ -1,0 +1,47 @@
+"""Custom ops (`ir.ops.custom`) and the backends that cannot take one: each refuses it at
+import, as its `LACKS` says (capability routing keeps such tests off it), and ORT takes the
+model-local function the ONNX form is."""
+from __future__ import annotations
+
+import pytest
+from backend_cases import case
+
+from campaign.backends import make_backend
+from campaign.verdict import Stage, Verdict
+
+PURE = """graph main(%x: f32[3], %y: f32[3]) {
+  %r = custom[label=k0, mutates=[]](%x, %y) : f32[3] {
+    graph k0(%x1: f32[3], %y1: f32[3]) {
+      %t = mul(%x1, %y1) : f32[3]
+      %u = sin(%t) : f32[3]
+      return %u
+    }
+  }
+  return %r
+}
+"""
+
+
+@pytest.mark.parametrize("backend, error_class, starts", [
+    ("tvm", "OpNotImplemented", "The following operators are not supported for frontend ONNX: k0_"),
+    ("tvm_torch", "AssertionError", "Unsupported function types ['k0_"),
+])
+def test_tvm_frontends_refuse_a_custom_op_so_it_is_routed_away(backend, error_class, starts):
+    b = make_backend(backend)
+    assert "custom" in b.LACKS
+    r = b.evaluate(case(PURE))
+    assert (r.stage, r.error_class) == (Stage.IMPORT, error_class)
+    assert r.error_msg.startswith(starts), r.error_msg
+
+
+def test_the_exporter_has_no_translation_for_a_custom_op():
+    b = make_backend("onnx_export")
+    assert "custom" in b.LACKS
+    r = b.evaluate(case(PURE))
+    assert (r.verdict, r.stage) == (Verdict.UNSUPPORTED, Stage.IMPORT)
+    assert "No ONNX function found for <OpOverload(op='dynsmith.k0_" in r.error_msg
+
+
+def test_ort_runs_the_local_function():
+    r = make_backend("ort").evaluate(case(PURE))
+    assert not r.failed, r.error_msg
