@@ -129,6 +129,10 @@ class Op:
     #: family counted once (`ir.analysis.precision`), so the ops of one family share one
     #: factor. Default 1.0
     tolerance_factor: ClassVar[float] = 1.0
+    #: may be in a custom op's body (`ir.ops.custom`), whose autograd formula is the body's
+    #: vjp run inside an autograd.Function's backward (`ir.gen.custom` places no other).
+    #: Default True
+    in_custom_kernels: ClassVar[bool] = True
     #: the op's safe domain (`domain`) rarely survives iteration (poles, steep growth,
     #: discontinuities, ties): mutators keep it out of loop and scan bodies (`Scope.iterated`),
     #: where a recurrent value cannot be steered by the input search, and place it anywhere

@@ -64,7 +64,7 @@ def region_of(g: Graph, start: int, end: int) -> Region:
 
 
 def _plain(inst: Inst) -> bool:
-    return not inst.blocks and inst.op.effect.pure
+    return not inst.blocks and inst.op.effect.pure and inst.op.in_custom_kernels
 
 
 def pick_region(g: Graph, rng: random.Random) -> Region | None:

@@ -60,6 +60,10 @@ class Recurrent(Op):
 
     family: ClassVar[str] = "rnn"
     tolerance_factor: ClassVar[float] = 2.0  # long accumulations: summation order
+    #: torch 2.14.1's mkldnn RNN backward, under torch.func.vjp inside an autograd.Function's
+    #: backward, fails in eager ("Expected a proper Tensor but got None ... for argument #22
+    #: 'workspace'"): no reference for a gradient test through such a custom op
+    in_custom_kernels: ClassVar[bool] = False
     dtypes: ClassVar[frozenset[DType]] = F16_32
     #: Y, then the final states (each subclass sets it)
     num_results: ClassVar[int]

@@ -243,11 +243,14 @@ def _caches_on() -> Iterator[None]:
 @contextlib.contextmanager
 def _fresh_cache_dir() -> Iterator[str]:
     """A new, empty Inductor cache directory for what runs inside (removed after), under the
-    sandbox process's own (`TORCHINDUCTOR_CACHE_DIR`, set by `child_init`)."""
+    sandbox process's own (`TORCHINDUCTOR_CACHE_DIR`, set by `child_init`, which Inductor
+    makes only when it first writes there)."""
     import shutil
     import tempfile
 
     before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if before is not None:
+        os.makedirs(before, exist_ok=True)
     d = tempfile.mkdtemp(prefix="cache-test-", dir=before)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
     try:

@@ -133,10 +133,14 @@ def test_a_cache_test_keeps_its_mode_through_the_evaluators_packing():
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_inductor_paired_with_itself_hits_both_caches_and_agrees(seed):
+def test_inductor_paired_with_itself_hits_both_caches_and_agrees(seed, tmp_path, monkeypatch):
     from torch._dynamo.utils import counters
 
     from campaign.backends import make_backend
+
+    # as in a sandbox process: its cache directory named, not yet made (Inductor makes it
+    # when it first writes there; a cache test's fresh directories go inside it)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
 
     worker = _worker(nodes=6)
     worker.backends = [make_backend("inductor")]
