@@ -298,3 +298,23 @@ def test_a_config_for_training_places_pure_ops_only():
     for seed in range(20):
         g = add_custom(generate(seed, cfg), random.Random(seed), cfg.p_custom_mutates)
         assert all(not inst.op.mutates for inst, _ in g.walk() if isinstance(inst.op, Custom))
+
+
+def test_recurrent_ops_stay_out_of_custom_bodies():
+    """Their mkldnn backward fails under the body's vjp inside an autograd.Function's backward
+    (torch 2.14.1: "Expected a proper Tensor but got None ... 'workspace'"), which leaves a
+    gradient test through the op without a reference (`Op.in_custom_kernels`)."""
+    from pathlib import Path
+
+    from ir.core.text import load
+
+    g = load(Path(__file__).parents[3] / "seeds" / "lstm_tagger.gir")
+    assert any(i.op.name == "lstm" for i in g.insts)
+    placed = 0
+    for seed in range(40):
+        out = add_custom(g, random.Random(seed), mutates=0.0)
+        for inst, _ in out.walk():
+            if isinstance(inst.op, Custom):
+                placed += 1
+                assert all(b.op.in_custom_kernels for b in inst.blocks[0].insts)
+    assert placed >= 20
