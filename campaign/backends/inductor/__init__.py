@@ -60,6 +60,7 @@ from campaign.backends.inductor.shape_guards import (
     recompile_cause,
 )
 from campaign.verdict import Stage
+from ir.core.graph import Graph
 
 INDUCTOR_UNSUPPORTED = (
     # with fullgraph=True Dynamo refuses what it cannot trace in one graph (data-dependent
@@ -219,6 +220,14 @@ def _torch_input_sets(m: Materialized, device: str) -> list[list]:
 
 def _copies(args: list) -> list:
     return [a.clone() for a in args]
+
+
+def twin_arrays(g: Graph, values: dict[str, np.ndarray], strided: bool) -> list[np.ndarray]:
+    """A cache test's near-twin's inputs: copies of `values` of `g`'s inputs, in column-major
+    strides when `strided` (the same shapes and values: numpy's `ascontiguousarray` would
+    make a 0-d array 1-d)."""
+    return [np.array(values[v.name], order="F" if strided else "C", copy=True)
+            for v in g.inputs]
 
 
 def _cache_hits() -> int:
@@ -565,10 +574,8 @@ class InductorBackend(Backend):
             patches = {**self._config_patches(), **spec.config}
             compiled = torch.compile(module, backend=CompileCounter(patches, self.compiler),
                                      fullgraph=fullgraph, dynamic=self.dynamic)
-            # column-major: other strides, the same values
-            arrays = [np.asfortranarray(values[v.name]) if spec.strided
-                      else np.ascontiguousarray(values[v.name]) for v in g.inputs]
-            xs = [torch.from_numpy(a.copy(order="K")).to(self.target) for a in arrays]
+            xs = [torch.from_numpy(a).to(self.target)
+                  for a in twin_arrays(g, values, spec.strided)]
             with torch.no_grad():
                 compiled(*xs)
         finally:

@@ -152,3 +152,23 @@ def test_inductor_paired_with_itself_hits_both_caches_and_agrees(seed, tmp_path,
     assert counters["inductor"]["fxgraph_cache_hit"] >= 1
     assert counters["aot_autograd"]["autograd_cache_hit"] >= 1
     assert row["cache_hits"] >= 2  # the row says what the warm compile was served
+
+
+def test_a_twins_inputs_keep_their_shapes_and_take_the_strides_asked():
+    """numpy's ascontiguousarray makes a 0-d array 1-d: a twin fed so compiled another
+    program (a masked_fill_ of a 0-d value by a 1-element mask failed to trace: our harness,
+    not the compiler)."""
+    from campaign.backends.inductor import twin_arrays
+
+    g = parse("""graph main(%s: f32[], %m: f32[2,3]) {
+  %r = mul(%m, %s) : f32[2,3]
+  return %r
+}""")
+    values = {"s": np.array(2.0, np.float32), "m": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    for strided in (False, True):
+        s, m = twin_arrays(g, values, strided)
+        assert s.shape == () and m.shape == (2, 3)
+        assert np.array_equal(m, values["m"]) and m is not values["m"]
+        assert m.flags["F_CONTIGUOUS" if strided else "C_CONTIGUOUS"]
+        if strided:
+            assert not m.flags["C_CONTIGUOUS"]
