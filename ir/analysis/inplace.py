@@ -261,10 +261,7 @@ class _Analyzer:
         dn = lv.nodes[d]
         st = dn.storage
         via = f" through %{dest_arg}" if d != st.base or dest_arg != st.base else ""
-        if st.kind == "param":
-            fail(REJECTIONS["param"].format(w=st.base, via=via))
-        if st.kind == "body_input":
-            fail(REJECTIONS["body_input"].format(x=st.base, via=via))
+        _writable(st, via, fail)
         views = op.written_region(pn_type(dn))
         meta = dn.meta
         for v in views:
@@ -277,12 +274,7 @@ class _Analyzer:
         # through that view's (non-existent) inverse
         if views and dn.repeats:
             fail(REJECTIONS["through_repeats"].format(v=shown, u=dest_arg))
-        node = dn
-        while node.parent is not None:
-            parent = lv.nodes[node.parent]
-            if parent.repeats:
-                fail(REJECTIONS["through_repeats"].format(v=shown, u=node.parent))
-            node = parent
+        _no_repeats_above(lv, dn, shown, fail)
         for k, a in enumerate(inst.args):
             if k == writes:
                 continue
@@ -307,19 +299,10 @@ class _Analyzer:
             dest_arg = inst.args[k]
             dn = lv.node(dest_arg)
             st = dn.storage
-            via = f" through %{dest_arg}" if dest_arg != st.base else ""
-            if st.kind == "param":
-                fail(REJECTIONS["param"].format(w=st.base, via=via))
-            if st.kind == "body_input":
-                fail(REJECTIONS["body_input"].format(x=st.base, via=via))
+            _writable(st, f" through %{dest_arg}" if dest_arg != st.base else "", fail)
             if dn.repeats:
                 fail(REJECTIONS["repeats"].format(v=dest_arg))
-            node = dn
-            while node.parent is not None:
-                parent = lv.nodes[node.parent]
-                if parent.repeats:
-                    fail(REJECTIONS["through_repeats"].format(v=dest_arg, u=node.parent))
-                node = parent
+            _no_repeats_above(lv, dn, dest_arg, fail)
             for j, a in enumerate(inst.args):
                 an = lv.node(a)
                 if j != k and an.storage is st and \
@@ -357,6 +340,25 @@ class _Analyzer:
                     lv.fix_results[r.name] = "clone"
                 elif st.view_reshaped:
                     lv.fix_results[r.name] = "contiguous"
+
+
+def _writable(st: Storage, via: str, fail: Callable[[str], NoReturn]) -> None:
+    """Reject a write to storage `st` it may not take: a param's, a body input's."""
+    if st.kind == "param":
+        fail(REJECTIONS["param"].format(w=st.base, via=via))
+    if st.kind == "body_input":
+        fail(REJECTIONS["body_input"].format(x=st.base, via=via))
+
+
+def _no_repeats_above(lv: Level, dn: Node, shown: str, fail: Callable[[str], NoReturn]) -> None:
+    """Reject a write (to `shown`) through a view made of a view with repeated elements: its
+    write-back would go through that view's (non-existent) inverse."""
+    node = dn
+    while node.parent is not None:
+        parent = lv.nodes[node.parent]
+        if parent.repeats:
+            fail(REJECTIONS["through_repeats"].format(v=shown, u=node.parent))
+        node = parent
 
 
 def pn_type(n: Node) -> TensorType:
