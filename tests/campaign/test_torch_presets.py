@@ -17,11 +17,11 @@ REPO = Path(__file__).resolve().parents[2]
 #: the presets whose backends include a torch compiler (Inductor, aot_eager, eager, the
 #: exporter, TVM's torch frontend)
 TORCH_PRESETS = ("tour", "cpu_all", "cpu_dynamic", "cpu_configs", "cpu_inplace",
-                 "cpu_dynshape", "cpu_train", "cpu_models")
+                 "cpu_dynshape", "cpu_train", "cpu_models", "cpu_extend")
 
 #: what a row says when our harness failed rather than the compiler
 HARNESS_MARKS = ("fork-based multiprocessing", "sandbox process for", "did not start",
-                 "SandboxError")
+                 "SandboxError", "harness error in backend", "harness error on ")
 
 
 def harness_errors(rows: list[dict]) -> list[str]:
