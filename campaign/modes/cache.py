@@ -95,7 +95,7 @@ def draw_twin(tc: TestCase, seed: int) -> CacheSpec | None:
     rng = random.Random(f"cache-twin/{seed}")
     g = tc.graph
     kinds = ["self", "config"]
-    if any(t.dtype is DType.float32 for t in (*(v.type for v in g.all_values()),)):
+    if any(v.type.dtype is DType.float32 for v in g.all_values()):
         kinds.append("dtype")
     if any(v.type.rank >= 2 for v in g.inputs):
         kinds.append("stride")
@@ -217,12 +217,6 @@ class CacheMode(InferMode):
             t = prep.truth()
             return Truths(once(list(t), n), once(t.spread, n))
         return outs, n, tol, prec, truth
-
-    def row_fields(self, tc: TestCase) -> dict[str, Any]:
-        return {**super().row_fields(tc), "mode": self.name}
-
-    def row_mode(self, trains: bool) -> str:
-        return self.name if trains else "infer"
 
     def files(self, tc: TestCase) -> dict[str, bytes]:
         from ir.core.npz import npz_bytes

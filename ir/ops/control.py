@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-def _types(ts: Sequence[TensorType]) -> str:
+def types_text(ts: Sequence[TensorType]) -> str:
+    """`(f32[2], i64[])`: a signature in messages."""
     return "(" + ", ".join(str(t) for t in ts) + ")"
 
 
@@ -252,10 +253,10 @@ class If(ControlFlow):
         for body in blocks:
             takes = [v.type for v in body.inputs]
             if takes != operands:
-                return f"body {body.name} takes {_types(takes)} but the operands are {_types(operands)}"
+                return f"body {body.name} takes {types_text(takes)} but the operands are {types_text(operands)}"
         if blocks[0].output_types() != blocks[1].output_types():
-            return (f"bodies return {_types(blocks[0].output_types())} and "
-                    f"{_types(blocks[1].output_types())}: they must match")
+            return (f"bodies return {types_text(blocks[0].output_types())} and "
+                    f"{types_text(blocks[1].output_types())}: they must match")
         return None
 
     def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:
@@ -375,9 +376,10 @@ class Loop(ControlFlow):
         takes = [v.type for v in body.inputs]
         wants = [TensorType((), DType.int64), *ins[1:]]
         if takes != wants:
-            return f"body takes {_types(takes)} but must take the counter and the carried values {_types(wants)}"
+            return (f"body takes {types_text(takes)} but must take the counter and the carried "
+                    f"values {types_text(wants)}")
         if body.output_types() != list(ins[1:]):
-            return f"body returns {_types(body.output_types())} but carries {_types(ins[1:])}"
+            return f"body returns {types_text(body.output_types())} but carries {types_text(ins[1:])}"
         return None
 
     def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:
@@ -555,12 +557,12 @@ class Scan(ControlFlow):
         wants = [*carries, *(TensorType(tuple(t.shape[1:]), t.dtype) for t in xs)]
         takes = [v.type for v in body.inputs]
         if takes != wants:
-            return (f"body takes {_types(takes)} but must take the carries and the scanned "
-                    f"slices {_types(wants)}")
+            return (f"body takes {types_text(takes)} but must take the carries and the scanned "
+                    f"slices {types_text(wants)}")
         outs = body.output_types()
         if outs[:len(carries)] != carries:
-            return (f"body returns {_types(outs)} but must return the carries "
-                    f"{_types(carries)} first")
+            return (f"body returns {types_text(outs)} but must return the carries "
+                    f"{types_text(carries)} first")
         return None
 
     def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:

@@ -46,7 +46,7 @@ from ir.core.names import Names
 from ir.core.op import PURE, BuildBlock, Effect, RunBlock, Signature
 from ir.core.text import print_graph
 from ir.core.types import TensorType
-from ir.ops.control import ControlFlow, Inlining, KeepOutputs, Relation, reads
+from ir.ops.control import ControlFlow, Inlining, KeepOutputs, Relation, reads, types_text
 
 if TYPE_CHECKING:
     from ir.core.onnx_builder import OnnxBuilder
@@ -55,10 +55,6 @@ if TYPE_CHECKING:
 NAMESPACE = "dynsmith"
 #: the ONNX domain of the model-local functions custom ops lower to
 ONNX_DOMAIN = "dynsmith"
-
-
-def _types(ts: Sequence[TensorType]) -> str:
-    return "(" + ", ".join(str(t) for t in ts) + ")"
 
 
 class _EffectOfMutates:
@@ -119,12 +115,12 @@ class Custom(ControlFlow):
         (body,) = blocks
         takes = [v.type for v in body.inputs]
         if takes != list(ins):
-            return f"body takes {_types(takes)} but the operands are {_types(ins)}"
+            return f"body takes {types_text(takes)} but the operands are {types_text(ins)}"
         outs = body.output_types()
         new = [ins[k] for k in self.mutates]
         if outs[:len(new)] != new:
-            return (f"body returns {_types(outs)} but must return the new contents of the "
-                    f"mutated operands {_types(new)} first")
+            return (f"body returns {types_text(outs)} but must return the new contents of the "
+                    f"mutated operands {types_text(new)} first")
         for inst, _ in body.walk():
             if inst.blocks or not inst.op.effect.pure:
                 return (f"body holds {inst.op.name}: a custom op's body is straight-line pure "
