@@ -181,6 +181,33 @@ def innermost(head: str) -> tuple[str, str]:
     return cls, message
 
 
+#: exception classes one check raises in one release and another in the next, its message
+#: unchanged: `torch._check` (RuntimeError) and its kin `_check_not_implemented`, `_check_type`,
+#: `_check_value`, `_check_index` (C++'s `TORCH_CHECK_*` alike). torch moves checks between
+#: them: 2.14 made the Subtraction of two bool tensors a `_check_not_implemented` (F08's and
+#: F56's RuntimeError on 2.13 is a NotImplementedError on 2.14.1 and 2.15), 2.15 made `imag`'s
+#: and `isposinf`'s complex checks `_check_type`s
+CHECK_ERRORS = ("RuntimeError", "NotImplementedError", "TypeError", "ValueError", "IndexError")
+#: how `release_neutral` writes any of `CHECK_ERRORS`
+CHECK_ERROR = "<check>"
+#: one of `CHECK_ERRORS` naming an exception (followed by `: `): the head's class, a wrapped
+#: exception's, or the exception Dynamo's fake-tensor run got
+_CHECK_CLASS = re.compile(r"(?<![\w.])(?:" + "|".join(CHECK_ERRORS) + r")(?=\s*: )")
+
+
+def release_neutral(sig: str | None) -> str:
+    """Signature `sig` (`normalize`'s, or `cause_signature`'s) up to what varies between
+    releases of one compiler for the same failure: every exception class of its head that is
+    one of `CHECK_ERRORS` (a name of one followed by `: `: the head's own, each wrapped one's,
+    the one Dynamo's fake-tensor run got) is `CHECK_ERROR`. The rest of the message and the
+    frames stay: two signatures equal so are one failure raised as the release at
+    hand raises it (`NotImplementedError: Subtraction ...` on torch 2.14.1 is
+    `RuntimeError: Subtraction ...` on 2.13). For matching only (the bucket keys keep the
+    class they saw: their ids must not move)."""
+    head, sep, frames = (sig or "").strip().partition(" @ ")
+    return _CHECK_CLASS.sub(CHECK_ERROR, head) + sep + frames
+
+
 def cause_signature(error_sig: str | None) -> str:
     """A bucket signature (`normalize`'s) normalized further, for grouping buckets by cause:
     `<error class>: <message head> @ <throwing site>`, of the innermost exception.

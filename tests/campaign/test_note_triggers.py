@@ -25,8 +25,8 @@ from campaign.triage.pipeline.note_known import (
     note_keys,
     note_triggers,
 )
+from campaign.triage.pipeline.note_runs import as_noted, observed, run_trigger
 from campaign.triage.pipeline.note_runs import main as findings_triggers
-from campaign.triage.pipeline.note_runs import observed, run_trigger
 from ir.core.verify import verify
 
 NOTES = ROOT / "docs" / "findings"
@@ -101,7 +101,46 @@ def runners():
     for b, t in _all()])
 def test_each_trigger_graph_fails_as_its_note_says(bug, trigger, runners):
     row = run_trigger(trigger, NOTES, runners)
-    assert observed(trigger, row) == trigger, (bug, row.get("verdict"), row.get("error_sig"))
+    assert as_noted(trigger, observed(trigger, row)), (bug, row.get("verdict"),
+                                                       row.get("error_sig"))
+
+
+#: F56's trigger graph on aot_eager, measured: torch 2.13.0 (the note's) and 2.14.1 (and 2.15.0)
+SUBTRACTION = ("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+               "`^` or `logical_xor()` operator instead.")
+F56_ON_213, F56_ON_2141 = f"RuntimeError: {SUBTRACTION}", f"NotImplementedError: {SUBTRACTION}"
+
+
+def test_a_run_in_another_releases_form_is_the_note_and_keeps_it(tmp_path, monkeypatch):
+    """`findings-triggers` on torch 2.14.1: F56's graph fails as a NotImplementedError, its note
+    says RuntimeError (2.13). That is the trigger (`--check` passes) and the note keeps its
+    form; another message differs and is written."""
+    t = NoteTrigger("g.gir", "aot_eager", "crash", "compile", F56_ON_213)
+    row = {"verdict": "crash", "stage": "compile", "target": "cpu", "error_sig": F56_ON_2141}
+    assert observed(t, row).error_sig == F56_ON_2141
+    assert as_noted(t, observed(t, row))
+    assert not as_noted(t, replace(t, error_sig=f"NotImplementedError: {SUBTRACTION[:40]}"))
+    assert not as_noted(t, replace(t, error_sig=f"AssertionError: {SUBTRACTION}"))
+    assert not as_noted(t, replace(t, error_sig=F56_ON_2141, stage="run"))
+    path = _note(tmp_path, f"""\
+        triggers:
+        - graph: g.gir
+          backend: aot_eager
+          config: ''
+          verdict: crash
+          stage: compile
+          error_sig: '{F56_ON_213}'
+        """)
+    text = path.read_text()
+    monkeypatch.setattr("campaign.triage.pipeline.note_runs.run_trigger",
+                        lambda *a, **k: dict(row))
+    assert findings_triggers(["--notes", str(tmp_path), "--check"]) == 0
+    assert findings_triggers(["--notes", str(tmp_path)]) == 0
+    assert path.read_text() == text
+    row["error_sig"] = "NotImplementedError: Subtraction of two bools"
+    assert findings_triggers(["--notes", str(tmp_path), "--check"]) == 1
+    assert findings_triggers(["--notes", str(tmp_path)]) == 0
+    assert load_notes(tmp_path)["F99-x"].triggers[0].error_sig == row["error_sig"]
 
 
 # ---- the schema's one-line errors --------------------------------------------------------------

@@ -16,25 +16,38 @@ whose bucket the database holds in a bug it does not hold back (marked fixed, sa
 A crash-like trigger's key is (backend, target, verdict, stage, `bucket_signature` of its
 error_sig, config); a mismatch trigger's is `mismatch_key` of its graph (the op pattern).
 
-A note's bug in a form no trigger recorded (`NoteForms`) is named by its *cause*: a crash-like
-bucket with a trigger's compiler, target, verdict, stage and cause signature (the innermost
-exception, `campaign.signature.cause_signature`: however many wrapper layers), before any
+A note's bug in a form no trigger recorded (`NoteForms`) is named by its trigger's key *as
+another release raises it*: a crash-like bucket with a trigger's backend, target, verdict,
+stage and signature up to what varies between releases (`campaign.signature.release_neutral`:
+torch moves a check between RuntimeError, NotImplementedError, TypeError, ... with its message
+unchanged, so F56's 2.13 trigger is a NotImplementedError on 2.14.1), in a configuration that
+holds the trigger's; by its *cause*: a crash-like bucket with a trigger's compiler, target,
+verdict, stage and cause signature (the innermost exception, `campaign.signature.
+cause_signature`: however many wrapper layers; up to the release too; where one of the two has
+no throwing site, the rest of it: a missing frame says nothing of where, and torch 2.14.1
+raises F51 from aot_eager without the frames 2.13's fake-tensor run gave), before any
 reduction; or a bucket whose reduced graph has a trigger graph's *core* (`grouping.core`: the
 program without the consumers that tripped over what it made), compiler, verdict and stage,
 after its reduction: F21's If-branch tuple fails in every consumer its own way (a Slice's "requires
 a statically known input rank", the gradient test's loss multiply's type check), and only the
-reduced program says they are one cause. A cause or core two notes share names neither.
+reduced program says they are one cause. A key, cause or core two notes share names neither
+(F08 and F56, one upstream bug written up twice, share their cause: only their keys name them).
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from campaign.signature import cause_signature
-from campaign.triage.pipeline.buckets import BucketKey, bucket_signature, mismatch_key
+from campaign.signature import cause_signature, release_neutral
+from campaign.triage.pipeline.buckets import (
+    BucketKey,
+    bucket_signature,
+    config_covers,
+    mismatch_key,
+)
 from campaign.triage.pipeline.grouping import MIN_CORE_OPS, core, ops_in
 from ir.core.graph import Graph
 
@@ -63,14 +76,26 @@ class NoteKey:
     graph: Graph
 
 
+def release_key(key: BucketKey) -> tuple[str, ...] | None:
+    """What a crash-like bucket's key is up to what varies between releases (module doc): its
+    backend, target, verdict, stage and `release_neutral` signature (its configuration is
+    matched apart: `NoteForms.by_key`); None for a mismatch (its key is an op pattern), or
+    without a signature."""
+    if key.verdict == "mismatch" or not key.error_sig:
+        return None
+    sig = release_neutral(bucket_signature(key.verdict, key.error_sig))
+    return (key.backend, key.target, key.verdict, key.stage or "", sig)
+
+
 def cause_key(key: BucketKey) -> tuple[str, ...] | None:
     """What a crash-like bucket's cause is keyed on (module doc): the compiler (the backend
     spec's name before `?`, or the front end it shares with others in that stage:
-    `backends.base.frontend_of`), target, verdict, stage and cause signature; None for a
-    mismatch or a timeout (where a killed process was says nothing), or without a signature."""
+    `backends.base.frontend_of`), target, verdict, stage and cause signature, up to what
+    varies between releases (`release_neutral`); None for a mismatch or a timeout (where a
+    killed process was says nothing), or without a signature."""
     if key.verdict in ("mismatch", "timeout") or not key.error_sig:
         return None
-    cause = cause_signature(key.error_sig)
+    cause = release_neutral(cause_signature(key.error_sig))
     if not cause:
         return None
     from campaign.backends.base import frontend_of
@@ -79,6 +104,11 @@ def cause_key(key: BucketKey) -> tuple[str, ...] | None:
     # the front end's: F52's trigger runs on aot_eager, its cause failed Inductor's compile too
     where = frontend_of(key.backend, key.stage) or key.backend.partition("?")[0]
     return (where, key.target, key.verdict, key.stage or "", cause)
+
+
+def _unsited(cause: tuple[str, ...]) -> tuple[str, ...]:
+    """Cause key `cause` without the throwing site of its signature (` @ <frame>`)."""
+    return (*cause[:-1], cause[-1].partition(" @ ")[0])
 
 
 #: (compiler, verdict, stage, core) of a reduced graph
@@ -99,32 +129,62 @@ def core_key(key: BucketKey, graph: Graph) -> CoreKey | None:
 
 @dataclass(frozen=True)
 class NoteForms:
-    """The notes' bugs in forms no trigger recorded (module doc): cause key -> finding and
-    core key -> finding. Invariant: a cause or core two notes' triggers share is in neither
-    map, so a match names one note or none."""
+    """The notes' bugs in forms no trigger recorded (module doc): cause key -> finding, core
+    key -> finding, and release key -> the (configuration, finding) of each trigger of it.
+    Invariant: a cause or core two notes' triggers share is in neither map, so a match names
+    one note or none (`by_key` names none when two notes' triggers fit)."""
 
     causes: dict[tuple[str, ...], str]
     cores: dict[CoreKey, str]
+    keys: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    #: cause keys without their throwing site (`_unsited`) -> finding, for a bucket whose
+    #: cause has none (the same invariant)
+    unsited: dict[tuple[str, ...], str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, keys: Sequence[NoteKey]) -> NoteForms:
         """The forms of the notes' trigger keys `keys`."""
         causes: dict[tuple[str, ...], set[str]] = {}
+        unsited: dict[tuple[str, ...], set[str]] = {}
         cores: dict[CoreKey, set[str]] = {}
+        releases: dict[tuple[str, ...], dict[tuple[str, str], None]] = {}
         for k in keys:
+            release = release_key(k.key)
+            if release is not None:
+                releases.setdefault(release, {})[(k.key.config, k.finding)] = None
             cause = cause_key(k.key)
             if cause is not None:
                 causes.setdefault(cause, set()).add(k.finding)
+                unsited.setdefault(_unsited(cause), set()).add(k.finding)
             shape = core_key(k.key, k.graph)
             if shape is not None:
                 cores.setdefault(shape, set()).add(k.finding)
         return cls({c: next(iter(f)) for c, f in causes.items() if len(f) == 1},
-                   {c: next(iter(f)) for c, f in cores.items() if len(f) == 1})
+                   {c: next(iter(f)) for c, f in cores.items() if len(f) == 1},
+                   {r: tuple(t) for r, t in releases.items()},
+                   {c: next(iter(f)) for c, f in unsited.items() if len(f) == 1})
+
+    def by_key(self, key: BucketKey) -> str | None:
+        """The finding with a trigger whose key is bucket `key`'s up to the release (its
+        `release_key`) and whose configuration `key`'s holds (`config_covers`), or None (no
+        such trigger, or two notes' fit)."""
+        release = release_key(key)
+        fits = {finding for config, finding in self.keys.get(release or (), ())
+                if config_covers(config, key.config)}
+        return next(iter(fits)) if len(fits) == 1 else None
 
     def by_cause(self, key: BucketKey) -> str | None:
-        """The finding whose trigger has bucket `key`'s cause, or None."""
+        """The finding whose trigger has bucket `key`'s cause, or None. Where one of the two
+        causes has no throwing site, they are compared without it (module doc)."""
         cause = cause_key(key)
-        return None if cause is None else self.causes.get(cause)
+        if cause is None:
+            return None
+        if cause in self.causes:
+            return self.causes[cause]
+        bare = _unsited(cause)
+        if bare != cause:  # a site here: a trigger's cause that has none
+            return self.causes.get(bare)
+        return self.unsited.get(cause)  # none here: a trigger's, whatever its site
 
     def by_core(self, key: BucketKey, reduced: Graph) -> str | None:
         """The finding whose trigger graph has the core of bucket `key`'s reduced graph

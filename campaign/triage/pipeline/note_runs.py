@@ -13,7 +13,11 @@ normalized signature (`bucket_signature`). A trigger with `grad` runs as a gradi
 A trigger with `dynshape` runs as a dynamic-shape test: one model, an input set per shape.
 Without `--check` the note's `triggers:` block is rewritten with what the runs gave (every
 other line of the note kept as written); with it, nothing is written and the exit status is 1
-when a trigger's fields differ from its run. A graph that no longer fails (it passes: fixed?)
+when a trigger's fields differ from its run. A run that gives a trigger's fields up to what
+varies between releases (`as_noted`: the check's exception class, `campaign.signature.
+release_neutral`) matches, and the trigger is kept as written: a note does not flip between the
+forms of torch 2.13 and 2.14.1 with whichever ran it last, and the triage knows both
+(`note_known.NoteForms.by_key`). A graph that no longer fails (it passes: fixed?)
 is never written as a trigger: the note keeps what it had, and the exit status is 1.
 Notes without triggers are left alone; ids are prefixes (`F21` names F21-...).
 """
@@ -179,6 +183,18 @@ def observed(t: NoteTrigger, row: dict[str, Any]) -> NoteTrigger:
                    error_sig=bucket_signature(verdict, row.get("error_sig")) if crash else None)
 
 
+def as_noted(t: NoteTrigger, got: NoteTrigger) -> bool:
+    """Whether `got` (`observed` of a run of trigger `t`) is `t` up to what varies between
+    releases: every field equal, the signatures equal as `release_neutral` writes them."""
+    from campaign.signature import release_neutral
+
+    if got == t:
+        return True
+    return (got.crash_like and t.crash_like
+            and release_neutral(got.error_sig) == release_neutral(t.error_sig)
+            and replace(got, error_sig=t.error_sig) == t)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m campaign.triage findings-triggers",
                                 description=__doc__,
@@ -247,7 +263,7 @@ def main(argv: list[str]) -> int:
                     continue
                 got = observed(t, row)
                 added = i >= len(note.triggers)
-                same = got == t or added
+                same = added or as_noted(t, got)
                 print(f"{note.bug}: {t.graph} on {with_config(t.backend, t.config)}: "
                       f"{got.verdict} "
                       f"{got.stage or ''} {(got.error_sig or '')[:100]}"
@@ -261,7 +277,7 @@ def main(argv: list[str]) -> int:
                         new.append(t)
                     continue
                 failed += not same
-                new.append(got)
+                new.append(got if added or not same else t)  # the note's form kept
             if not a.check and tuple(new) != note.triggers:
                 text = note.path.read_text(encoding="utf-8")
                 note.path.write_text(replace_triggers(text, tuple(new)), encoding="utf-8")

@@ -1,8 +1,10 @@
 """Step `recognize`: what is known before anything runs. The rows of an environment fault
 the campaign named are bucketed apart (their bucket's `env_fault`, kind `env`: never reduced
 nor taken for a compiler bug) and leave `rows`; a crash-like failure that no note trigger
-keys exactly but whose cause one of them has (`NoteForms.by_cause`) is that note's bug in
-another form: its buckets become known, named by the note (unless `reduce_known`)."""
+keys exactly but that one of them keys as another release raises it (`NoteForms.by_key`:
+F56's RuntimeError of torch 2.13 is a NotImplementedError on 2.14.1), or whose cause one of
+them has (`NoteForms.by_cause`), is that note's bug in another form: its buckets become known,
+named by the note (unless `reduce_known`)."""
 from __future__ import annotations
 
 from typing import Any, ClassVar
@@ -31,7 +33,7 @@ class Recognize:
             key = crash_key(row)
             if key.kind != "bug":
                 continue
-            note = state.note_forms.by_cause(key.base())
+            note = state.note_forms.by_key(key) or state.note_forms.by_cause(key.base())
             if note is not None and key.id not in state.known:
                 state.known.add(key.id)
                 state.findings[key.id] = note
