@@ -193,12 +193,15 @@ class ReproBodies:
     prelude) and the torch program, by test: `infer` (an inference test's, and a gradient
     test's forward), `dynshape` (a dynamic-shape test's; None: no reproducer of one),
     `training` (a gradient test's on a backend that trains its own way; None: torch autograd's
-    `training` part, then `infer`), `transform` (a transform test's; None: it runs none)."""
+    `training` part, then `infer`), `transform` (a transform test's; None: it runs none),
+    `cache` (a cache test's: its near-twin, then the test warm and cold; None: no reproducer
+    of one, `campaign.triage.pipeline.cache_repro`)."""
 
     infer: tuple[str, ...]
     dynshape: tuple[str, ...] | None = None
     training: tuple[str, ...] | None = None
     transform: tuple[str, ...] | None = None
+    cache: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ def _parts() -> list[str]:
         how = repro_spec_of(spec)
         assert how is not None and how.bodies is not None
         b = how.bodies
-        for named in (b.infer, b.dynshape, b.training, b.transform):
+        for named in (b.infer, b.dynshape, b.training, b.transform, b.cache):
             parts |= set(named or ())
     return sorted(parts)
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -53,6 +52,7 @@ from campaign.backends.base import (
 )
 from campaign.backends.configs import Option, config_text
 from campaign.backends.forms import FORM_SPACE, form_option
+from campaign.backends.inductor import caches
 from campaign.backends.inductor.shape_guards import (
     GuardLog,
     clear_guard_failures,
@@ -224,52 +224,8 @@ def _copies(args: list) -> list:
 
 def twin_arrays(g: Graph, values: dict[str, np.ndarray], strided: bool) -> list[np.ndarray]:
     """A cache test's near-twin's inputs: copies of `values` of `g`'s inputs, in column-major
-    strides when `strided` (the same shapes and values: numpy's `ascontiguousarray` would
-    make a 0-d array 1-d)."""
-    return [np.array(values[v.name], order="F" if strided else "C", copy=True)
-            for v in g.inputs]
-
-
-def _cache_hits() -> int:
-    """Hits so far in this process of the FX graph cache and the AOT autograd cache."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["inductor"]["fxgraph_cache_hit"]
-               + counters["aot_autograd"]["autograd_cache_hit"])
-
-
-@contextlib.contextmanager
-def _caches_on() -> Iterator[None]:
-    """Inductor's FX graph cache and AOT autograd's cache on (as users have them by default;
-    the campaign's other tests run without them: `child_init`)."""
-    import torch._functorch.config as fcfg
-    import torch._inductor.config as icfg
-
-    with icfg.patch(fx_graph_cache=True), fcfg.patch(enable_autograd_cache=True):
-        yield
-
-
-@contextlib.contextmanager
-def _fresh_cache_dir() -> Iterator[str]:
-    """A new, empty Inductor cache directory for what runs inside (removed after), under the
-    sandbox process's own (`TORCHINDUCTOR_CACHE_DIR`, set by `child_init`, which Inductor
-    makes only when it first writes there)."""
-    import shutil
-    import tempfile
-
-    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if before is not None:
-        os.makedirs(before, exist_ok=True)
-    d = tempfile.mkdtemp(prefix="cache-test-", dir=before)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
-    try:
-        yield d
-    finally:
-        if before is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
-        shutil.rmtree(d, ignore_errors=True)
+    strides when `strided` (`caches.twin_arrays`)."""
+    return caches.twin_arrays([v.name for v in g.inputs], values, strided)
 
 
 #: the torch.compile backends this module runs (`compiler`): Inductor, and the stages before
@@ -278,11 +234,13 @@ COMPILERS = ("inductor", "aot_eager", "aot_eager_decomp_partition", "eager")
 
 
 #: its repro.py's script parts (`ReproBodies`): torch.compile of the torch program (its
-#: shape guards' log for a dynamic-shape test; the torch.func program for a transform test)
+#: shape guards' log for a dynamic-shape test; the torch.func program for a transform test;
+#: the near-twin's and the test's programs with the caches on for a cache test)
 TORCH_COMPILE_BODIES = ReproBodies(
     (f"{__name__}.torch_compile", f"{__name__}.repro"),
     dynshape=(f"{__name__}.shape_guards", f"{__name__}.torch_compile", f"{__name__}.repro_shapes"),
-    transform=(f"{__name__}.torch_compile", f"{__name__}.repro_transform"))
+    transform=(f"{__name__}.torch_compile", f"{__name__}.repro_transform"),
+    cache=(f"{__name__}.torch_compile", f"{__name__}.caches", f"{__name__}.repro_cache"))
 
 class CompileCounter:
     """A torch.compile backend that counts the FX graphs it compiles with `compiler` (each
@@ -534,17 +492,17 @@ class InductorBackend(Backend):
         import torch
 
         n = len(m.tc.graph.outputs)
-        with _caches_on():
-            with _fresh_cache_dir():
+        with caches.caches_on():
+            with caches.fresh_cache_dir():
                 self.stage(Stage.COMPILE, lambda: self._run_twin(m, dialect, fullgraph),
                            result, "compile_ms")
                 torch._dynamo.reset()
-                before = _cache_hits()
+                before = caches.cache_hits()
                 warm = self._run_module(m, result, dialect, fullgraph,
                                         CompileCounter(self._config_patches(), self.compiler))
-                result.cache_hits = _cache_hits() - before
+                result.cache_hits = caches.cache_hits() - before
                 torch._dynamo.reset()
-            with _fresh_cache_dir():
+            with caches.fresh_cache_dir():
                 cold = self._run_module(m, result, dialect, fullgraph,
                                         CompileCounter(self._config_patches(), self.compiler))
                 torch._dynamo.reset()

@@ -58,16 +58,17 @@ def configure() -> Any:
     return compile_backend()
 
 
-def compile_backend() -> Any:
+def compile_backend(extra: dict[str, Any] | None = None) -> Any:
     """The stage before Inductor by name, or Inductor: with the failing configuration's
     `torch._inductor.config` options, for these compiles only, as the fuzzer set them
     (`compile_fx(config_patches=...)`, with what MODE sets: torch.compile takes no mode
-    beside a backend function)."""
+    beside a backend function), and Inductor options `extra` besides (a cache test's
+    near-twin's)."""
     if COMPILER == "none":
         return None
     if COMPILER != "inductor":
         return COMPILER
-    if not FLAGS and MODE is None:
+    if not FLAGS and MODE is None and not extra:
         return "inductor"
     from torch._inductor.compile_fx import compile_fx
 
@@ -76,6 +77,7 @@ def compile_backend() -> Any:
         from torch._inductor import list_mode_options
 
         patches.update(list_mode_options(MODE))
+    patches.update(extra or {})
 
     def inductor_with_config(gm: Any, example_inputs: Any) -> Any:
         return compile_fx(gm, example_inputs, config_patches=patches)
@@ -84,14 +86,15 @@ def compile_backend() -> Any:
     return inductor_with_config
 
 
-def build_program(sets: list[dict[str, Any]], backend: Any) -> tuple[Any, Any, list[list[Any]]]:
-    """Stage import: the graph's module (its params from set 0), the program that runs it
-    (torch.compile with `backend`, or the module itself for COMPILER none) and every input
-    set's arguments as tensors on DEVICE."""
+def build_program(sets: list[dict[str, Any]], backend: Any,
+                  model_class: Any = None) -> tuple[Any, Any, list[list[Any]]]:
+    """Stage import: the graph's module (its params from set 0; `model_class`: that class
+    instead of `Model`), the program that runs it (torch.compile with `backend`, or the
+    module itself for COMPILER none) and every input set's arguments as tensors on DEVICE."""
     stage("import")
     try:
         params = {n: np.array(sets[0][n], copy=True) for n in PARAMS}
-        model = Model(params).to(DEVICE).eval()
+        model = (Model if model_class is None else model_class)(params).to(DEVICE).eval()
         program = torch.compile(model, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC) \
             if COMPILER != "none" else model  # none: run eagerly (localization)
         args = [[torch.from_numpy(np.array(s[n], copy=True)).to(DEVICE) for n in INPUTS]

@@ -10,10 +10,12 @@ live in its folder beside it and are named by its `ReproBodies` (`Backend.repro_
 `ort/session` + `ort/repro`; `tvm/relax` + `tvm/repro` (a gradient test: `tvm/relax` +
 `tvm/relax_training` + `tvm/repro`, TVM's own reverse mode); `tvm/relax` + `tvm_torch/repro`;
 `inductor/torch_compile` + `inductor/repro` (or `inductor/repro_transform`; a dynamic-shape
-test: `inductor/shape_guards` + `inductor/torch_compile` + `inductor/repro_shapes`);
-`ort/session` + `onnx_export/repro`. Three parts are dynsmith's own code as well:
-`prelude.root_error` (the backends' rows), `ort/session` (the ORT backends' sessions) and
-`tvm/relax_training` (how the `tvm` backend trains a gradient test).
+test: `inductor/shape_guards` + `inductor/torch_compile` + `inductor/repro_shapes`; a cache
+test: `inductor/torch_compile` + `inductor/caches` + `inductor/repro_cache`, after its two
+programs as source text); `ort/session` + `onnx_export/repro`. Four parts are dynsmith's own
+code as well: `prelude.root_error` (the backends' rows), `ort/session` (the ORT backends'
+sessions), `tvm/relax_training` (how the `tvm` backend trains a gradient test) and
+`inductor/caches` (how the Inductor backend turns the compile caches on for a cache test).
 
 Rules for a part, so that the copy runs without dynsmith:
 - it imports only the standard library, numpy and the backend's own library; names it takes

@@ -155,13 +155,21 @@ def repro_source(spec: ReproSpec, graph, expect: dict[str, Any],
             values["HIGHER_ORDER_OPS"] = higher_order_ops(graph) if dialect == "hop" else []
         program = "import torch\n" + "\n".join(line for line in src.splitlines()
                                                if line != "import torch").strip("\n")
+    return assemble(spec.kind, parts, program, body, values, header)
+
+
+def assemble(kind: str, parts: list[str], program: str, body: tuple[str, ...],
+             values: dict[str, Any], header: str) -> str:
+    """The script: `header` as its docstring, the shared `parts`, the torch `program` (if
+    any), the `body` parts, each part with the test's `values` (every one declared by some
+    part), and the main block."""
     declared: set[str] = set()
     texts = [part_source(m, values, declared) for m in parts]
     texts += [program] if program else []
     texts += [part_source(m, values, declared) for m in body]
     unused = sorted(set(values) - declared)
     if unused:
-        raise ValueError(f"repro {spec.kind}: no part declares {', '.join(unused)}")
+        raise ValueError(f"repro {kind}: no part declares {', '.join(unused)}")
     return (f'"""{header}"""\nfrom __future__ import annotations\n\n'
             + "\n\n\n".join(texts) + _MAIN)
 
@@ -356,13 +364,14 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
             if tc.mode.warms_cache and row.get("mode") == tc.mode.name:
-                raise ValueError("no standalone reproducer of a cache test yet: it compiles "
-                                 "the near-twin first (cache_twin.json, twin.gir in the "
-                                 "finding folder)")
-            transform = tc.transform if how.runs_transforms else None
-            grad = tc.grad if how.trains and transform is None else None
-            script = repro_source(how, g, expect, _tolerances(g, grad, transform), header,
-                                  seed, grad, transform, tc.dynshape)
+                from campaign.triage.pipeline.cache_repro import cache_repro_source
+
+                script = cache_repro_source(how, tc, g, expect, header, seed)
+            else:
+                transform = tc.transform if how.runs_transforms else None
+                grad = tc.grad if how.trains and transform is None else None
+                script = repro_source(how, g, expect, _tolerances(g, grad, transform), header,
+                                      seed, grad, transform, tc.dynshape)
             files["repro.py"] = (seen_comment(seen if seen is not None else seen_versions(
                 spec, [{"bucket": bucket_id}])) + script).encode()
             written["repro"] = True
