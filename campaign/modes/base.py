@@ -15,8 +15,9 @@ router, the finding and the reproducer ask the mode and never test which one it 
     `wraps_module`), and what a
     backend that does not train it is judged on (`forward`);
   - its files, in a finding folder and beside a reproducer (`files`);
-  - how the reducer keeps it (`refit`), whether the reducer may try it on one input set alone
-    (`per_set`), and whether it may be merged with other tests into one module (`mergeable`).
+  - how the reducer keeps it (`refit`), whether it is reduced at all (`unreduced`), whether
+    the reducer may try it on one input set alone (`per_set`), and whether it may be merged
+    with other tests into one module (`mergeable`).
 
 Invariants: a mode is a stateless singleton, registered by its `name` (the rows' `mode`
 column) in `campaign.modes.MODES`; a test case holds its mode's spec in the mode's
@@ -64,6 +65,9 @@ class TestMode(ABC):
     #: whether a backend that caches compiled programs (`Backend.takes_cache_tests`)
     #: compiles the test twice, warm after a near-twin and cold (`campaign.modes.cache`)
     warms_cache: ClassVar[bool] = False
+    #: why the triage confirms a finding of this mode without reducing it (its re-run's
+    #: note, `campaign.triage.pipeline.reduction.reduce_finding`); None: it is reduced
+    unreduced: ClassVar[str | None] = None
     #: whether the reducer may try the test on one of its input sets alone
     per_set: ClassVar[bool] = True
     #: whether the test may be compiled into one module with others (`campaign.merge`)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from ir.core.graph import Graph
     from ir.gen.builder import GenConfig
 
+#: a finding folder's files of the near-twin (`CacheSpec.files`)
+CACHE_TWIN_FILE, TWIN_GRAPH_FILE, TWIN_VALUES_FILE = (
+    "cache_twin.json", "twin.gir", "twin_inputs.npz")
 #: the near-twin kinds, in drawing order
 TWINS = ("self", "dtype", "stride", "config", "schema")
 #: the Inductor options a `config` twin changes (one each), `torch._inductor.config` keys:
@@ -75,6 +79,48 @@ class CacheSpec:
     def twin_values(self, tc: TestCase) -> dict[str, np.ndarray]:
         return self.values if self.values is not None else tc.values
 
+    def files(self) -> dict[str, bytes]:
+        """Everything the twin is, as a finding folder holds it (`from_files` reads it back):
+        `cache_twin.json` (its kind, `describe`, strides, options and a `schema` twin's
+        `rename`), `twin.gir` (its own graph, if any), `twin_inputs.npz` (its own values)."""
+        from ir.core.npz import npz_bytes
+        from ir.core.text import print_graph
+
+        out = {CACHE_TWIN_FILE: json.dumps(
+            {"twin": self.twin, "describe": self.describe(), "strided": self.strided,
+             "config": self.config, "rename": self.rename}, indent=1).encode()}
+        if self.graph is not None:
+            out[TWIN_GRAPH_FILE] = print_graph(self.graph).encode()
+        if self.values is not None:
+            out[TWIN_VALUES_FILE] = npz_bytes(self.values)
+        return out
+
+    @staticmethod
+    def from_files(files: Mapping[str, bytes], test_graph: Graph) -> CacheSpec:
+        """The twin `files` (`CacheSpec.files`) hold, drawn for `test_graph`. A `schema`
+        twin's `rename` missing (cache_twin.json before it was written there) is derived: the
+        one custom op of the twin's graph the test's lacks, under the name of the one custom
+        op of the test's graph the twin's lacks; ValueError when there is not one of each."""
+        import io
+
+        from ir.core.text import parse
+
+        meta = json.loads(files[CACHE_TWIN_FILE])
+        twin = str(meta["twin"])
+        if twin not in TWINS:
+            raise ValueError(f"{CACHE_TWIN_FILE}: unknown twin {twin!r}")
+        graph = (parse(files[TWIN_GRAPH_FILE].decode(), TWIN_GRAPH_FILE)
+                 if TWIN_GRAPH_FILE in files else None)
+        values = None
+        if TWIN_VALUES_FILE in files:
+            with np.load(io.BytesIO(files[TWIN_VALUES_FILE]), allow_pickle=False) as z:
+                values = {k: z[k] for k in z.files}
+        rename = meta.get("rename")
+        if rename is None:
+            rename = derived_rename(test_graph, graph) if twin == "schema" else {}
+        return CacheSpec(twin, graph, values, bool(meta.get("strided", False)),
+                         dict(meta.get("config") or {}), dict(rename))
+
     def describe(self) -> str:
         """One line: what the twin is."""
         return {"self": "the test itself",
@@ -84,6 +130,26 @@ class CacheSpec:
                 "schema": "the test with the custom op " + ", ".join(self.rename.values())
                           + " registered with another schema",
                 }[self.twin]
+
+
+def custom_names(g: Graph) -> set[str]:
+    """The qualified names of the custom ops of `g` (`Custom.qualname`), nested ones too."""
+    from ir.ops.custom import Custom
+
+    return {inst.op.qualname(inst.blocks[0]) for inst, _ in g.walk()
+            if isinstance(inst.op, Custom)}
+
+
+def derived_rename(test_graph: Graph, twin_graph: Graph | None) -> dict[str, str]:
+    """A `schema` twin's `rename` from the two graphs: its one custom op the test lacks ->
+    the test's one custom op it lacks (`schema_twin` changes exactly one)."""
+    if twin_graph is None:
+        raise ValueError("a schema twin without its graph (twin.gir)")
+    theirs, ours = custom_names(twin_graph), custom_names(test_graph)
+    new, old = sorted(theirs - ours), sorted(ours - theirs)
+    if len(new) != 1 or len(old) != 1:
+        raise ValueError(f"a schema twin's renamed op is not one: {new} for {old}")
+    return {new[0]: old[0]}
 
 
 def draw_twin(tc: TestCase, seed: int) -> CacheSpec | None:
@@ -159,6 +225,12 @@ class CacheMode(InferMode):
     combines_with_dynshape = False
     mergeable = False
     warms_cache = True
+    #: its near-twin was drawn for the test's graph (a `schema` twin's op is one of the
+    #: graph's with another schema, a `dtype` twin the graph widened): a reduced candidate
+    #: would be compiled after the twin of another graph, no longer its near-twin, and a
+    #: miss of the key no longer the bug; so the triage confirms it as it is (its repro.py
+    #: runs that twin: campaign/triage/pipeline/cache_repro.py)
+    unreduced = "a cache test: confirmed, not reduced (its near-twin was drawn for its graph)"
 
     @staticmethod
     def wanted(seed: int, gen: GenConfig) -> bool:
@@ -170,6 +242,18 @@ class CacheMode(InferMode):
             return tc
         tc.cache = draw_twin(tc, seed)
         return tc
+
+    def refit(self, tc: TestCase, spec: Any, drawn_for: Graph, seed: int,
+              keep_leaves: bool = False) -> str | None:
+        """The near-twin `spec` kept for a re-run (the triage's, `BackendRunner.run`): a twin
+        of the test itself (`self`, `stride`, `config`) follows any graph, one with a graph
+        of its own (`dtype`, `schema`) only the graph it was drawn for."""
+        if spec.graph is not None and tc.graph != drawn_for:
+            return f"a {spec.twin} twin drawn for another graph"
+        if tc.shapes.dynamic:
+            return "a cache test has no dynamic shapes"
+        tc.cache = spec
+        return None
 
     # ---- what its reference computes: each set's outputs twice ----------------------------------
     def n_results(self, tc: TestCase) -> int:
@@ -219,18 +303,10 @@ class CacheMode(InferMode):
         return outs, n, tol, prec, truth
 
     def files(self, tc: TestCase) -> dict[str, bytes]:
-        from ir.core.npz import npz_bytes
-        from ir.core.text import print_graph
-
+        """The twin (`CacheSpec.files`, rename included): the triage rebuilds it from them
+        (`load_finding`), so that a re-run is a cache test again."""
         spec: CacheSpec = tc.cache
-        out = {"cache_twin.json": json.dumps(
-            {"twin": spec.twin, "describe": spec.describe(), "strided": spec.strided,
-             "config": spec.config}, indent=1).encode()}
-        if spec.graph is not None:
-            out["twin.gir"] = print_graph(spec.graph).encode()
-        if spec.values is not None:
-            out["twin_inputs.npz"] = npz_bytes(spec.values)
-        return out
+        return spec.files()
 
 
 def twice(per_set: list, n: int) -> list:

@@ -22,7 +22,9 @@ PYTHONPATH for the injected-bug campaign, see docs/triage.md). Not product code.
   cache entry served for inputs it was not made for: a repeat test's bug).
 - `StaleWarmCache()`: takes cache tests (`campaign.modes.cache`): its warm compile of a test
   serves the near-twin's program (its graph run on the test's inputs: a cache key that misses
-  what tells them apart), its cold one the test's; other tests as the reference.
+  what tells them apart), its cold one the test's; other tests as the reference. Its findings
+  are reproduced as Inductor's (`repro_spec`: a cache test's repro.py runs torch's real
+  caches, which do not have its bug).
 - `BuggyInForm(scalars, params, inplace)`: torch eager on the test's module in the Python
   dialect, its configuration space the torch program forms (`FORM_SPACE`), which crashes at
   compile when the module it was given holds an `nn.Parameter` (the form `params=parameter`).
@@ -38,6 +40,7 @@ import torch
 
 from campaign.artifacts import Materialized
 from campaign.backends import Backend, BackendResult
+from campaign.backends.base import ReproSpec
 from campaign.backends.configs import Option
 from campaign.backends.eager import EagerBackend
 from campaign.backends.forms import FORM_SPACE
@@ -131,6 +134,11 @@ class StaleWarmCache(Backend):
 
     def takes_cache_tests(self) -> bool:
         return True
+
+    def repro_spec(self) -> ReproSpec | None:
+        from campaign.backends import make_backend
+
+        return make_backend("inductor").repro_spec()
 
     def _evaluate(self, m: Materialized, result: BackendResult) -> list[np.ndarray]:
         from ir.materialize.to_torch import run_graph_torch

@@ -41,11 +41,12 @@ class CauseMatch:
 @dataclass(frozen=True)
 class Specs:
     """What makes the representative's test more than a graph and inputs: its gradient,
-    transform and dynamic-shape specs (None: not such a test)."""
+    transform, dynamic-shape and cache specs (None: not such a test)."""
 
     grad: Any = None
     transform: Any = None
     dynshape: Any = None
+    cache: Any = None
 
     @classmethod
     def of(cls, red: Any) -> Specs:
@@ -53,7 +54,8 @@ class Specs:
         its bug folder's, else its finding's."""
         holder = (red.tc if red.tc is not None else
                   red.folder_case if getattr(red, "folder_case", None) is not None else red.case)
-        return cls(*(getattr(holder, n, None) for n in ("grad", "transform", "dynshape")))
+        return cls(*(getattr(holder, n, None)
+                     for n in ("grad", "transform", "dynshape", "cache")))
 
 
 def _params(red: Any) -> dict:
@@ -83,7 +85,8 @@ def _run(runner: BackendRunner, red: Any, specs: Specs, test_id: str, graph: Any
     grad = specs.grad
     row, _, ran = runner.run(test_id, red.case.seed, graph, values, extra,
                              config=red.backend_config, grad=grad, transform=specs.transform,
-                             drawn_for=red.graph, dynshape=specs.dynshape, keep_leaves=True)
+                             drawn_for=red.graph, dynshape=specs.dynshape, keep_leaves=True,
+                             cache=specs.cache)
     kept = getattr(getattr(ran, "grad", None), "leaves", None)
     if grad is not None and row.get("verdict") != "invalid" and tuple(kept or ()) != tuple(grad.leaves):
         return {"verdict": "invalid", "error_sig": f"leaves {list(kept or ())} of "

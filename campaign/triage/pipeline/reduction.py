@@ -24,6 +24,12 @@ still has, the cotangents of the outputs it keeps, fresh ones for changed output
 candidate left without a leaf is rejected. A transform test stays one too, under the same
 transform (`ir.materialize.transforms.refit_transform`), on all its input sets (its results
 are those of set 0, or of vmap's samples); a candidate that can no longer be one is rejected.
+
+Two kinds of finding are confirmed (re-run as they are) and never reduced (`Reduction` status
+`confirmed`, its note why): a dynamic-shape test (its symbolic dims would have to follow every
+candidate) and a cache test (`campaign.modes.cache`: its near-twin, rebuilt from the finding
+folder, was drawn for its graph; a candidate compiled after it would no longer be compiled
+after its own near-twin).
 """
 from __future__ import annotations
 
@@ -59,6 +65,10 @@ class FindingCase:
     #: `ir.materialize.dynshape.DynShape`; its sets hold inputs of other shapes), else None:
     #: such a finding is re-run and reproduced as it is, never reduced
     dynshape: Any = None
+    #: a cache test's near-twin (`cache_twin.json`, `twin.gir`, `twin_inputs.npz`:
+    #: `campaign.modes.cache.CacheSpec`), else None: such a finding is re-run as a cache
+    #: test (the twin, then the test warm and cold) and reproduced as it is, never reduced
+    cache: Any = None
 
     @property
     def backend(self) -> str:
@@ -100,7 +110,8 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
 
 def load_finding(folder: Path) -> FindingCase | None:
     """The finding in `folder`; None when it has no graph (e.g. a worker death's info only) or
-    cannot be read. A dynamic-shape test (`dynshape.json`) loads with its `DynShape`."""
+    cannot be read. A dynamic-shape test (`dynshape.json`) loads with its `DynShape`, a cache
+    test (`cache_twin.json`) with its near-twin (`CacheSpec.from_files`)."""
     from ir.core.text import load
 
     folder = Path(folder)
@@ -133,9 +144,22 @@ def load_finding(folder: Path) -> FindingCase | None:
 
             transform = TransformSpec.from_files((folder / "transform.json").read_bytes(),
                                                  (folder / "transform.npz").read_bytes())
+        from campaign.modes.cache import (
+            CACHE_TWIN_FILE,
+            TWIN_GRAPH_FILE,
+            TWIN_VALUES_FILE,
+            CacheSpec,
+        )
+
+        cache = None
+        if (folder / CACHE_TWIN_FILE).is_file():  # a cache test: its near-twin
+            cache = CacheSpec.from_files(
+                {n: (folder / n).read_bytes() for n in
+                 (CACHE_TWIN_FILE, TWIN_GRAPH_FILE, TWIN_VALUES_FILE) if (folder / n).is_file()},
+                graph)
     except Exception:  # unreadable artifacts: bucketed, not reduced
         return None
-    return FindingCase(folder, info, graph, values, extra, grad, transform, dynshape)
+    return FindingCase(folder, info, graph, values, extra, grad, transform, dynshape, cache)
 
 
 def same_failure(expect: dict[str, Any], row: dict[str, Any]) -> bool:
@@ -214,14 +238,17 @@ class BackendRunner:
     def run(self, test_id: str, seed: int, graph: Graph, values: dict[str, np.ndarray],
             extra_sets: Sequence[dict[str, np.ndarray]] = (), config: str = "",
             grad: Any = None, transform: Any = None, drawn_for: Graph | None = None,
-            dynshape: Any = None, keep_leaves: bool = False) -> tuple[dict[str, Any], Any, Any]:
+            dynshape: Any = None, keep_leaves: bool = False, cache: Any = None
+            ) -> tuple[dict[str, Any], Any, Any]:
         """(row, finding or None, test case) of one evaluation in configuration `config`;
         `grad`: a gradient test's spec (`GradSpec`, refitted to `graph`; the row of a graph
         left without a leaf is `invalid`; `keep_leaves`: no leaf is let go for lack of an output
         depending on it, `ir.numerics.grad.refit_grad`); `transform`: a transform test's spec
         (`TransformSpec`, drawn for the graph `drawn_for`, refitted to `graph`; invalid when
         the graph can no longer be such a test); `dynshape`: a dynamic-shape test's `DynShape`
-        (`extra_sets` then hold inputs of its other shapes)."""
+        (`extra_sets` then hold inputs of its other shapes); `cache`: a cache test's near-twin
+        (`CacheSpec`, drawn for `drawn_for`: the run compiles it first, then the test warm and
+        cold; invalid for another graph when the twin holds a graph of its own)."""
         from campaign.testcase import TestCase
 
         worker = self.worker_for(config)
@@ -230,7 +257,7 @@ class BackendRunner:
                       dynshape=dynshape)
         from campaign.modes import MODES
 
-        specs = {"grad": grad, "transform": transform}
+        specs = {"grad": grad, "transform": transform, "cache": cache}
         for mode in MODES.values():  # each mode's spec refitted to the candidate (`TestMode.refit`)
             spec = specs.get(mode.spec_field or "")
             problem = (mode.refit(tc, spec, drawn_for or graph, seed, keep_leaves)
@@ -324,14 +351,17 @@ def reduce_finding(case: FindingCase, runner: BackendRunner, max_tests: int = 30
     row, finding, tc = runner.run(case.test_id, case.seed, case.graph, case.values,
                                   case.extra_sets, config=config, grad=case.grad,
                                   transform=case.transform, drawn_for=case.graph,
-                                  dynshape=case.dynshape)
+                                  dynshape=case.dynshape, cache=case.cache)
     if not same_failure(expect, row):
         return Reduction(case, "not reproducible", case.graph, case.values, case.extra_sets,
                          row, note=f"re-run gave {row.get('verdict')}: {row.get('error_sig')}")
-    if tc.shapes.unreduced:  # its symbolic dims would have to follow every candidate
+    # a dynamic-shape test's symbolic dims would have to follow every candidate, a cache
+    # test's near-twin was drawn for this graph (`TestMode.unreduced`)
+    unreduced = tc.shapes.unreduced or tc.mode.unreduced
+    if unreduced:
         return Reduction(case, "confirmed", case.graph, case.values, case.extra_sets, row,
                          dict(finding.files) if finding is not None else {}, tc,
-                         note=tc.shapes.unreduced)
+                         note=unreduced)
     best = {"row": row, "finding": finding, "tc": tc}
     # one input set when that alone fails the same way: the failing one first
     sets = [case.values] + [{**case.values, **s} for s in case.extra_sets]

@@ -295,7 +295,7 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
     g = red.graph
     tc = red.tc or TestCase(red.case.test_id, seed, g, red.values, [{"seed": seed}],
                             red.extra_sets, grad=red.case.grad, transform=red.case.transform,
-                            dynshape=red.case.dynshape)
+                            dynshape=red.case.dynshape, cache=red.case.cache)
     files = dict(red.files)
     files.update(tc.shapes.files(tc))  # a dynamic-shape test's dims and set shapes
     files.update(tc.mode.files(tc))  # a transform, or leaves, and their arrays (docs/training.md)
@@ -363,7 +363,10 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
                                       f"+ {cold_start_s:g} s for a cold start")
         header = _header(bucket_id, spec, expect, row, print_graph(g))
         try:
-            if tc.mode.warms_cache and row.get("mode") == tc.mode.name:
+            # a cache test where the backend ran it as one (a finding holds its near-twin
+            # only then: `make_finding`); a representative not re-run has no row of its own
+            if tc.mode.warms_cache and (row.get("mode") or red.case.info.get("mode")) \
+                    == tc.mode.name:
                 from campaign.triage.pipeline.cache_repro import cache_repro_source
 
                 script = cache_repro_source(how, tc, g, expect, header, seed)

@@ -172,3 +172,54 @@ def test_a_twins_inputs_keep_their_shapes_and_take_the_strides_asked():
         assert m.flags["F_CONTIGUOUS" if strided else "C_CONTIGUOUS"]
         if strided:
             assert not m.flags["C_CONTIGUOUS"]
+
+
+def test_every_twin_is_rebuilt_from_its_files():
+    """What a finding folder holds of the twin (`CacheSpec.files`) gives it back, a `schema`
+    twin's rename included (the triage's re-run rebuilds it: `load_finding`)."""
+    import json
+
+    from campaign.modes.cache import draw_twin
+    from campaign.testcase import TestCase, random_values
+
+    g = parse(MUTATING)
+    tc = TestCase("t0", 0, g, random_values(g, 0))
+    seen = set()
+    for seed in range(60):
+        spec = draw_twin(tc, seed)
+        assert spec is not None
+        seen.add(spec.twin)
+        files = spec.files()
+        assert set(files) == {"cache_twin.json"} | ({"twin.gir"} if spec.graph else set()) \
+            | ({"twin_inputs.npz"} if spec.values else set())
+        back = CacheSpec.from_files(files, g)
+        assert (back.twin, back.graph, back.strided, back.config, back.rename) == \
+            (spec.twin, spec.graph, spec.strided, spec.config, spec.rename)
+        assert (back.values is None) == (spec.values is None)
+        for k, v in (spec.values or {}).items():
+            assert back.values is not None and back.values[k].dtype == v.dtype
+            assert np.array_equal(back.values[k], v)
+        if spec.twin == "schema":  # a folder from before the rename was written: derived
+            assert spec.rename
+            meta = json.loads(files["cache_twin.json"])
+            del meta["rename"]
+            old = {**files, "cache_twin.json": json.dumps(meta).encode()}
+            assert CacheSpec.from_files(old, g).rename == spec.rename
+    assert seen == set(TWINS), seen
+
+
+def test_a_twin_with_a_graph_of_its_own_keeps_only_the_graph_it_was_drawn_for():
+    """A re-run's candidate (`TestMode.refit`): the test itself follows any graph, a `schema`
+    twin only its own (a reduced graph would not be its near-twin)."""
+    from campaign.testcase import TestCase, random_values
+
+    g = parse(MUTATING)
+    other = parse(MUTATING.replace("sin(%c)", "cos(%c)"))
+    schema = schema_twin(g, random.Random(0))
+    for spec, graph, problem in ((schema, g, None),
+                                 (schema, other, "a schema twin drawn for another graph"),
+                                 (CacheSpec("self"), other, None)):
+        tc = TestCase("t0", 0, graph, random_values(graph, 0))
+        assert CACHE.refit(tc, spec, g, 0) == problem
+        assert tc.cache is (spec if problem is None else None)
+        assert tc.mode is (CACHE if problem is None else INFER)

@@ -1,6 +1,7 @@
 """Step `confirm`: a new compiler-bug bucket represented by a finding as it is (`not
 reduced`) is re-run, while its share of time lasts, to confirm it still fails the same way:
-`confirmed` (its row, files and test case kept for the bug folder) or `not reproducible`."""
+`confirmed` (its row, files and test case kept for the bug folder) or `not reproducible`. A
+cache test is re-run as one (its near-twin first: `FindingCase.cache`)."""
 from __future__ import annotations
 
 from typing import ClassVar
@@ -30,7 +31,7 @@ class Confirm:
                 row, finding, tc = state.runner(case.backend, state.limit(case.info)).run(
                     case.test_id, case.seed, case.graph, case.values, case.extra_sets,
                     config=case.config, grad=case.grad, transform=case.transform,
-                    drawn_for=case.graph, dynshape=case.dynshape)
+                    drawn_for=case.graph, dynshape=case.dynshape, cache=case.cache)
             except Exception as e:
                 red.note = f"re-run failed: {type(e).__name__}: {e}"
                 continue

@@ -59,7 +59,8 @@ def cross_rerun(state: TriageState, clock: StepClock, a: Any,
     clock.tick(f"re-running {a.bucket} on {b.bucket}")
     try:
         row, _, _ = state.runner(b.backend).run(case.test_id, case.seed, case.graph,
-                                                case.values, case.extra_sets, config=b.config)
+                                                case.values, case.extra_sets, config=b.config,
+                                                drawn_for=case.graph, cache=case.cache)
     except Exception as e:
         state.log(f"triage: cross re-run of {a.bucket} on {b.bucket} failed: "
                   f"{type(e).__name__}: {e}")

@@ -5,26 +5,45 @@ there and cold in another, each judged against eager. Run in a fresh Python wher
 cannot be imported, on torch's real caches: a finding of the test double `StaleWarmCache` (a
 `schema` twin) does not reproduce there, since the real keys tell the twin from the test, and
 does once both keys are made one constant (a simulated key that misses everything); a self
-pair hits both caches and agrees."""
+pair hits both caches and agrees. The triage reaches it: a cache finding's folder holds its
+near-twin (the rename included), the triage's re-run rebuilds it (the twin compiled first, then
+the test warm and cold), confirms the finding without reducing it, and the bug folder's
+repro.py is this script.
+
+Each script run compiles with Inductor four times (about 18 s on 2 cores): one runs by default
+(the simulated key bug), the others are `slow`."""
 from __future__ import annotations
 
 import ast
+import json
 import random
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 from buggy_backends import StaleWarmCache
 
 from campaign.backends import make_backend
 from campaign.backends.base import ReproSpec
-from campaign.modes.cache import CacheSpec, draw_twin, schema_twin
+from campaign.findings import FindingStore
+from campaign.modes.cache import CACHE, CacheSpec, draw_twin, schema_twin
 from campaign.testcase import TestCase, random_values
+from campaign.triage import TriageConfig
 from campaign.triage.bugdb.runner import run_process
+from campaign.triage.pipeline.buckets import read_bugs_table
 from campaign.triage.pipeline.cache_repro import cache_repro_source
-from campaign.triage.pipeline.reduction import FindingCase, Reduction
+from campaign.triage.pipeline.campaign_triage import triage
+from campaign.triage.pipeline.reduction import (
+    BackendRunner,
+    FindingCase,
+    Reduction,
+    load_finding,
+    reduce_finding,
+)
 from campaign.triage.pipeline.repro import _BLOCK_DYNSMITH, run_fresh, write_bug_folder
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import parse
@@ -77,6 +96,8 @@ aot_cache.autograd_cache_key = constant(aot_cache.autograd_cache_key)
 """
 
 NOT_REPRODUCED = "NOT REPRODUCED: every output matches the reference"
+#: the test double as a campaign names it (its findings reproduced as Inductor's)
+STALE = "buggy_backends:StaleWarmCache"
 
 
 def _how() -> ReproSpec:
@@ -160,6 +181,7 @@ def test_the_script_holds_both_programs_the_twins_op_under_the_tests_name(stale_
         assert (folder / name).is_file(), name
 
 
+@pytest.mark.slow  # 18 s: the script compiles with Inductor four times
 def test_a_stale_warm_cache_finding_is_not_reproduced_by_the_real_caches(stale_schema):
     folder, _ = stale_schema
     code, stdout, stderr, expired = run_fresh(folder, [], 300)
@@ -186,6 +208,7 @@ def test_a_key_that_misses_everything_serves_the_twin_to_the_warm_compile(stale_
                          "outputs differ")
 
 
+@pytest.mark.slow  # 18 s: the script compiles with Inductor four times
 def test_a_self_pair_hits_both_caches_and_agrees(tmp_path):
     folder, _ = _bug_folder(tmp_path / "bug", _cache_test(WRITES, CacheSpec("self")))
     assert "\nTWIN_PROGRAM = TEST_PROGRAM\n" in (folder / "repro.py").read_text()
@@ -248,3 +271,93 @@ def test_no_script_without_a_cache_body_or_for_a_graph_the_twin_was_not_drawn_fo
     with pytest.raises(ValueError) as e:
         cache_repro_source(how, tc, parse(PURE), expect, "doc")
     assert str(e.value) == "the near-twin was drawn for another graph than this one"
+
+
+# ---- the triage of a cache finding ---------------------------------------------------------------
+
+def _finding(root: Path, tc: TestCase) -> tuple[Path, dict[str, Any]]:
+    """The finding folder a campaign stores for `tc` run on the test double (`FindingStore`, as
+    a campaign's driver does), and its info.json."""
+    with FuzzWorker(WorkerConfig(backends=[STALE], sandbox=False)) as worker:
+        report = worker.run_case(tc)
+    (row,) = report.rows
+    assert (row["mode"], row["verdict"], row["mismatch_output"]) == ("cache", "mismatch", 0), row
+    (finding,) = report.findings
+    d = FindingStore(root, 5).add(finding)
+    assert d is not None
+    return root / d, json.loads((root / d / "info.json").read_text())
+
+
+def test_the_triage_reruns_a_cache_finding_with_its_twin_and_writes_the_cache_repro(tmp_path):
+    tc = _cache_test(WRITES)
+    folder, info = _finding(tmp_path / "run", tc)
+    saved = json.loads((folder / "cache_twin.json").read_text())
+    assert saved["twin"] == "schema" and saved["rename"] == tc.cache.rename
+    # the bug folder's outputs can then only be the triage's re-run's
+    for name in ("actual.npz", "expected.npz"):
+        (folder / name).unlink()
+    out = tmp_path / "triaged"
+    triage(folder, TriageConfig(localize=False, findings=None, check_repro=False), out=out,
+           log=lambda s: None)
+    (row,) = read_bugs_table(out / "bugs.parquet").to_pylist()
+    assert (row["backend"], row["verdict"], row["error_sig"]) == (
+        STALE, "mismatch", "Mismatch: warm output 0")
+    assert (row["confirmed"], row["reduced_insts"]) == (True, None)
+    bug = out / row["artifact_path"]
+    bug_info = json.loads((bug / "info.json").read_text())
+    assert (bug_info["status"], bug_info["note"]) == ("confirmed", CACHE.unreduced)
+    assert CACHE.unreduced == ("a cache test: confirmed, not reduced (its near-twin was drawn "
+                               "for its graph)")
+    # the re-run compiled the twin first: its warm output is the twin's to the element (the
+    # write dropped: tanh(x * x)), its cold one the test's (tanh(x * x - y)), and its row is
+    # the campaign's
+    x, y = (torch.from_numpy(tc.values[n]) for n in ("x", "y"))
+    with np.load(bug / "actual.npz") as z:
+        assert sorted(z.files) == ["out0", "out1"]
+        assert np.array_equal(z["out0"], torch.tanh(x * x).numpy())
+        assert np.array_equal(z["out1"], torch.tanh(x * x - y).numpy())
+    assert not np.array_equal(torch.tanh(x * x).numpy(), torch.tanh(x * x - y).numpy())
+    for k in ("error_msg", "max_abs_err", "max_rel_err", "mismatch_output", "mismatch_input_set"):
+        assert bug_info["row"][k] == info[k], k
+    assert re.match(r"warm output 0: \d+/10 elements differ", info["error_msg"]), info
+    # the bug folder keeps the twin (rebuilt alike), and its repro.py is the cache repro
+    again = load_finding(bug)
+    assert again is not None and again.cache is not None
+    assert (again.cache.twin, again.cache.graph, again.cache.rename) == (
+        "schema", tc.cache.graph, tc.cache.rename)
+    src = (bug / "repro.py").read_text()
+    compile(src, "repro.py", "exec")
+    name = _op_name(tc)
+    assert "\nTWIN = 'schema'\n" in src and f"\nTWIN_RENAMED = ['dynsmith_src::{name}']\n" in src
+    assert "\nLABELS = ['warm output 0', 'cold output 0']\n" in src
+    assert "\nTEST_PROGRAM = " in src and "\nTWIN_PROGRAM = TEST_PROGRAM\n" not in src
+
+
+def test_without_its_twin_a_cache_finding_reruns_as_an_inference_test_that_passes(tmp_path):
+    """What the triage did before it read the twin back: the test double's bug is gone."""
+    folder, _ = _finding(tmp_path / "run", _cache_test(WRITES))
+    (folder / "cache_twin.json").unlink()
+    case = load_finding(folder)
+    assert case is not None and case.cache is None
+    runner = BackendRunner(STALE, sandbox=False)
+    try:
+        red = reduce_finding(case, runner)
+    finally:
+        runner.close()
+    assert red.status == "not reproducible"
+    assert red.row is not None and (red.row["mode"], red.row["verdict"]) == ("infer", "pass")
+
+
+def test_a_cache_finding_not_rerun_gets_the_cache_repro_too(tmp_path):
+    """A bucket's representative the triage did not re-run (`not reduced`: no time left) has
+    no row of its own: the finding's mode and near-twin say it is a cache test."""
+    tc = _cache_test(WRITES)
+    folder, _ = _finding(tmp_path / "run", tc)
+    case = load_finding(folder)
+    assert case is not None and case.cache is not None
+    red = Reduction(case, "not reduced", case.graph, case.values, case.extra_sets)
+    written = write_bug_folder(tmp_path / "bug", STALE, "b", {"verdict": "mismatch"}, red, 0)
+    assert written["repro"], written
+    assert "\nTWIN = 'schema'\n" in (tmp_path / "bug" / "repro.py").read_text()
+    saved = json.loads((tmp_path / "bug" / "cache_twin.json").read_text())
+    assert saved["rename"] == tc.cache.rename
