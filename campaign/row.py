@@ -113,6 +113,13 @@ class ResultRow(Mapping[str, Any]):
     n_loop: int = col("`loop` instructions, nested ones counted", 0)
     n_scan: int = col("`scan` instructions, nested ones counted", 0)
     n_rnn: int = col("recurrent-cell instructions (`lstm`, `gru`, `rnn`), nested ones counted", 0)
+    n_custom: int = col(
+        "custom-op instructions (`custom`: `torch.library.custom_op`s, docs/extensions.md), "
+        "nested ones counted", 0)
+    n_region: int = col(
+        "compile-region calls (`region`: calls of `torch.compiler.nested_compile_region` "
+        "functions, docs/extensions.md), nested ones counted; drawn per test "
+        "(`generator.p_region`, the `mark_regions` mutator)", 0)
     n_inplace: int = col(
         "in-place writes (`add_`, `copy_`, `setitem`, ...; docs/inplace.md), nested ones counted", 0)
     n_view_writes: int = col(
@@ -304,6 +311,7 @@ class ResultRow(Mapping[str, Any]):
             n_params=len(g.params), max_depth=g.max_depth(),
             n_if=counts["if"], n_loop=counts["loop"], n_scan=counts["scan"],
             n_rnn=sum(counts[op.name] for op in RECURRENT),
+            n_custom=counts["custom"], n_region=counts["region"],
             n_inplace=n_inplace, n_view_writes=n_view_writes, n_input_sets=tc.n_sets,
             branch_coverage=coverage.get("branch_coverage"),
             n_if_both=coverage.get("ifs_both_branches") if counts["if"] else None,

@@ -17,6 +17,7 @@ from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.paths import Path
 from ir.core.rewrite import rename_canonically, replace_uses
+from ir.core.span import Span, span
 from ir.core.text import print_graph
 from ir.core.types import TensorType
 from ir.gen.control import MAX_SCAN_LEN, BodyScope, make_predicate, mix_carry, to_scalar
@@ -27,7 +28,6 @@ from mutators.optable import enabled_ops, fragile_deep, ops_to
 from mutators.replace_op import ReplaceOp
 from mutators.scope import (
     Ctx,
-    Region,
     Scope,
     ScopedMutator,
     copy_insts,
@@ -35,12 +35,11 @@ from mutators.scope import (
     pick_region,
     prune,
     pure_deep,
-    region,
     values_before,
 )
 
 
-def _nesting(r: Region) -> int:
+def _nesting(r: Span) -> int:
     """How deep the region's own bodies nest (0: none)."""
     return max((b.max_depth() + 1 for inst in r.insts for b in inst.blocks), default=0)
 
@@ -180,7 +179,7 @@ class WrapLoop(ScopedMutator):
         types = g.types()
         rnn = [i for i, inst in enumerate(g.insts) if inst.op.family == "rnn"
                and types[inst.args[0]] == inst.results[0].type]
-        r = region(g, rng.choice(rnn), rng.choice(rnn) + 1) if rnn and rng.random() < 0.5 else None
+        r = span(g, rng.choice(rnn), rng.choice(rnn) + 1) if rnn and rng.random() < 0.5 else None
         if r is None or not r.outs:
             r = pick_region(g, rng, ok=lambda inst: pure_deep(inst) and not fragile_deep(inst))
         if r is None or ctx.depth + 1 + _nesting(r) > self.max_depth:
@@ -196,7 +195,7 @@ class WrapLoop(ScopedMutator):
                 return done
         return self._loop(g, ctx, r, a, o, types)
 
-    def _loop(self, g, ctx: Ctx, r: Region, a: str, o: str, types):
+    def _loop(self, g, ctx: Ctx, r: Span, a: str, o: str, types):
         if DType.int64 not in ctx.gen.enabled_dtypes():
             return None
         trip = ctx.need(TensorType((), DType.int64))
@@ -214,7 +213,7 @@ class WrapLoop(ScopedMutator):
         return out, {"region": [r.start, r.end], "kind": "loop", "carry": a,
                      "ops": [i.op.name for i in r.insts]}
 
-    def _scan(self, g, ctx: Ctx, r: Region, a: str, o: str, types):
+    def _scan(self, g, ctx: Ctx, r: Span, a: str, o: str, types):
         rng, b = ctx.rng, ctx.b
         t = types[a]
         cap = b.dim_cap(t.rank + 1)

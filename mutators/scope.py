@@ -28,10 +28,11 @@ from ir.core.op import Op
 from ir.core.paths import Path
 from ir.core.paths import scopes as walk_scopes
 from ir.core.rewrite import remove_unused
+from ir.core.span import Span, pick_span
 from ir.core.types import TensorType
 from ir.gen.builder import GenConfig, SymbolicGraphBuilder
+from ir.ops.call import BodyCall
 from ir.ops.control import is_control
-from ir.ops.custom import Custom
 from mutators.base import Mutant, Mutator
 
 
@@ -45,7 +46,8 @@ class Scope:
     depth: int
     #: inside a loop or scan body (at any level): its values recur from step to step
     iterated: bool = False
-    #: inside a custom op's body (`ir.ops.custom`): straight-line pure code only
+    #: inside a custom op's or a compile region's body (`BodyCall.kernel_body`): straight-line
+    #: pure code only
     kernel: bool = False
 
     @property
@@ -57,7 +59,8 @@ def scopes(g: Graph) -> list[Scope]:
     """The top-level graph and every body, nested ones included, outermost first."""
     return [Scope(path, body, path.depth,
                   any(is_control(h.op) and h.op.iterates for h in path.holders(g)),
-                  any(isinstance(h.op, Custom) for h in path.holders(g)))
+                  any(isinstance(h.op, BodyCall) and h.op.kernel_body
+                      for h in path.holders(g)))
             for path, body in walk_scopes(g)]
 
 
@@ -110,53 +113,11 @@ def pure_deep(inst: Inst) -> bool:
     return pure(inst.op) and all(pure_deep(x) for b in inst.blocks for x in b.insts)
 
 
-@dataclass(frozen=True)
-class Region:
-    """Instructions `start:end` of a scope graph."""
-
-    graph: Graph
-    start: int
-    end: int
-    #: values the region reads that it does not define, in first-use order
-    ins: tuple[str, ...]
-    #: values it defines that later instructions or the outputs read
-    outs: tuple[str, ...]
-
-    @property
-    def insts(self) -> tuple[Inst, ...]:
-        return self.graph.insts[self.start:self.end]
-
-
-def region(g: Graph, start: int, end: int) -> Region:
-    insts = g.insts[start:end]
-    defined: set[str] = set()
-    ins: list[str] = []
-    for inst in insts:
-        for a in inst.args:
-            if a not in defined and a not in ins:
-                ins.append(a)
-        defined.update(inst.result_names)
-    later = {a for inst in g.insts[end:] for a in inst.args} | set(g.outputs)
-    outs = [r.name for inst in insts for r in inst.results if r.name in later]
-    return Region(g, start, end, tuple(ins), tuple(outs))
-
-
 def pick_region(g: Graph, rng: random.Random, max_len: int = 4,
-                ok: Callable[[Inst], bool] = pure_deep) -> Region | None:
-    """A random contiguous run of 1..max_len instructions passing `ok`, with live-outs."""
-    if not g.insts:
-        return None
-    for _ in range(8):
-        start = rng.randrange(len(g.insts))
-        end = start
-        want = rng.randint(1, max_len)
-        while end < len(g.insts) and end - start < want and ok(g.insts[end]):
-            end += 1
-        if end > start:
-            r = region(g, start, end)
-            if r.outs:
-                return r
-    return None
+                ok: Callable[[Inst], bool] = pure_deep) -> Span | None:
+    """A random contiguous run of 1..max_len instructions passing `ok` (default: no view or
+    in-place write at any depth), with live-outs."""
+    return pick_span(g, rng, max_len, ok)
 
 
 def depends(insts: Iterable[Inst], src: str, dst: str) -> bool:

@@ -5,6 +5,7 @@ from typing import Any
 
 from ir.core.graph import Graph
 from ir.core.rewrite import insert_insts, replace_uses
+from ir.core.span import span
 from mutators.optable import enabled_ops, fragile_deep
 from mutators.resolve import repropagate
 from mutators.scope import (
@@ -12,7 +13,6 @@ from mutators.scope import (
     ScopedMutator,
     copy_insts,
     pick_region,
-    region,
     values_before,
 )
 
@@ -76,7 +76,7 @@ class Splice(ScopedMutator):
                 return None
             binding[a] = u.name
             region_g = sub.with_insts([*donor.insts[:r.start], *new])
-            r = region(region_g.with_insts(region_g.insts, tuple(r.outs)), r.start, r.end)
+            r = span(region_g.with_insts(region_g.insts, tuple(r.outs)), r.start, r.end)
             insts = list(r.insts)
         made = {v.name: v.type for v in (*ctx.b.inputs, *ctx.b.params)}  # rebuilt weights
         rtypes = {**region_g.types(), **made}

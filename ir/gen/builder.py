@@ -79,6 +79,10 @@ class GenConfig:
     #: and the share of those sites that mutate an operand (0 in a test that differentiates)
     p_custom: float = 0.0
     p_custom_mutates: float = 0.6
+    #: compile regions (`ir.gen.region`, `ir.ops.region`): the chance that a generated graph
+    #: gets region sites (spans called through one `torch.compiler.nested_compile_region`
+    #: function from several sites whose guards differ)
+    p_region: float = 0.0
     #: gradient tests (docs/training.md): the share of tests that also differentiate their
     #: outputs (leaves, cotangents: `ir.numerics.grad`); drawn by seed on an RNG of its own, so
     #: inference tests are made as before. 0: none (the default)
@@ -117,7 +121,7 @@ class GenConfig:
 
     def without(self, ops: Iterable[str]) -> GenConfig:
         """This config generating none of `ops`: plain ops join `ops_exclude`, an op holding
-        bodies (`if`, `loop`, `scan`, `custom`) gets its chance set to 0."""
+        bodies (`if`, `loop`, `scan`, `custom`, `region`) gets its chance set to 0."""
         ops = set(ops)
         knobs: dict[str, Any] = {knob: 0.0 for op, knob in CONTROL_KNOBS.items() if op in ops}
         plain = sorted(n for n in ops if n in OP_REGISTRY and n not in CONTROL_KNOBS
@@ -126,7 +130,8 @@ class GenConfig:
 
 
 #: the control-flow ops and the GenConfig chance that places each
-CONTROL_KNOBS = {"if": "p_if", "loop": "p_loop", "scan": "p_scan", "custom": "p_custom"}
+CONTROL_KNOBS = {"if": "p_if", "loop": "p_loop", "scan": "p_scan", "custom": "p_custom",
+                 "region": "p_region"}
 
 
 #: z3 resource units per check: ~10x the costliest query seen in normal generation

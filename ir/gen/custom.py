@@ -23,13 +23,15 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ir.core.graph import Graph, Inst, Value
 from ir.core.names import Names
 from ir.core.op import Op
 from ir.core.paths import scopes as walk_scopes
+from ir.core.span import Span, pick_span
 from ir.core.verify import VerifyError, verify
+from ir.ops.call import BodyCall
 from ir.ops.custom import Custom
 from ir.ops.views import Clone, ViewReshape, ViewSlice
 
@@ -39,58 +41,22 @@ FORMS = ("pure", "in_place", "behind_clone", "through_view")
 MAX_REGION = 4
 
 
-@dataclass(frozen=True)
-class Region:
-    """Instructions `start:end` of a scope: the values they read from outside (`ins`, first-use
-    order) and the ones later instructions or the outputs read (`outs`)."""
-
-    start: int
-    end: int
-    ins: tuple[str, ...]
-    outs: tuple[str, ...]
-
-
-def region_of(g: Graph, start: int, end: int) -> Region:
-    defined: set[str] = set()
-    ins: list[str] = []
-    for inst in g.insts[start:end]:
-        for a in inst.args:
-            if a not in defined and a not in ins:
-                ins.append(a)
-        defined.update(inst.result_names)
-    later = {a for inst in g.insts[end:] for a in inst.args} | set(g.outputs)
-    outs = [r.name for inst in g.insts[start:end] for r in inst.results if r.name in later]
-    return Region(start, end, tuple(ins), tuple(outs))
-
-
 def _plain(inst: Inst) -> bool:
     return not inst.blocks and inst.op.effect.pure and inst.op.in_custom_kernels
 
 
-def pick_region(g: Graph, rng: random.Random) -> Region | None:
+def pick_region(g: Graph, rng: random.Random) -> Span | None:
     """A random run of 1..MAX_REGION plain pure instructions with live-outs."""
-    for _ in range(8):
-        if not g.insts:
-            return None
-        start = rng.randrange(len(g.insts))
-        end = start
-        want = rng.randint(1, MAX_REGION)
-        while end < len(g.insts) and end - start < want and _plain(g.insts[end]):
-            end += 1
-        if end > start:
-            r = region_of(g, start, end)
-            if r.outs:
-                return r
-    return None
+    return pick_span(g, rng, MAX_REGION, _plain)
 
 
-def label_for(g: Graph) -> str:
-    """A label no custom op of `g` has (`k0`, `k1`, ...)."""
-    taken = {inst.op.label for inst, _ in g.walk() if isinstance(inst.op, Custom)}
+def label_for(g: Graph, prefix: str = "k") -> str:
+    """A label no body call of `g` has (`k0`, `k1`, ... for a custom op)."""
+    taken = {inst.op.label for inst, _ in g.walk() if isinstance(inst.op, BodyCall)}
     k = 0
-    while f"k{k}" in taken:
+    while f"{prefix}{k}" in taken:
         k += 1
-    return f"k{k}"
+    return f"{prefix}{k}"
 
 
 def _owned(g: Graph, name: str) -> bool:
@@ -107,7 +73,7 @@ def _rename(g: Graph, start: int, old: str, new: str) -> tuple[tuple[Inst, ...],
     return insts, tuple(new if o == old else o for o in g.outputs)
 
 
-def _view_into(g: Graph, r: Region, a: str, types: dict, rng: random.Random,
+def _view_into(g: Graph, r: Span, a: str, types: dict, rng: random.Random,
                fresh: Callable[[str], str]) -> list[Inst]:
     """Instructions ending in a view of `a`'s type into the memory of a value the scope owns,
     defined before region `r`: a reshape of one of as many elements, or a slice of one larger
@@ -146,11 +112,14 @@ def _view_into(g: Graph, r: Region, a: str, types: dict, rng: random.Random,
     return out
 
 
-def wrap_region(g: Graph, r: Region, form: str, rng: random.Random,
-                fresh: Callable[[str], str], label: str) -> tuple[Graph, str] | None:
+def wrap_region(g: Graph, r: Span, form: str, rng: random.Random,
+                fresh: Callable[[str], str], label: str,
+                make: Callable[[str, tuple[int, ...]], BodyCall] = Custom
+                ) -> tuple[Graph, str] | None:
     """Scope `g` with region `r` made a custom op of `form` (`FORMS`; the module doc), or None
     when the region has no site of that form. Returns the scope and the form placed. The
-    scope's result is unverified. `fresh`: new value names (unique in the whole graph)."""
+    scope's result is unverified. `fresh`: new value names (unique in the whole graph).
+    `make(label, written)`: the op (a custom op; a compile region takes the `pure` form)."""
     types = g.types()
     made_by = {res: i for i, inst in enumerate(g.insts) for res in inst.result_names}
     pairs = [(k, o) for k, a in enumerate(r.ins) for o in r.outs if types[a] == types[o]]
@@ -200,12 +169,13 @@ def wrap_region(g: Graph, r: Region, form: str, rng: random.Random,
     body_insts = []
     for inst in g.insts[r.start:r.end]:
         res = tuple(Value(fresh("v"), v.type) for v in inst.results)
-        body_insts.append(Inst(inst.op, tuple(rename.get(x, x) for x in inst.args), res))
+        body_insts.append(Inst(inst.op, tuple(rename.get(x, x) for x in inst.args), res,
+                               inst.blocks))
         rename.update((v.name, n.name) for v, n in zip(inst.results, res, strict=True))
     results = [o for o in r.outs if o != out_written]
     body_outs = ([rename[out_written]] if out_written else []) + [rename[o] for o in results]
     body = Graph(label, inputs, tuple(body_insts), tuple(body_outs))
-    inst = Inst(Custom(label, written), tuple(operands),
+    inst = Inst(make(label, written), tuple(operands),
                 tuple(Value(o, types[o]) for o in results), (body,))
     rest, outputs = g.insts[r.end:], g.outputs
     if out_written is not None:

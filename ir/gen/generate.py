@@ -13,6 +13,7 @@ from ir.gen.builder import GenConfig, GenerationError, SymbolicGraphBuilder
 from ir.gen.control import try_control
 from ir.gen.custom import add_custom
 from ir.gen.inplace import add_inplace
+from ir.gen.region import add_regions
 
 
 def _first_input_dtype(rng: random.Random, dtypes: list[DType]) -> DType:
@@ -30,6 +31,8 @@ def generate(seed: int, cfg: GenConfig | None = None) -> Graph:
         g = add_inplace(g, rng, cfg)
     if cfg.p_custom and rng.random() < cfg.p_custom:
         g = add_custom(g, rng, cfg.p_custom_mutates)
+    if cfg.p_region and rng.random() < cfg.p_region:
+        g = add_regions(g, rng)
     return g
 
 

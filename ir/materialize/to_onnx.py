@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from ir.analysis.inplace import pure_form
 from ir.core.graph import Graph, Value
 from ir.core.onnx_builder import IR_VERSION, OPSET, OnnxBuilder
-from ir.ops.custom import ONNX_DOMAIN
+from ir.ops.call import ONNX_DOMAIN
 
 
 def value_info(v: Value) -> onnx.ValueInfoProto:

@@ -18,6 +18,7 @@ from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Interpreter, tensor_outputs
 from ir.materialize.form import DEFAULT_FORM, TorchForm
 from ir.ops.custom import register_all
+from ir.ops.region import register_regions
 
 #: what becomes of each result of an instruction (`evaluate_torch`'s `result` hook)
 ResultHook = Callable[[Inst, torch.Tensor], torch.Tensor]
@@ -107,6 +108,7 @@ class GraphModule(torch.nn.Module):
         self.dialect = dialect
         self.form = form
         register_all(g)  # custom ops exist before any compiler traces the module
+        register_regions(g)  # so do the compile regions' functions
         #: views and in-place writes (docs/inplace.md): forward writes its input tensors
         self.plan = torch_plan(g) if has_effects(g) else None
         self.params_of = FormParams(self, g, params, form,

@@ -65,6 +65,7 @@ from ir.materialize.dynshape import DynShape, instantiate, parse_attr
 from ir.materialize.form import DEFAULT_FORM, TorchForm
 from ir.ops.control import If, Loop, Scan
 from ir.ops.custom import Custom
+from ir.ops.region import Region, RegionPlan, copied_outputs, plan_regions
 
 
 class CodegenError(RuntimeError):
@@ -347,6 +348,10 @@ class _Emitter:
         #: Python name by its qualified name
         self.defs: list[str] = []
         self.customs: dict[str, str] = {}
+        #: the program's compile regions (`ir.ops.region.plan_regions`) and each region
+        #: function's Python name by its label
+        self.regions: RegionPlan | None = None
+        self.region_fns: dict[str, str] = {}
 
     def op_of(self, inst: Inst) -> Op:
         """The instruction's op as the program computes it: with its attributes that depend
@@ -846,6 +851,57 @@ def _custom_definition(inst: Inst, em: _Emitter, keep: list) -> str:
     return fn
 
 
+def _region_definition(label: str, em: _Emitter, keep: list) -> str:
+    """Define region `label`'s function at module level (once): marked
+    `torch.compiler.nested_compile_region`, it runs the body its site object's `variant`
+    selects, returning copies of the outputs that may alias, as `ir.ops.region` does."""
+    assert em.regions is not None
+    if label in em.region_fns:
+        return em.region_fns[label]
+    fn = em.fresh(f"region_{label}")
+    em.region_fns[label] = fn
+    lines, em.lines = em.lines, []
+    variants = em.regions.variants[label]
+    if not em.region_fns.keys() - {label}:  # the first region: the class of its sites
+        em.defs += ["class RegionSite:",
+                    '    """What a call passes its region: the body variant is an attribute '
+                    'it reads (a guard)."""', "",
+                    "    def __init__(self, variant):",
+                    "        self.variant = variant", "", ""]
+    em.lines += [f"# compile region {label}: {len(variants)} body variant(s)",
+                 "@torch.compiler.nested_compile_region",
+                 f"def {fn}(site, *xs):"]
+    for v, body in enumerate(variants):
+        em.lines.append(f"    if site.variant == {v}:")
+        env = _bind(body, [f"xs[{k}]" for k in range(len(body.inputs))], em, "        ")
+        outs = _graph_lines(body, em, "        ", "python", env, keep)
+        copies = copied_outputs(body)
+        outs = [f"{o}.clone()" if k in copies else o for k, o in enumerate(outs)]
+        em.lines.append(f"        return {outs[0] if len(outs) == 1 else _tuple(outs)}")
+    em.lines += ["    raise AssertionError(site.variant)", "", ""]
+    em.lines += [f"{fn}_site{v} = RegionSite({v})" for v in range(len(variants))]
+    em.lines += ["", ""]
+    em.defs += em.lines
+    em.lines = lines
+    return fn
+
+
+def _emit_region(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter,
+                 indent: str, dialect: str, keep: list, res: list[str]) -> list[str]:
+    """`region`: a call of its label's compile-region function (`_region_definition`) with
+    the site object of its body variant, the operands that may alias passed as copies."""
+    assert em.regions is not None
+    site = em.regions.sites[id(inst.blocks[0])]
+    fn = _region_definition(site.label, em, keep)
+    operands = [f"{a}.clone()" if k in site.copied else a for k, a in enumerate(args)]
+    call = f"{fn}({fn}_site{site.variant}, {', '.join(operands)})"
+    if len(res) == 1:
+        return [call]
+    out = em.fresh("r")
+    em.lines.append(f"{indent}{out} = {call}")
+    return [f"{out}[{k}]" for k in range(len(res))]
+
+
 def _emit_custom(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter,
                  indent: str, dialect: str, keep: list, res: list[str]) -> list[str]:
     """`custom`: a call of the custom op, defined at module level (`_custom_definition`)."""
@@ -863,7 +919,8 @@ def _emit_custom(inst: Inst, args: list[str], types: Sequence[TensorType], em: _
 
 #: torch code per control-flow op (the torch-source materializer's rule for each op)
 _CONTROL_EMITTERS: dict[type[Op], Callable[..., list[str]]] = {
-    If: _emit_if, Loop: _emit_loop, Scan: _emit_scan, Custom: _emit_custom}
+    If: _emit_if, Loop: _emit_loop, Scan: _emit_scan, Custom: _emit_custom,
+    Region: _emit_region}
 
 
 def _emit_control(inst: Inst, args: list[str], types: Sequence[TensorType], em: _Emitter, indent: str, dialect: str,
@@ -912,8 +969,10 @@ def _source(g: Graph, dialect: str, form: TorchForm, trainable: frozenset[str],
             dyn: DynShape | None = None) -> str:
     from ir.analysis.inplace import has_effects, torch_plan
 
+
     keep: list = []  # keeps recorded tensors alive: their ids name them
     em = _Emitter(form)
+    em.regions = plan_regions(g)
     if dyn is not None:
         _bind_symbols(g, dyn, em, "        ")
     if has_effects(g):  # the copies and contiguous bases the torch module's plan makes

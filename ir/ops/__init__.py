@@ -14,6 +14,7 @@ from ir.ops import (  # noqa: F401  # noqa: F401,E402  (in-place writes and view
     pad,
     pooling,
     reduce,
+    region,
     resize,
     rnn,
     shape,

@@ -37,24 +37,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, cast
 
-from ir.core.dtypes import DType
 from ir.core.graph import Graph, Inst, Value
 from ir.core.interpreter import Interpreter
 from ir.core.names import Names
-from ir.core.op import PURE, BuildBlock, Effect, RunBlock, Signature
+from ir.core.op import PURE, Effect, RunBlock
 from ir.core.text import print_graph
 from ir.core.types import TensorType
-from ir.ops.control import ControlFlow, Inlining, KeepOutputs, Relation, reads, types_text
-
-if TYPE_CHECKING:
-    from ir.core.onnx_builder import OnnxBuilder
+from ir.ops.call import BodyCall
 
 #: the torch library namespace every custom op is registered in
 NAMESPACE = "dynsmith"
-#: the ONNX domain of the model-local functions custom ops lower to
-ONNX_DOMAIN = "dynsmith"
 
 
 class _EffectOfMutates:
@@ -68,16 +62,13 @@ class _EffectOfMutates:
 
 
 @dataclass(frozen=True)
-class Custom(ControlFlow):
+class Custom(BodyCall):
     """`results = custom[label, mutates](operands) { body }`: see the module doc."""
 
     name: ClassVar[str] = "custom"
     torch_hop: ClassVar[str] = "torch.library.custom_op"
-    arity: ClassVar[tuple[int, int]] = (1, 64)
     #: the kernel returns fresh tensors, never an operand's memory
     torch_may_alias: ClassVar[bool] = False
-    generic: ClassVar[bool] = False
-    inlining_names: ClassVar[tuple[str, ...]] = ("its body in place",)
 
     #: measured on 2.13 (eager, CPU). The reverse-mode transforms refuse the autograd formula
     #: `register_autograd` makes ("In order to use an autograd.Function with functorch
@@ -89,17 +80,16 @@ class Custom(ControlFlow):
         **{t: "no jvp rule: eager's tangents are zeros" for t in ("jvp", "jacfwd")},
         "vmap": "no batching rule (the fallback loops per sample)"}
 
-    label: str = "k0"
     mutates: tuple[int, ...] = ()
 
     effect = _EffectOfMutates()  # per instance: its `mutates`
 
-    @classmethod
-    def signatures(cls, n_inputs: int) -> Sequence[Signature]:
-        return []  # any dtypes: the body's
+    @property
+    def written(self) -> tuple[int, ...]:
+        return self.mutates
 
-    def result_dtypes(self, in_dtypes: tuple[DType, ...]) -> tuple[DType, ...] | None:
-        return ()
+    def with_written(self, written: tuple[int, ...]) -> Custom:
+        return replace(self, mutates=written)
 
     def problem(self, ins: Sequence[TensorType]) -> str | None:
         m = list(self.mutates)
@@ -109,73 +99,11 @@ class Custom(ControlFlow):
             return f"mutates {m}: the op has {len(ins)} operands"
         return None
 
-    def check_blocks(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> str | None:
-        if len(blocks) != 1:
-            return f"expects 1 body, got {len(blocks)}"
-        (body,) = blocks
-        takes = [v.type for v in body.inputs]
-        if takes != list(ins):
-            return f"body takes {types_text(takes)} but the operands are {types_text(ins)}"
-        outs = body.output_types()
-        new = [ins[k] for k in self.mutates]
-        if outs[:len(new)] != new:
-            return (f"body returns {types_text(outs)} but must return the new contents of the "
-                    f"mutated operands {types_text(new)} first")
-        for inst, _ in body.walk():
-            if inst.blocks or not inst.op.effect.pure:
-                return (f"body holds {inst.op.name}: a custom op's body is straight-line pure "
-                        f"code (no control flow, views or in-place writes)")
+    def body_problem(self, inst: Inst) -> str | None:
+        if inst.blocks or not inst.op.effect.pure:
+            return (f"body holds {inst.op.name}: a custom op's body is straight-line pure "
+                    f"code (no control flow, views or in-place writes)")
         return None
-
-    def infer_inst(self, ins: Sequence[TensorType], blocks: Sequence[Graph]) -> list[TensorType]:
-        return blocks[0].output_types()[len(self.mutates):] if blocks else []
-
-    # ---- binding ----------------------------------------------------------------------------
-    def body_inputs(self, ins: Sequence[TensorType], n_blocks: int) -> list[list[TensorType]]:
-        return [list(ins)]
-
-    def passed_operand(self, block: int, i: int) -> int | None:
-        return i
-
-    def operand_inputs(self, pos: int) -> list[tuple[int, int]]:
-        return [(0, pos)]
-
-    def relate(self, ins: Sequence[TensorType], body_outs: Sequence[Sequence[TensorType]],
-               rel: Relation) -> list[TensorType]:
-        (outs,) = body_outs
-        m = len(self.mutates)
-        rel.same(outs[:m], [ins[k] for k in self.mutates])
-        return list(outs[m:])
-
-    # ---- pruning and threading ----------------------------------------------------------------
-    def prune(self, inst: Inst, used: set[int], keep_outputs: KeepOutputs) -> Inst:
-        m = len(self.mutates)
-        keep = sorted(used)
-        body = keep_outputs(inst.blocks[0], [*range(m), *(m + j for j in keep)])
-        read = reads(body)
-        operands = [k for k in range(len(inst.args))
-                    if k in self.mutates or body.inputs[k].name in read]
-        body = replace(body, inputs=tuple(body.inputs[k] for k in operands))
-        op = replace(self, mutates=tuple(operands.index(k) for k in self.mutates))
-        return Inst(op, tuple(inst.args[k] for k in operands),
-                    tuple(inst.results[j] for j in keep), (body,))
-
-    def add_operands(self, inst: Inst, block: int, inner: Sequence[Value], outer: Sequence[str],
-                     fresh: Callable[[str], str]) -> Inst:
-        b = inst.blocks[0]
-        return replace(inst, args=inst.args + tuple(outer),
-                       blocks=(replace(b, inputs=b.inputs + tuple(inner)),))
-
-    def inlinings(self, inst: Inst, ins: Sequence[TensorType]) -> list[Inlining]:
-        if self.mutates:  # the writes would be lost (the mutators' unwrap adds copy_ for them)
-            return []
-        return [Inlining("its body in place", 0, tuple((i, None) for i in range(len(ins))),
-                         tuple((j, None) for j in range(len(inst.results))))]
-
-    def exact_inlining(self, inst: Inst, ins: Sequence[TensorType], ran: Sequence[int]
-                       ) -> Inlining | None:
-        ways = self.inlinings(inst, ins)
-        return ways[0] if ways else None
 
     def pure_form(self) -> Custom:
         """The op computing the new contents as results (functionalization's form)."""
@@ -214,23 +142,8 @@ class Custom(ControlFlow):
             return ()
         return out if n == 1 else list(out)
 
-    # ---- ONNX --------------------------------------------------------------------------------
-    def onnx_call(self, b: OnnxBuilder, ins: list[str], outs: list[str], blocks: Sequence[Graph],
-                  build_block: BuildBlock) -> None:
-        from onnx import helper
-
-        from ir.core.onnx_builder import OPSET
-
-        assert not self.mutates, "ONNX is built from the functionalized graph"
-        (body,) = blocks
-        fname = self.qualname(body).partition("::")[2]
-        if fname not in b.functions:
-            g = build_block(body)
-            b.functions[fname] = helper.make_function(
-                ONNX_DOMAIN, fname, [i.name for i in g.input], [o.name for o in g.output],
-                list(g.node), [helper.make_opsetid("", OPSET)])
-        b.node(fname, list(ins), outs, domain=ONNX_DOMAIN)
-
+    def function_name(self, body: Graph) -> str:
+        return self.qualname(body).partition("::")[2]
 
     def transparent(self) -> Custom:
         return SeenThrough(self.label, self.mutates)

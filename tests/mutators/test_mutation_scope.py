@@ -7,8 +7,9 @@ import random
 from ir import GenConfig, parse, verify
 from ir.core.dtypes import DType
 from ir.core.paths import Path
+from ir.core.span import span
 from ir.core.types import TensorType
-from mutators.scope import builder, copy_graph, put, region, scopes
+from mutators.scope import builder, copy_graph, put, scopes
 
 NESTED = """
 graph main(%x: f32[2,3], %n: i64[], %t: f32[], %w: param f32[3,3]) {
@@ -77,7 +78,7 @@ def test_needs_are_threaded_through_if_loop_and_scan_to_new_graph_inputs_and_par
 
 def test_regions_know_their_live_ins_and_outs_and_copies_are_fresh():
     g = verify(parse(NESTED))
-    r = region(g, 0, 3)
+    r = span(g, 0, 3)
     assert r.ins == ("x", "t") and r.outs == ("s", "c")  # %s: the scan reads it too
     b = builder(g, random.Random(0), GenConfig())
     c = copy_graph(g, b.fresh_name)

@@ -127,10 +127,10 @@ TVM_UNSUPPORTED = (
 
 
 #: the GraphIR ops that become the ONNX ops above (`loop` -> Loop, `scan` -> Scan, the
-#: recurrent cells -> LSTM/GRU/RNN), and `custom`, a model-local ONNX function, which TVM
-#: 0.27's ONNX frontend does not import ("The following operators are not supported for
-#: frontend ONNX: k0_..."): their tests are not sent to TVM (capability routing)
-TVM_LACKS = frozenset({"loop", "scan", "lstm", "gru", "rnn", "custom"})
+#: recurrent cells -> LSTM/GRU/RNN), and `custom` and `region`, each a model-local ONNX
+#: function, which TVM 0.27's ONNX frontend does not import ("The following operators are not
+#: supported for frontend ONNX: k0_..."): their tests are not sent to TVM (capability routing)
+TVM_LACKS = frozenset({"loop", "scan", "lstm", "gru", "rnn", "custom", "region"})
 
 #: the GraphIR ops whose gradient tests `relax.transform.Gradient` cannot train (TVM 0.27):
 #: control flow (`if`; the other control-flow ops are in `TVM_LACKS`), and ops whose Relax

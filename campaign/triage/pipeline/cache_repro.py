@@ -18,10 +18,10 @@ from typing import Any
 from campaign.backends.base import ReproSpec, breaks_graph
 from campaign.triage.pipeline.repro import (
     SCRIPTS,
-    _tolerances,
     assemble,
     higher_order_ops,
     program_dialect,
+    repro_tolerances,
 )
 
 
@@ -58,7 +58,7 @@ def cache_repro_source(how: ReproSpec, tc: Any, graph: Any, expect: dict[str, An
             twin_src = twin_src.replace(old, new)
             renamed.append(f"{SOURCE_NAMESPACE}::{new}")
     values: dict[str, Any] = {
-        "EXPECT": expect, "TOLERANCES": _tolerances(graph) * 2, "LABELS": CACHE.labels(tc),
+        "EXPECT": expect, "TOLERANCES": repro_tolerances(graph) * 2, "LABELS": CACHE.labels(tc),
         "GRADIENTS": False, "INPUTS": [v.name for v in graph.inputs],
         "PARAMS": [p.name for p in graph.params],
         **{k.upper(): v for k, v in how.options.items()},

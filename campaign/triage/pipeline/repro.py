@@ -241,7 +241,7 @@ def part_source(module: str, values: dict[str, Any] | None = None,
     return re.sub(r"\n{4,}", "\n\n\n", src).strip("\n")
 
 
-def _tolerances(graph, grad=None, transform=None) -> list[tuple[float, float]]:
+def repro_tolerances(graph, grad=None, transform=None) -> list[tuple[float, float]]:
     """Per output (then per leaf's gradient, for a gradient test `grad`), or per result of a
     transform test (`transform`): (rtol, atol)."""
     from ir.analysis.precision import gradient_tolerances, output_tolerances
@@ -373,7 +373,7 @@ def write_bug_folder(dest: Path, spec: str, bucket_id: str, key_fields: dict[str
             else:
                 transform = tc.transform if how.runs_transforms else None
                 grad = tc.grad if how.trains and transform is None else None
-                script = repro_source(how, g, expect, _tolerances(g, grad, transform), header,
+                script = repro_source(how, g, expect, repro_tolerances(g, grad, transform), header,
                                       seed, grad, transform, tc.dynshape)
             files["repro.py"] = (seen_comment(seen if seen is not None else seen_versions(
                 spec, [{"bucket": bucket_id}])) + script).encode()

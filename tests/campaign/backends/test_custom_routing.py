@@ -1,6 +1,7 @@
-"""Custom ops (`ir.ops.custom`) and the backends that cannot take one: each refuses it at
-import, as its `LACKS` says (capability routing keeps such tests off it), and ORT takes the
-model-local function the ONNX form is."""
+"""Custom ops (`ir.ops.custom`) and compile regions (`ir.ops.region`), and the backends that
+cannot take one: each refuses it at import, as its `LACKS` says (capability routing keeps such
+tests off it); ORT takes the model-local function the ONNX form is; the exporter and TVM's
+torch frontend take a region (torch.export inlines it)."""
 from __future__ import annotations
 
 import pytest
@@ -44,4 +45,41 @@ def test_the_exporter_has_no_translation_for_a_custom_op():
 
 def test_ort_runs_the_local_function():
     r = make_backend("ort").evaluate(case(PURE))
+    assert not r.failed, r.error_msg
+
+
+REGION = """graph main(%x: f32[3], %y: f32[3]) {
+  %r = region[label=r0](%x, %y) : f32[3] {
+    graph r0(%x1: f32[3], %y1: f32[3]) {
+      %t = mul(%x1, %y1) : f32[3]
+      %u = sin(%t) : f32[3]
+      return %u
+    }
+  }
+  %q = region[label=r0](%r, %y) : f32[3] {
+    graph r0(%x2: f32[3], %y2: f32[3]) {
+      %t2 = mul(%x2, %y2) : f32[3]
+      %u2 = sin(%t2) : f32[3]
+      return %u2
+    }
+  }
+  return %q
+}
+"""
+
+
+def test_tvm_onnx_frontend_refuses_a_region_so_it_is_routed_away():
+    b = make_backend("tvm")
+    assert "region" in b.LACKS
+    r = b.evaluate(case(REGION))
+    assert (r.stage, r.error_class) == (Stage.IMPORT, "OpNotImplemented")
+    assert r.error_msg.startswith(
+        "The following operators are not supported for frontend ONNX: r0_"), r.error_msg
+
+
+@pytest.mark.parametrize("backend", ["ort", "onnx_export", "tvm_torch"])
+def test_a_region_runs_where_it_is_routed(backend):
+    b = make_backend(backend)
+    assert "region" not in b.LACKS
+    r = b.evaluate(case(REGION))
     assert not r.failed, r.error_msg
