@@ -368,6 +368,11 @@ class Backend(abc.ABC):
     PRELOAD: ClassVar[tuple[str, ...]] = ()
 
     # ---- hooks -------------------------------------------------------------------------------
+
+    def lacks(self) -> frozenset[str]:
+        """The ops this backend, as configured, cannot import (`LACKS`, and what an option
+        adds: Inductor's C++ wrapper has no compile regions)."""
+        return self.LACKS
     def prepare(self) -> None:
         """Import heavy modules and warm what a first compile would (a trivial program, never
         a test case) in the current process. A sandbox calls it in each new sandbox process

@@ -141,7 +141,7 @@ class TestMode(ABC):
 
     def lacks(self, backend: Backend) -> frozenset[str]:
         """The ops whose tests of this mode `backend` cannot take (capability routing)."""
-        return backend.LACKS
+        return backend.lacks()
 
     def refusal(self, backend: Backend, tc: TestCase | None = None) -> str | None:
         """Why `backend` takes no test of this mode at all (`unsupported`), or None."""

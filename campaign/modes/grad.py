@@ -82,7 +82,7 @@ class GradMode(TestMode):
         return backend.TRAINS
 
     def lacks(self, backend: Backend) -> frozenset[str]:
-        return backend.LACKS | (backend.TRAINING_LACKS if backend.TRAINS else frozenset())
+        return backend.lacks() | (backend.TRAINING_LACKS if backend.TRAINS else frozenset())
 
     def forward(self, prep: Any) -> Expected:
         """The forward outputs of each set, out of the reference's outputs and gradients."""

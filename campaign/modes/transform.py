@@ -121,7 +121,7 @@ class TransformMode(TestMode):
 
     def lacks(self, backend: Backend) -> frozenset[str]:
         extra = backend.TRAINING_LACKS if backend.TRAINS and backend.TRANSFORMS else frozenset()
-        return backend.LACKS | extra
+        return backend.lacks() | extra
 
     def refusal(self, backend: Backend, tc: TestCase | None = None) -> str | None:
         """A backend that trains (`Backend.TRAINS`) but computes no transform

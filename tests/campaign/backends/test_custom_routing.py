@@ -83,3 +83,15 @@ def test_a_region_runs_where_it_is_routed(backend):
     assert "region" not in b.LACKS
     r = b.evaluate(case(REGION))
     assert not r.failed, r.error_msg
+
+
+def test_inductor_routes_regions_away_from_its_cpp_wrapper_only():
+    assert "region" in make_backend("inductor?cpp_wrapper=true").lacks()
+    assert "region" not in make_backend("inductor").lacks()
+
+
+@pytest.mark.slow
+def test_the_cpp_wrapper_refusal_of_a_region_is_unsupported():
+    r = make_backend("inductor?dialect=hop&cpp_wrapper=true").evaluate(case(REGION))
+    assert r.verdict == Verdict.UNSUPPORTED, (r.verdict, r.error_msg)
+    assert "codegen invoke_subgraph is not implemented for cpp wrapper" in r.error_msg
