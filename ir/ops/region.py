@@ -138,9 +138,14 @@ def copied_outputs(body: Graph) -> frozenset[int]:
     return frozenset(out)
 
 
-def _region_fn(variants: tuple[Graph, ...]) -> Callable[..., Any]:
+def _region_fn(label: str, variants: tuple[Graph, ...]) -> Callable[..., Any]:
     """One label's function, marked a nested compile region: `fn(site, *operands)` runs
-    `variants[site.variant]`."""
+    `variants[site.variant]`. Each label's function has a code object of its own
+    (`region_<label>`), as the printed program's functions have: torch keys a region's reuse
+    on its code object, so closures of one code object are one region to it (F60), a known
+    bug each test would otherwise hit again."""
+    import types
+
     import torch
 
     interp = Interpreter("python")
@@ -153,7 +158,10 @@ def _region_fn(variants: tuple[Graph, ...]) -> Callable[..., Any]:
                      for k, o in enumerate(body.outputs))
         return outs[0] if len(outs) == 1 else outs
 
-    return torch.compiler.nested_compile_region(region)
+    own = types.FunctionType(region.__code__.replace(co_name=f"region_{label}",
+                                                     co_qualname=f"region_{label}"),
+                             region.__globals__, f"region_{label}", None, region.__closure__)
+    return torch.compiler.nested_compile_region(own)
 
 
 def _copied_operands(scope: Graph, inst: Inst, top: bool) -> frozenset[int]:
@@ -222,7 +230,7 @@ def register_regions(g: Graph) -> None:
     """Make the compile-region function of each label of `g` (bodies included), and its sites'
     objects: before a compiler traces it."""
     plan = plan_regions(g)
-    fns = {label: _region_fn(v) for label, v in plan.variants.items()}
+    fns = {label: _region_fn(label, v) for label, v in plan.variants.items()}
     for body in plan.bodies:
         site = plan.sites[id(body)]
         _SITES[id(body)] = (body, fns[site.label], RegionSite(site.variant), site.copied)

@@ -217,3 +217,37 @@ def test_generated_regions_agree(seed: int):
         got = ns["Model"]({p.name: vals[p.name] for p in g.params})(*_inputs(g, vals))
     assert _close(ref, [t.numpy() for t in got])
     assert _close(ref, _compiled(g, vals, "aot_eager"))
+
+
+#: two labels of one shape: torch keys a region's reuse on its function's code object (F60),
+#: so each label's function must have its own, or the second reuses the first's body
+TWO_LABELS = """graph main(%x: f32[3]) {
+  %a = region[label=r1](%x) : f32[3] {
+    graph r1(%x1: f32[3]) {
+      %t = tanh(%x1) : f32[3]
+      return %t
+    }
+  }
+  %b = region[label=r0](%a) : f32[3] {
+    graph r0(%x2: f32[3]) {
+      %l = log(%x2) : f32[3]
+      return %l
+    }
+  }
+  return %b
+}
+"""
+
+
+def test_each_label_has_a_function_of_its_own_code():
+    from ir.ops.region import _SITES, register_regions
+
+    g = parse(TWO_LABELS)
+    register_regions(g)
+    fns = [_SITES[id(i.blocks[0])][1].__marked_compile_region_fn__ for i, _ in g.walk()
+           if isinstance(i.op, Region)]
+    codes = [f.__code__ for f in fns]
+    assert [c.co_name for c in codes] == ["region_r1", "region_r0"] and codes[0] != codes[1]
+    vals = _values(g)
+    ref = [t.numpy() for t in run_graph_torch(g, _torch(vals))]
+    assert _close(ref, _compiled(g, vals, "eager"))
