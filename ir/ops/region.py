@@ -158,8 +158,7 @@ def _region_fn(label: str, variants: tuple[Graph, ...]) -> Callable[..., Any]:
                      for k, o in enumerate(body.outputs))
         return outs[0] if len(outs) == 1 else outs
 
-    own = types.FunctionType(region.__code__.replace(co_name=f"region_{label}",
-                                                     co_qualname=f"region_{label}"),
+    own = types.FunctionType(region.__code__.replace(co_name=f"region_{label}"),
                              region.__globals__, f"region_{label}", None, region.__closure__)
     return torch.compiler.nested_compile_region(own)
 

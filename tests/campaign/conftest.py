@@ -36,7 +36,7 @@ def sample_row(**overrides: Any) -> dict[str, Any]:
         "mutation_discarded": 0,
         "novel": True,
         "graph_hash": "abc", "n_insts": 3, "n_inputs": 1, "n_params": 0, "max_depth": 1, "n_if": 1,
-        "n_loop": 0, "n_scan": 0, "n_rnn": 0, "n_inplace": 0, "n_view_writes": 0, "n_input_sets": 2, "branch_coverage": 1.0, "n_if_both": 1, "trip_counts": [],
+        "n_loop": 0, "n_scan": 0, "n_rnn": 0, "n_custom": 0, "n_region": 0, "n_inplace": 0, "n_view_writes": 0, "n_input_sets": 2, "branch_coverage": 1.0, "n_if_both": 1, "trip_counts": [],
         "ops": ["add", "relu"], "dtypes": ["f32"], "dialect": "eager", "mode": "infer", "grad_leaves": 0, "transform": "", "backend": "ort",
         "target": "cpu", "verdict": "pass", "stage": None, "error_class": None,
         "error_sig": None, "error_msg": None, "mismatch_output": None, "mismatch_input_set": None,

@@ -150,7 +150,7 @@ def onnx_folder(tmp_path: Path, model: Any, expect: dict[str, Any],
     import onnxruntime as ort
 
     from campaign.backends.base import ReproSpec
-    from campaign.triage.pipeline.repro import repro_source
+    from campaign.triage.pipeline.repro_source import repro_source
 
     dest = tmp_path / "bug"
     dest.mkdir()

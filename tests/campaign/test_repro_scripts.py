@@ -16,7 +16,7 @@ from campaign.backends import make_backend
 from campaign.backends.base import ReproSpec, root_error
 from campaign.backends.repro_scripts import prelude
 from campaign.backends.tvm import TVM_BODIES
-from campaign.triage.pipeline.repro import (
+from campaign.triage.pipeline.repro_source import (
     SCRIPTS,
     part_source,
     program_dialect,
@@ -225,7 +225,7 @@ def test_dynsmith_and_the_scripts_unwrap_errors_with_one_function():
 
 
 def test_the_higher_order_ops_of_a_program_are_asked_of_its_ops_bodies_included():
-    from campaign.triage.pipeline.repro import higher_order_ops
+    from campaign.triage.pipeline.repro_source import higher_order_ops
     from ir.core.text import parse
 
     g = parse("""graph main(%n: i64[], %p: b8[], %x: f32[2]) {

@@ -142,7 +142,7 @@ def test_a_gradient_repro_trains_with_its_configuration():
     """repro.py of a gradient finding: plain torch that trains (leaf params as nn.Parameters,
     the cotangents from the folder), with the AOT autograd options the fuzzer set; valid
     Python."""
-    from campaign.triage.pipeline.repro import repro_source, repro_spec_of
+    from campaign.triage.pipeline.repro_source import repro_source, repro_spec_of
 
     g = verify(parse("""
 graph main(%x: f32[3], %w: param f32[3]) {

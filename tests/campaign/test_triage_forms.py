@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from campaign.triage.pipeline.repro import repro_source, repro_spec_of
+from campaign.triage.pipeline.repro_source import repro_source, repro_spec_of
 from ir import parse
 from ir.core.text import load
 from ir.materialize.form import TorchForm

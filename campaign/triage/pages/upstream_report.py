@@ -243,7 +243,7 @@ def _graph_code(folder: Path, spec: str, info: dict[str, Any]) -> list[str]:
     """The graph as torch source (the program every backend is given), plus the ONNX model as
     text for backends that take ONNX."""
     from campaign.backends import info_of
-    from campaign.triage.pipeline.repro import program_dialect, repro_spec_of
+    from campaign.triage.pipeline.repro_source import program_dialect, repro_spec_of
 
     how = repro_spec_of(spec)
     out: list[str] = []

@@ -16,7 +16,7 @@ import ast
 from typing import Any
 
 from campaign.backends.base import ReproSpec, breaks_graph
-from campaign.triage.pipeline.repro import (
+from campaign.triage.pipeline.repro_source import (
     SCRIPTS,
     assemble,
     higher_order_ops,
