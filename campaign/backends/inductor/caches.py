@@ -33,13 +33,14 @@ def cache_hits() -> int:
 
 
 @contextlib.contextmanager
-def caches_on() -> Iterator[None]:
+def caches_on(fx_graph: bool = True, autograd: bool = True) -> Iterator[None]:
     """Inductor's FX graph cache and AOT autograd's cache on (as users have them by default;
-    the fuzzer's other tests run without them: `InductorBackend.child_init`)."""
+    the fuzzer's other tests run without them: `InductorBackend.child_init`); either off where
+    its argument says (a cache repro's localization)."""
     import torch._functorch.config as fcfg
     import torch._inductor.config as icfg
 
-    with icfg.patch(fx_graph_cache=True), fcfg.patch(enable_autograd_cache=True):
+    with icfg.patch(fx_graph_cache=fx_graph), fcfg.patch(enable_autograd_cache=autograd):
         yield
 
 

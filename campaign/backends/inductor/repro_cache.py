@@ -14,6 +14,10 @@ registers the test's op again, as the backend does. Both are compiled under one 
 (`PROGRAM_FILE`), as the fuzzer compiled one module class for both: a `self` twin's graphs are
 the test's to the letter, their stack traces included (torch 2.13's keys do not read them:
 a self pair hits both caches under two names too).
+
+Its localization (`ablate`, docs/triage.md "Where the fault is") switches the caches off, the
+near-twin's compile first (TWIN_FIRST, CACHES), then one cache alone; when the caches are not
+needed, torch.compile's plan runs with them off.
 """
 from __future__ import annotations
 
@@ -33,12 +37,15 @@ from campaign.backends.inductor.torch_compile import (
     DEVICE,
     DYNAMIC,
     FULLGRAPH,
+    ablate_compile,
     build_program,
     compile_backend,
     configure,
     describe,
     first_call_stage,
+    use_regions,
 )
+from campaign.backends.repro_scripts.localize import PASSES, SAME, Probe
 from campaign.backends.repro_scripts.model import TEST_PROGRAM, TWIN_PROGRAM
 from campaign.backends.repro_scripts.prelude import (
     failed,
@@ -65,6 +72,15 @@ TWIN_VALUES = "inputs.npz"
 TWIN_INPUTS: list[str] = []
 TWIN_PARAMS: list[str] = []
 # ---- end of per-test values
+
+# ---- localization switches (`--set NAME=<json>`, as the plan's runs set them; every cache
+# script has them so: docs/triage.md, "Where the fault is")
+#: compile and run the near-twin before the warm compile
+TWIN_FIRST = True
+#: the caches on: "fx_graph_cache" (Inductor's FX graph cache), "autograd_cache" (AOT
+#: autograd's, which bypasses itself while the FX graph cache is off); none: no fresh cache
+#: directories either
+CACHES = ["fx_graph_cache", "autograd_cache"]
 
 #: the file name both programs are compiled under (their stack traces alike)
 PROGRAM_FILE = "<program>"
@@ -105,6 +121,7 @@ def run_twin() -> None:
     namespace = load_program(TWIN_PROGRAM)
     try:
         values = load(TWIN_VALUES)
+        use_regions(namespace["Model"])
         model = namespace["Model"]({n: np.array(values[n], copy=True)
                                     for n in TWIN_PARAMS}).to(DEVICE).eval()
         program = model if COMPILER == "none" else torch.compile(
@@ -138,31 +155,44 @@ def run_test(model_class: Any, sets: list[dict[str, Any]], backend: Any) -> list
 
 
 def main() -> None:
+    import contextlib
+
     import torch._inductor.config as icfg
 
     backend = configure()
     icfg.autotune_local_cache = False  # as the fuzzer's sandbox processes
     print(describe("", DEVICE), flush=True)
-    print(f"cache test: the near-twin ({TWIN}) is {TWIN_DESCRIBE}; the FX graph cache and the "
-          "AOT autograd cache on", flush=True)
+    on = {"fx_graph_cache": "the FX graph cache", "autograd_cache": "the AOT autograd cache"}
+    print(f"cache test: the near-twin ({TWIN}) is {TWIN_DESCRIBE}; "
+          + (" and ".join(on[c] for c in CACHES) + " on" if CACHES else "the caches off")
+          + ("" if TWIN_FIRST else "; the near-twin not compiled first (TWIN_FIRST=False)"),
+          flush=True)
     sets = input_sets()
-    with caches_on():
-        with fresh_cache_dir() as where:
-            print(f"[repro] near-twin, then warm, in {where}", flush=True)
-            stage("compile")
-            before = cache_counters()
-            try:
-                run_twin()
-            except Exception as e:
-                failed(e)
-            counted("near-twin's compile", before)
-            torch._dynamo.reset()
+
+    def directory() -> Any:  # a fresh cache directory, while a cache is on
+        if CACHES:
+            return fresh_cache_dir()
+        return contextlib.nullcontext("the cache directory as it is (the caches off)")
+
+    with caches_on("fx_graph_cache" in CACHES, "autograd_cache" in CACHES):
+        with directory() as where:
+            print(f"[repro] {'near-twin, then ' if TWIN_FIRST else ''}warm, in {where}",
+                  flush=True)
+            if TWIN_FIRST:
+                stage("compile")
+                before = cache_counters()
+                try:
+                    run_twin()
+                except Exception as e:
+                    failed(e)
+                counted("near-twin's compile", before)
+                torch._dynamo.reset()
             test = load_program(TEST_PROGRAM)["Model"]
             before = cache_counters()
             warm = run_test(test, sets, backend)
             hits = counted("warm compile", before)
             torch._dynamo.reset()
-        with fresh_cache_dir() as where:
+        with directory() as where:
             print(f"[repro] cold, in {where}", flush=True)
             before = cache_counters()
             cold = run_test(test, sets, backend)
@@ -176,3 +206,46 @@ def main() -> None:
     for k in range(0, len(warm), n):
         outs += warm[k:k + n] + cold[k:k + n]
     finish(outs)
+
+
+def ablate(probe: Probe) -> tuple[str | None, str]:
+    """`repro.py --localize` of a cache test: the caches first. Both off: when it still fails
+    the same way they are not at fault, and torch.compile's plan (`ablate_compile`) runs
+    with them off (without the near-twin too, when that still fails alike). When it passes,
+    the near-twin is left out (does the failure need its entries?), then the AOT autograd
+    cache is switched off alone: passing, its entry was at fault; still failing, the FX graph
+    cache alone serves it (and off as well, it passed)."""
+    off = probe("both caches off (CACHES=[])", CACHES=[])
+    if off == SAME:
+        alone = probe("both caches off, the near-twin not compiled first", CACHES=[],
+                      TWIN_FIRST=False)
+        probe.fixed = {"CACHES": [], **({"TWIN_FIRST": False} if alone == SAME else {})}
+        culprit, why = ablate_compile(probe, load_program(TEST_PROGRAM))
+        return culprit, (f"with both caches off it still fails the same way, so they are not at "
+                         f"fault (without the near-twin as well it {alone}); torch.compile's "
+                         f"plan with them off: {why}")
+    if off != PASSES:
+        return None, (f"with both caches off it {off}: whether they are at fault, the runs "
+                      f"cannot tell")
+    shown = "with both caches off it passes"
+    twin = probe("the caches on, the near-twin not compiled first (TWIN_FIRST=False)",
+                 TWIN_FIRST=False)
+    shown += ("; without the near-twin compiled first it passes: the failure needs the twin's "
+              "cache entries" if twin == PASSES else
+              f"; without the near-twin compiled first it {twin}"
+              + (": the test's own entries are enough" if twin == SAME else ""))
+    aot = probe("the AOT autograd cache off, the FX graph cache on",
+                CACHES=["fx_graph_cache"])
+    if aot == PASSES:
+        return ("aot_autograd: AOT autograd cache",
+                f"{shown}; with the AOT autograd cache off alone it passes: an entry it served "
+                f"the warm compile is at fault (its key misses what tells the compiles apart, "
+                f"or the entry comes back wrong)")
+    if aot == SAME:
+        return ("inductor: FX graph cache",
+                f"{shown}; with the AOT autograd cache off alone it still fails the same way, "
+                f"with the FX graph cache off as well it passes: an entry the FX graph cache "
+                f"served is at fault (its key misses what tells the compiles apart, or the "
+                f"entry comes back wrong)")
+    return None, (f"{shown}; with the AOT autograd cache off alone it {aot}: which cache, the "
+                  f"runs cannot tell")

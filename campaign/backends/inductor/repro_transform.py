@@ -14,6 +14,7 @@ from campaign.backends.inductor.torch_compile import (
     configure,
     describe,
     set_training_flags,
+    use_regions,
 )
 from campaign.backends.repro_scripts.localize import Probe
 from campaign.backends.repro_scripts.model import Model
@@ -40,6 +41,7 @@ def main() -> None:
     sets = input_sets()
     stage("import")
     try:
+        use_regions(Model)
         model = Model({n: np.array(sets[0][n], copy=True) for n in PARAMS}).eval()
         program, args, what = transform_program(model, sets, INPUTS, OUTPUTS, HERE)
         print(f"[repro] the program: {what}", flush=True)

@@ -5,7 +5,9 @@ localization plan both bodies run (`ablate_compile`, docs/triage.md "Where the f
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+import types
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ from campaign.backends.repro_scripts.prelude import (
     HERE,
     INPUTS,
     PARAMS,
+    done,
     failed,
     stage,
 )
@@ -40,6 +43,16 @@ TRAINING_FLAGS: dict[str, Any] = {}
 #: the torch higher-order ops the program calls (`torch.cond`, ...; none in the python dialect)
 HIGHER_ORDER_OPS: list[str] = []
 # ---- end of per-test values
+
+# ---- localization switches (`--set NAME=<json>`, as the plan's runs set them; every script
+# has them so: docs/triage.md, "Where the fault is")
+#: the program's compile regions (`torch.compiler.nested_compile_region` functions): "marked"
+#: as printed; "unmarked": each region function called plainly (Dynamo inlines its body);
+#: "no_reuse": marked, but Dynamo never stamps out a region it traced for one call at another
+#: (its reuse lookup finds nothing: every call traced anew); "inlined": marked, and Dynamo's
+#: invoke_subgraph calls put back in place before the backend gets the graph
+#: (`torch._dynamo.config.inline_invoke_subgraph`)
+REGIONS = "marked"
 
 
 def configure() -> Any:
@@ -94,7 +107,9 @@ def build_program(sets: list[dict[str, Any]], backend: Any,
     stage("import")
     try:
         params = {n: np.array(sets[0][n], copy=True) for n in PARAMS}
-        model = (Model if model_class is None else model_class)(params).to(DEVICE).eval()
+        model_class = Model if model_class is None else model_class
+        use_regions(model_class)
+        model = model_class(params).to(DEVICE).eval()
         program = torch.compile(model, backend=backend, fullgraph=FULLGRAPH, dynamic=DYNAMIC) \
             if COMPILER != "none" else model  # none: run eagerly (localization)
         args = [[torch.from_numpy(np.array(s[n], copy=True)).to(DEVICE) for n in INPUTS]
@@ -102,6 +117,63 @@ def build_program(sets: list[dict[str, Any]], backend: Any,
     except Exception as e:
         failed(e)
     return model, program, args
+
+
+def program_namespace(model_class: Any) -> dict[str, Any]:
+    """The module namespace of the program that defines `model_class` (its functions, custom
+    ops and compile regions)."""
+    found = getattr(getattr(model_class, "forward", None), "__globals__", None)
+    return found if isinstance(found, dict) else vars(sys.modules[model_class.__module__])
+
+
+def region_functions(namespace: dict[str, Any]) -> dict[str, Any]:
+    """The program's compile regions: each name bound to a function marked
+    `torch.compiler.nested_compile_region`, with the plain function it marks."""
+    out = {}
+    for name, value in namespace.items():
+        plain = value
+        while isinstance(plain, types.FunctionType) \
+                and hasattr(plain, "__marked_compile_region_fn__"):
+            plain = plain.__marked_compile_region_fn__
+        if plain is not value:
+            out[name] = plain
+    return out
+
+
+def mutating_custom_ops(namespace: dict[str, Any]) -> list[str]:
+    """The custom ops the program calls (the names it binds to `torch.ops.<ns>.<op>`) whose
+    schema writes an argument (`torch.library.custom_op(..., mutates_args=...)`)."""
+    return sorted(value._qualified_op_name for value in namespace.values()
+                  if isinstance(value, torch._ops.OpOverloadPacket)
+                  and not value._qualified_op_name.startswith(("aten::", "prims::"))
+                  and any(getattr(value, o)._schema.is_mutable for o in value.overloads()))
+
+
+def use_regions(model_class: Any) -> None:
+    """Make the compile regions of the program that defines `model_class` what REGIONS says
+    (nothing to do when they stay marked; a torch without the switch fails otherwise)."""
+    if REGIONS == "marked":
+        return
+    if REGIONS == "unmarked":  # the names the program calls bound to the plain functions
+        for name, plain in region_functions(program_namespace(model_class)).items():
+            program_namespace(model_class)[name] = plain
+    elif REGIONS == "no_reuse":
+        from torch._dynamo.variables import invoke_subgraph
+
+        if not hasattr(invoke_subgraph, "has_reuse_entries"):
+            done(2, f"DIFFERENT FAILURE: REGIONS={REGIONS!r}: torch {torch.__version__} has "
+                    "no region reuse lookup (torch._dynamo.variables.invoke_subgraph."
+                    "has_reuse_entries)")
+        invoke_subgraph.has_reuse_entries = lambda tx, fn_var: False
+    elif REGIONS == "inlined":
+        if not hasattr(torch._dynamo.config, "inline_invoke_subgraph"):
+            done(2, f"DIFFERENT FAILURE: REGIONS={REGIONS!r}: torch {torch.__version__} has "
+                    "no torch._dynamo.config.inline_invoke_subgraph")
+        torch._dynamo.config.inline_invoke_subgraph = True
+    else:
+        done(2, f"DIFFERENT FAILURE: REGIONS={REGIONS!r}: not one of marked, unmarked, "
+                "no_reuse, inlined")
+    print(f"[repro] compile regions: {REGIONS}", flush=True)
 
 
 def first_call_stage() -> str:
@@ -265,13 +337,15 @@ def smallest_configuration(probe: Probe) -> tuple[list[str], list[str]]:
     return needed, notes
 
 
-def _eager_at_fault() -> tuple[str | None, str]:
+def _eager_at_fault(probe: Probe, program: dict[str, Any]) -> tuple[str | None, str]:
     """The program fails the same way run eagerly. The reference (expected.npz) ran the same
     graph in the python dialect, where control flow is Python's and no higher-order op runs:
     what only this program does is call the higher-order ops (their eager forward and their
     autograd rule), so one kind of them is the culprit; several kinds, or none, are not
-    localized. A mismatch needs its reference confirmed (truth.npz, the float64 shadow's
-    results: an element fails only when off both): a wrong reference fails alike too."""
+    localized, except that compile regions can be unmarked (REGIONS): passing so, the
+    regions are the culprit; still failing alike with one other kind left, that one is. A
+    mismatch needs its reference confirmed (truth.npz, the float64 shadow's results: an
+    element fails only when off both): a wrong reference fails alike too."""
     why = ("it fails the same way without torch.compile (this program run eagerly): no stage "
            "of the compiler is at fault")
     if EXPECT.get("verdict") == "mismatch" and not os.path.exists(os.path.join(HERE,
@@ -286,24 +360,46 @@ def _eager_at_fault() -> tuple[str | None, str]:
                 f"{why}; the reference ran the same graph with Python control flow, and the "
                 f"only higher-order op this program calls is {hop}")
     if HIGHER_ORDER_OPS:
-        return None, (f"{why}; it calls {len(HIGHER_ORDER_OPS)} kinds of higher-order op "
-                      f"({', '.join(HIGHER_ORDER_OPS)}): which one, the script cannot switch "
-                      f"to Python control flow to tell")
+        kinds = (f"it calls {len(HIGHER_ORDER_OPS)} kinds of higher-order op "
+                 f"({', '.join(HIGHER_ORDER_OPS)})")
+        region = next((h for h in HIGHER_ORDER_OPS if h.endswith("nested_compile_region")),
+                      None)
+        unmarked = ""
+        if region is not None and region_functions(program):
+            fares = probe("no torch.compile, compile regions unmarked (each region function "
+                          "called plainly)", COMPILER="none", REGIONS="unmarked")
+            rest = [h for h in HIGHER_ORDER_OPS if h != region]
+            if fares == PASSES:
+                return (f"torch: {region} run eagerly ({what})",
+                        f"{why}; {kinds}; with the compile regions unmarked (each region "
+                        f"function called plainly) it passes")
+            if fares == SAME and len(rest) == 1:
+                return (f"torch: {rest[0]} run eagerly ({what})",
+                        f"{why}; {kinds}; with the compile regions unmarked it still fails the "
+                        f"same way, and the only other higher-order op it calls is {rest[0]}")
+            unmarked = f"; with the compile regions unmarked it {fares}"
+        return None, (f"{why}; {kinds}: which one, the script cannot switch to Python control "
+                      f"flow to tell{unmarked}")
     return None, (f"{why}, and it calls no higher-order op: torch eager itself computes it "
                   f"so, or the reference (expected.npz) is not what torch computes here")
 
 
-def ablate_compile(probe: Probe) -> tuple[str | None, str]:
+def ablate_compile(probe: Probe, program: dict[str, Any] | None = None
+                   ) -> tuple[str | None, str]:
     """The torch.compile plan: is it the compiler at all (COMPILER none), then the first stage
     that fails the same way (eager: Dynamo; aot_eager: AOT autograd;
     aot_eager_decomp_partition: Inductor's decompositions and partitioner), then within
     Inductor the smallest set of the drawn options that still fails (a needed one, such as
     the C++ wrapper, is the culprit), then torch's CompilerBisector (its config changes and
-    subsystems, read from the installed torch)."""
+    subsystems, read from the installed torch). At the first stage that fails, and before
+    the bisector, the switches of what the program's extensions use (`extension_probes`: its
+    compile regions, its custom ops that write) come first. `program`: the namespace of the
+    torch program (default: this script's)."""
+    program = globals() if program is None else program
     eager = SAME if COMPILER == "none" else probe("no torch.compile (COMPILER=none: run "
                                                   "eagerly)", COMPILER="none")
     if eager == SAME:
-        return _eager_at_fault()
+        return _eager_at_fault(probe, program)
     seen = ["without torch.compile it passes"]
     names = [name for name, _, _ in STAGES]
     upto = (len(STAGES) if COMPILER == "inductor" else
@@ -312,6 +408,10 @@ def ablate_compile(probe: Probe) -> tuple[str | None, str]:
         # the failing backend's own stage is the run that failed
         fares = SAME if name == COMPILER else probe(f"COMPILER={name}", COMPILER=name)
         if fares == SAME:
+            found, ext = extension_probes(probe, name, program)
+            if found is not None:
+                return found, "; ".join([*seen, why, ext])
+            why = "; ".join([why, *([ext] if ext else [])])
             if name == "aot_eager_decomp_partition":
                 return _decompositions(probe, "; ".join([*seen, why]))
             return f"{culprit}: {why.split(':')[0]}", "; ".join([*seen, why])
@@ -325,10 +425,14 @@ def ablate_compile(probe: Probe) -> tuple[str | None, str]:
         return (f"inductor: {', '.join(needed)}",
                 f"{'; '.join(seen)}; only Inductor fails; the smallest set of the drawn "
                 f"options that still fails: {', '.join(needed)} ({'; '.join(flag_notes)})")
-    found, notes = _inductor_subsystems(probe)
     what = f"{'; '.join(seen)}; only Inductor fails" + (
         f"; drawn options kept, none alone the fault: {'; '.join(flag_notes)}"
         if flag_notes else "")
+    found, ext = extension_probes(probe, "inductor", program)
+    if found is not None:
+        return found, f"{what}; {ext}"
+    what += f"; {ext}" if ext else ""
+    found, notes = _inductor_subsystems(probe)
     if found is not None:
         return found, f"{what}; {notes}"
     drawn = _configuration()
@@ -336,6 +440,131 @@ def ablate_compile(probe: Probe) -> tuple[str | None, str]:
                   + ("it fails the same way with none of the drawn options"
                      if drawn else "no drawn options to drop")
                   + ": no single pass, subsystem or option is at fault")
+
+
+# ---- the extensions' switches (docs/extensions.md): compile regions, custom ops that write
+
+#: the environment of a run with Inductor's re-inplacing pass switched off
+#: (`torch._inductor.config.disabled_passes`, whose environment variable overrides any
+#: setting: the pass skipped as GraphTransformObserver skips a disabled pass); every
+#: auto_functionalized op then clones what it writes
+REINPLACE_OFF = {"TORCHINDUCTOR_DISABLED_PASSES": "REINPLACE_INPLACEABLE_OPS"}
+#: the environment of a run whose functionalization emits auto_functionalized (v1) for a
+#: custom op that writes, not auto_functionalized_v2
+#: (`torch._inductor.config.enable_auto_functionalized_v2`, read from it when torch loads)
+AUTO_FUNCTIONALIZED_V1 = {"TORCHDYNAMO_AUTO_FUNCTIONALIZED_V2": "0"}
+
+#: who handles a region's invoke_subgraph at each stage that may fail first, and how
+INVOKE_SUBGRAPH = {
+    "eager": "torch: invoke_subgraph run eagerly",
+    "aot_eager": "aot_eager: invoke_subgraph (AOT autograd's tracing of the region)",
+    "aot_eager_decomp_partition": "inductor: invoke_subgraph (decompositions/partitioner)",
+    "inductor": "inductor: invoke_subgraph (the region's subgraph compiled)",
+}
+
+
+def extension_probes(probe: Probe, stage: str, program: dict[str, Any]
+                     ) -> tuple[str | None, str]:
+    """At `stage`, the first that fails the same way (its backend; inductor: the failing
+    configuration), the switches of what the program's extensions use: its compile regions
+    (`_regions`), then its custom ops that write (`_custom_ops`). Returns (culprit or None,
+    what the runs showed; empty when the program has neither)."""
+    values = {} if stage == COMPILER else {"COMPILER": stage}
+    notes = []
+    if region_functions(program):
+        found, why = _regions(probe, stage, values)
+        if found is not None:
+            return found, why
+        notes.append(why)
+    ops = mutating_custom_ops(program)
+    if ops and stage != "eager":  # Dynamo alone calls the op as it is: nothing functionalized
+        found, why = _custom_ops(probe, stage, values, ops)
+        if found is not None:
+            return found, why
+        notes.append(why)
+    return None, "; ".join(notes)
+
+
+def _regions(probe: Probe, stage: str, values: dict[str, Any]) -> tuple[str | None, str]:
+    """The program's compile regions at `stage`: unmarked (every region function called
+    plainly); when that passes, the marks are needed, and Dynamo's reuse switched off alone
+    (every call traced anew) tells a reused region at fault, then the regions' invoke_subgraph
+    calls inlined before the backend tell the backend's handling of them from Dynamo's trace
+    of the region."""
+    at = f"COMPILER={stage}, " if values else ""
+    unmarked = probe(f"{at}compile regions unmarked (each region function called plainly)",
+                     **values, REGIONS="unmarked")
+    if unmarked != PASSES:
+        return None, f"with the compile regions unmarked it {unmarked}"
+    shown = "with the compile regions unmarked it passes"
+    no_reuse = probe(f"{at}compile regions marked, Dynamo's region reuse off (every call "
+                     "traced anew)", **values, REGIONS="no_reuse")
+    if no_reuse == PASSES:
+        return ("dynamo: nested_compile_region (region reuse)",
+                f"{shown}; marked, with Dynamo's reuse of a traced region off (every call "
+                f"traced anew) it passes: a region traced for one call and stamped out at "
+                f"another is at fault (its guards let it be reused where it does not fit)"
+                + ("" if stage == "eager" else
+                   f"; it shows from backend={stage!r} on, backend='eager' running the same "
+                   f"reused graph right"))
+    shown += f"; with Dynamo's region reuse off it {no_reuse}"
+    inlined = probe(f"{at}compile regions marked, their invoke_subgraph calls inlined before "
+                    "the backend (torch._dynamo.config.inline_invoke_subgraph)",
+                    **values, REGIONS="inlined")
+    if inlined == PASSES:
+        return (INVOKE_SUBGRAPH[stage],
+                f"{shown}; with the regions' invoke_subgraph calls inlined into the graph "
+                f"before the backend it passes: backend={stage!r}'s handling of "
+                f"invoke_subgraph is at fault, not Dynamo's trace of the region")
+    shown += f"; with their invoke_subgraph calls inlined before the backend it {inlined}"
+    if stage == "eager" and inlined == SAME:
+        return ("dynamo: nested_compile_region (the region's trace)",
+                f"{shown}: the graph Dynamo traced through the marked regions is at fault, "
+                f"reused or not, as a subgraph or inlined")
+    return None, (f"{shown}: the marks change the graph backend={stage!r} gets, and no "
+                  f"switch of the regions alone makes it pass")
+
+
+def _custom_ops(probe: Probe, stage: str, values: dict[str, Any],
+                ops: list[str]) -> tuple[str | None, str]:
+    """The program's custom ops that write (`ops`), at `stage`: functionalization turns each
+    call into an auto_functionalized_v2 op (v1 under AUTO_FUNCTIONALIZED_V1), which Inductor's
+    re-inplacing pass turns back into a write where it may (REINPLACE_OFF: every written
+    argument cloned instead). A stage before Inductor runs no re-inplacing: only v1 is
+    asked there."""
+    at = f"COMPILER={stage}, " if values else ""
+    what = f"the program's custom ops that write ({', '.join(ops)})"
+    notes = []
+    reinplace = None
+    if stage == "inductor":
+        reinplace = probe.run(f"{at}Inductor's re-inplacing pass off "
+                              "(TORCHINDUCTOR_DISABLED_PASSES=REINPLACE_INPLACEABLE_OPS)",
+                              values, REINPLACE_OFF)
+        notes.append(f"with Inductor's re-inplacing pass off it {reinplace}")
+    v1 = probe.run(f"{at}auto_functionalized v1 for custom ops that write "
+                   "(TORCHDYNAMO_AUTO_FUNCTIONALIZED_V2=0)", values, AUTO_FUNCTIONALIZED_V1)
+    notes.append(f"with auto_functionalized (v1) instead of v2 it {v1}")
+    shown = f"{what}: {'; '.join(notes)}"
+    if reinplace == PASSES:
+        if v1 == PASSES:
+            return ("inductor: reinplace (auto_functionalized_v2)",
+                    f"{shown}: the re-inplacing of auto_functionalized_v2 ops is at fault")
+        return ("inductor: reinplace (auto_functionalized)",
+                f"{shown}: the re-inplacing pass is at fault, whichever auto_functionalized "
+                f"form it gets")
+    if v1 == PASSES:
+        if stage == "aot_eager":
+            return ("functionalization: auto_functionalized_v2",
+                    f"{shown}: AOT autograd's functionalization of the custom ops into "
+                    f"auto_functionalized_v2 is at fault")
+        if stage == "aot_eager_decomp_partition":
+            return ("inductor: auto_functionalized_v2 (decompositions/partitioner)",
+                    f"{shown}: backend='aot_eager' runs the v2 graph right, Inductor's "
+                    f"decompositions or partitioner make it wrong")
+        return ("inductor: auto_functionalized_v2",
+                f"{shown}: backend='aot_eager' runs the v2 graph right, Inductor compiles it "
+                f"wrong, and not in its re-inplacing")
+    return None, shown
 
 
 def _decompositions(probe: Probe, why: str) -> tuple[str | None, str]:

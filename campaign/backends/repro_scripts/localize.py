@@ -106,21 +106,25 @@ def judge_run(code: int, stdout: str, expired: bool) -> str:
 
 class Probe:
     """Runs the script with changed per-test values, in a fresh process each (a crash or a
-    signal ends only that run), and keeps every step."""
+    signal ends only that run), and keeps every step. `fixed`: values every run sets
+    besides its own (a plan that goes on from a configuration it narrowed: a cache test's
+    plan, the caches shown not needed, runs torch.compile's with them off)."""
 
     def __init__(self, script: str, budget_s: float):
         self.script = script
         self.deadline = time.monotonic() + budget_s
         self.steps: list[Step] = []
         self.run_limit_s: float | None = None
+        self.fixed: dict[str, Any] = {}
         self._seen: dict[str, str] = {}
 
     def __call__(self, what: str, **values: Any) -> str:
         return self.run(what, values)
 
     def run(self, what: str, values: dict[str, Any], env: dict[str, str] | None = None) -> str:
-        """How the failure fares with `values` (and environment `env`) changed; raises
-        OutOfTime when the budget is spent."""
+        """How the failure fares with `values` (and environment `env`) changed, `fixed`
+        besides; raises OutOfTime when the budget is spent."""
+        values = {**self.fixed, **values}
         key = json.dumps([values, env or {}], sort_keys=True, default=str)
         if key in self._seen:
             return self._seen[key]

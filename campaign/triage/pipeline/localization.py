@@ -65,14 +65,15 @@ class Localization:
         return Localization(data.get("culprit") or None, str(data.get("why") or ""), steps)
 
 
-def localize_folder(folder: Path, budget_s: float = 900.0) -> Localization:
+def localize_folder(folder: Path, budget_s: float = 900.0,
+                    python: str | None = None) -> Localization:
     """Run `folder/repro.py --localize` within `budget_s` seconds (the script keeps to it; a
-    grace beyond it kills the run)."""
+    grace beyond it kills the run), with `python` (default ours: its runs use the same)."""
     folder = Path(folder)
     if not (folder / "repro.py").is_file():
         return Localization(None, "there is no repro.py")
     code, text, _, expired = run_fresh(folder, ["--localize", "--budget", f"{budget_s:g}"],
-                                       budget_s + 60)
+                                       budget_s + 60, python)
     for line in reversed(text.splitlines()):
         if line.startswith(RESULT_PREFIX):
             try:

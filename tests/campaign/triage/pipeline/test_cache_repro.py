@@ -11,7 +11,8 @@ the test warm and cold), confirms the finding without reducing it, and the bug f
 repro.py is this script.
 
 Each script run compiles with Inductor four times (about 18 s on 2 cores): one runs by default
-(the simulated key bug), the others are `slow`."""
+(the simulated key bug), the others are `slow`, its localization (`--localize`: one cache's key
+made constant, or a fault the caches do not cause) among them."""
 from __future__ import annotations
 
 import ast
@@ -166,7 +167,7 @@ def test_the_script_holds_both_programs_the_twins_op_under_the_tests_name(stale_
                                                   "typing", "numpy", "torch", "json", "re",
                                                   "signal", "subprocess", "tempfile", "time",
                                                   "collections", "dataclasses", "contextlib",
-                                                  "linecache", "shutil", "threading"}, imported
+                                                  "linecache", "shutil", "threading", "types"}, imported
     name = _op_name(_cache_test(WRITES))
     test_part, twin_part = code.split("\nTEST_PROGRAM = ", 1)[1].split("\nTWIN_PROGRAM = ", 1)
     assert f"torch.library.custom_op('dynsmith_src::{name}'" in test_part
@@ -361,3 +362,85 @@ def test_a_cache_finding_not_rerun_gets_the_cache_repro_too(tmp_path):
     assert "\nTWIN = 'schema'\n" in (tmp_path / "bug" / "repro.py").read_text()
     saved = json.loads((tmp_path / "bug" / "cache_twin.json").read_text())
     assert saved["rename"] == tc.cache.rename
+
+
+# ---- its localization (`repro_cache.ablate`, docs/triage.md "Where the fault is"): the caches
+# off, the near-twin left out, then one cache off alone, each culprit shown on one cache's key
+# made constant (a key that misses everything) at the script's top, so that every run of the
+# localization has it. The plan's other branches run on a stand-in probe
+# (tests/campaign/test_localize_torch.py)
+
+def _constant(*keys: str) -> str:
+    """CONSTANT_KEYS for `keys` alone (compiled_fx_graph_hash, autograd_cache_key)."""
+    modules = {"compiled_fx_graph_hash": "codecache", "autograd_cache_key": "aot_cache"}
+    head, _, _ = CONSTANT_KEYS.partition("\n\ncodecache.compiled_fx_graph_hash")
+    return head + "\n\n" + "\n".join(f"{modules[k]}.{k} = constant({modules[k]}.{k})"
+                                      for k in keys) + "\n"
+
+
+@pytest.mark.slow  # 4 script runs of up to 4 Inductor compiles each: 94 s on 2 cores
+@pytest.mark.parametrize("key,culprit,aot_off", [
+    ("autograd_cache_key", "aot_autograd: AOT autograd cache", "passes"),
+    ("compiled_fx_graph_hash", "inductor: FX graph cache", "fails the same way")])
+def test_a_stale_cache_entry_is_localized_to_its_cache(stale_schema, tmp_path, key, culprit,
+                                                       aot_off):
+    import shutil
+
+    from campaign.triage.pipeline.localization import localize_folder
+
+    folder = tmp_path / "bug"
+    shutil.copytree(stale_schema[0], folder)
+    src = (folder / "repro.py").read_text()
+    head = "from __future__ import annotations\n"
+    (folder / "repro.py").write_text(src.replace(head, head + _constant(key), 1))
+    loc = localize_folder(folder, budget_s=600)
+    runs = "\n".join(f"{s.what}: {s.outcome}" for s in loc.steps) + f"\n-> {loc.text}"
+    assert loc.culprit == culprit, runs
+    assert [(s.values, s.outcome) for s in loc.steps] == [
+        ({}, "fails the same way"), ({"CACHES": []}, "passes"), ({"TWIN_FIRST": False}, "passes"),
+        ({"CACHES": ["fx_graph_cache"]}, aot_off)], runs
+
+
+#: AOT autograd's functionalization refuses to make an auto_functionalized_v2 op (the test's op
+#: writes; its schema twin's is pure): the warm compile and the cold one fail alike, caches or not
+V2_REFUSED = """
+import torch._higher_order_ops.auto_functionalize as _auto_functionalize
+
+
+def _refused(*args, **kwargs):
+    raise RuntimeError("injected fault: auto_functionalized_v2")
+
+
+_auto_functionalize.do_auto_functionalize_v2 = _refused
+"""
+
+
+@pytest.mark.slow  # 7 script runs, 2-4 compiles each (none by Inductor but one): 73 s
+def test_a_cache_finding_the_caches_do_not_cause_gets_torch_compiles_plan(stale_schema,
+                                                                           tmp_path):
+    """The caches off, without the twin too, it still fails: torch.compile's plan runs with
+    both fixed, on the test's program (its custom op that writes read from TEST_PROGRAM)."""
+    import shutil
+
+    from campaign.triage.pipeline.localization import localize_folder
+
+    folder = tmp_path / "bug"
+    shutil.copytree(stale_schema[0], folder)
+    src = (folder / "repro.py").read_text()
+    head = "from __future__ import annotations\n"
+    expect = re.search(r"^EXPECT = .*$", src, re.M)
+    assert expect is not None
+    src = src.replace(expect.group(0), "EXPECT = {'verdict': 'crash', 'stage': 'compile', "
+                      "'error_class': 'RuntimeError', 'error_sig': None}", 1)
+    (folder / "repro.py").write_text(src.replace(head, head + V2_REFUSED, 1))
+    loc = localize_folder(folder, budget_s=900)
+    runs = "\n".join(f"{s.what}: {s.outcome}" for s in loc.steps) + f"\n-> {loc.text}"
+    assert loc.culprit == "functionalization: auto_functionalized_v2", runs
+    off = {"CACHES": [], "TWIN_FIRST": False}
+    assert [(s.values, s.outcome) for s in loc.steps] == [
+        ({}, "fails the same way"), ({"CACHES": []}, "fails the same way"),
+        (off, "fails the same way"), ({**off, "COMPILER": "none"}, "passes"),
+        ({**off, "COMPILER": "eager"}, "passes"), ({**off, "COMPILER": "aot_eager"},
+                                                    "fails the same way"),
+        ({**off, "COMPILER": "aot_eager", "env": {"TORCHDYNAMO_AUTO_FUNCTIONALIZED_V2": "0"}},
+         "passes")], runs
