@@ -281,3 +281,20 @@ class BuggyInForm(EagerBackend):
 
         self.stage(Stage.COMPILE, compile_, result, "compile_ms")
         return super()._module(m, result)
+
+
+#: a mutating custom op (the cache and localization tests' program): its `schema` twin is the op made pure (its write dropped, so the twin
+#: computes tanh(x * x), the test tanh(x * x - y))
+WRITES = """graph main(%x: f32[2,5], %y: f32[5]) {
+  %a = mul(%x, %x) : f32[2,5]
+  %c = clone(%a) : f32[2,5]
+  custom[label=w, mutates=[0]](%c, %y) : () {
+    graph w(%c1: f32[2,5], %y1: f32[5]) {
+      %n = sub(%c1, %y1) : f32[2,5]
+      return %n
+    }
+  }
+  %o = tanh(%c) : f32[2,5]
+  return %o
+}
+"""

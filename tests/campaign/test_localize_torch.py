@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from buggy_backends import WRITES
 
 import ir
 from campaign.backends.repro_scripts.localize import PASSES, SAME, Probe, Step
@@ -568,19 +569,6 @@ def test_a_reused_region_is_named_on_a_real_script(tmp_path):
         ({"COMPILER": "eager", "REGIONS": "no_reuse"}, PASSES)]
 
 
-#: a custom op that writes a clone of a pure result (its schema `Tensor(a0!) x0`)
-WRITES = """graph main(%x: f32[2,5], %y: f32[5]) {
-  %a = mul(%x, %x) : f32[2,5]
-  %c = clone(%a) : f32[2,5]
-  custom[label=w, mutates=[0]](%c, %y) : () {
-    graph w(%c1: f32[2,5], %y1: f32[5]) {
-      %n = sub(%c1, %y1) : f32[2,5]
-      return %n
-    }
-  }
-  %o = tanh(%c) : f32[2,5]
-  return %o
-}"""
 
 
 def _reinplace_fault(forms: str) -> str:

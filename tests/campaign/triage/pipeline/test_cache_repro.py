@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from buggy_backends import StaleWarmCache
+from buggy_backends import WRITES, StaleWarmCache
 
 from campaign.backends import make_backend
 from campaign.backends.base import ReproSpec
@@ -49,22 +49,6 @@ from campaign.triage.pipeline.repro import _BLOCK_DYNSMITH, run_fresh, write_bug
 from campaign.worker import FuzzWorker, WorkerConfig
 from ir import parse
 from ir.ops.custom import Custom
-
-#: a mutating custom op: its `schema` twin is the op made pure (its write dropped, so the twin
-#: computes tanh(x * x), the test tanh(x * x - y))
-WRITES = """graph main(%x: f32[2,5], %y: f32[5]) {
-  %a = mul(%x, %x) : f32[2,5]
-  %c = clone(%a) : f32[2,5]
-  custom[label=w, mutates=[0]](%c, %y) : () {
-    graph w(%c1: f32[2,5], %y1: f32[5]) {
-      %n = sub(%c1, %y1) : f32[2,5]
-      return %n
-    }
-  }
-  %o = tanh(%c) : f32[2,5]
-  return %o
-}
-"""
 
 #: a pure custom op: its `schema` twin returns one more result
 PURE = """graph main(%x: f32[3,2]) {
